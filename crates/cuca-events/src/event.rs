@@ -1,0 +1,156 @@
+//! Session events and records: the append-only vocabulary of the session log.
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::Message;
+
+/// One thing that happened in a session.
+///
+/// # Format stability
+///
+/// The postcard encoding of [`SessionRecord`] is the `.cslog` payload, and postcard encodes
+/// a variant by its index. **Variant order is part of the on-disk format**: new variants go at
+/// the end only, and a change to an existing variant's fields bumps the `.cslog` version byte.
+/// The indices are: `SystemPrompt` 0, `Message` 1, `Reasoning` 2, `Output` 3, `ToolCall` 4,
+/// `ToolResult` 5, `Latency` 6, `TokenUsage` 7, `ModelSwap` 8, `Fork` 9.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum SessionEvent {
+    /// A system message, recorded on every request that carries it.
+    SystemPrompt {
+        /// The system text.
+        text: String,
+    },
+    /// A user or assistant message, recorded the first time its position appears.
+    Message(Message),
+    /// A streamed [`crate::MessageContentBlock::Thinking`] block.
+    Reasoning {
+        /// The reasoning text, verbatim.
+        text: String,
+    },
+    /// A streamed [`crate::MessageContentBlock::Text`] block.
+    Output {
+        /// The text, verbatim.
+        text: String,
+    },
+    /// A streamed [`crate::MessageContentBlock::ToolCall`] block.
+    ToolCall {
+        /// The provider's call id.
+        id: String,
+        /// The tool's name.
+        name: String,
+        /// The arguments as the model wrote them.
+        arguments: String,
+    },
+    /// A tool's result, with the process detail a content block has no field for.
+    ToolResult {
+        /// The id of the call this answers.
+        tool_call_id: String,
+        /// The output the model is shown.
+        content: String,
+        /// Whether the tool reported failure.
+        is_error: bool,
+        /// The process's standard output, where the recorder had it.
+        stdout: Option<String>,
+        /// The process's standard error, where the recorder had it.
+        stderr: Option<String>,
+        /// The process's exit code, where the recorder had it.
+        exit_code: Option<i32>,
+    },
+    /// How long a call took; always followed by [`SessionEvent::TokenUsage`].
+    Latency {
+        /// Wall time of the call in milliseconds.
+        duration_ms: u64,
+    },
+    /// What a call cost in tokens; closes a turn.
+    TokenUsage {
+        /// Tokens the prompt took.
+        prompt_tokens: u64,
+        /// Tokens the answer took.
+        completion_tokens: u64,
+    },
+    /// The session switched models.
+    ModelSwap {
+        /// The model before.
+        from: String,
+        /// The model after.
+        to: String,
+        /// Why, in words.
+        reason: String,
+    },
+    /// The audit record a backend appends to a session it forked.
+    Fork {
+        /// The point the branch was taken at (`"{session_id}:{sequence}"`).
+        from_point: String,
+        /// The new session's id.
+        to_session: String,
+    },
+}
+
+impl SessionEvent {
+    /// Every variant name, in format (index) order.
+    pub const KINDS: [&'static str; 10] = [
+        "SystemPrompt",
+        "Message",
+        "Reasoning",
+        "Output",
+        "ToolCall",
+        "ToolResult",
+        "Latency",
+        "TokenUsage",
+        "ModelSwap",
+        "Fork",
+    ];
+
+    /// The variant's name, as the seed's reports print it (`"Reasoning"`, `"Fork"`, …).
+    pub fn kind(&self) -> &'static str {
+        Self::KINDS[self.kind_index()]
+    }
+
+    /// The variant's index in [`SessionEvent::KINDS`] (its postcard discriminant).
+    pub fn kind_index(&self) -> usize {
+        match self {
+            SessionEvent::SystemPrompt { .. } => 0,
+            SessionEvent::Message(_) => 1,
+            SessionEvent::Reasoning { .. } => 2,
+            SessionEvent::Output { .. } => 3,
+            SessionEvent::ToolCall { .. } => 4,
+            SessionEvent::ToolResult { .. } => 5,
+            SessionEvent::Latency { .. } => 6,
+            SessionEvent::TokenUsage { .. } => 7,
+            SessionEvent::ModelSwap { .. } => 8,
+            SessionEvent::Fork { .. } => 9,
+        }
+    }
+}
+
+/// One stored event: the unit every backend appends and replays.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// The session the record belongs to.
+    pub session_id: String,
+    /// The 0-based position in the session, assigned by the session log plugin.
+    pub sequence: u64,
+    /// Milliseconds since the Unix epoch when the record was made.
+    pub timestamp_ms: u64,
+    /// What happened.
+    pub event: SessionEvent,
+}
+
+impl SessionRecord {
+    /// The record's point id, `"{session_id}:{sequence}"`: the string `fork_session` takes.
+    ///
+    /// ```
+    /// use cuca_events::{SessionEvent, SessionRecord};
+    /// let record = SessionRecord {
+    ///     session_id: "demo".into(),
+    ///     sequence: 1,
+    ///     timestamp_ms: 0,
+    ///     event: SessionEvent::Output { text: "noted".into() },
+    /// };
+    /// assert_eq!(record.point_id(), "demo:1");
+    /// ```
+    pub fn point_id(&self) -> String {
+        format!("{}:{}", self.session_id, self.sequence)
+    }
+}

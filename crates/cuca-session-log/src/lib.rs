@@ -1,0 +1,4 @@
+//! SessionLogPlugin: records every request, streamed block and completion as SessionEvents
+//!
+//! Being built: see the issue tracker.
+#![forbid(unsafe_code)]

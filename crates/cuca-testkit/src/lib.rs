@@ -1,0 +1,283 @@
+//! The conformance suite every [`SessionBackend`] runs, and small record builders for tests.
+//!
+//! A store crate runs the whole suite with one macro call in a test file; every check
+//! becomes its own `#[test]`, so a failure names the law that broke:
+//!
+//! ```
+//! use std::sync::Arc;
+//! # #[derive(Debug, Default)] struct Dummy;
+//! # impl cuca_events::SessionBackend for Dummy {
+//! #   fn name(&self) -> &str { "dummy" }
+//! #   fn append(&self, _: cuca_events::SessionRecord) -> Result<(), cuca_events::PluginError> { Ok(()) }
+//! #   fn replay(&self, _: &str) -> Result<Vec<cuca_events::SessionRecord>, cuca_events::PluginError> { Ok(vec![]) }
+//! #   fn fork(&self, _: &str, p: &str) -> Result<String, cuca_events::PluginError> { Err(cuca_events::PluginError::NotFound { what: "point".into(), id: p.into() }) }
+//! #   fn sessions(&self) -> Result<Vec<String>, cuca_events::PluginError> { Ok(vec![]) }
+//! #   fn gauge(&self) -> cuca_events::BackendGauge { Default::default() }
+//! # }
+//! // in tests/conformance.rs of a store crate:
+//! cuca_testkit::conformance_tests!(|| Arc::new(Dummy));
+//! ```
+//!
+//! The factory is called once per check and must return a backend with no sessions.
+//!
+//! # What it does not do
+//!
+//! It knows no concrete store: format, durability and cap checks live with each store.
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+
+use cuca_events::{Message, PluginError, SessionBackend, SessionEvent, SessionRecord};
+
+/// A record of `session_id` at `sequence` holding `event`, stamped at a fixed time.
+pub fn record(session_id: &str, sequence: u64, event: SessionEvent) -> SessionRecord {
+    SessionRecord {
+        session_id: session_id.to_owned(),
+        sequence,
+        timestamp_ms: 1_700_000_000_000 + sequence,
+        event,
+    }
+}
+
+/// The shape of one recorded turn: system prompt, user message, reasoning, output, then the
+/// Latency/TokenUsage pair that closes a turn.
+pub fn demo_turn(session_id: &str, first_sequence: u64) -> Vec<SessionRecord> {
+    let events = [
+        SessionEvent::SystemPrompt {
+            text: "You are terse.".into(),
+        },
+        SessionEvent::Message(Message::user("The vault is in Lisbon. Reply with: noted")),
+        SessionEvent::Reasoning {
+            text: "The user".into(),
+        },
+        SessionEvent::Reasoning {
+            text: " wants a short reply.".into(),
+        },
+        SessionEvent::Output {
+            text: "noted".into(),
+        },
+        SessionEvent::Latency { duration_ms: 412 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 31,
+            completion_tokens: 9,
+        },
+    ];
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(offset, event)| record(session_id, first_sequence + offset as u64, event))
+        .collect()
+}
+
+/// Appends every record, panicking with the backend's error: a conformance helper.
+pub fn append_all(backend: &dyn SessionBackend, records: &[SessionRecord]) {
+    for record in records {
+        if let Err(error) = backend.append(record.clone()) {
+            panic!("{} refused {}: {error}", backend.name(), record.point_id());
+        }
+    }
+}
+
+fn replay(backend: &dyn SessionBackend, session_id: &str) -> Vec<SessionRecord> {
+    match backend.replay(session_id) {
+        Ok(records) => records,
+        Err(error) => panic!(
+            "{} could not replay {session_id:?}: {error}",
+            backend.name()
+        ),
+    }
+}
+
+/// Records come back in append order, exactly as given.
+pub fn append_then_replay_keeps_order(backend: Arc<dyn SessionBackend>) {
+    let turn = demo_turn("demo", 0);
+    append_all(backend.as_ref(), &turn);
+    assert_eq!(replay(backend.as_ref(), "demo"), turn);
+}
+
+/// "Backends store records as given": a sequence gap the plugin chose is kept, not renumbered.
+pub fn records_are_stored_as_given(backend: Arc<dyn SessionBackend>) {
+    let records = vec![
+        record("gappy", 3, SessionEvent::Output { text: "a".into() }),
+        record("gappy", 9, SessionEvent::Output { text: "b".into() }),
+    ];
+    append_all(backend.as_ref(), &records);
+    assert_eq!(replay(backend.as_ref(), "gappy"), records);
+}
+
+/// Sessions do not see each other's records.
+pub fn sessions_are_separate(backend: Arc<dyn SessionBackend>) {
+    let a = demo_turn("a", 0);
+    let b = demo_turn("b", 0);
+    for (x, y) in a.iter().zip(&b) {
+        append_all(backend.as_ref(), &[x.clone(), y.clone()]);
+    }
+    assert_eq!(replay(backend.as_ref(), "a"), a);
+    assert_eq!(replay(backend.as_ref(), "b"), b);
+    let sessions = backend.sessions().unwrap_or_default();
+    assert_eq!(sessions, vec!["a".to_owned(), "b".to_owned()]);
+}
+
+/// "A missing file replays as an empty session" — for every backend, an unknown id is empty.
+pub fn unknown_session_replays_empty(backend: Arc<dyn SessionBackend>) {
+    assert_eq!(replay(backend.as_ref(), "never-written"), Vec::new());
+}
+
+/// "The new session holds the original's prefix up to and including that point, relabelled
+/// with the new session id. The original gains one SessionEvent::Fork record."
+pub fn fork_holds_the_prefix_and_audits_the_original(backend: Arc<dyn SessionBackend>) {
+    let turn = demo_turn("demo", 0);
+    append_all(backend.as_ref(), &turn);
+    let new_id = match backend.fork("demo", "demo:1") {
+        Ok(id) => id,
+        Err(error) => panic!("fork failed: {error}"),
+    };
+    let branch = replay(backend.as_ref(), &new_id);
+    let expected: Vec<SessionRecord> = turn[..=1]
+        .iter()
+        .map(|record| SessionRecord {
+            session_id: new_id.clone(),
+            ..record.clone()
+        })
+        .collect();
+    assert_eq!(branch, expected, "branch is the relabelled prefix");
+
+    let original = replay(backend.as_ref(), "demo");
+    assert_eq!(
+        original.len(),
+        turn.len() + 1,
+        "the original gains exactly one record"
+    );
+    assert_eq!(&original[..turn.len()], turn.as_slice());
+    let audit = &original[turn.len()];
+    assert_eq!(
+        audit.sequence,
+        turn.len() as u64,
+        "the audit record is sequenced at the tail"
+    );
+    assert_eq!(
+        audit.event,
+        SessionEvent::Fork {
+            from_point: "demo:1".into(),
+            to_session: new_id.clone(),
+        }
+    );
+}
+
+/// "The new id is {session_id}:fork:{point_id}:{n}", and two forks get two ids.
+pub fn fork_ids_follow_the_format(backend: Arc<dyn SessionBackend>) {
+    append_all(backend.as_ref(), &demo_turn("demo", 0));
+    let first = backend.fork("demo", "demo:1").unwrap_or_default();
+    let second = backend.fork("demo", "demo:1").unwrap_or_default();
+    for id in [&first, &second] {
+        let n = id.strip_prefix("demo:fork:demo:1:");
+        assert!(
+            n.is_some_and(|n| n.parse::<u64>().is_ok()),
+            "{id:?} is not demo:fork:demo:1:{{n}}"
+        );
+    }
+    assert_ne!(first, second);
+}
+
+/// A fork never writes into a session that already exists.
+pub fn fork_never_writes_into_an_existing_session(backend: Arc<dyn SessionBackend>) {
+    append_all(backend.as_ref(), &demo_turn("demo", 0));
+    // Occupy the ids a fresh counter would mint first.
+    for n in 0..3 {
+        let occupied = cuca_events::fork_session_id("demo", "demo:1", n);
+        append_all(
+            backend.as_ref(),
+            &[record(
+                &occupied,
+                0,
+                SessionEvent::Output {
+                    text: "mine".into(),
+                },
+            )],
+        );
+    }
+    let new_id = backend.fork("demo", "demo:1").unwrap_or_default();
+    assert!(!new_id.is_empty());
+    for n in 0..3 {
+        let occupied = cuca_events::fork_session_id("demo", "demo:1", n);
+        assert_ne!(new_id, occupied);
+        assert_eq!(
+            replay(backend.as_ref(), &occupied).len(),
+            1,
+            "{occupied} untouched"
+        );
+    }
+    assert_eq!(replay(backend.as_ref(), &new_id).len(), 2);
+}
+
+/// A fork of a point that does not exist fails and changes nothing.
+pub fn fork_of_a_missing_point_changes_nothing(backend: Arc<dyn SessionBackend>) {
+    let turn = demo_turn("demo", 0);
+    append_all(backend.as_ref(), &turn);
+    let before = backend.sessions().unwrap_or_default();
+    for (session, point) in [
+        ("demo", "demo:99"),
+        ("nope", "nope:0"),
+        ("demo", "other:1"),
+        ("demo", "demo"),
+    ] {
+        let result = backend.fork(session, point);
+        assert!(
+            matches!(
+                result,
+                Err(PluginError::NotFound { .. } | PluginError::Validation { .. })
+            ),
+            "fork({session:?}, {point:?}) gave {result:?}"
+        );
+    }
+    assert_eq!(replay(backend.as_ref(), "demo"), turn);
+    assert_eq!(backend.sessions().unwrap_or_default(), before);
+}
+
+/// A branch is a session like any other: it replays and takes appends after its prefix.
+pub fn a_branch_takes_appends(backend: Arc<dyn SessionBackend>) {
+    append_all(backend.as_ref(), &demo_turn("demo", 0));
+    let new_id = backend.fork("demo", "demo:4").unwrap_or_default();
+    let next = record(
+        &new_id,
+        5,
+        SessionEvent::Output {
+            text: "other path".into(),
+        },
+    );
+    append_all(backend.as_ref(), std::slice::from_ref(&next));
+    let branch = replay(backend.as_ref(), &new_id);
+    assert_eq!(branch.len(), 6);
+    assert_eq!(branch.last(), Some(&next));
+    // A fork of a fork splits its id at the last ':'.
+    let grandchild = backend.fork(&new_id, &format!("{new_id}:2"));
+    assert!(grandchild.is_ok(), "fork of a fork: {grandchild:?}");
+}
+
+/// Generates one `#[test]` per conformance law for a backend factory expression.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($factory:expr) => {
+        $crate::conformance_tests!(@each $factory;
+            append_then_replay_keeps_order,
+            records_are_stored_as_given,
+            sessions_are_separate,
+            unknown_session_replays_empty,
+            fork_holds_the_prefix_and_audits_the_original,
+            fork_ids_follow_the_format,
+            fork_never_writes_into_an_existing_session,
+            fork_of_a_missing_point_changes_nothing,
+            a_branch_takes_appends
+        );
+    };
+    (@each $factory:expr; $($law:ident),+) => {
+        $(
+            #[test]
+            fn $law() {
+                let make = $factory;
+                let backend: ::std::sync::Arc<dyn ::cuca_events::SessionBackend> = make();
+                $crate::$law(backend);
+            }
+        )+
+    };
+}
