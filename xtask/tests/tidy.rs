@@ -1,0 +1,118 @@
+//! Repository checks that run as tests, so a plain `cargo test` catches drift.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the root")
+        .to_path_buf()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if path.is_dir() {
+            // Build output, fuzz artifacts and trybuild's compile-fail inputs are not sources.
+            if ["target", "artifacts", "corpus", "ui", ".git"].contains(&name.as_ref()) {
+                continue;
+            }
+            rust_files(&path, out);
+        } else if name.ends_with(".rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn sources() -> Vec<PathBuf> {
+    let root = root();
+    let mut files = Vec::new();
+    for dir in ["src", "crates", "xtask", "examples"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    assert!(files.len() > 10, "found only {} sources under {}", files.len(), root.display());
+    files
+}
+
+/// STYLE.md: "Every module file opens with a one-line `//!`."
+#[test]
+fn every_source_file_opens_with_a_module_doc() {
+    let missing: Vec<String> = sources()
+        .into_iter()
+        .filter(|path| {
+            let text = fs::read_to_string(path).unwrap_or_default();
+            !text.trim_start().starts_with("//!")
+        })
+        .map(|path| path.display().to_string())
+        .collect();
+    assert!(missing.is_empty(), "files without a `//!` first line:\n{}", missing.join("\n"));
+}
+
+/// The brief: "Never a stub, a todo!(), a test that asserts nothing"; STYLE.md: "No
+/// #[ignore], no #[should_panic]".
+#[test]
+fn no_stubs_and_no_skipped_tests() {
+    // Spelled in pieces so this file does not match itself.
+    let banned = [
+        concat!("todo", "!("),
+        concat!("unimplemented", "!("),
+        concat!("#[", "ignore"),
+        concat!("#[", "should_panic"),
+    ];
+    let mut hits = Vec::new();
+    for path in sources() {
+        let text = fs::read_to_string(&path).unwrap_or_default();
+        for (line_idx, line) in text.lines().enumerate() {
+            for pattern in banned {
+                if line.contains(pattern) {
+                    hits.push(format!("{}:{}: {}", path.display(), line_idx + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(hits.is_empty(), "banned patterns:\n{}", hits.join("\n"));
+}
+
+/// STYLE.md: "Only the facade has features; leaf crates are always whole."
+#[test]
+fn only_the_facade_has_features() {
+    let crates = root().join("crates");
+    let mut offenders = Vec::new();
+    for entry in fs::read_dir(&crates).expect("crates/ exists").flatten() {
+        let manifest = entry.path().join("Cargo.toml");
+        let text = fs::read_to_string(&manifest).unwrap_or_default();
+        if text.lines().any(|line| line.trim() == "[features]") {
+            offenders.push(manifest.display().to_string());
+        }
+    }
+    assert!(offenders.is_empty(), "leaf crates with features:\n{}", offenders.join("\n"));
+}
+
+/// STYLE.md: "Folder name equals package name", and every crate inherits the workspace lints.
+#[test]
+fn crate_folders_match_package_names_and_inherit_lints() {
+    let crates = root().join("crates");
+    for entry in fs::read_dir(&crates).expect("crates/ exists").flatten() {
+        let manifest = entry.path().join("Cargo.toml");
+        let Ok(text) = fs::read_to_string(&manifest) else {
+            continue;
+        };
+        let folder = entry.file_name().to_string_lossy().into_owned();
+        assert!(
+            text.contains(&format!("name = \"{folder}\"")),
+            "{} does not name package {folder:?}",
+            manifest.display()
+        );
+        assert!(
+            text.contains("[lints]\nworkspace = true"),
+            "{} does not inherit the workspace lints",
+            manifest.display()
+        );
+    }
+}
