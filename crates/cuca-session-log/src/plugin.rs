@@ -1,0 +1,338 @@
+//! `SessionLogPlugin`: the hooks that turn a model call into session records, and the cursor that numbers them.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use cuca_events::{
+    CucaPlugin, MessageContentBlock, PluginError, Role, SessionBackend, SessionEvent,
+    SessionRecord, UnifiedRequest, UnifiedResponse,
+};
+
+#[cfg(test)]
+mod tests;
+
+/// The session id a plugin writes to when [`SessionLogPlugin::with_session_id`] is not called.
+///
+/// A fixed, file-name-safe word rather than a generated id: a program that records one
+/// conversation and never names it finds it again under the same id after a restart, which is
+/// what resuming needs.
+pub const DEFAULT_SESSION_ID: &str = "default";
+
+/// Records every request, streamed block and completion of the calls it is registered on as
+/// append-only [`SessionEvent`]s in one session of a [`SessionBackend`].
+///
+/// The plugin assigns every sequence number: it holds a cursor (the next sequence and the
+/// message positions already recorded) for its session, read from the backend the first time
+/// the plugin touches the session, so a plugin over a reopened store continues where the last
+/// one stopped. See the crate docs for the hook rules.
+#[derive(Debug)]
+pub struct SessionLogPlugin {
+    backend: Arc<dyn SessionBackend>,
+    session_id: String,
+    /// Held across the backend append, so that concurrent turns through one plugin get dense,
+    /// unique sequences in append order. A `std` mutex suffices: the backend is synchronous
+    /// and no hook awaits while holding it.
+    cursor: Mutex<Cursor>,
+}
+
+/// What the plugin knows about its session.
+#[derive(Debug, Default)]
+struct Cursor {
+    /// The sequence the next record gets. `None` until it has been read from the backend:
+    /// before the first touch, and after a fork whose realigning replay failed.
+    next_sequence: Option<u64>,
+    /// Whether `seen_positions` and `unplaced_messages` have been read from the backend.
+    positions_loaded: bool,
+    /// Indices in `request.messages` whose user or assistant message has been recorded.
+    seen_positions: BTreeSet<usize>,
+    /// `Message` records found in the session on resume that no position has been matched to
+    /// yet. The log stores messages, not their indices, so on resume the first this-many user
+    /// or assistant positions of the next requests are taken as the ones already recorded:
+    /// a conversation's history is a prefix that only grows.
+    unplaced_messages: usize,
+}
+
+impl Cursor {
+    /// Whether the user or assistant message at `position` still has to be recorded.
+    fn is_new(&mut self, position: usize) -> bool {
+        if self.seen_positions.contains(&position) {
+            return false;
+        }
+        if self.unplaced_messages > 0 {
+            self.unplaced_messages -= 1;
+            self.seen_positions.insert(position);
+            return false;
+        }
+        true
+    }
+}
+
+/// The sequence that follows a session's records: last sequence + 1, or 0 when it is empty.
+///
+/// The last sequence rather than the count, so that a session with a gap (records appended
+/// by another writer) never gets a sequence twice. Saturates: [`SessionLogPlugin`] refuses
+/// to write at `u64::MAX` instead of wrapping.
+fn tail(records: &[SessionRecord]) -> u64 {
+    records
+        .last()
+        .map_or(0, |record| record.sequence.saturating_add(1))
+}
+
+fn now_ms() -> u64 {
+    // A clock before 1970 is a broken clock, not a reason to fail a model call: stamp 0.
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+impl SessionLogPlugin {
+    /// A plugin that records to `backend`, in session [`DEFAULT_SESSION_ID`].
+    ///
+    /// Nothing is read from the backend until the first hook or [`Self::append_log`] runs.
+    pub fn new(backend: Arc<dyn SessionBackend>) -> Self {
+        SessionLogPlugin {
+            backend,
+            session_id: DEFAULT_SESSION_ID.to_owned(),
+            cursor: Mutex::new(Cursor::default()),
+        }
+    }
+
+    /// The same plugin, writing to session `session_id`. The backend validates the id when
+    /// the first record is appended (a `FileBackend` refuses `/`, `\` and NUL).
+    #[must_use]
+    pub fn with_session_id(self, session_id: impl Into<String>) -> Self {
+        SessionLogPlugin {
+            session_id: session_id.into(),
+            // A new id is a new session: what was known about the old one does not apply.
+            cursor: Mutex::new(Cursor::default()),
+            ..self
+        }
+    }
+
+    /// The session every hook writes to.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The store handle, for whoever replays or inspects what this plugin recorded.
+    pub fn backend(&self) -> Arc<dyn SessionBackend> {
+        Arc::clone(&self.backend)
+    }
+
+    /// Appends `event` to the plugin's session at the next sequence, stamped now, and returns
+    /// the stored record (its [`SessionRecord::point_id`] is what [`Self::fork_session`] takes).
+    ///
+    /// This is the door for records no hook sees, such as [`SessionEvent::ModelSwap`], written
+    /// by whoever holds the store handle. A backend error is returned unchanged and the
+    /// sequence is not used up.
+    pub fn append_log(&self, event: SessionEvent) -> Result<SessionRecord, PluginError> {
+        let mut cursor = self.lock();
+        let record = self.stamp(&mut cursor, event)?;
+        self.backend.append(record.clone())?;
+        Self::advance(&mut cursor);
+        Ok(record)
+    }
+
+    /// Branches `session_id` at `point_id` (`"{session_id}:{sequence}"`) and returns the new
+    /// session's id, `"{session_id}:fork:{point_id}:{n}"`.
+    ///
+    /// The backend does the fork and appends a [`SessionEvent::Fork`] audit record to the
+    /// original at its tail; when the original is this plugin's session, the plugin then
+    /// realigns its next sequence to the session's replayed length, so its next record follows
+    /// the audit record. Forking another session leaves this plugin's cursor alone: the plugin
+    /// never writes there. The backend's error is returned unchanged.
+    pub fn fork_session(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {
+        // Held across the fork so no hook appends between the backend choosing the audit
+        // record's sequence and the plugin learning of it.
+        let mut cursor = self.lock();
+        let new_id = self.backend.fork(session_id, point_id)?;
+        if session_id == self.session_id {
+            match self.backend.replay(session_id) {
+                Ok(records) => {
+                    cursor.next_sequence = Some(tail(&records));
+                    Self::load_positions(&mut cursor, &records);
+                }
+                Err(error) => {
+                    // The fork itself happened, so its id is the answer; the next append
+                    // reads the tail again and reports the error if it persists.
+                    tracing::warn!(
+                        session = %session_id,
+                        %error,
+                        "could not replay the session after forking it; will realign before the next append"
+                    );
+                    cursor.next_sequence = None;
+                }
+            }
+        }
+        Ok(new_id)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Cursor> {
+        // The cursor is changed only after an append succeeded, so a panic elsewhere while
+        // the lock was held cannot have left it describing a record that was not stored.
+        self.cursor
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn load_positions(cursor: &mut Cursor, records: &[SessionRecord]) {
+        if cursor.positions_loaded {
+            return;
+        }
+        cursor.unplaced_messages = records
+            .iter()
+            .filter(|record| matches!(record.event, SessionEvent::Message(_)))
+            .count();
+        cursor.positions_loaded = true;
+    }
+
+    /// Reads what the cursor does not know yet from the backend: the tail and the messages
+    /// already recorded. One replay, the first time the plugin touches its session.
+    fn sync(&self, cursor: &mut Cursor) -> Result<u64, PluginError> {
+        if let (Some(next), true) = (cursor.next_sequence, cursor.positions_loaded) {
+            return Ok(next);
+        }
+        let records = self.backend.replay(&self.session_id)?;
+        let next = *cursor.next_sequence.get_or_insert(tail(&records));
+        Self::load_positions(cursor, &records);
+        if next > 0 {
+            tracing::debug!(session = %self.session_id, next, "resuming a session that already has records");
+        }
+        Ok(next)
+    }
+
+    /// The record `event` becomes at the next sequence; the cursor does not move until
+    /// [`Self::advance`], so a failed append leaves the sequence for the next one.
+    fn stamp(
+        &self,
+        cursor: &mut Cursor,
+        event: SessionEvent,
+    ) -> Result<SessionRecord, PluginError> {
+        let sequence = self.sync(cursor)?;
+        if sequence == u64::MAX {
+            return Err(PluginError::CapacityExceeded {
+                resource: format!("session {:?}", self.session_id),
+                cap: u64::MAX,
+                message: "no sequence number is left; record to a new session".into(),
+            });
+        }
+        Ok(SessionRecord {
+            session_id: self.session_id.clone(),
+            sequence,
+            timestamp_ms: now_ms(),
+            event,
+        })
+    }
+
+    fn advance(cursor: &mut Cursor) {
+        // `stamp` refused u64::MAX, so this cannot overflow.
+        cursor.next_sequence = cursor.next_sequence.map(|next| next + 1);
+    }
+
+    /// Stamps and appends one event; the cursor moves only when the backend took it.
+    fn write(&self, cursor: &mut Cursor, event: SessionEvent) -> Result<(), PluginError> {
+        let record = self.stamp(cursor, event)?;
+        self.backend.append(record)?;
+        Self::advance(cursor);
+        Ok(())
+    }
+
+    fn record_request(&self, request: &UnifiedRequest) -> Result<(), PluginError> {
+        // One lock for the whole request keeps its records contiguous in the session.
+        let mut cursor = self.lock();
+        for (position, message) in request.messages.iter().enumerate() {
+            match message.role {
+                Role::System => {
+                    let text = message.text();
+                    self.write(&mut cursor, SessionEvent::SystemPrompt { text })?;
+                }
+                Role::User | Role::Assistant => {
+                    if cursor.is_new(position) {
+                        self.write(&mut cursor, SessionEvent::Message(message.clone()))?;
+                        cursor.seen_positions.insert(position);
+                    }
+                }
+                Role::Tool => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn record_block(&self, block: &MessageContentBlock) -> Result<(), PluginError> {
+        let event = match block {
+            MessageContentBlock::Thinking { thinking } => SessionEvent::Reasoning {
+                text: thinking.clone(),
+            },
+            MessageContentBlock::Text { text } => SessionEvent::Output { text: text.clone() },
+            MessageContentBlock::ToolCall {
+                id,
+                name,
+                arguments,
+            } => SessionEvent::ToolCall {
+                id: id.clone(),
+                name: name.clone(),
+                arguments: arguments.clone(),
+            },
+            MessageContentBlock::ToolResult {
+                tool_call_id,
+                content,
+                is_error,
+            } => SessionEvent::ToolResult {
+                tool_call_id: tool_call_id.clone(),
+                content: content.clone(),
+                is_error: *is_error,
+                // A content block has no process detail; a recorder that has it writes the
+                // record itself through `append_log`.
+                stdout: None,
+                stderr: None,
+                exit_code: None,
+            },
+            // Images are inputs the caller already holds, and base64 would dwarf the log.
+            MessageContentBlock::ImageBase64 { .. } => return Ok(()),
+        };
+        let mut cursor = self.lock();
+        self.write(&mut cursor, event)
+    }
+
+    fn record_response(&self, response: &UnifiedResponse) -> Result<(), PluginError> {
+        let duration_ms = u64::try_from(response.duration.as_millis()).unwrap_or(u64::MAX);
+        // One lock for both, so the Latency/TokenUsage pair that closes a turn stays adjacent.
+        let mut cursor = self.lock();
+        self.write(&mut cursor, SessionEvent::Latency { duration_ms })?;
+        self.write(
+            &mut cursor,
+            SessionEvent::TokenUsage {
+                prompt_tokens: response.token_usage.prompt_tokens,
+                completion_tokens: response.token_usage.completion_tokens,
+            },
+        )
+    }
+}
+
+#[async_trait]
+impl CucaPlugin for SessionLogPlugin {
+    fn name(&self) -> &str {
+        "session-log"
+    }
+
+    /// Appends a `SystemPrompt` for every system message, and a `Message` for each user or
+    /// assistant message whose position has not been recorded in this session yet. Tool
+    /// messages are not recorded; the request is not changed.
+    async fn on_request(&self, request: &mut UnifiedRequest) -> Result<(), PluginError> {
+        self.record_request(request)
+    }
+
+    /// Appends one record per block (Thinking → Reasoning, Text → Output, ToolCall →
+    /// ToolCall, ToolResult → ToolResult without process detail); images are not recorded.
+    async fn on_stream_chunk(&self, block: &MessageContentBlock) -> Result<(), PluginError> {
+        self.record_block(block)
+    }
+
+    /// Appends `Latency` then `TokenUsage`.
+    async fn on_response_complete(&self, response: &UnifiedResponse) -> Result<(), PluginError> {
+        self.record_response(response)
+    }
+}
