@@ -1,0 +1,451 @@
+//! The chat-completions stream decoder: bytes in, content blocks and a summary out.
+//!
+//! It is pure (no I/O, no clock), so a test can feed it a real transcript split at any
+//! byte and compare. What it maps:
+//!
+//! * `delta.reasoning_content` (llama.cpp, DeepSeek) or else `delta.reasoning` → one
+//!   [`MessageContentBlock::Thinking`] per delta;
+//! * `delta.content` → one [`MessageContentBlock::Text`] per delta;
+//! * `delta.tool_calls[i]` pieces, assembled by `index` → one complete
+//!   [`MessageContentBlock::ToolCall`] each, emitted at `finish_reason` or at the end;
+//! * `finish_reason`, the server's `model`, the final usage chunk (`choices: []` with
+//!   `usage`, `prompt_tokens_details.cached_tokens`, `completion_tokens_details.reasoning_tokens`
+//!   and `cost` where present), llama.cpp's `timings`, and `data: [DONE]`.
+//!
+//! Empty and role-only deltas yield nothing. Only choice `0` is read: the client never asks
+//! for `n > 1`.
+
+use std::borrow::Cow;
+
+use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage};
+use serde::Deserialize;
+
+use crate::error::ClientError;
+use crate::sse::{SseDecoder, SseEvent};
+
+/// The longest piece of a server's bytes quoted in an error message: enough to recognise
+/// the payload, short enough to keep a log line readable.
+pub(crate) const CLIP_CHARS: usize = 240;
+
+/// llama.cpp's per-call `timings` object, as far as cuca reads it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[non_exhaustive]
+pub struct LlamaTimings {
+    /// Prompt tokens served from the KV cache.
+    pub cache_n: Option<u64>,
+    /// Prompt tokens evaluated.
+    pub prompt_n: Option<u64>,
+    /// Milliseconds spent on the prompt.
+    pub prompt_ms: Option<f64>,
+    /// Tokens generated.
+    pub predicted_n: Option<u64>,
+    /// Milliseconds spent generating.
+    pub predicted_ms: Option<f64>,
+}
+
+/// Everything a stream said besides its content blocks.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct StreamSummary {
+    /// The server's `model` field, from the first chunk that had one.
+    pub model: Option<String>,
+    /// Why generation stopped, where the server said.
+    pub finish_reason: Option<String>,
+    /// The usage chunk, where one arrived.
+    pub usage: Option<ProviderUsage>,
+    /// `prompt_tokens_details.cached_tokens`, where reported.
+    pub prompt_cache: Option<PromptCacheUsage>,
+    /// llama.cpp's `timings`, from the last chunk that had them.
+    pub timings: Option<LlamaTimings>,
+    /// Whether `data: [DONE]` arrived.
+    pub saw_done: bool,
+    /// Events decoded, `[DONE]` included.
+    pub n_events: u64,
+}
+
+/// Decodes one chat-completions event stream.
+///
+/// ```
+/// use cuca_client::ChatStreamDecoder;
+/// use cuca_events::MessageContentBlock;
+///
+/// let mut decoder = ChatStreamDecoder::new();
+/// let mut blocks = Vec::new();
+/// decoder.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"no", &mut blocks).unwrap();
+/// decoder.feed(b"ted\"},\"finish_reason\":\"stop\"}]}\r\n\r\ndata: [DONE]\n\n", &mut blocks).unwrap();
+/// let summary = decoder.finish(&mut blocks).unwrap();
+/// assert_eq!(blocks, vec![MessageContentBlock::text("noted")]);
+/// assert_eq!(summary.finish_reason.as_deref(), Some("stop"));
+/// assert!(summary.saw_done);
+/// ```
+#[derive(Debug, Default)]
+pub struct ChatStreamDecoder {
+    sse: SseDecoder,
+    state: ChatState,
+}
+
+#[derive(Debug, Default)]
+struct ChatState {
+    summary: StreamSummary,
+    tools: Vec<PartialToolCall>,
+}
+
+#[derive(Debug, Default)]
+struct PartialToolCall {
+    index: usize,
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+impl ChatStreamDecoder {
+    /// A decoder at the start of a stream.
+    pub fn new() -> Self {
+        ChatStreamDecoder::default()
+    }
+
+    /// Feeds the next bytes; the blocks they complete are pushed onto `out` in order.
+    ///
+    /// Bytes after `data: [DONE]` are ignored.
+    pub fn feed(
+        &mut self,
+        bytes: &[u8],
+        out: &mut Vec<MessageContentBlock>,
+    ) -> Result<(), ClientError> {
+        if self.state.summary.saw_done {
+            return Ok(());
+        }
+        let state = &mut self.state;
+        self.sse
+            .feed(bytes, &mut |event| state.on_event(event, out))
+    }
+
+    /// Whether `data: [DONE]` has arrived: the caller may stop reading.
+    pub fn is_done(&self) -> bool {
+        self.state.summary.saw_done
+    }
+
+    /// The summary so far.
+    pub fn summary(&self) -> &StreamSummary {
+        &self.state.summary
+    }
+
+    /// Ends the stream (the body ended), pushing any tool calls still open.
+    ///
+    /// A stream is complete when `[DONE]` arrived or, failing that, a `finish_reason` did:
+    /// a server that closes the body right after its last chunk lost nothing. A body that
+    /// ends before either is refused with [`ClientError::Truncated`], because the answer
+    /// may have been cut anywhere.
+    pub fn finish(
+        &mut self,
+        out: &mut Vec<MessageContentBlock>,
+    ) -> Result<StreamSummary, ClientError> {
+        if !self.state.summary.saw_done {
+            let state = &mut self.state;
+            self.sse.finish(&mut |event| state.on_event(event, out))?;
+        }
+        self.state.flush_tools(out)?;
+        let summary = &self.state.summary;
+        if !summary.saw_done && summary.finish_reason.is_none() {
+            return Err(ClientError::Truncated {
+                n_events: summary.n_events,
+            });
+        }
+        Ok(summary.clone())
+    }
+}
+
+impl ChatState {
+    fn on_event(
+        &mut self,
+        event: SseEvent<'_>,
+        out: &mut Vec<MessageContentBlock>,
+    ) -> Result<(), ClientError> {
+        if self.summary.saw_done {
+            return Ok(());
+        }
+        let data = event.data.trim();
+        if event.event == "error" {
+            return Err(ClientError::StreamError {
+                message: server_message(data),
+            });
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.summary.n_events += 1;
+        if data == "[DONE]" {
+            self.flush_tools(out)?;
+            self.summary.saw_done = true;
+            return Ok(());
+        }
+        let chunk: WireChunk<'_> = serde_json::from_str(data).map_err(|e| ClientError::Decode {
+            message: format!(
+                "event {} is not a chat.completion.chunk ({e}): {}",
+                self.summary.n_events,
+                clip(data)
+            ),
+        })?;
+        if let Some(error) = chunk.error {
+            return Err(ClientError::StreamError {
+                message: error_value_message(&error).unwrap_or_else(|| clip(data)),
+            });
+        }
+        if self.summary.model.is_none() {
+            if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
+                self.summary.model = Some(model.into_owned());
+            }
+        }
+        for choice in chunk.choices.unwrap_or_default() {
+            if choice.index.unwrap_or(0) != 0 {
+                continue;
+            }
+            if let Some(delta) = choice.delta {
+                let reasoning = delta
+                    .reasoning_content
+                    .filter(|r| !r.is_empty())
+                    .or(delta.reasoning.filter(|r| !r.is_empty()));
+                if let Some(thinking) = reasoning {
+                    out.push(MessageContentBlock::Thinking { thinking });
+                }
+                if let Some(text) = delta.content.filter(|c| !c.is_empty()) {
+                    out.push(MessageContentBlock::Text { text });
+                }
+                for (position, piece) in
+                    delta.tool_calls.unwrap_or_default().into_iter().enumerate()
+                {
+                    self.tool_piece(piece.index.unwrap_or(position), piece);
+                }
+            }
+            if let Some(reason) = choice.finish_reason {
+                self.flush_tools(out)?;
+                self.summary.finish_reason = Some(reason);
+            }
+        }
+        if let Some(usage) = chunk.usage {
+            let prompt_tokens = usage.prompt_tokens.unwrap_or(0);
+            let completion_tokens = usage.completion_tokens.unwrap_or(0);
+            self.summary.usage = Some(ProviderUsage {
+                prompt_tokens,
+                completion_tokens,
+                reasoning_tokens: usage
+                    .completion_tokens_details
+                    .and_then(|d| d.reasoning_tokens),
+                cost: usage.cost,
+            });
+            if let Some(cached_tokens) = usage.prompt_tokens_details.and_then(|d| d.cached_tokens) {
+                self.summary.prompt_cache = Some(PromptCacheUsage { cached_tokens });
+            }
+        }
+        if let Some(timings) = chunk.timings {
+            self.summary.timings = Some(timings);
+        }
+        Ok(())
+    }
+
+    fn tool_piece(&mut self, index: usize, piece: WireToolCall) {
+        let slot = match self.tools.iter().position(|t| t.index == index) {
+            Some(slot) => slot,
+            None => {
+                self.tools.push(PartialToolCall {
+                    index,
+                    ..PartialToolCall::default()
+                });
+                self.tools.len() - 1
+            }
+        };
+        let call = &mut self.tools[slot];
+        if let Some(id) = piece.id.filter(|id| !id.is_empty()) {
+            // OpenAI sends the id once; some servers repeat it on every piece.
+            if call.id.is_empty() {
+                call.id = id;
+            }
+        }
+        if let Some(function) = piece.function {
+            if let Some(name) = function.name.filter(|n| !n.is_empty()) {
+                // The documented shape sends the whole name in the first piece; a server
+                // that repeats it must not double it.
+                if call.name.is_empty() {
+                    call.name = name;
+                } else if call.name != name {
+                    call.name.push_str(&name);
+                }
+            }
+            if let Some(arguments) = function.arguments {
+                call.arguments.push_str(&arguments);
+            }
+        }
+    }
+
+    fn flush_tools(&mut self, out: &mut Vec<MessageContentBlock>) -> Result<(), ClientError> {
+        if self.tools.is_empty() {
+            return Ok(());
+        }
+        let mut tools = std::mem::take(&mut self.tools);
+        tools.sort_by_key(|t| t.index);
+        for call in tools {
+            if call.name.is_empty() {
+                return Err(ClientError::Decode {
+                    message: format!(
+                        "tool call {} ended without a function name (arguments: {})",
+                        call.index,
+                        clip(&call.arguments)
+                    ),
+                });
+            }
+            let id = if call.id.is_empty() {
+                format!("call_{}", call.index)
+            } else {
+                call.id
+            };
+            out.push(MessageContentBlock::ToolCall {
+                id,
+                name: call.name,
+                arguments: call.arguments,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// `text` cut to [`CLIP_CHARS`] characters, marked when cut.
+pub(crate) fn clip(text: &str) -> String {
+    match text.char_indices().nth(CLIP_CHARS) {
+        None => text.to_owned(),
+        Some((cut, _)) => format!("{}… ({} bytes in all)", &text[..cut], text.len()),
+    }
+}
+
+/// The human part of an error body: `error.message` from a JSON error (llama.cpp and
+/// OpenAI both send `{"error":{"message":…}}`), the text of an HTML page with its tags
+/// stripped, or the body itself; whitespace-collapsed and clipped.
+pub(crate) fn server_message(body: &str) -> String {
+    let body = body.trim();
+    if body.is_empty() {
+        return "(empty body)".to_owned();
+    }
+    if let Ok(value) = serde_json::from_str::<serde_json::Value>(body) {
+        if let Some(message) = value.get("error").and_then(error_value_message) {
+            return message;
+        }
+        if let Some(message) = error_value_message(&value) {
+            return message;
+        }
+    }
+    let text = if body.starts_with('<') {
+        strip_tags(body)
+    } else {
+        body.to_owned()
+    };
+    clip(&text.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+fn error_value_message(value: &serde_json::Value) -> Option<String> {
+    if let Some(text) = value.as_str() {
+        return Some(clip(text));
+    }
+    ["message", "detail", "error"]
+        .iter()
+        .find_map(|key| value.get(key).and_then(|v| v.as_str()))
+        .map(clip)
+}
+
+fn strip_tags(html: &str) -> String {
+    let mut out = String::with_capacity(html.len().min(4096));
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => {
+                in_tag = true;
+                out.push(' ');
+            }
+            '>' => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[derive(Deserialize)]
+struct WireChunk<'a> {
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    choices: Option<Vec<WireChoice>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    timings: Option<LlamaTimings>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    delta: Option<WireDelta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall {
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<WireFunction>,
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<WirePromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<WireCompletionDetails>,
+    #[serde(default)]
+    cost: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct WirePromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct WireCompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests;
