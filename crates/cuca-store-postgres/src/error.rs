@@ -1,0 +1,110 @@
+//! `Error`: what can go wrong talking to PostgreSQL, carried as the source of a `PluginError`.
+
+use cuca_events::PluginError;
+
+/// A failure of [`crate::PostgresBackend`].
+///
+/// The [`cuca_events::SessionBackend`] seam returns [`PluginError`]; every variant here reaches
+/// callers as [`PluginError::Backend`] with `backend: "postgres"`, this error as its `source`
+/// (downcast it to match on the variant) and its message as the `message`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No connection could be made: the server is down, the host or port is wrong, or it
+    /// refused us. Nothing was stored by the call that got this error.
+    #[error("cannot reach postgres at {host}: {source}")]
+    Unreachable {
+        /// Where we tried to connect (`host:port/dbname`, never the password).
+        host: String,
+        /// The driver's error.
+        #[source]
+        source: postgres::Error,
+    },
+    /// Two writers assigned the same sequence number to one session; the second one gets this,
+    /// and the stored record is not touched.
+    #[error("session {session_id:?} already holds sequence {sequence} on {host}: another writer appended it first, and nothing was overwritten")]
+    SequenceTaken {
+        /// The session.
+        session_id: String,
+        /// The sequence number both writers used.
+        sequence: u64,
+        /// The server.
+        host: String,
+    },
+    /// Another writer appended to a session, or created the branch id, while it was being
+    /// forked; the fork was rolled back whole.
+    #[error("fork of session {session_id:?} at {point_id:?} on {host} collided with another writer and was rolled back; nothing was changed: {source}")]
+    ForkConflict {
+        /// The session being forked.
+        session_id: String,
+        /// The point it was forked at.
+        point_id: String,
+        /// The server.
+        host: String,
+        /// The unique violation PostgreSQL reported.
+        #[source]
+        source: postgres::Error,
+    },
+    /// A statement failed for a reason other than the ones above.
+    #[error("{operation} on {host} failed: {source}")]
+    Query {
+        /// What was being done (`"append"`, `"replay"`, `"migrate"`, …).
+        operation: &'static str,
+        /// The server.
+        host: String,
+        /// The driver's error.
+        #[source]
+        source: postgres::Error,
+    },
+    /// A stored row does not decode to the record its columns describe.
+    #[error("session {session_id:?} sequence {sequence} on {host} is damaged: {message}")]
+    Corrupt {
+        /// The session.
+        session_id: String,
+        /// The sequence column of the damaged row.
+        sequence: i64,
+        /// The server.
+        host: String,
+        /// What was found.
+        message: String,
+    },
+    /// The schema was migrated by a newer build of this crate; an older build must not write
+    /// into a layout it does not know.
+    #[error("schema {schema:?} on {host} is at migration {found}, newer than the {known} this build knows; upgrade cuca-store-postgres")]
+    SchemaTooNew {
+        /// The schema.
+        schema: String,
+        /// The server.
+        host: String,
+        /// The version recorded in `cuca_migrations`.
+        found: i32,
+        /// The newest version this build applies.
+        known: i32,
+    },
+    /// A number does not fit PostgreSQL's signed 64-bit `bigint`.
+    #[error("{field} {value} of session {session_id:?} does not fit a postgres bigint (at most 9223372036854775807)")]
+    OutOfRange {
+        /// `"sequence"` or `"timestamp_ms"`.
+        field: &'static str,
+        /// The value.
+        value: u64,
+        /// The session.
+        session_id: String,
+    },
+    /// The connection thread is gone (it panicked); the backend cannot be used any more.
+    #[error("the connection thread for {host} has stopped")]
+    WorkerGone {
+        /// The server.
+        host: String,
+    },
+}
+
+impl From<Error> for PluginError {
+    fn from(error: Error) -> Self {
+        PluginError::Backend {
+            backend: "postgres".into(),
+            message: error.to_string(),
+            source: Some(Box::new(error)),
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! The versioned migrations that create and evolve the tables, applied by the backend itself.
+
+use postgres::Client;
+
+use crate::error::Error;
+
+/// Migrations in order; a version is applied once and recorded in `cuca_migrations`.
+///
+/// Applied migrations are never edited: a change to the layout is a new entry at the end.
+///
+/// * `position` is the append order (replay order), which a writer's sequence numbers need not
+///   follow ("backends store records as given").
+/// * `(session_id, sequence)` is the primary key, so two writers can never both hold one
+///   sequence: the second insert fails instead of overwriting.
+/// * `session_id` uses the "C" collation so `ORDER BY session_id` is byte order, the order
+///   Rust's `String` sorts in.
+/// * `record` is the postcard encoding of `SessionRecord`, the `.cslog` payload; `kind` and
+///   `timestamp_ms` repeat two of its fields as queryable columns.
+/// * `cuca_fork_counter` mints fork numbers unique across every process using the database.
+pub(crate) const MIGRATIONS: &[(i32, &str)] = &[(
+    1,
+    "CREATE TABLE cuca_session_records (
+        position bigint GENERATED ALWAYS AS IDENTITY,
+        session_id text COLLATE \"C\" NOT NULL,
+        sequence bigint NOT NULL CHECK (sequence >= 0),
+        kind text NOT NULL,
+        timestamp_ms bigint NOT NULL,
+        record bytea NOT NULL,
+        PRIMARY KEY (session_id, sequence)
+    );
+    CREATE UNIQUE INDEX cuca_session_records_replay ON cuca_session_records (session_id, position);
+    CREATE INDEX cuca_session_records_kind ON cuca_session_records (kind);
+    CREATE SEQUENCE cuca_fork_counter AS bigint MINVALUE 0 START WITH 0;",
+)];
+
+/// The newest version this build knows.
+pub(crate) fn latest() -> i32 {
+    MIGRATIONS.last().map_or(0, |(version, _)| *version)
+}
+
+/// Creates the schema if missing and applies pending migrations, in one transaction under an
+/// advisory lock keyed by the schema name, so processes starting together take turns and each
+/// sees the others' work. `search_path` must already name the schema.
+pub(crate) fn migrate(client: &mut Client, schema: &str, host: &str) -> Result<(), Error> {
+    let query = |source| Error::Query {
+        operation: "migrate",
+        host: host.to_owned(),
+        source,
+    };
+    let mut tx = client.transaction().map_err(query)?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('cuca_migrations:' || $1::text))",
+        &[&schema],
+    )
+    .map_err(query)?;
+    // Checked before creating because CREATE SCHEMA IF NOT EXISTS still demands the CREATE
+    // privilege on the database, which a fleet's role may lack once an admin made the schema.
+    let exists = tx
+        .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&schema])
+        .map_err(query)?
+        .is_some();
+    if !exists {
+        tx.batch_execute(&format!("CREATE SCHEMA {}", quote_ident(schema)))
+            .map_err(query)?;
+    }
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS cuca_migrations (
+            version integer PRIMARY KEY,
+            applied_at timestamptz NOT NULL DEFAULT now()
+        )",
+    )
+    .map_err(query)?;
+    let current: Option<i32> = tx
+        .query_one("SELECT max(version) FROM cuca_migrations", &[])
+        .map_err(query)?
+        .get(0);
+    let current = current.unwrap_or(0);
+    if current > latest() {
+        return Err(Error::SchemaTooNew {
+            schema: schema.to_owned(),
+            host: host.to_owned(),
+            found: current,
+            known: latest(),
+        });
+    }
+    for (version, sql) in MIGRATIONS {
+        if *version > current {
+            tx.batch_execute(sql).map_err(query)?;
+            tx.execute(
+                "INSERT INTO cuca_migrations (version) VALUES ($1)",
+                &[version],
+            )
+            .map_err(query)?;
+        }
+    }
+    tx.commit().map_err(query)
+}
+
+/// A double-quoted identifier. Schema names are validated to `[a-z0-9_]` before they get
+/// here; quoting anyway keeps a reserved word such as `user` usable.
+pub(crate) fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}

@@ -1,0 +1,495 @@
+//! The connection thread: owns the one `postgres::Client` and serves the backend's requests in order.
+//!
+//! The `postgres` crate is synchronous on the outside but drives its connection with a private
+//! tokio runtime, so calling it on a thread that is already inside a tokio runtime panics
+//! ("Cannot start a runtime from within a runtime"). Keeping the client on a plain thread of its
+//! own makes the backend callable from sync code, from `current_thread` runtimes and from
+//! `multi_thread` workers alike: the caller only sends a job and waits on a std channel.
+
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use cuca_events::{fork_session_id, PluginError, SessionEvent, SessionRecord};
+use postgres::error::SqlState;
+use postgres::{Client, NoTls, Row, Statement};
+
+use crate::config::PostgresConfig;
+use crate::error::Error;
+use crate::schema::{migrate, quote_ident};
+
+/// A request for the connection thread; it answers on a channel it captured.
+pub(crate) type Job = Box<dyn FnOnce(&mut Worker) + Send>;
+
+const INSERT: &str = "INSERT INTO cuca_session_records (session_id, sequence, kind, timestamp_ms, record) VALUES ($1, $2, $3, $4, $5)";
+
+/// The state of the connection thread.
+pub(crate) struct Worker {
+    config: PostgresConfig,
+    host: String,
+    conn: Option<Conn>,
+}
+
+/// One live connection with its search path set, migrations applied and statements prepared.
+struct Conn {
+    client: Client,
+    insert: Statement,
+}
+
+/// How an operation failed, so the runner knows whether a retry on a new connection is safe.
+enum OpError {
+    /// The driver failed; `retry` says whether running the operation again cannot duplicate
+    /// work (false once a commit was sent, because it may have landed).
+    Pg { error: postgres::Error, retry: bool },
+    /// A final answer that is not a connection problem.
+    Done(PluginError),
+}
+
+impl From<Error> for OpError {
+    fn from(error: Error) -> Self {
+        OpError::Done(error.into())
+    }
+}
+
+impl From<PluginError> for OpError {
+    fn from(error: PluginError) -> Self {
+        OpError::Done(error)
+    }
+}
+
+fn retryable(error: postgres::Error) -> OpError {
+    OpError::Pg { error, retry: true }
+}
+
+/// Starts the connection thread, connects once (so a wrong URL fails here, not on the first
+/// append) and returns the job channel.
+pub(crate) fn spawn(config: PostgresConfig) -> Result<(Sender<Job>, JoinHandle<()>), PluginError> {
+    let host = config.describe();
+    let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
+    let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), PluginError>>(1);
+    let handle = std::thread::Builder::new()
+        .name("cuca-postgres".into())
+        .spawn(move || serve(config, &ready_tx, &jobs_rx))
+        .map_err(|source| PluginError::Backend {
+            backend: "postgres".into(),
+            message: format!("cannot start the connection thread for {host}: {source}"),
+            source: Some(Box::new(source)),
+        })?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok((jobs_tx, handle)),
+        Ok(Err(error)) => {
+            // The thread returns right after reporting a failed first connection.
+            let _ = handle.join();
+            Err(error)
+        }
+        Err(_) => Err(Error::WorkerGone { host }.into()),
+    }
+}
+
+fn serve(
+    config: PostgresConfig,
+    ready: &mpsc::SyncSender<Result<(), PluginError>>,
+    jobs: &Receiver<Job>,
+) {
+    let mut worker = Worker {
+        host: config.describe(),
+        config,
+        conn: None,
+    };
+    let first = worker.connection().map(|_| ()).map_err(PluginError::from);
+    let connected = first.is_ok();
+    if ready.send(first).is_err() || !connected {
+        return;
+    }
+    // Ends when the backend drops its sender.
+    while let Ok(job) = jobs.recv() {
+        job(&mut worker);
+    }
+    worker.shutdown();
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn to_i64(field: &'static str, value: u64, session_id: &str) -> Result<i64, Error> {
+    i64::try_from(value).map_err(|_| Error::OutOfRange {
+        field,
+        value,
+        session_id: session_id.to_owned(),
+    })
+}
+
+fn encode(record: &SessionRecord) -> Result<Vec<u8>, PluginError> {
+    postcard::to_stdvec(record).map_err(|source| PluginError::Backend {
+        backend: "postgres".into(),
+        message: format!("cannot encode {} as postcard: {source}", record.point_id()),
+        source: Some(Box::new(source)),
+    })
+}
+
+/// Decodes one stored row strictly: exactly one record, nothing left over, and the record must
+/// be the one the row's columns say it is.
+fn decode(session_id: &str, row: &Row, host: &str) -> Result<SessionRecord, OpError> {
+    let sequence: i64 = row.try_get(0).map_err(retryable)?;
+    let bytes: &[u8] = row.try_get(1).map_err(retryable)?;
+    let corrupt = |message: String| Error::Corrupt {
+        session_id: session_id.to_owned(),
+        sequence,
+        host: host.to_owned(),
+        message,
+    };
+    let (record, rest) = postcard::take_from_bytes::<SessionRecord>(bytes)
+        .map_err(|error| corrupt(format!("the record bytes do not decode: {error}")))?;
+    if !rest.is_empty() {
+        return Err(corrupt(format!("{} bytes follow the record", rest.len())).into());
+    }
+    if record.session_id != session_id || i64::try_from(record.sequence) != Ok(sequence) {
+        return Err(corrupt(format!(
+            "the row holds the record of {}, not of {session_id}:{sequence}",
+            record.point_id()
+        ))
+        .into());
+    }
+    Ok(record)
+}
+
+/// Whether an error means the connection is gone (server restart, network, terminated backend),
+/// as opposed to a statement the server refused.
+fn broken(error: &postgres::Error, client: &Client) -> bool {
+    error.is_closed()
+        || client.is_closed()
+        || error.code() == Some(&SqlState::ADMIN_SHUTDOWN)
+        || error.code() == Some(&SqlState::CRASH_SHUTDOWN)
+        || std::error::Error::source(error).is_some_and(|source| source.is::<std::io::Error>())
+}
+
+impl Worker {
+    /// The live connection, opening (and migrating) a new one if there is none or it closed.
+    fn connection(&mut self) -> Result<&mut Conn, Error> {
+        let conn = match self.conn.take() {
+            Some(conn) if !conn.client.is_closed() => conn,
+            _ => self.open()?,
+        };
+        Ok(self.conn.insert(conn))
+    }
+
+    fn open(&self) -> Result<Conn, Error> {
+        let host = &self.host;
+        let mut client = self
+            .config
+            .pg
+            .connect(NoTls)
+            .map_err(|source| Error::Unreachable {
+                host: host.clone(),
+                source,
+            })?;
+        let query = |source| Error::Query {
+            operation: "connect",
+            host: host.clone(),
+            source,
+        };
+        client
+            .batch_execute(&format!(
+                "SET search_path TO {}",
+                quote_ident(&self.config.schema)
+            ))
+            .map_err(query)?;
+        migrate(&mut client, &self.config.schema, host)?;
+        let insert = client.prepare(INSERT).map_err(query)?;
+        Ok(Conn { client, insert })
+    }
+
+    /// Runs `op` on the live connection. When the connection turns out to be broken, it is
+    /// dropped and, if the operation is safe to repeat, run once more on a fresh connection;
+    /// if no connection can be made the answer is [`Error::Unreachable`] naming the host.
+    fn run<T>(
+        &mut self,
+        operation: &'static str,
+        mut op: impl FnMut(&mut Conn, &str, bool) -> Result<T, OpError>,
+    ) -> Result<T, PluginError> {
+        let mut retried = false;
+        loop {
+            let host = self.host.clone();
+            let conn = self.connection()?;
+            let error = match op(conn, &host, retried) {
+                Ok(value) => return Ok(value),
+                Err(OpError::Done(error)) => return Err(error),
+                Err(OpError::Pg { error, retry }) => {
+                    let broken = broken(&error, &conn.client);
+                    if broken {
+                        self.conn = None;
+                        if retry && !retried {
+                            retried = true;
+                            continue;
+                        }
+                    }
+                    error
+                }
+            };
+            return Err(Error::Query {
+                operation,
+                host,
+                source: error,
+            }
+            .into());
+        }
+    }
+
+    /// Drops a throwaway schema. Best effort: a backend dropped while the server is down
+    /// leaves its schema behind, which costs disk space and nothing else.
+    fn shutdown(&mut self) {
+        if !self.config.drop_schema_on_drop {
+            return;
+        }
+        let schema = quote_ident(&self.config.schema);
+        if let Ok(conn) = self.connection() {
+            let _ = conn
+                .client
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+        }
+    }
+
+    pub(crate) fn append(&mut self, record: &SessionRecord) -> Result<(), PluginError> {
+        let session_id = record.session_id.as_str();
+        let sequence = to_i64("sequence", record.sequence, session_id)?;
+        let timestamp_ms = to_i64("timestamp_ms", record.timestamp_ms, session_id)?;
+        let kind = record.event.kind();
+        let bytes = encode(record)?;
+        self.run("append", |conn, host, retried| {
+            let inserted = conn.client.execute(
+                &conn.insert,
+                &[&session_id, &sequence, &kind, &timestamp_ms, &bytes],
+            );
+            match inserted {
+                Ok(_) => Ok(()),
+                Err(error) if error.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                    if retried {
+                        // The first attempt may have committed just before the connection
+                        // broke; finding our own bytes there means this append did land.
+                        let stored = conn
+                            .client
+                            .query_opt(
+                                "SELECT record FROM cuca_session_records WHERE session_id = $1 AND sequence = $2",
+                                &[&session_id, &sequence],
+                            )
+                            .map_err(retryable)?;
+                        if let Some(row) = stored {
+                            let stored: &[u8] = row.try_get(0).map_err(retryable)?;
+                            if stored == bytes.as_slice() {
+                                return Ok(());
+                            }
+                        }
+                    }
+                    Err(Error::SequenceTaken {
+                        session_id: session_id.to_owned(),
+                        sequence: record.sequence,
+                        host: host.to_owned(),
+                    }
+                    .into())
+                }
+                Err(error) => Err(retryable(error)),
+            }
+        })
+    }
+
+    pub(crate) fn replay(&mut self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {
+        self.run("replay", |conn, host, _| {
+            let rows = conn
+                .client
+                .query(
+                    "SELECT sequence, record FROM cuca_session_records WHERE session_id = $1 ORDER BY position",
+                    &[&session_id],
+                )
+                .map_err(retryable)?;
+            rows.iter()
+                .map(|row| decode(session_id, row, host))
+                .collect()
+        })
+    }
+
+    pub(crate) fn sessions(&mut self) -> Result<Vec<String>, PluginError> {
+        let mut ids = self.run("list sessions", |conn, _, _| {
+            let rows = conn
+                .client
+                .query(
+                    "SELECT DISTINCT session_id FROM cuca_session_records ORDER BY session_id",
+                    &[],
+                )
+                .map_err(retryable)?;
+            rows.iter()
+                .map(|row| row.try_get::<_, String>(0).map_err(retryable))
+                .collect::<Result<Vec<String>, OpError>>()
+        })?;
+        // The column's "C" collation already sorts bytewise; sorting again pins the order to
+        // Rust's even on a table created by hand with another collation.
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// `(records, bytes)`: a full count, so O(records) on the server.
+    pub(crate) fn gauge(&mut self) -> Result<(i64, i64), PluginError> {
+        self.run("gauge", |conn, _, _| {
+            let row = conn
+                .client
+                .query_one(
+                    "SELECT count(*), pg_total_relation_size('cuca_session_records') FROM cuca_session_records",
+                    &[],
+                )
+                .map_err(retryable)?;
+            Ok((
+                row.try_get(0).map_err(retryable)?,
+                row.try_get(1).map_err(retryable)?,
+            ))
+        })
+    }
+
+    pub(crate) fn fork(
+        &mut self,
+        session_id: &str,
+        point_id: &str,
+        point: u64,
+    ) -> Result<String, PluginError> {
+        let point = to_i64("sequence", point, session_id)?;
+        self.run("fork", |conn, host, _| {
+            let Conn { client, insert } = conn;
+            let conflict = |source: postgres::Error| -> OpError {
+                if source.code() == Some(&SqlState::UNIQUE_VIOLATION) {
+                    Error::ForkConflict {
+                        session_id: session_id.to_owned(),
+                        point_id: point_id.to_owned(),
+                        host: host.to_owned(),
+                        source,
+                    }
+                    .into()
+                } else {
+                    retryable(source)
+                }
+            };
+            let mut tx = client.transaction().map_err(retryable)?;
+            // Forks of one session take turns, so two of them never both claim the tail
+            // sequence for their audit records.
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('cuca_fork:' || current_schema() || ':' || $1::text))",
+                &[&session_id],
+            )
+            .map_err(retryable)?;
+            let cut = tx
+                .query_opt(
+                    "SELECT position FROM cuca_session_records WHERE session_id = $1 AND sequence = $2",
+                    &[&session_id, &point],
+                )
+                .map_err(retryable)?;
+            let Some(cut) = cut else {
+                let exists = tx
+                    .query_opt(
+                        "SELECT 1 FROM cuca_session_records WHERE session_id = $1 LIMIT 1",
+                        &[&session_id],
+                    )
+                    .map_err(retryable)?
+                    .is_some();
+                let (what, id) = if exists {
+                    ("point", point_id)
+                } else {
+                    ("session", session_id)
+                };
+                return Err(PluginError::NotFound {
+                    what: what.into(),
+                    id: id.into(),
+                }
+                .into());
+            };
+            let cut: i64 = cut.try_get(0).map_err(retryable)?;
+            let tail: Option<i64> = tx
+                .query_one(
+                    "SELECT max(sequence) FROM cuca_session_records WHERE session_id = $1",
+                    &[&session_id],
+                )
+                .map_err(retryable)?
+                .try_get(0)
+                .map_err(retryable)?;
+            let prefix = tx
+                .query(
+                    "SELECT sequence, record FROM cuca_session_records WHERE session_id = $1 AND position <= $2 ORDER BY position",
+                    &[&session_id, &cut],
+                )
+                .map_err(retryable)?;
+            // The database sequence makes n unique across every process on this database; n
+            // still advances past ids a writer already used by hand.
+            let new_id = loop {
+                let n: i64 = tx
+                    .query_one("SELECT nextval('cuca_fork_counter')", &[])
+                    .map_err(retryable)?
+                    .try_get(0)
+                    .map_err(retryable)?;
+                let candidate = fork_session_id(session_id, point_id, n.unsigned_abs());
+                let taken = tx
+                    .query_opt(
+                        "SELECT 1 FROM cuca_session_records WHERE session_id = $1 LIMIT 1",
+                        &[&candidate],
+                    )
+                    .map_err(retryable)?
+                    .is_some();
+                if !taken {
+                    break candidate;
+                }
+            };
+            let mut sequences = Vec::with_capacity(prefix.len());
+            let mut kinds = Vec::with_capacity(prefix.len());
+            let mut stamps = Vec::with_capacity(prefix.len());
+            let mut records = Vec::with_capacity(prefix.len());
+            for row in &prefix {
+                let record = decode(session_id, row, host)?;
+                let relabelled = SessionRecord {
+                    session_id: new_id.clone(),
+                    ..record
+                };
+                sequences.push(to_i64("sequence", relabelled.sequence, &new_id)?);
+                kinds.push(relabelled.event.kind());
+                stamps.push(to_i64("timestamp_ms", relabelled.timestamp_ms, &new_id)?);
+                records.push(encode(&relabelled)?);
+            }
+            // One statement for the whole prefix; ORDER BY keeps the append order, which the
+            // identity column records.
+            tx.execute(
+                "INSERT INTO cuca_session_records (session_id, sequence, kind, timestamp_ms, record)
+                 SELECT $1, s, k, t, r
+                 FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::bytea[]) WITH ORDINALITY AS u(s, k, t, r, idx)
+                 ORDER BY idx",
+                &[&new_id, &sequences, &kinds, &stamps, &records],
+            )
+            .map_err(conflict)?;
+            let audit = SessionRecord {
+                session_id: session_id.to_owned(),
+                sequence: tail.map_or(0, |tail| tail.unsigned_abs() + 1),
+                timestamp_ms: now_ms(),
+                event: SessionEvent::Fork {
+                    from_point: point_id.to_owned(),
+                    to_session: new_id.clone(),
+                },
+            };
+            let bytes = encode(&audit)?;
+            let audit_sequence = to_i64("sequence", audit.sequence, session_id)?;
+            let audit_stamp = to_i64("timestamp_ms", audit.timestamp_ms, session_id)?;
+            tx.execute(
+                &*insert,
+                &[
+                    &session_id,
+                    &audit_sequence,
+                    &audit.event.kind(),
+                    &audit_stamp,
+                    &bytes,
+                ],
+            )
+            .map_err(conflict)?;
+            // Once the commit is sent it may land even if the answer is lost, so a broken
+            // connection here is reported, not retried (a retry could fork twice).
+            tx.commit()
+                .map_err(|error| OpError::Pg { error, retry: false })?;
+            Ok(new_id)
+        })
+    }
+}

@@ -1,0 +1,446 @@
+//! PostgresBackend against a real server (`CUCA_PG_URL`): what the conformance suite cannot
+//! see — the rows, the migrations, two writers, runtimes, and connections that break.
+
+// A test binary: its helpers (the proxy, `same_schema`) panic on failure like its tests do.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread::JoinHandle;
+
+use cuca_events::{PluginError, SessionBackend, SessionEvent};
+use cuca_store_postgres::{Error, PostgresBackend, PostgresConfig};
+use cuca_testkit::{append_all, demo_turn, record};
+use postgres::config::Host;
+
+/// The typed error inside a `PluginError::Backend { backend: "postgres", .. }`.
+fn typed(error: &PluginError) -> &Error {
+    match error {
+        PluginError::Backend {
+            backend,
+            source: Some(source),
+            ..
+        } if backend == "postgres" => match source.downcast_ref::<Error>() {
+            Some(typed) => typed,
+            None => panic!("source is not a cuca_store_postgres::Error: {error:?}"),
+        },
+        other => panic!("expected a postgres Backend error, got {other:?}"),
+    }
+}
+
+/// A second backend on the first one's schema, as a second process would have.
+fn same_schema(url: &str, first: &PostgresBackend) -> PostgresBackend {
+    let config = PostgresConfig::new(url)
+        .unwrap()
+        .with_schema(first.schema())
+        .unwrap();
+    PostgresBackend::connect(config).unwrap()
+}
+
+/// "`(session_id, sequence)` primary key so two writers can never both hold one sequence — the
+/// loser gets a clear PluginError … never a silent overwrite"
+#[test]
+fn two_writers_cannot_both_hold_one_sequence() {
+    let Some(url) = common::url() else { return };
+    let first = common::backend(&url);
+    let second = same_schema(&url, &first);
+    let mine = record(
+        "demo",
+        0,
+        SessionEvent::Output {
+            text: "first".into(),
+        },
+    );
+    first.append(mine.clone()).unwrap();
+    let error = second
+        .append(record(
+            "demo",
+            0,
+            SessionEvent::Output {
+                text: "second".into(),
+            },
+        ))
+        .unwrap_err();
+    assert!(
+        matches!(typed(&error), Error::SequenceTaken { session_id, sequence: 0, .. } if session_id == "demo"),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("session \"demo\" already holds sequence 0"),
+        "{error}"
+    );
+    assert_eq!(first.replay("demo").unwrap(), vec![mine.clone()]);
+    assert_eq!(second.replay("demo").unwrap(), vec![mine]);
+}
+
+/// "records stored as the same postcard bytes .cslog uses … plus queryable columns"
+#[test]
+fn rows_hold_postcard_bytes_and_queryable_columns() {
+    let Some(url) = common::url() else { return };
+    let backend = common::backend(&url);
+    let turn = demo_turn("demo", 0);
+    append_all(&backend, &turn);
+    let mut admin = common::admin(&url);
+    let rows = admin
+        .query(
+            &format!(
+                "SELECT session_id, sequence, kind, timestamp_ms, record FROM {}.cuca_session_records ORDER BY position",
+                backend.schema()
+            ),
+            &[],
+        )
+        .unwrap();
+    assert_eq!(rows.len(), turn.len());
+    for (row, record) in rows.iter().zip(&turn) {
+        assert_eq!(row.get::<_, String>(0), record.session_id);
+        assert_eq!(row.get::<_, i64>(1), record.sequence as i64);
+        assert_eq!(row.get::<_, String>(2), record.event.kind());
+        assert_eq!(row.get::<_, i64>(3), record.timestamp_ms as i64);
+        assert_eq!(
+            row.get::<_, Vec<u8>>(4),
+            postcard::to_stdvec(record).unwrap()
+        );
+    }
+}
+
+/// "a cuca_migrations table with the applied version; migrations idempotent and run in a
+/// transaction under an advisory lock so two processes starting together don't race"
+#[test]
+fn processes_starting_together_migrate_once() {
+    let Some(url) = common::url() else { return };
+    let schema = common::throwaway(&url).schema().to_owned();
+    let n_processes = 6;
+    let barrier = Arc::new(Barrier::new(n_processes));
+    let starters: Vec<JoinHandle<Result<PostgresBackend, PluginError>>> = (0..n_processes)
+        .map(|_| {
+            let barrier = Arc::clone(&barrier);
+            let config = PostgresConfig::new(&url)
+                .unwrap()
+                .with_schema(&schema)
+                .unwrap();
+            std::thread::spawn(move || {
+                barrier.wait();
+                PostgresBackend::connect(config)
+            })
+        })
+        .collect();
+    let backends: Vec<PostgresBackend> = starters
+        .into_iter()
+        .map(|starter| starter.join().unwrap().unwrap())
+        .collect();
+    let mut admin = common::admin(&url);
+    let versions: Vec<i32> = admin
+        .query(
+            &format!("SELECT version FROM {schema}.cuca_migrations"),
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(versions, vec![1]);
+    // Every one of them writes into the same table.
+    for (sequence, backend) in backends.iter().enumerate() {
+        backend
+            .append(record(
+                "shared",
+                sequence as u64,
+                SessionEvent::Output { text: "x".into() },
+            ))
+            .unwrap();
+    }
+    assert_eq!(backends[0].replay("shared").unwrap().len(), n_processes);
+    drop(backends);
+    admin
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .unwrap();
+}
+
+/// A schema migrated by a newer build is refused rather than written into.
+#[test]
+fn a_schema_from_a_newer_build_is_refused() {
+    let Some(url) = common::url() else { return };
+    let backend = common::backend(&url);
+    let mut admin = common::admin(&url);
+    admin
+        .execute(
+            &format!(
+                "INSERT INTO {}.cuca_migrations (version) VALUES (99)",
+                backend.schema()
+            ),
+            &[],
+        )
+        .unwrap();
+    let config = PostgresConfig::new(&url)
+        .unwrap()
+        .with_schema(backend.schema())
+        .unwrap();
+    let error = PostgresBackend::connect(config).unwrap_err();
+    assert!(
+        matches!(
+            typed(&error),
+            Error::SchemaTooNew {
+                found: 99,
+                known: 1,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+/// "the fork counter is unique across machines: a database sequence (nextval) mints n"
+#[test]
+fn forks_from_two_processes_never_share_an_id() {
+    let Some(url) = common::url() else { return };
+    let first = common::backend(&url);
+    let second = same_schema(&url, &first);
+    append_all(&first, &demo_turn("demo", 0));
+    let a = first.fork("demo", "demo:1").unwrap();
+    let b = second.fork("demo", "demo:1").unwrap();
+    assert_eq!(a, "demo:fork:demo:1:0");
+    assert_eq!(b, "demo:fork:demo:1:1");
+    let original = first.replay("demo").unwrap();
+    let audits: Vec<(u64, &SessionEvent)> = original[7..]
+        .iter()
+        .map(|record| (record.sequence, &record.event))
+        .collect();
+    assert_eq!(
+        audits,
+        vec![
+            (
+                7,
+                &SessionEvent::Fork {
+                    from_point: "demo:1".into(),
+                    to_session: a.clone()
+                }
+            ),
+            (
+                8,
+                &SessionEvent::Fork {
+                    from_point: "demo:1".into(),
+                    to_session: b.clone()
+                }
+            ),
+        ]
+    );
+}
+
+/// A stored row that does not decode is reported with its session and sequence, not skipped.
+#[test]
+fn a_damaged_row_is_reported_not_skipped() {
+    let Some(url) = common::url() else { return };
+    let backend = common::backend(&url);
+    append_all(&backend, &demo_turn("demo", 0));
+    let mut admin = common::admin(&url);
+    admin
+        .execute(
+            &format!(
+                "UPDATE {}.cuca_session_records SET record = record || '\\x00'::bytea WHERE sequence = 3",
+                backend.schema()
+            ),
+            &[],
+        )
+        .unwrap();
+    let error = backend.replay("demo").unwrap_err();
+    assert!(
+        matches!(typed(&error), Error::Corrupt { session_id, sequence: 3, .. } if session_id == "demo"),
+        "{error:?}"
+    );
+}
+
+/// "call the backend from inside #[tokio::test(flavor = "multi_thread")]"
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn works_inside_a_multi_thread_runtime() {
+    let Some(url) = common::url() else { return };
+    let backend = PostgresBackend::connect(common::throwaway(&url)).unwrap();
+    let turn = demo_turn("demo", 0);
+    append_all(&backend, &turn);
+    let branch = backend.fork("demo", "demo:1").unwrap();
+    assert_eq!(backend.replay(&branch).unwrap().len(), 2);
+    // And from a spawned task on a worker thread, as a plugin hook runs.
+    let backend = Arc::new(backend);
+    let task = {
+        let backend = Arc::clone(&backend);
+        tokio::spawn(async move { backend.replay("demo").map(|records| records.len()) })
+    };
+    assert_eq!(task.await.unwrap().unwrap(), turn.len() + 1);
+}
+
+/// "… and from current_thread"
+#[tokio::test(flavor = "current_thread")]
+async fn works_inside_a_current_thread_runtime() {
+    let Some(url) = common::url() else { return };
+    let backend = PostgresBackend::connect(common::throwaway(&url)).unwrap();
+    let turn = demo_turn("demo", 0);
+    append_all(&backend, &turn);
+    assert_eq!(backend.replay("demo").unwrap(), turn);
+    assert_eq!(backend.sessions().unwrap(), vec!["demo".to_owned()]);
+    assert_eq!(backend.gauge().records, Some(7));
+}
+
+/// "Reconnect on a broken connection … nothing acknowledged is lost"
+#[test]
+fn a_terminated_connection_is_reopened_and_nothing_acknowledged_is_lost() {
+    let Some(url) = common::url() else { return };
+    let config = common::throwaway(&url);
+    let app = config.application_name().unwrap().to_owned();
+    let backend = PostgresBackend::connect(config).unwrap();
+    let turn = demo_turn("demo", 0);
+    append_all(&backend, &turn[..3]);
+    let mut admin = common::admin(&url);
+    let terminated: Vec<bool> = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+            &[&app],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(
+        terminated,
+        vec![true],
+        "exactly the backend's one connection"
+    );
+    append_all(&backend, &turn[3..]);
+    assert_eq!(backend.replay("demo").unwrap(), turn);
+}
+
+/// A loopback TCP proxy in front of the server that the test can cut and restore, to make the
+/// database unreachable without stopping the shared server.
+struct Proxy {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    streams: Arc<Mutex<Vec<TcpStream>>>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// Listens on `port` (0: any free one) and forwards every connection to `upstream`.
+    fn start(upstream: &str, port: u16) -> Proxy {
+        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let streams: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let accept = {
+            let (stop, streams, upstream) =
+                (Arc::clone(&stop), Arc::clone(&streams), upstream.to_owned());
+            std::thread::spawn(move || {
+                for client in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        break; // the listener is dropped here: the port refuses from now on
+                    }
+                    let (Ok(client), Ok(server)) = (client, TcpStream::connect(&upstream)) else {
+                        continue;
+                    };
+                    for (from, to) in [(&client, &server), (&server, &client)] {
+                        let (mut from, mut to) =
+                            (from.try_clone().unwrap(), to.try_clone().unwrap());
+                        std::thread::spawn(move || {
+                            let mut buf = [0u8; 16384];
+                            while let Ok(n) = from.read(&mut buf) {
+                                if n == 0 || to.write_all(&buf[..n]).is_err() {
+                                    break;
+                                }
+                            }
+                            let _ = to.shutdown(Shutdown::Both);
+                        });
+                    }
+                    streams.lock().unwrap().extend([client, server]);
+                }
+            })
+        };
+        Proxy {
+            port,
+            stop,
+            streams,
+            accept: Some(accept),
+        }
+    }
+
+    /// Stops listening and closes every proxied connection, as a dead server would.
+    fn cut(&mut self) {
+        if let Some(accept) = self.accept.take() {
+            self.stop.store(true, Ordering::SeqCst);
+            // A connection makes `incoming` yield, so the loop sees the flag.
+            let _ = TcpStream::connect(("127.0.0.1", self.port));
+            accept.join().unwrap();
+        }
+        for stream in self.streams.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.cut();
+    }
+}
+
+/// "when the database is unreachable, a clear PluginError::Backend { backend: "postgres", … }
+/// naming the host, and nothing acknowledged is lost"
+#[test]
+fn an_unreachable_database_fails_clearly_and_loses_nothing_acknowledged() {
+    let Some(url) = common::url() else { return };
+    let pg: postgres::Config = url.parse().unwrap();
+    let (Some(Host::Tcp(server)), Some(server_port)) =
+        (pg.get_hosts().first(), pg.get_ports().first())
+    else {
+        eprintln!("skipped: the proxy test needs a TCP server, CUCA_PG_URL={url:?} is not one");
+        return;
+    };
+    let upstream = format!("{server}:{server_port}");
+    let mut proxy = Proxy::start(&upstream, 0);
+    let port = proxy.port;
+    let mut via_proxy = format!(
+        "host=127.0.0.1 port={port} dbname={}",
+        pg.get_dbname().unwrap_or("postgres")
+    );
+    if let Some(user) = pg.get_user() {
+        via_proxy.push_str(&format!(" user={user}"));
+    }
+    if let Some(password) = pg.get_password() {
+        via_proxy.push_str(&format!(" password={}", String::from_utf8_lossy(password)));
+    }
+    let config = PostgresConfig::new(&via_proxy)
+        .unwrap()
+        .with_throwaway_schema();
+    let backend = PostgresBackend::connect(config).unwrap();
+    let turn = demo_turn("demo", 0);
+    append_all(&backend, &turn[..4]);
+
+    proxy.cut();
+    let host = format!("127.0.0.1:{port}/{}", pg.get_dbname().unwrap_or("postgres"));
+    let refused = backend.append(turn[4].clone()).unwrap_err();
+    assert!(
+        matches!(typed(&refused), Error::Unreachable { host: named, .. } if *named == host),
+        "{refused:?}"
+    );
+    assert!(
+        refused
+            .to_string()
+            .contains(&format!("cannot reach postgres at {host}")),
+        "{refused}"
+    );
+    let unreadable = backend.replay("demo").unwrap_err();
+    assert!(
+        matches!(typed(&unreadable), Error::Unreachable { .. }),
+        "{unreadable:?}"
+    );
+
+    // The server is back: the backend reconnects by itself and every acknowledged record is there.
+    let _proxy = Proxy::start(&upstream, port);
+    assert_eq!(backend.replay("demo").unwrap(), turn[..4].to_vec());
+    append_all(&backend, &turn[4..]);
+    assert_eq!(backend.replay("demo").unwrap(), turn);
+    // Dropped while the proxy still forwards, so its throwaway schema can be dropped too.
+    drop(backend);
+}
