@@ -1,0 +1,553 @@
+//! `FileBackend`: one `.cslog` file per session, appended to under an advisory lock.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use cuca_events::{
+    fork_session_id, point_in_session, BackendGauge, PluginError, SessionBackend, SessionEvent,
+    SessionRecord,
+};
+
+use crate::codec::{encode_frame_with, HEADER, HEADER_LEN};
+use crate::scan::{scan, ScanReport};
+
+/// The file name extension of a session file.
+pub const EXTENSION: &str = "cslog";
+
+/// The longest file name the common Linux and macOS file systems accept, in bytes; a session
+/// id must fit in it together with `.cslog`.
+pub const MAX_FILE_NAME_LEN: usize = 255;
+
+/// How hard an append works to get its record onto the disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Durability {
+    /// One `write` per append: the record is in the OS page cache when `append` returns, so it
+    /// survives the process crashing but not the machine losing power.
+    #[default]
+    Buffered,
+    /// `Buffered` plus `fdatasync` per append, and a directory sync when a session file is
+    /// created: the record survives power loss. Costs one disk flush per append.
+    Sync,
+}
+
+/// Checks that `session_id` can name a file `{dir}/{session_id}.cslog` and nothing else.
+///
+/// Refused with [`PluginError::Validation`]: an empty id; an id containing `/`, `\` or NUL
+/// (it would name a subdirectory, or be cut short by the OS); an id made only of dots
+/// (`.`, `..`: path components, not names); an id longer than
+/// [`MAX_FILE_NAME_LEN`] bytes once `.cslog` is added.
+///
+/// ```
+/// use cuca_store_file::validate_session_id;
+/// assert!(validate_session_id("demo:fork:demo:1:0").is_ok());
+/// assert!(validate_session_id("../etc/passwd").is_err());
+/// ```
+pub fn validate_session_id(session_id: &str) -> Result<(), PluginError> {
+    let refuse = |why: &str| {
+        Err(PluginError::validation(
+            "session_id",
+            format!("{session_id:?} {why}; FileBackend stores a session as {{dir}}/{{session_id}}.cslog"),
+        ))
+    };
+    if session_id.is_empty() {
+        return refuse("is empty");
+    }
+    if let Some(bad) = session_id.chars().find(|c| matches!(c, '/' | '\\' | '\0')) {
+        return refuse(&format!(
+            "contains {bad:?}, which would name another directory or end the name early"
+        ));
+    }
+    if session_id.chars().all(|c| c == '.') {
+        return refuse("is made only of dots, which file systems read as a path component");
+    }
+    let name_len = session_id.len() + 1 + EXTENSION.len();
+    if name_len > MAX_FILE_NAME_LEN {
+        return refuse(&format!(
+            "is {} bytes; with \".cslog\" that is {name_len} bytes, over the {MAX_FILE_NAME_LEN}-byte file name limit",
+            session_id.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Sessions as `.cslog` files in one directory.
+///
+/// See the crate docs for the format and the recovery rule.
+#[derive(Debug)]
+pub struct FileBackend {
+    dir: PathBuf,
+    durability: Durability,
+    /// One open, locked append handle per session this instance has written to.
+    handles: Mutex<HashMap<String, Arc<Mutex<Handle>>>>,
+    /// Counts forks made by this instance: the `n` of `{session_id}:fork:{point_id}:{n}`.
+    forks: AtomicU64,
+}
+
+impl FileBackend {
+    /// A backend over `dir`, created (with its parents) if it does not exist.
+    pub fn new(dir: impl Into<PathBuf>) -> Result<Self, PluginError> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir)
+            .map_err(|error| PluginError::io("create directory", &dir, error))?;
+        Ok(FileBackend {
+            dir,
+            durability: Durability::default(),
+            handles: Mutex::new(HashMap::new()),
+            forks: AtomicU64::new(0),
+        })
+    }
+
+    /// The same backend with `durability` for every later append.
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// The directory the session files live in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The durability appends use.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// The file a session is stored in, `{dir}/{session_id}.cslog`, once the id is valid.
+    pub fn session_path(&self, session_id: &str) -> Result<PathBuf, PluginError> {
+        validate_session_id(session_id)?;
+        Ok(self.dir.join(format!("{session_id}.{EXTENSION}")))
+    }
+
+    /// Scans a session's file: records, skipped frames, torn tail, verdict.
+    ///
+    /// A session with no file is [`PluginError::NotFound`].
+    pub fn verify(&self, session_id: &str) -> Result<ScanReport, PluginError> {
+        let path = self.session_path(session_id)?;
+        if !exists(&path)? {
+            return Err(PluginError::NotFound {
+                what: "session".into(),
+                id: session_id.into(),
+            });
+        }
+        scan(&path)
+    }
+
+    /// Bytes one session's file takes on disk; zero when it has no file.
+    pub fn bytes_on_disk(&self, session_id: &str) -> Result<u64, PluginError> {
+        let path = self.session_path(session_id)?;
+        match std::fs::metadata(&path) {
+            Ok(metadata) => Ok(metadata.len()),
+            Err(error) if error.kind() == ErrorKind::NotFound => Ok(0),
+            Err(error) => Err(PluginError::io("stat", &path, error)),
+        }
+    }
+
+    /// Closes this instance's append handle for a session, releasing its lock.
+    ///
+    /// The next append opens (and locks) the file again. Returns whether a handle was open.
+    pub fn close(&self, session_id: &str) -> bool {
+        self.lock_handles().remove(session_id).is_some()
+    }
+
+    fn lock_handles(&self) -> MutexGuard<'_, HashMap<String, Arc<Mutex<Handle>>>> {
+        // A panic while holding this lock cannot leave the map half-updated: it is only
+        // read, inserted into and removed from, each a single step.
+        self.handles
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The open append handle of a session, opening (creating, locking) the file on first use.
+    fn handle(&self, session_id: &str) -> Result<Arc<Mutex<Handle>>, PluginError> {
+        let mut handles = self.lock_handles();
+        if let Some(handle) = handles.get(session_id) {
+            return Ok(Arc::clone(handle));
+        }
+        let path = self.session_path(session_id)?;
+        let handle = match Handle::create(&path, &self.dir, self.durability, &[])? {
+            Some(handle) => handle,
+            None => Handle::open_existing(&path)?,
+        };
+        let handle = Arc::new(Mutex::new(handle));
+        handles.insert(session_id.to_owned(), Arc::clone(&handle));
+        Ok(handle)
+    }
+}
+
+fn lock_handle(handle: &Mutex<Handle>) -> MutexGuard<'_, Handle> {
+    // Nothing in an append panics after its write starts, so a poisoned handle still
+    // describes the file's tail correctly.
+    handle
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn exists(path: &Path) -> Result<bool, PluginError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => Ok(true),
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(false),
+        Err(error) => Err(PluginError::io("stat", path, error)),
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Writes `bytes` with one `write` call. A short write is an error: the caller never writes
+/// the rest of a frame later, where it could no longer be told apart from a new frame.
+pub(crate) fn write_once(writer: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
+    loop {
+        match writer.write(bytes) {
+            Ok(n) if n == bytes.len() => return Ok(()),
+            Ok(n) => {
+                return Err(std::io::Error::new(
+                    ErrorKind::WriteZero,
+                    format!("short write: {n} of {} bytes", bytes.len()),
+                ))
+            }
+            // Nothing was written, so trying again cannot split a frame.
+            Err(error) if error.kind() == ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+fn try_lock(file: &File, path: &Path) -> Result<(), PluginError> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => Err(PluginError::Locked {
+            path: path.to_path_buf(),
+            message: "another FileBackend, in this process or another, has this session open for append; close it (FileBackend::close or drop) or record to another session id".into(),
+        }),
+        Err(std::fs::TryLockError::Error(error)) => Err(PluginError::io("lock", path, error)),
+    }
+}
+
+/// An open, locked session file and what the next append must know about its tail.
+#[derive(Debug)]
+pub(crate) struct Handle {
+    file: File,
+    path: PathBuf,
+    /// The file ends in torn bytes: the next append writes a `0x00` before its frame.
+    needs_seal: bool,
+    /// A write failed part-way or the file is unknown: read the tail before the next append.
+    probe_tail: bool,
+    /// An fsync failed: the data may not be on disk, so this handle refuses every append.
+    failed: Option<String>,
+    /// The record bytes of the last append, kept for their allocation.
+    scratch: Vec<u8>,
+    /// The frame bytes of the last append, kept for their allocation.
+    frame: Vec<u8>,
+}
+
+impl Handle {
+    fn new(file: File, path: &Path, needs_seal: bool) -> Self {
+        Handle {
+            file,
+            path: path.to_path_buf(),
+            needs_seal,
+            probe_tail: false,
+            failed: None,
+            scratch: Vec::new(),
+            frame: Vec::new(),
+        }
+    }
+
+    /// Creates a new session file holding the header and `body` (whole frames), locked.
+    /// `None` when the file already exists: it is never written into.
+    fn create(
+        path: &Path,
+        dir: &Path,
+        durability: Durability,
+        body: &[u8],
+    ) -> Result<Option<Handle>, PluginError> {
+        let file = match OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .open(path)
+        {
+            Ok(file) => file,
+            Err(error) if error.kind() == ErrorKind::AlreadyExists => return Ok(None),
+            Err(error) => return Err(PluginError::io("create", path, error)),
+        };
+        // Lock before the header goes in, so a racing opener waits on a file it can finish.
+        try_lock(&file, path)?;
+        let mut bytes = Vec::with_capacity(HEADER_LEN + body.len());
+        bytes.extend_from_slice(&HEADER);
+        bytes.extend_from_slice(body);
+        let mut handle = Handle::new(file, path, false);
+        let written = write_once(&mut handle.file, &bytes).map_err(|error| ("write", error));
+        let synced = written.and_then(|()| match durability {
+            Durability::Buffered => Ok(()),
+            Durability::Sync => handle
+                .file
+                .sync_data()
+                .and_then(|()| File::open(dir).and_then(|dir| dir.sync_all()))
+                .map_err(|error| ("sync", error)),
+        });
+        if let Err((operation, error)) = synced {
+            // The file is this call's own and holds nothing acknowledged: take it back.
+            drop(handle);
+            let _ = std::fs::remove_file(path);
+            return Err(PluginError::io(operation, path, error));
+        }
+        Ok(Some(handle))
+    }
+
+    /// Opens an existing session file for append, locked, after checking its header.
+    fn open_existing(path: &Path) -> Result<Handle, PluginError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(path)
+            .map_err(|error| PluginError::io("open for append", path, error))?;
+        try_lock(&file, path)?;
+        let len = file
+            .metadata()
+            .map_err(|error| PluginError::io("stat", path, error))?
+            .len();
+        let mut header = [0u8; HEADER_LEN];
+        let n_header =
+            read_at(&file, 0, &mut header).map_err(|error| PluginError::io("read", path, error))?;
+        let header = &header[..n_header];
+        if let Some(at) = header.iter().zip(HEADER.iter()).position(|(a, b)| a != b) {
+            let message = if at == HEADER_LEN - 1 {
+                format!(
+                    "unknown .cslog version {}; this build reads and appends version {}",
+                    header[at],
+                    crate::VERSION
+                )
+            } else {
+                "not a .cslog file (no \"CUCASLOG\" magic); it is left as it is".to_owned()
+            };
+            return Err(PluginError::Corrupt {
+                path: path.to_path_buf(),
+                offset: at as u64,
+                message,
+            });
+        }
+        let mut handle = Handle::new(file, path, false);
+        if n_header < HEADER_LEN {
+            // A header cut short by a crash at creation: nothing was recorded, so finish it.
+            write_once(&mut handle.file, &HEADER[n_header..])
+                .map_err(|error| PluginError::io("write", path, error))?;
+        } else {
+            handle.needs_seal = tail_is_torn(&handle.file, len)
+                .map_err(|error| PluginError::io("read", path, error))?;
+        }
+        Ok(handle)
+    }
+
+    /// Appends one record as one frame (sealing a torn tail first, in the same write).
+    fn append(
+        &mut self,
+        record: &SessionRecord,
+        durability: Durability,
+    ) -> Result<(), PluginError> {
+        if let Some(reason) = &self.failed {
+            return Err(PluginError::Backend {
+                backend: "file".into(),
+                message: format!(
+                    "{} refuses appends: an earlier fsync failed ({reason}) and what it held may not be on disk; drop this backend, then verify the file",
+                    self.path.display()
+                ),
+                source: None,
+            });
+        }
+        if self.probe_tail {
+            let len = self
+                .file
+                .metadata()
+                .map_err(|error| PluginError::io("stat", &self.path, error))?
+                .len();
+            self.needs_seal = tail_is_torn(&self.file, len)
+                .map_err(|error| PluginError::io("read", &self.path, error))?;
+            self.probe_tail = false;
+        }
+        self.frame.clear();
+        if self.needs_seal {
+            self.frame.push(0);
+        }
+        encode_frame_with(record, &mut self.scratch, &mut self.frame).map_err(|error| {
+            PluginError::validation(
+                "SessionRecord",
+                format!("{} cannot be stored: {error}", record.point_id()),
+            )
+        })?;
+        if let Err(error) = write_once(&mut self.file, &self.frame) {
+            // Some bytes may be on disk: the next append reads the tail and seals it.
+            self.probe_tail = true;
+            return Err(PluginError::io("append to", &self.path, error));
+        }
+        self.needs_seal = false;
+        if durability == Durability::Sync {
+            if let Err(error) = self.file.sync_data() {
+                self.failed = Some(error.to_string());
+                return Err(PluginError::io("sync", &self.path, error));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads up to `buf.len()` bytes at `offset`; fewer only at the end of the file.
+fn read_at(mut file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+    // The handle is in append mode, where writes ignore the cursor, so moving it is harmless.
+    file.seek(SeekFrom::Start(offset))?;
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(error) if error.kind() == ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
+}
+
+/// Whether the file ends in bytes after its last terminator (a torn frame).
+fn tail_is_torn(file: &File, len: u64) -> std::io::Result<bool> {
+    if len <= HEADER_LEN as u64 {
+        return Ok(false);
+    }
+    let mut last = [0u8; 1];
+    let n = read_at(file, len - 1, &mut last)?;
+    Ok(n == 1 && last[0] != 0)
+}
+
+impl SessionBackend for FileBackend {
+    fn name(&self) -> &str {
+        "file"
+    }
+
+    fn append(&self, record: SessionRecord) -> Result<(), PluginError> {
+        validate_session_id(&record.session_id)?;
+        let handle = self.handle(&record.session_id)?;
+        let mut handle = lock_handle(&handle);
+        handle.append(&record, self.durability)
+    }
+
+    fn replay(&self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {
+        let path = self.session_path(session_id)?;
+        if !exists(&path)? {
+            return Ok(Vec::new());
+        }
+        scan(&path)?.into_records()
+    }
+
+    fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {
+        let point = point_in_session(session_id, point_id)?;
+        let path = self.session_path(session_id)?;
+        if !exists(&path)? {
+            return Err(PluginError::NotFound {
+                what: "session".into(),
+                id: session_id.into(),
+            });
+        }
+        // Hold the original's handle for the whole fork, so no append of this instance lands
+        // between reading its tail and writing the audit record at tail + 1.
+        let original = self.handle(session_id)?;
+        let mut original = lock_handle(&original);
+        let records = scan(&path)?.into_records()?;
+        let Some(cut) = records.iter().position(|record| record.sequence == point) else {
+            return Err(PluginError::NotFound {
+                what: "point".into(),
+                id: point_id.into(),
+            });
+        };
+        let tail = records.last().map_or(0, |record| record.sequence + 1);
+
+        let mut body = Vec::new();
+        let mut scratch = Vec::new();
+        let mut new_id;
+        let mut new_path;
+        let branch = loop {
+            let n = self.forks.fetch_add(1, Ordering::Relaxed);
+            new_id = fork_session_id(session_id, point_id, n);
+            new_path = self.session_path(&new_id)?;
+            body.clear();
+            for record in &records[..=cut] {
+                let relabelled = SessionRecord {
+                    session_id: new_id.clone(),
+                    ..record.clone()
+                };
+                encode_frame_with(&relabelled, &mut scratch, &mut body).map_err(|error| {
+                    PluginError::validation(
+                        "SessionRecord",
+                        format!("{} cannot be stored: {error}", relabelled.point_id()),
+                    )
+                })?;
+            }
+            // `create` never opens a file that exists: an existing id is not free.
+            if let Some(handle) = Handle::create(&new_path, &self.dir, self.durability, &body)? {
+                break handle;
+            }
+        };
+        let audit = SessionRecord {
+            session_id: session_id.to_owned(),
+            sequence: tail,
+            timestamp_ms: now_ms(),
+            event: SessionEvent::Fork {
+                from_point: point_id.to_owned(),
+                to_session: new_id.clone(),
+            },
+        };
+        if let Err(error) = original.append(&audit, self.durability) {
+            // The branch is this call's own and nothing acknowledged it: a fork fails whole.
+            drop(branch);
+            let _ = std::fs::remove_file(&new_path);
+            return Err(error);
+        }
+        self.lock_handles()
+            .insert(new_id.clone(), Arc::new(Mutex::new(branch)));
+        Ok(new_id)
+    }
+
+    fn sessions(&self) -> Result<Vec<String>, PluginError> {
+        let entries = std::fs::read_dir(&self.dir)
+            .map_err(|error| PluginError::io("list", &self.dir, error))?;
+        let suffix = format!(".{EXTENSION}");
+        let mut ids = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|error| PluginError::io("list", &self.dir, error))?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let Some(id) = name.strip_suffix(&suffix) else {
+                continue;
+            };
+            let is_file = std::fs::metadata(entry.path()).is_ok_and(|metadata| metadata.is_file());
+            if is_file && validate_session_id(id).is_ok() {
+                ids.push(id.to_owned());
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    fn gauge(&self) -> BackendGauge {
+        let bytes = self.sessions().ok().map(|ids| {
+            ids.iter()
+                .filter_map(|id| self.bytes_on_disk(id).ok())
+                .sum::<u64>()
+        });
+        BackendGauge {
+            records: None,
+            max_records: None,
+            bytes_on_disk: bytes,
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Unit tests of the codec edges and the one-write rule.
+
+use std::io::{ErrorKind, Write};
+
+use cuca_events::{PluginError, SessionEvent};
+use cuca_testkit::record;
+
+use crate::backend::write_once;
+use crate::{decode_frame, encode_frame, validate_session_id, FrameError, MAX_FRAME_LEN};
+
+/// A writer that accepts at most `limit` bytes per call, or fails every call.
+struct Stingy {
+    limit: usize,
+    fail: Option<ErrorKind>,
+    interrupted_first: bool,
+    written: Vec<u8>,
+    calls: usize,
+}
+
+impl Write for Stingy {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.calls += 1;
+        if self.interrupted_first {
+            self.interrupted_first = false;
+            return Err(ErrorKind::Interrupted.into());
+        }
+        if let Some(kind) = self.fail {
+            return Err(kind.into());
+        }
+        let n = buf.len().min(self.limit);
+        self.written.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn stingy(limit: usize) -> Stingy {
+    Stingy {
+        limit,
+        fail: None,
+        interrupted_first: false,
+        written: Vec::new(),
+        calls: 0,
+    }
+}
+
+/// "A short write is an error: the handle never 'finishes' a partial frame."
+#[test]
+fn a_short_write_is_an_error_and_the_rest_is_never_written() {
+    let mut writer = stingy(3);
+    let error = write_once(&mut writer, b"0123456789").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::WriteZero);
+    assert!(error.to_string().contains("3 of 10"), "{error}");
+    assert_eq!(writer.written, b"012");
+    assert_eq!(writer.calls, 1, "no second write finishes the frame");
+}
+
+#[test]
+fn an_interrupted_write_wrote_nothing_and_is_retried() {
+    let mut writer = Stingy {
+        interrupted_first: true,
+        ..stingy(100)
+    };
+    write_once(&mut writer, b"frame").unwrap();
+    assert_eq!(writer.written, b"frame");
+    assert_eq!(writer.calls, 2);
+}
+
+#[test]
+fn a_write_error_is_returned_as_is() {
+    let mut writer = Stingy {
+        fail: Some(ErrorKind::StorageFull),
+        ..stingy(100)
+    };
+    let error = write_once(&mut writer, b"frame").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::StorageFull);
+    assert!(writer.written.is_empty());
+}
+
+/// "FileBackend rejects a session id containing / or \ rather than mapping it into a subdirectory."
+#[test]
+fn refused_session_ids_name_the_reason() {
+    let long = "x".repeat(250);
+    for (id, why) in [
+        ("", "is empty"),
+        ("a/b", "contains '/'"),
+        ("a\\b", "contains '\\\\'"),
+        ("a\0b", "contains '\\0'"),
+        (".", "only of dots"),
+        ("..", "only of dots"),
+        (long.as_str(), "over the 255-byte"),
+    ] {
+        match validate_session_id(id) {
+            Err(PluginError::Validation { schema, message }) => {
+                assert_eq!(schema, "session_id");
+                assert!(message.contains(why), "{id:?}: {message}");
+            }
+            other => panic!("{id:?} gave {other:?}"),
+        }
+    }
+    // 249 bytes + ".cslog" is exactly 255: the longest id that fits.
+    assert!(validate_session_id(&"x".repeat(249)).is_ok());
+    assert!(validate_session_id("..x").is_ok());
+}
+
+#[test]
+fn a_frame_with_leftover_bytes_is_refused() {
+    // Two records' postcard bytes in one frame with one CRC over both.
+    let a = record("s", 0, SessionEvent::Output { text: "a".into() });
+    let mut body = postcard::to_stdvec(&a).unwrap();
+    body.extend(postcard::to_stdvec(&a).unwrap());
+    body.extend(crc32fast::hash(&body).to_le_bytes());
+    let mut frame = cobs::encode_vec(&body);
+    assert_eq!(
+        decode_frame(&mut frame),
+        Err(FrameError::TrailingBytes {
+            n_bytes: body.len() / 2 - 2
+        })
+    );
+}
+
+#[test]
+fn an_empty_or_overlong_frame_is_damage() {
+    assert_eq!(decode_frame(&mut []), Err(FrameError::Empty));
+    let mut long = vec![1u8; MAX_FRAME_LEN + 1];
+    assert!(matches!(
+        decode_frame(&mut long),
+        Err(FrameError::TooLong { .. })
+    ));
+    let mut short = cobs::encode_vec(&[1, 2, 3]);
+    assert_eq!(
+        decode_frame(&mut short),
+        Err(FrameError::TooShort { len: 3 })
+    );
+}
+
+#[test]
+fn a_frame_round_trips_and_ends_in_its_only_zero() {
+    let a = record("s", 7, SessionEvent::Latency { duration_ms: 0 });
+    let mut frame = Vec::new();
+    encode_frame(&a, &mut frame).unwrap();
+    let terminator = frame.iter().position(|&b| b == 0).unwrap();
+    assert_eq!(terminator, frame.len() - 1);
+    assert_eq!(decode_frame(&mut frame[..terminator]).unwrap(), a);
+}
