@@ -36,7 +36,12 @@ fn sources() -> Vec<PathBuf> {
     for dir in ["src", "crates", "xtask", "examples"] {
         rust_files(&root.join(dir), &mut files);
     }
-    assert!(files.len() > 10, "found only {} sources under {}", files.len(), root.display());
+    assert!(
+        files.len() > 10,
+        "found only {} sources under {}",
+        files.len(),
+        root.display()
+    );
     files
 }
 
@@ -51,7 +56,11 @@ fn every_source_file_opens_with_a_module_doc() {
         })
         .map(|path| path.display().to_string())
         .collect();
-    assert!(missing.is_empty(), "files without a `//!` first line:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "files without a `//!` first line:\n{}",
+        missing.join("\n")
+    );
 }
 
 /// The brief: "Never a stub, a todo!(), a test that asserts nothing"; STYLE.md: "No
@@ -71,7 +80,12 @@ fn no_stubs_and_no_skipped_tests() {
         for (line_idx, line) in text.lines().enumerate() {
             for pattern in banned {
                 if line.contains(pattern) {
-                    hits.push(format!("{}:{}: {}", path.display(), line_idx + 1, line.trim()));
+                    hits.push(format!(
+                        "{}:{}: {}",
+                        path.display(),
+                        line_idx + 1,
+                        line.trim()
+                    ));
                 }
             }
         }
@@ -91,7 +105,11 @@ fn only_the_facade_has_features() {
             offenders.push(manifest.display().to_string());
         }
     }
-    assert!(offenders.is_empty(), "leaf crates with features:\n{}", offenders.join("\n"));
+    assert!(
+        offenders.is_empty(),
+        "leaf crates with features:\n{}",
+        offenders.join("\n")
+    );
 }
 
 /// STYLE.md: "Folder name equals package name", and every crate inherits the workspace lints.
