@@ -1,0 +1,62 @@
+//! Unit tests of the streaming record reader's format gate.
+
+use super::*;
+
+fn read(json: &str) -> Result<RecordSummary, RecordError> {
+    read_record_from(json.as_bytes(), Path::new("r.json"))
+}
+
+const MINIMAL: &str = r#"{"formatVersion":1,"sessionId":"s","routingKey":"eu/s","recorder":{"version":"0.1.0","commit":null},"capabilities":{},"outcome":{"kind":"session_killed"},"seed":null,"agents":[],"pools":{"messages":[{"id":"00112233445566778899aabbccddeeff","body":{"role":"user","content":[]}}],"toolsets":[],"texts":[{"id":"00112233445566778899aabbccddeeff","text":"x"},{"id":"00112233445566778899aabbccddeeff","text":"y"}]},"clips":[],"entries":[{"seq":0,"agent":"a","kind":"clock","elapsedMs":1,"remainingMs":null},{"seq":1,"agent":"a","kind":"clock","elapsedMs":2}]}"#;
+
+#[test]
+fn a_format_one_record_is_summarised() {
+    let summary = read(MINIMAL).unwrap();
+    assert_eq!(summary.session_id, "s");
+    assert_eq!(summary.routing_key.as_deref(), Some("eu/s"));
+    assert_eq!(summary.outcome, Outcome::SessionKilled);
+    assert_eq!(
+        (summary.n_messages, summary.n_toolsets, summary.n_texts),
+        (1, 0, 2)
+    );
+    assert_eq!(summary.n_entries, 2);
+    assert_eq!(summary.last_seq, Some(1));
+    assert_eq!(summary.entries_by_kind.get("clock"), Some(&2));
+}
+
+#[test]
+fn another_format_or_none_does_not_parse() {
+    // "Format 1 is the one format this build reads, and every other value is refused."
+    for (json, found) in [
+        (
+            MINIMAL.replace("\"formatVersion\":1", "\"formatVersion\":2"),
+            "2",
+        ),
+        (
+            MINIMAL.replace("\"formatVersion\":1", "\"formatVersion\":\"1\""),
+            "\"1\"",
+        ),
+        (MINIMAL.replace("\"formatVersion\":1,", ""), "none"),
+    ] {
+        match read(&json) {
+            Err(RecordError::UnsupportedFormat { found: got, .. }) => assert_eq!(got, found),
+            other => panic!("{found}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_unknown_entry_kind_in_format_one_is_malformed() {
+    let json = MINIMAL.replace(
+        "\"kind\":\"clock\",\"elapsedMs\":2",
+        "\"kind\":\"teleport\"",
+    );
+    assert!(matches!(read(&json), Err(RecordError::Malformed { .. })));
+    assert!(matches!(
+        read("{\"formatVersion\":1"),
+        Err(RecordError::Malformed { .. })
+    ));
+    assert!(matches!(
+        read(&format!("{MINIMAL} []")),
+        Err(RecordError::Malformed { .. })
+    ));
+}
