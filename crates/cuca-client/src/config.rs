@@ -160,3 +160,6 @@ impl RetryPolicy {
         Duration::from_nanos(half + rand::random::<u64>() % (nanos - half + 1))
     }
 }
+
+#[cfg(test)]
+mod tests;
