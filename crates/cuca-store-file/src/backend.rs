@@ -13,7 +13,7 @@ use cuca_events::{
     SessionRecord,
 };
 
-use crate::codec::{encode_frame_with, HEADER, HEADER_LEN};
+use crate::codec::{decode_frame, encode_frame_with, HEADER, HEADER_LEN, MAX_FRAME_LEN};
 use crate::scan::{scan, ScanReport};
 
 /// The file name extension of a session file.
@@ -239,8 +239,9 @@ fn try_lock(file: &File, path: &Path) -> Result<(), PluginError> {
 pub(crate) struct Handle {
     file: File,
     path: PathBuf,
-    /// The file ends in torn bytes: the next append writes a `0x00` before its frame.
-    needs_seal: bool,
+    /// What the next append writes before its frame to seal torn bytes at the file's end:
+    /// nothing, [`SEAL`], or [`SEAL_WHOLE_FRAME`].
+    seal: &'static [u8],
     /// A write failed part-way or the file is unknown: read the tail before the next append.
     probe_tail: bool,
     /// An fsync failed: the data may not be on disk, so this handle refuses every append.
@@ -252,11 +253,11 @@ pub(crate) struct Handle {
 }
 
 impl Handle {
-    fn new(file: File, path: &Path, needs_seal: bool) -> Self {
+    fn new(file: File, path: &Path) -> Self {
         Handle {
             file,
             path: path.to_path_buf(),
-            needs_seal,
+            seal: &[],
             probe_tail: false,
             failed: None,
             scratch: Vec::new(),
@@ -287,7 +288,7 @@ impl Handle {
         let mut bytes = Vec::with_capacity(HEADER_LEN + body.len());
         bytes.extend_from_slice(&HEADER);
         bytes.extend_from_slice(body);
-        let mut handle = Handle::new(file, path, false);
+        let mut handle = Handle::new(file, path);
         let written = write_once(&mut handle.file, &bytes).map_err(|error| ("write", error));
         let synced = written.and_then(|()| match durability {
             Durability::Buffered => Ok(()),
@@ -338,13 +339,13 @@ impl Handle {
                 message,
             });
         }
-        let mut handle = Handle::new(file, path, false);
+        let mut handle = Handle::new(file, path);
         if n_header < HEADER_LEN {
             // A header cut short by a crash at creation: nothing was recorded, so finish it.
             write_once(&mut handle.file, &HEADER[n_header..])
                 .map_err(|error| PluginError::io("write", path, error))?;
         } else {
-            handle.needs_seal = tail_is_torn(&handle.file, len)
+            handle.seal = tail_seal(&handle.file, len)
                 .map_err(|error| PluginError::io("read", path, error))?;
         }
         Ok(handle)
@@ -372,14 +373,12 @@ impl Handle {
                 .metadata()
                 .map_err(|error| PluginError::io("stat", &self.path, error))?
                 .len();
-            self.needs_seal = tail_is_torn(&self.file, len)
+            self.seal = tail_seal(&self.file, len)
                 .map_err(|error| PluginError::io("read", &self.path, error))?;
             self.probe_tail = false;
         }
         self.frame.clear();
-        if self.needs_seal {
-            self.frame.push(0);
-        }
+        self.frame.extend_from_slice(self.seal);
         encode_frame_with(record, &mut self.scratch, &mut self.frame).map_err(|error| {
             PluginError::validation(
                 "SessionRecord",
@@ -391,7 +390,7 @@ impl Handle {
             self.probe_tail = true;
             return Err(PluginError::io("append to", &self.path, error));
         }
-        self.needs_seal = false;
+        self.seal = &[];
         if durability == Durability::Sync {
             if let Err(error) = self.file.sync_data() {
                 self.failed = Some(error.to_string());
@@ -418,14 +417,45 @@ fn read_at(mut file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<usiz
     Ok(filled)
 }
 
-/// Whether the file ends in bytes after its last terminator (a torn frame).
-fn tail_is_torn(file: &File, len: u64) -> std::io::Result<bool> {
-    if len <= HEADER_LEN as u64 {
-        return Ok(false);
+/// The seal for torn bytes: a lone `0x00` ends them as a frame of their own, which fails to
+/// decode and is skipped because the records around it continue the sequence.
+pub(crate) const SEAL: &[u8] = &[0x00];
+
+/// The seal when the torn bytes are a whole frame short only of its terminator. A lone `0x00`
+/// would turn them into a valid record that was never acknowledged (the resumed writer then
+/// reuses its sequence number). `0x02 0x01` first adds a one-byte COBS group, so the bytes
+/// decode one or two bytes longer than the frame that was cut, its CRC-32 no longer matches,
+/// and it is skipped like any other torn frame. (A lone `0x01` is not enough: after a full
+/// 254-byte group it decodes to nothing.)
+pub(crate) const SEAL_WHOLE_FRAME: &[u8] = &[0x02, 0x01, 0x00];
+
+/// What must be written before the next frame: nothing when the file ends in a terminator
+/// (or the header), else the seal that keeps the torn bytes from ever reading as a record.
+fn tail_seal(file: &File, len: u64) -> std::io::Result<&'static [u8]> {
+    let header_end = HEADER_LEN as u64;
+    if len <= header_end {
+        return Ok(&[]);
     }
     let mut last = [0u8; 1];
-    let n = read_at(file, len - 1, &mut last)?;
-    Ok(n == 1 && last[0] != 0)
+    if read_at(file, len - 1, &mut last)? != 1 || last[0] == 0 {
+        return Ok(&[]);
+    }
+    // Read back to the last terminator, but never more than one frame's worth: a longer
+    // tail cannot be a whole frame.
+    let window = (len - header_end).min(MAX_FRAME_LEN as u64 + 1);
+    let mut tail = vec![0u8; window as usize];
+    let n = read_at(file, len - window, &mut tail)?;
+    tail.truncate(n);
+    let torn_start = match tail.iter().rposition(|&byte| byte == 0) {
+        Some(at) => at + 1,
+        None if window == len - header_end => 0,
+        None => return Ok(SEAL),
+    };
+    if decode_frame(&mut tail[torn_start..]).is_ok() {
+        Ok(SEAL_WHOLE_FRAME)
+    } else {
+        Ok(SEAL)
+    }
 }
 
 impl SessionBackend for FileBackend {
@@ -449,8 +479,8 @@ impl SessionBackend for FileBackend {
     }
 
     fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {
-        let point = point_in_session(session_id, point_id)?;
         let path = self.session_path(session_id)?;
+        let point = point_in_session(session_id, point_id)?;
         if !exists(&path)? {
             return Err(PluginError::NotFound {
                 what: "session".into(),

@@ -103,7 +103,11 @@ pub fn scan_reader(mut reader: impl Read, path: &Path) -> Result<ScanReport, Plu
     let mut chunk = vec![0u8; READ_CHUNK];
     let mut header = [0u8; HEADER_LEN];
     let n_header = read_full(&mut reader, &mut header, path)?;
-    if let Some(report) = scanner.check_header(&header[..n_header]) {
+    if let Some(mut report) = scanner.check_header(&header[..n_header]) {
+        // Count the rest so the report still says how long the file is.
+        let rest = std::io::copy(&mut reader, &mut std::io::sink())
+            .map_err(|error| PluginError::io("read", path, error))?;
+        report.file_len += rest;
         return Ok(report);
     }
     loop {
@@ -122,7 +126,8 @@ pub fn scan_reader(mut reader: impl Read, path: &Path) -> Result<ScanReport, Plu
 pub fn scan_bytes(bytes: &[u8], path: &Path) -> ScanReport {
     let mut scanner = Scanner::new(path);
     let n_header = bytes.len().min(HEADER_LEN);
-    if let Some(report) = scanner.check_header(&bytes[..n_header]) {
+    if let Some(mut report) = scanner.check_header(&bytes[..n_header]) {
+        report.file_len = bytes.len() as u64;
         return report;
     }
     let mut rest = bytes[HEADER_LEN..].to_vec();

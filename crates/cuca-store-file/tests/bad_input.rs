@@ -1,0 +1,187 @@
+//! Bad input: refused session ids, foreign files, a directory in the file's place — each a
+//! clear error value, and nothing on disk changed.
+
+// The helpers below are test code outside `#[test]` fns, where clippy's test allowance ends.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use cuca_events::{PluginError, SessionBackend, SessionEvent};
+use cuca_store_file::FileBackend;
+use cuca_testkit::record;
+
+/// Every path under `root` with its bytes (`None` for a directory).
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.insert(path.clone(), None);
+                stack.push(path);
+            } else {
+                out.insert(path.clone(), Some(std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+/// "FileBackend rejects a session id containing / or \ rather than mapping it into a
+/// subdirectory" — and refuses before any file is touched.
+#[test]
+fn each_refused_session_id_is_a_validation_error_and_touches_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let store = root.path().join("store");
+    let backend = FileBackend::new(&store).unwrap();
+    std::fs::write(root.path().join("outside.cslog"), b"keep").unwrap();
+    let before = snapshot(root.path());
+    let long = "x".repeat(300);
+    for id in [
+        "",
+        "../outside",
+        "a/b",
+        "a\\b",
+        "a\0b",
+        ".",
+        "..",
+        "...",
+        long.as_str(),
+    ] {
+        let output = SessionEvent::Output { text: "x".into() };
+        let results = [
+            backend.append(record(id, 0, output)).err(),
+            backend.replay(id).err(),
+            backend.fork(id, &format!("{id}:0")).err(),
+            backend.verify(id).err(),
+            backend.bytes_on_disk(id).err(),
+        ];
+        for result in results {
+            assert!(
+                matches!(&result, Some(PluginError::Validation { schema, .. }) if schema == "session_id"),
+                "{id:?}: {result:?}"
+            );
+        }
+    }
+    assert_eq!(snapshot(root.path()), before);
+}
+
+fn assert_corrupt(result: Result<impl std::fmt::Debug, PluginError>, path: &Path, offset: u64) {
+    match result {
+        Err(PluginError::Corrupt {
+            path: got,
+            offset: at,
+            message,
+        }) => {
+            assert_eq!(got, path);
+            assert_eq!(at, offset, "{message}");
+        }
+        other => panic!("expected Corrupt at {offset}, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_file_with_the_wrong_magic_is_refused_and_left_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.cslog");
+    std::fs::write(&path, b"NOTCSLOG\x01hello\x00").unwrap();
+    let before = snapshot(dir.path());
+    let backend = FileBackend::new(dir.path()).unwrap();
+    assert_corrupt(backend.replay("s"), &path, 0);
+    assert_corrupt(
+        backend.append(record("s", 0, SessionEvent::Latency { duration_ms: 1 })),
+        &path,
+        0,
+    );
+    assert_corrupt(backend.fork("s", "s:0"), &path, 0);
+    let message = backend.replay("s").unwrap_err().to_string();
+    assert!(
+        message.contains("s.cslog is damaged at byte 0"),
+        "{message}"
+    );
+    assert!(message.contains("CUCASLOG"), "{message}");
+    assert_eq!(snapshot(dir.path()), before);
+}
+
+/// "a format change bumps the version byte and keeps a reader for v1": a v2 file is refused
+/// by this v1 reader, not misread.
+#[test]
+fn an_unknown_version_is_refused_and_left_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.cslog");
+    std::fs::write(&path, b"CUCASLOG\x02\x05\x01\x01\x01\x01\x00").unwrap();
+    let before = snapshot(dir.path());
+    let backend = FileBackend::new(dir.path()).unwrap();
+    assert_corrupt(backend.replay("s"), &path, 8);
+    assert_corrupt(
+        backend.append(record("s", 0, SessionEvent::Latency { duration_ms: 1 })),
+        &path,
+        8,
+    );
+    let message = backend
+        .verify("s")
+        .unwrap()
+        .into_records()
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("unknown .cslog version 2"), "{message}");
+    assert_eq!(snapshot(dir.path()), before);
+}
+
+#[test]
+fn a_directory_where_the_file_should_be_is_an_io_error_and_left_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.cslog");
+    std::fs::create_dir(&path).unwrap();
+    let before = snapshot(dir.path());
+    let backend = FileBackend::new(dir.path()).unwrap();
+    for result in [
+        backend
+            .append(record("s", 0, SessionEvent::Latency { duration_ms: 1 }))
+            .err(),
+        backend.replay("s").err(),
+        backend.verify("s").err(),
+    ] {
+        match result {
+            Some(PluginError::Io { path: got, .. }) => assert_eq!(got, path),
+            other => panic!("expected Io naming {}, got {other:?}", path.display()),
+        }
+    }
+    assert_eq!(backend.sessions().unwrap(), Vec::<String>::new());
+    assert_eq!(snapshot(dir.path()), before);
+}
+
+#[test]
+fn a_refused_load_names_the_file_and_the_offset_of_the_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gap.cslog");
+    let path = dir.path().join("golden.cslog");
+    std::fs::copy(&fixture, &path).unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let report = backend.verify("golden").unwrap();
+    let cuca_store_file::Verdict::Refused { offset, .. } = report.verdict.clone() else {
+        panic!("{:?}", report.verdict)
+    };
+    assert_eq!(offset, report.skipped[0].offset);
+    assert_corrupt(backend.replay("golden"), &path, offset);
+    // The records that did decode are in the report for inspection.
+    assert_eq!(report.records.len(), 9);
+}
+
+#[test]
+fn a_fork_at_a_point_of_a_missing_session_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let result = backend.fork("ghost", "ghost:0");
+    assert!(
+        matches!(&result, Err(PluginError::NotFound { what, id }) if what == "session" && id == "ghost"),
+        "{result:?}"
+    );
+    assert!(snapshot(dir.path()).is_empty());
+    assert!(matches!(
+        backend.verify("ghost"),
+        Err(PluginError::NotFound { .. })
+    ));
+}
