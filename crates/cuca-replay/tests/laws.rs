@@ -1,6 +1,9 @@
 //! The replay laws as proptest properties over generated record sequences: segmentation,
 //! determinism of the stream, and the caps.
 
+// Fixture helpers outside #[test] fns unwrap too: a broken fixture should stop the test loudly.
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
