@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod e2e;
 mod fixtures;
 
 /// cuca's repository tasks.
@@ -21,10 +22,14 @@ enum Task {
         #[arg(long)]
         check: bool,
     },
+    /// Run both seed example commands against a real llama-server and check their .cslog
+    /// files (opt-in, not in CI: needs CUCA_BASE_URL, or llama-server on PATH and CUCA_GGUF).
+    E2e,
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Fixtures { check } => fixtures::run(check),
+        Task::E2e => e2e::run(),
     }
 }
