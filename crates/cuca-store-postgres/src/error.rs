@@ -12,7 +12,7 @@ use cuca_events::PluginError;
 pub enum Error {
     /// No connection could be made: the server is down, the host or port is wrong, or it
     /// refused us. Nothing was stored by the call that got this error.
-    #[error("cannot reach postgres at {host}: {source}")]
+    #[error("cannot reach postgres at {host}: {}", describe(source))]
     Unreachable {
         /// Where we tried to connect (`host:port/dbname`, never the password).
         host: String,
@@ -33,7 +33,7 @@ pub enum Error {
     },
     /// Another writer appended to a session, or created the branch id, while it was being
     /// forked; the fork was rolled back whole.
-    #[error("fork of session {session_id:?} at {point_id:?} on {host} collided with another writer and was rolled back; nothing was changed: {source}")]
+    #[error("fork of session {session_id:?} at {point_id:?} on {host} collided with another writer and was rolled back; nothing was changed: {}", describe(source))]
     ForkConflict {
         /// The session being forked.
         session_id: String,
@@ -46,7 +46,7 @@ pub enum Error {
         source: postgres::Error,
     },
     /// A statement failed for a reason other than the ones above.
-    #[error("{operation} on {host} failed: {source}")]
+    #[error("{operation} on {host} failed: {}", describe(source))]
     Query {
         /// What was being done (`"append"`, `"replay"`, `"migrate"`, …).
         operation: &'static str,
@@ -107,4 +107,29 @@ impl From<Error> for PluginError {
             source: Some(Box::new(error)),
         }
     }
+}
+
+/// The driver's error with what the server said: `postgres::Error` displays a server error as
+/// just "db error", which tells a person nothing.
+fn describe(error: &postgres::Error) -> String {
+    let Some(db) = error.as_db_error() else {
+        // The driver's own message is generic ("error connecting to server"); the cause
+        // (connection refused, timed out, name not known) is what a person acts on.
+        let mut out = error.to_string();
+        let mut cause = std::error::Error::source(error);
+        while let Some(next) = cause {
+            let text = next.to_string();
+            if !out.contains(&text) {
+                out.push_str(": ");
+                out.push_str(&text);
+            }
+            cause = next.source();
+        }
+        return out;
+    };
+    let mut out = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+    if let Some(detail) = db.detail() {
+        out.push_str(&format!(" ({detail})"));
+    }
+    out
 }

@@ -94,6 +94,8 @@ fn an_unreachable_server_is_a_backend_error_naming_the_host() {
     assert_eq!(backend, "postgres");
     let host = format!("127.0.0.1:{port}/cuca");
     assert!(message.contains(&host), "{message}");
+    // The cause a person acts on, not only the driver's "error connecting to server".
+    assert!(message.to_lowercase().contains("refused"), "{message}");
     let typed = source
         .as_ref()
         .and_then(|source| source.downcast_ref::<Error>());

@@ -232,6 +232,45 @@ fn forks_from_two_processes_never_share_an_id() {
     );
 }
 
+/// "fork in one transaction: the prefix copied and relabelled and the Fork audit record
+/// appended …, or nothing"
+#[test]
+fn a_fork_that_fails_at_its_last_step_leaves_nothing_behind() {
+    let Some(url) = common::url() else { return };
+    let backend = common::backend(&url);
+    let turn = demo_turn("demo", 0);
+    append_all(&backend, &turn);
+    // Make the very last insert of the fork (the audit record) fail, after the prefix is in.
+    let mut admin = common::admin(&url);
+    admin
+        .batch_execute(&format!(
+            "CREATE FUNCTION {schema}.refuse_fork() RETURNS trigger LANGUAGE plpgsql AS
+               $$ BEGIN RAISE EXCEPTION 'no audit records today'; END $$;
+             CREATE TRIGGER refuse_fork BEFORE INSERT ON {schema}.cuca_session_records
+               FOR EACH ROW WHEN (NEW.kind = 'Fork') EXECUTE FUNCTION {schema}.refuse_fork();",
+            schema = backend.schema()
+        ))
+        .unwrap();
+    let error = backend.fork("demo", "demo:3").unwrap_err();
+    assert!(
+        matches!(
+            typed(&error),
+            Error::Query {
+                operation: "fork",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("no audit records today"),
+        "{error}"
+    );
+    assert_eq!(backend.sessions().unwrap(), vec!["demo".to_owned()]);
+    assert_eq!(backend.replay("demo").unwrap(), turn);
+    assert_eq!(backend.gauge().records, Some(turn.len() as u64));
+}
+
 /// A stored row that does not decode is reported with its session and sequence, not skipped.
 #[test]
 fn a_damaged_row_is_reported_not_skipped() {
