@@ -6,9 +6,9 @@
 //! but nobody running an agent on a laptop can be asked to build one, so the record is built
 //! in. The provider (in `cuca-client`) writes it, because every model call passes through it.
 //!
-//! One JSON line per row, appended under a lock to `logs/calls.jsonl` under the state root
-//! (`$CUCA_HOME`, else `$XDG_STATE_HOME/cuca`, else `~/.local/state/cuca`) or a profile
-//! directory; [`ENV_VAR`] (`CUCA_CALL_LOG`) turns it `off` or moves it. An attempt writes a
+//! One JSON line per row, appended with one `write` each to `logs/calls.jsonl` under the
+//! state root (`$CUCA_HOME`, else `$XDG_STATE_HOME/cuca`, else `~/.local/state/cuca`) or a
+//! profile directory; [`ENV_VAR`] (`CUCA_CALL_LOG`) turns it `off` or moves it. An attempt writes a
 //! start row as it goes out and an end row when it comes back, paired by an 8-hex
 //! [`Record::id`]; [`Attempt`] is the drop guard that makes sure the end row is written.
 //!
@@ -54,9 +54,10 @@
 //! failure silences the log for the process (one stderr line naming the path), and
 //! [`CallLog::append`] has no error to return. It does not sync to disk (a row survives a
 //! process crash, not a power cut), does not buffer (every row is written as it happens), and
-//! does not lock the file across processes: each line is one `write` to a file opened for
-//! appending, which keeps rows whole, and each process rotates on its own count of bytes.
-//! Nor does it keep more than one predecessor across a rotation.
+//! does not lock the file across threads or processes: each line is one `write` to a file
+//! opened for appending, which a local filesystem lands whole at the end (on NFS, which does
+//! not honour appends atomically, rows from concurrent writers may interleave). Each process
+//! rotates on its own count of bytes, and only one predecessor is kept.
 #![forbid(unsafe_code)]
 
 mod attempt;

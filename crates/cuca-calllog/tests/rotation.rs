@@ -98,3 +98,48 @@ fn a_reopened_log_counts_the_bytes_already_there() {
     assert_eq!(live.len(), 1);
     assert_eq!(live[0].id, "new");
 }
+
+#[test]
+fn concurrent_writers_rotate_without_tearing_or_overfilling_a_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("calls.jsonl");
+    let log = CallLog::builder()
+        .path(Some(path.clone()))
+        .max_bytes(4096)
+        .build();
+    std::thread::scope(|scope| {
+        for writer in 0..8 {
+            let log = log.clone();
+            scope.spawn(move || {
+                for n in 0..200 {
+                    log.append(Record {
+                        id: format!("{writer}-{n}"),
+                        note: "y".repeat(n % 50),
+                        ..Record::default()
+                    });
+                }
+            });
+        }
+    });
+    let mut names: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, [PREVIOUS_FILE_NAME, "calls.jsonl"]);
+    for file in [path.clone(), tmp.path().join(PREVIOUS_FILE_NAME)] {
+        assert!(std::fs::metadata(&file).unwrap().len() <= 4096);
+        let report = read_rows(&file).unwrap();
+        assert_eq!(report.torn_tail, None);
+        assert!(report.skipped.is_empty());
+        assert!(!report.rows.is_empty());
+    }
+    // The newest row of every writer is in the pair.
+    let live = read_rows(&path).unwrap().rows;
+    let previous = read_rows(tmp.path().join(PREVIOUS_FILE_NAME)).unwrap().rows;
+    let ids: std::collections::HashSet<String> =
+        previous.into_iter().chain(live).map(|r| r.id).collect();
+    for writer in 0..8 {
+        assert!(ids.contains(&format!("{writer}-199")), "writer {writer}");
+    }
+}
