@@ -55,16 +55,6 @@ pub use error::JournalError;
 pub use git::{exclude_dir_from_git, exclude_from_git};
 pub use plugin::{classify, role_of, JournalPlugin, COMPACTION_TAG, DEFAULT_AGENT};
 pub use recorder::{
-    FrameEntry, GitRun, ModelFailure, Recorder, RecorderConfig, RecorderStatus, ShellRun,
-    SinkHook, ToolOutcome,
+    FrameEntry, GitRun, ModelFailure, Recorder, RecorderConfig, RecorderStatus, ShellRun, SinkHook,
+    ToolOutcome,
 };
-
-// Host side.
-pub mod assemble;
-pub mod record;
-pub mod salvage;
-pub mod serve;
-
-pub use assemble::{assemble, AssembleError, AssembleReport, Outcome};
-pub use record::{read_record, RecordSummary};
-pub use salvage::salvage;

@@ -119,8 +119,7 @@ pub fn classify(error: &PluginError) -> (ErrorClass, Option<u16>) {
         PluginError::Decode { .. } => (ErrorClass::UnparseableResponse, None),
         PluginError::Validation { schema, message } => {
             let text = format!("{schema} {message}").to_ascii_lowercase();
-            if text.contains("credential") || text.contains("api key") || text.contains("api_key")
-            {
+            if text.contains("credential") || text.contains("api key") || text.contains("api_key") {
                 (ErrorClass::MissingCredential, None)
             } else {
                 (ErrorClass::FatalStatus, None)

@@ -21,10 +21,10 @@ use cuca_events::{Message, Role, ToolChoice, UnifiedRequest, UnifiedResponse};
 use crate::clip::{clip_tail, DETAIL_CLIP_BYTES, STREAM_CLIP_BYTES, TOOL_CLIP_BYTES};
 use crate::error::JournalError;
 use crate::format::{
-    AgentRow, CancelProbe, Clock, ContentId, End, Entry, ErrorClass, FrameItem, Git, Header,
-    Input, JournalLine, ModelError, ModelIo, PooledRequest, PooledResponse, PromptFrame, Region,
-    RecorderBuild, RequestRole, RequestShape, Retention, Seed, Shell, ShellOrigin, Slot,
-    StopReason, ToolResult, DEFAULT_JOURNAL_DIR, FORMAT_VERSION, JOURNAL_FILE_NAME,
+    AgentRow, CancelProbe, Clock, ContentId, End, Entry, ErrorClass, FrameItem, Git, Header, Input,
+    JournalLine, ModelError, ModelIo, PooledRequest, PooledResponse, PromptFrame, RecorderBuild,
+    Region, RequestRole, RequestShape, Retention, Seed, Shell, ShellOrigin, Slot, StopReason,
+    ToolResult, DEFAULT_JOURNAL_DIR, FORMAT_VERSION, JOURNAL_FILE_NAME,
 };
 use crate::pool::{message_id, parts_id, push_line, text_id, toolset_id, Interner, Pools};
 use writer::{Batch, WriterShared};
@@ -166,13 +166,22 @@ impl RecorderConfig {
             })
         };
         if self.workspace.as_os_str().is_empty() {
-            return invalid("workspace", "the workspace path is empty; name the run's workspace directory");
+            return invalid(
+                "workspace",
+                "the workspace path is empty; name the run's workspace directory",
+            );
         }
         if self.session_id.is_empty() {
-            return invalid("session_id", "the session id is empty; every journal names its session");
+            return invalid(
+                "session_id",
+                "the session id is empty; every journal names its session",
+            );
         }
         if self.journal_dir.as_os_str().is_empty() {
-            return invalid("journal_dir", "the journal directory is empty; leave the default `.cuca` or name one");
+            return invalid(
+                "journal_dir",
+                "the journal directory is empty; leave the default `.cuca` or name one",
+            );
         }
         if self.journal_dir.is_relative()
             && self

@@ -1,11 +1,15 @@
 //! The pools: dedup by content address, image descriptors, tail-keeping clips and the clip table.
+// Test-crate helpers outside #[test] functions unwrap too, as tests do.
+#![allow(clippy::unwrap_used)]
 
 mod capture_support;
 
 use std::time::Duration;
 
 use capture_support::*;
-use cuca_events::{Message, MessageContentBlock, Role, ToolDefinition, UnifiedRequest, UnifiedResponse};
+use cuca_events::{
+    Message, MessageContentBlock, Role, ToolDefinition, UnifiedRequest, UnifiedResponse,
+};
 use cuca_journal::clip::{STREAM_CLIP_BYTES, TOOL_CLIP_BYTES};
 use cuca_journal::format::{JournalLine, RequestRole, ShellOrigin, StoredBlock};
 use cuca_journal::pool::text_id;
@@ -37,9 +41,16 @@ fn the_same_message_in_1000_requests_is_pooled_once() {
         parameters: serde_json::json!({"type": "object"}),
     }];
     for turn in 0..1000 {
-        let mut request = UnifiedRequest::new(vec![system.clone(), Message::user(format!("turn {turn}"))]);
+        let mut request =
+            UnifiedRequest::new(vec![system.clone(), Message::user(format!("turn {turn}"))]);
         request.tools = tools.clone();
-        recorder.model_io("root", &request, RequestRole::AgentTurn, &answer("ok"), Duration::from_millis(1));
+        recorder.model_io(
+            "root",
+            &request,
+            RequestRole::AgentTurn,
+            &answer("ok"),
+            Duration::from_millis(1),
+        );
     }
     let status = recorder.finish();
     assert_eq!(status.stopped, None);
@@ -74,19 +85,35 @@ fn two_pictures_of_one_media_type_and_size_are_two_messages() {
             },
         ],
     };
-    let request = UnifiedRequest::new(vec![picture("AAAAAAAA"), picture("BBBBBBBB"), picture("AAAAAAAA")]);
-    recorder.model_io("root", &request, RequestRole::AgentTurn, &answer("two cats"), Duration::ZERO);
+    let request = UnifiedRequest::new(vec![
+        picture("AAAAAAAA"),
+        picture("BBBBBBBB"),
+        picture("AAAAAAAA"),
+    ]);
+    recorder.model_io(
+        "root",
+        &request,
+        RequestRole::AgentTurn,
+        &answer("two cats"),
+        Duration::ZERO,
+    );
     recorder.finish();
     let lines = read_journal(recorder.path());
     check_laws(&lines);
     let images: Vec<_> = lines
         .iter()
         .filter_map(|l| match l {
-            JournalLine::Message(m) if m.body.role == Role::User => Some((m.id, m.body.content[1].clone())),
+            JournalLine::Message(m) if m.body.role == Role::User => {
+                Some((m.id, m.body.content[1].clone()))
+            }
             _ => None,
         })
         .collect();
-    assert_eq!(images.len(), 2, "two pictures, two messages; the repeat is one of them");
+    assert_eq!(
+        images.len(),
+        2,
+        "two pictures, two messages; the repeat is one of them"
+    );
     assert_ne!(images[0].0, images[1].0);
     for (_, block) in &images {
         // "An image is recorded as its media type and decoded size and never as its bytes."
@@ -188,7 +215,11 @@ fn the_same_tail_with_different_originals_is_two_entries_with_two_clip_rows() {
     let lines = read_journal(recorder.path());
     check_laws(&lines);
     let (_, _, texts, clips) = pool_counts(&lines);
-    assert_eq!((texts, clips), (3, 2), "first, second, and the empty stderr");
+    assert_eq!(
+        (texts, clips),
+        (3, 2),
+        "first, second, and the empty stderr"
+    );
     let ids: Vec<_> = lines
         .iter()
         .filter_map(|l| match l {
@@ -244,12 +275,22 @@ fn a_tool_output_and_the_tool_message_quoting_it_share_one_text() {
             }],
         },
     ]);
-    recorder.model_io("root", &request, RequestRole::AgentTurn, &answer("done"), Duration::ZERO);
+    recorder.model_io(
+        "root",
+        &request,
+        RequestRole::AgentTurn,
+        &answer("done"),
+        Duration::ZERO,
+    );
     recorder.finish();
     let lines = read_journal(recorder.path());
     check_laws(&lines);
     let (_, _, texts, _) = pool_counts(&lines);
     assert_eq!(texts, 2, "the arguments and the output, each once");
     let raw = std::fs::read_to_string(recorder.path()).unwrap();
-    assert_eq!(raw.matches("fn main() {}").count(), 100, "the output is written once");
+    assert_eq!(
+        raw.matches("fn main() {}").count(),
+        100,
+        "the output is written once"
+    );
 }

@@ -44,8 +44,12 @@ fn interning_twice_writes_one_line_and_returns_one_index() {
         buf: &mut buf,
     };
     let m = Message::user("same");
-    let a = interner.message(m.role, &m.content, message_id(&m)).unwrap();
-    let b = interner.message(m.role, &m.content, message_id(&m)).unwrap();
+    let a = interner
+        .message(m.role, &m.content, message_id(&m))
+        .unwrap();
+    let b = interner
+        .message(m.role, &m.content, message_id(&m))
+        .unwrap();
     assert_eq!((a, b), (0, 0));
     assert_eq!(buf.iter().filter(|&&b| b == b'\n').count(), 1);
     assert_eq!(pools.counts(), (1, 0, 0));
@@ -62,7 +66,9 @@ fn a_tool_output_quoted_into_a_message_shares_the_text_entry() {
         buf: &mut buf,
     };
     let output = "file contents";
-    let from_tool = interner.text(output, text_id(output), TOOL_CLIP_BYTES).unwrap();
+    let from_tool = interner
+        .text(output, text_id(output), TOOL_CLIP_BYTES)
+        .unwrap();
     let message = Message {
         role: Role::Tool,
         content: vec![MessageContentBlock::ToolResult {

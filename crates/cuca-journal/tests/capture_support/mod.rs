@@ -1,5 +1,5 @@
 //! Shared helpers of the capture tests: read a journal back and check its structural laws.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::Path;
 
@@ -114,7 +114,9 @@ pub(crate) fn check_laws(lines: &[JournalLine]) {
                         request_refs(&io.request, &mut messages, &mut toolsets);
                         messages.push(io.response.message);
                     }
-                    Input::ModelError(err) => request_refs(&err.request, &mut messages, &mut toolsets),
+                    Input::ModelError(err) => {
+                        request_refs(&err.request, &mut messages, &mut toolsets)
+                    }
                     Input::ToolResult(t) => texts.extend([t.arguments, t.output]),
                     Input::PromptFrame(f) => messages.extend(f.items.iter().map(|i| i.message)),
                     Input::Shell(s) => texts.extend([s.stdout, s.stderr]),
