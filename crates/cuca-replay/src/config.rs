@@ -34,10 +34,10 @@ impl ReplayConfig {
     ///
     /// Four times `InMemoryBackend::DEFAULT_MAX_RECORDS` (65,536, a whole backend instance),
     /// so any session a default in-memory log holds loads, and a `FileBackend` session of
-    /// about two thousand turns of the seed's size (78 to 135 records a turn) loads too. At
-    /// roughly 140 bytes of record plus its text, the worst case stays in the tens of
-    /// megabytes, which is what "bounded by default" asks of a service that reads whole
-    /// sessions.
+    /// about two thousand turns of the seed's size (78 to 135 records a turn) loads too. A
+    /// `SessionRecord` is 152 bytes before its text (x86-64), so the records a backend hands
+    /// over at the cap take 40 MB plus text: tens of megabytes, which is what "bounded by
+    /// default" asks of a service that reads whole sessions.
     pub const DEFAULT_MAX_RECORDS: usize = 262_144;
 
     /// The default [`ReplayConfig::max_turn_blocks`]: 65,536 blocks.
