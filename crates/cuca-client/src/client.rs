@@ -295,7 +295,8 @@ impl CucaClient {
     /// not returned); a failure anywhere else ends the stream with that error, after the
     /// `on_error` hooks saw it. Dropping the stream cancels the HTTP request.
     pub fn generate_stream(&self, request: UnifiedRequest) -> AgentResponseStream {
-        let turn = Turn::new(Arc::clone(&self.inner), request);
+        // Boxed so that `unfold` moves a pointer, not the whole turn, on every block.
+        let turn = Box::new(Turn::new(Arc::clone(&self.inner), request));
         Box::pin(futures::stream::unfold(turn, |mut turn| async move {
             turn.next_block().await.map(|item| (item, turn))
         }))

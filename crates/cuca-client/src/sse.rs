@@ -22,11 +22,9 @@ pub struct SseEvent<'a> {
 /// Turns arbitrary byte chunks into [`SseEvent`]s.
 #[derive(Debug, Default)]
 pub struct SseDecoder {
-    /// Bytes received but not yet ended by a line terminator.
+    /// Bytes of a line not yet ended by a terminator (only the new bytes of each read are
+    /// searched for one, so a long line fed a byte at a time is still scanned once).
     buf: Vec<u8>,
-    /// How far into `buf` a terminator has already been searched for, so a long line fed
-    /// one byte at a time is scanned once, not once per byte.
-    scanned: usize,
     /// The current event's data.
     data: String,
     /// Whether a `data:` line arrived for the current event (an empty one counts).
@@ -44,12 +42,45 @@ impl SseDecoder {
     }
 
     /// Feeds the next bytes, calling `on_event` for every event they complete.
+    ///
+    /// Complete lines are decoded straight from `bytes`; only an unfinished last line is
+    /// copied aside, so a large read costs one pass and no buffer shuffling.
     pub fn feed<F>(&mut self, bytes: &[u8], on_event: &mut F) -> Result<(), ClientError>
     where
         F: FnMut(SseEvent<'_>) -> Result<(), ClientError>,
     {
-        self.buf.extend_from_slice(bytes);
-        self.drain_lines(false, on_event)
+        let mut input = bytes;
+        if !self.buf.is_empty() {
+            // Finish the pending line with the new bytes first.
+            let Some(pos) = memchr::memchr2(b'\n', b'\r', input) else {
+                self.buf.extend_from_slice(input);
+                return Ok(());
+            };
+            let take = if input[pos] == b'\r' {
+                match input.get(pos + 1) {
+                    Some(b'\n') => pos + 2,
+                    Some(_) => pos + 1,
+                    None => {
+                        // A `\r` as the last byte may be the first half of `\r\n`.
+                        self.buf.extend_from_slice(input);
+                        return Ok(());
+                    }
+                }
+            } else {
+                pos + 1
+            };
+            self.buf.extend_from_slice(&input[..take]);
+            input = &input[take..];
+            let pending = std::mem::take(&mut self.buf);
+            // The pending bytes now end in a whole terminator, so all of them are consumed.
+            let result = self.lines(&pending, true, on_event);
+            self.buf = pending;
+            self.buf.clear();
+            result?;
+        }
+        let consumed = self.lines(input, false, on_event)?;
+        self.buf.extend_from_slice(&input[consumed..]);
+        Ok(())
     }
 
     /// Ends the stream: a last unterminated line is taken as a line, and a pending event
@@ -58,56 +89,43 @@ impl SseDecoder {
     where
         F: FnMut(SseEvent<'_>) -> Result<(), ClientError>,
     {
-        self.drain_lines(true, on_event)?;
-        if !self.buf.is_empty() {
-            let line = std::mem::take(&mut self.buf);
-            self.line(&line, on_event)?;
+        let pending = std::mem::take(&mut self.buf);
+        let consumed = self.lines(&pending, true, on_event)?;
+        if consumed < pending.len() {
+            self.line(&pending[consumed..], on_event)?;
         }
-        self.scanned = 0;
         self.dispatch(on_event)
     }
 
-    fn drain_lines<F>(&mut self, at_end: bool, on_event: &mut F) -> Result<(), ClientError>
+    /// Decodes the complete lines of `data` and returns how many bytes they took. With
+    /// `cr_final`, a `\r` as the last byte ends a line; without, it waits for the next read.
+    fn lines<F>(
+        &mut self,
+        data: &[u8],
+        cr_final: bool,
+        on_event: &mut F,
+    ) -> Result<usize, ClientError>
     where
         F: FnMut(SseEvent<'_>) -> Result<(), ClientError>,
     {
-        let buf = std::mem::take(&mut self.buf);
         let mut start = 0;
-        let mut i = self.scanned;
-        let mut waiting_at = None;
-        while let Some(found) = buf[i..].iter().position(|&b| b == b'\n' || b == b'\r') {
-            let pos = i + found;
-            let end = if buf[pos] == b'\n' {
-                pos + 1
-            } else if pos + 1 < buf.len() {
-                if buf[pos + 1] == b'\n' {
-                    pos + 2
-                } else {
-                    pos + 1
-                }
-            } else if at_end {
+        while let Some(found) = memchr::memchr2(b'\n', b'\r', &data[start..]) {
+            let pos = start + found;
+            let end = if data[pos] == b'\n' {
                 pos + 1
             } else {
-                // A `\r` as the last byte may be the first half of `\r\n`: wait for more.
-                waiting_at = Some(pos);
-                break;
+                match data.get(pos + 1) {
+                    Some(b'\n') => pos + 2,
+                    Some(_) => pos + 1,
+                    None if cr_final => pos + 1,
+                    None => break,
+                }
             };
-            if let Err(error) = self.line(&buf[start..pos], on_event) {
-                self.buf = buf;
-                return Err(error);
-            }
+            self.line(&data[start..pos], on_event)?;
             self.offset += (end - start) as u64;
             start = end;
-            i = end;
         }
-        let mut rest = buf;
-        rest.drain(..start);
-        self.scanned = match waiting_at {
-            Some(pos) => pos - start,
-            None => rest.len(),
-        };
-        self.buf = rest;
-        Ok(())
+        Ok(start)
     }
 
     fn line<F>(&mut self, line: &[u8], on_event: &mut F) -> Result<(), ClientError>

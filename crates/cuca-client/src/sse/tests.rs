@@ -84,3 +84,20 @@ fn invalid_utf8_names_the_byte_offset() {
         .unwrap_err();
     assert_eq!(err.to_string(), "the event stream is not UTF-8 at byte 16");
 }
+
+#[test]
+fn a_lone_cr_at_the_end_of_a_read_is_resolved_by_the_next_byte() {
+    // "\r" then "d…": the \r alone ended the line, so both data lines join one event.
+    assert_eq!(
+        events(&[b"data: a\r", b"data: b\r", b"\r"]),
+        vec![message("a\nb")]
+    );
+}
+
+#[test]
+fn a_long_line_fed_one_byte_at_a_time_decodes_whole() {
+    let text = "x".repeat(10_000);
+    let body = format!("data: {text}\n\n");
+    let bytes: Vec<&[u8]> = body.as_bytes().chunks(1).collect();
+    assert_eq!(events(&bytes), vec![message(&text)]);
+}
