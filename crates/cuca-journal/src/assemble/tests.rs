@@ -210,3 +210,55 @@ fn outcome_serializes_with_the_seed_words() {
         serde_json::json!({"kind":"session_killed"})
     );
 }
+
+#[test]
+fn entries_parse_and_write_as_the_derived_code_does() {
+    let lines = [
+        r#"{"line":"entry","seq":0,"agent":"a0","kind":"model_io","request":{"model":"qwen3","messages":[0,1],"toolset":0,"toolChoice":{"named":"shell"},"maxTokens":4096,"temperature":0.5,"reasoningEffort":"high","role":"agent_turn","shape":"tool_required"},"response":{"model":"qwen3","provider":"llamacpp","message":2,"finishReason":"tool_calls","promptTokens":10,"completionTokens":5,"reasoningTokens":null,"cost":0.25,"cachedTokens":null},"latencyMs":812}"#,
+        r#"{"line":"entry","seq":1,"agent":"a\"0","kind":"model_error","request":{"model":"","messages":[],"toolset":null,"role":"compaction_summarizer","shape":"free"},"class":"unsupported_image","status":400,"detail":"no"}"#,
+        r#"{"line":"entry","seq":3,"agent":"a0","kind":"prompt_frame","turn":4,"items":[{"message":0,"retention":"verbatim","region":null,"turn":0,"slot":"system"},{"message":3,"retention":"compactable","region":{"offset":0,"limit":200},"turn":4,"slot":"conversation"}]}"#,
+        r#"{"line":"entry","seq":4,"agent":"a0","kind":"shell","origin":"hook","command":"cargo fmt","cwd":"crates/x","exitStatus":null,"stdout":4,"stderr":5}"#,
+        r#"{"line":"entry","seq":5,"agent":"a0","kind":"git","args":["status"],"cwd":".","exitStatus":0,"stdout":4,"stderr":5}"#,
+        r#"{"line":"entry","seq":6,"agent":"a0","kind":"cancel_probe","present":true,"content":"operator"}"#,
+        r#"{"agent":"a0","kind":"clock","line":"entry","seq":7,"elapsedMs":60000}"#,
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut segment = Segment::create(dir.path().join("entries.json")).unwrap();
+    for line in lines {
+        let ours = parse_line(line.as_bytes()).unwrap();
+        let derived: JournalLine = serde_json::from_str(line).unwrap();
+        assert_eq!(ours, derived, "{line}");
+        let JournalLine::Entry(entry) = ours else {
+            panic!("{line}")
+        };
+        segment.push_entry(&entry).unwrap();
+    }
+    let mut out = Vec::new();
+    segment.copy_into(&mut out).unwrap();
+    out.insert(0, b'[');
+    out.push(b']');
+    let written: Vec<Entry> = serde_json::from_slice(&out).unwrap();
+    let expected: Vec<Entry> = lines
+        .iter()
+        .map(|l| match serde_json::from_str::<JournalLine>(l).unwrap() {
+            JournalLine::Entry(entry) => entry,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(written, expected);
+    // Byte for byte what the derived serializer writes.
+    let derived = serde_json::to_vec(&expected).unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(derived).unwrap()
+    );
+    // A wrong-typed field is still a parse failure.
+    assert!(
+        parse_line(br#"{"line":"entry","seq":0,"agent":"a","kind":"clock","elapsedMs":"x"}"#)
+            .is_err()
+    );
+    assert!(
+        parse_line(br#"{"line":"entry","seq":-1,"agent":"a","kind":"clock","elapsedMs":1}"#)
+            .is_err()
+    );
+}
