@@ -701,3 +701,87 @@ async fn concurrent_turns_through_one_plugin_get_dense_unique_sequences() {
         }
     }
 }
+
+/// One step of the property below.
+#[derive(Debug, Clone)]
+enum Op {
+    /// A streamed block.
+    Chunk,
+    /// A completion.
+    Complete,
+    /// The conversation grows by this many user/assistant messages, then is sent.
+    Request(usize),
+    /// The backend refuses the next append.
+    FailNext,
+    /// The process restarts: a new plugin over the same store.
+    Restart,
+    /// The plugin forks its own session at its first record.
+    Fork,
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        3 => Just(Op::Chunk),
+        1 => Just(Op::Complete),
+        2 => (0usize..3).prop_map(Op::Request),
+        1 => Just(Op::FailNext),
+        1 => Just(Op::Restart),
+        1 => Just(Op::Fork),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+    /// Whatever mix of hooks, refused appends, restarts and forks: the session's sequences are
+    /// dense from 0, and its Message records are the conversation's user and assistant
+    /// messages, each once, in order.
+    #[test]
+    fn sequences_stay_dense_and_messages_are_recorded_once(ops in proptest::collection::vec(op(), 0..40)) {
+        let flaky = Flaky::new();
+        let backend: Arc<dyn SessionBackend> = flaky.clone();
+        let mut log = plugin(&backend);
+        let mut conversation = vec![Message::system("s")];
+        for op in ops {
+            // Refusals are allowed to surface; the invariants are checked on what was stored.
+            match op {
+                Op::Chunk => { let _ = block_on(log.on_stream_chunk(&MessageContentBlock::text("o"))); }
+                Op::Complete => { let _ = block_on(log.on_response_complete(&UnifiedResponse::default())); }
+                Op::Request(n_new) => {
+                    for _ in 0..n_new {
+                        let n = conversation.len();
+                        conversation.push(if n % 2 == 1 {
+                            Message::user(format!("u{n}"))
+                        } else {
+                            Message::assistant(format!("a{n}"))
+                        });
+                    }
+                    let _ = block_on(log.on_request(&mut request(conversation.clone())));
+                }
+                Op::FailNext => flaky.fail_next(1),
+                Op::Restart => log = plugin(&backend),
+                Op::Fork => {
+                    if !backend.replay("demo").unwrap().is_empty() {
+                        log.fork_session("demo", "demo:0").unwrap();
+                    }
+                }
+            }
+        }
+        flaky.fail_next(0);
+        block_on(log.on_request(&mut request(conversation.clone()))).unwrap();
+
+        let records = backend.replay("demo").unwrap();
+        let sequences: Vec<u64> = records.iter().map(|record| record.sequence).collect();
+        proptest::prop_assert_eq!(sequences, (0..records.len() as u64).collect::<Vec<_>>());
+        let recorded: Vec<&Message> = records
+            .iter()
+            .filter_map(|record| match &record.event {
+                SessionEvent::Message(message) => Some(message),
+                _ => None,
+            })
+            .collect();
+        let expected: Vec<&Message> = conversation[1..].iter().collect();
+        proptest::prop_assert_eq!(recorded, expected);
+    }
+}
