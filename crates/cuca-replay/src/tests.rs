@@ -196,3 +196,49 @@ fn a_prefix_is_capped_by_what_it_retains() {
     let (schema, _) = refusal(replay.load_prefix("long", 5));
     assert_eq!(schema, "ReplayConfig::max_records");
 }
+
+#[test]
+fn load_moves_the_backends_text_into_the_turns_without_copying_it() {
+    // "load* moves that Vec into the trajectory, so the steady state is one trajectory and
+    // not a trajectory plus its source records." A backend that hands over one prepared
+    // Vec lets the test see where each string's heap buffer ends up.
+    #[derive(Debug)]
+    struct HandOver(std::sync::Mutex<Option<Vec<cuca_events::SessionRecord>>>);
+    impl SessionBackend for HandOver {
+        fn name(&self) -> &str {
+            "hand-over"
+        }
+        fn append(&self, _: cuca_events::SessionRecord) -> Result<(), PluginError> {
+            Ok(())
+        }
+        fn replay(&self, _: &str) -> Result<Vec<cuca_events::SessionRecord>, PluginError> {
+            Ok(self.0.lock().unwrap().take().unwrap_or_default())
+        }
+        fn fork(&self, _: &str, _: &str) -> Result<String, PluginError> {
+            Ok(String::new())
+        }
+        fn sessions(&self) -> Result<Vec<String>, PluginError> {
+            Ok(Vec::new())
+        }
+        fn gauge(&self) -> cuca_events::BackendGauge {
+            cuca_events::BackendGauge::default()
+        }
+    }
+    let records = demo_turn("demo", 0);
+    let text_ptr = |event: &SessionEvent| match event {
+        SessionEvent::SystemPrompt { text }
+        | SessionEvent::Reasoning { text }
+        | SessionEvent::Output { text } => text.as_ptr(),
+        other => panic!("no text in {other:?}"),
+    };
+    let prompt = text_ptr(&records[0].event);
+    let output = text_ptr(&records[4].event);
+    let replay = SessionReplay::new(Arc::new(HandOver(std::sync::Mutex::new(Some(records)))));
+    let trajectory = replay.load("demo").unwrap();
+    let turn = trajectory.turn(0).unwrap();
+    assert_eq!(turn.system_prompts()[0].as_ptr(), prompt);
+    match turn.blocks().last() {
+        Some(cuca_events::MessageContentBlock::Text { text }) => assert_eq!(text.as_ptr(), output),
+        other => panic!("expected the Output block, got {other:?}"),
+    }
+}
