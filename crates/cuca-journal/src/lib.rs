@@ -58,3 +58,13 @@ pub use recorder::{
     FrameEntry, GitRun, ModelFailure, Recorder, RecorderConfig, RecorderStatus, ShellRun, SinkHook,
     ToolOutcome,
 };
+
+// Host side.
+pub mod assemble;
+pub mod record;
+pub mod salvage;
+pub mod serve;
+
+pub use assemble::{assemble, AssembleError, AssembleReport, Outcome};
+pub use record::{read_record, RecordSummary};
+pub use salvage::salvage;
