@@ -446,7 +446,7 @@ fn tail_seal(file: &File, len: u64) -> std::io::Result<&'static [u8]> {
     let mut tail = vec![0u8; window as usize];
     let n = read_at(file, len - window, &mut tail)?;
     tail.truncate(n);
-    let torn_start = match tail.iter().rposition(|&byte| byte == 0) {
+    let torn_start = match memchr::memrchr(0, &tail) {
         Some(at) => at + 1,
         None if window == len - header_end => 0,
         None => return Ok(SEAL),

@@ -240,7 +240,7 @@ impl Scanner {
     fn feed(&mut self, chunk: &mut [u8]) {
         let mut start = 0;
         while start < chunk.len() {
-            let Some(end) = chunk[start..].iter().position(|&byte| byte == 0) else {
+            let Some(end) = memchr::memchr(0, &chunk[start..]) else {
                 self.keep(&chunk[start..]);
                 self.offset += (chunk.len() - start) as u64;
                 return;

@@ -145,3 +145,54 @@ fn a_frame_round_trips_and_ends_in_its_only_zero() {
     assert_eq!(terminator, frame.len() - 1);
     assert_eq!(decode_frame(&mut frame[..terminator]).unwrap(), a);
 }
+
+proptest::proptest! {
+    /// Our COBS is the reference COBS: same bytes out, and it decodes what the reference makes.
+    #[test]
+    fn cobs_matches_the_reference_crate(data in proptest::collection::vec(
+        proptest::prop_oneof![proptest::prelude::Just(0u8), 1u8..=255], 0..1200)) {
+        let mut ours = Vec::new();
+        crate::codec::cobs_encode(&data, &mut ours);
+        if !data.is_empty() {
+            proptest::prop_assert_eq!(&ours, &cobs::encode_vec(&data));
+        }
+        proptest::prop_assert!(!ours.contains(&0));
+        let n = crate::codec::cobs_decode_in_place(&mut ours).unwrap();
+        proptest::prop_assert_eq!(&ours[..n], data.as_slice());
+    }
+}
+
+/// A run of exactly 254 non-zero bytes at the end ends on a full group with nothing after it.
+#[test]
+fn cobs_full_groups_round_trip() {
+    for len in [253usize, 254, 255, 508, 509] {
+        let data = vec![7u8; len];
+        let mut ours = Vec::new();
+        crate::codec::cobs_encode(&data, &mut ours);
+        assert_eq!(ours, cobs::encode_vec(&data), "len {len}");
+        let n = crate::codec::cobs_decode_in_place(&mut ours).unwrap();
+        assert_eq!(&ours[..n], data.as_slice());
+    }
+}
+
+/// The worked example of docs/cslog-format.md, byte for byte.
+#[test]
+fn the_format_page_example_frame_is_exact() {
+    let record = cuca_events::SessionRecord {
+        session_id: "demo".into(),
+        sequence: 0,
+        timestamp_ms: 0,
+        event: SessionEvent::Output {
+            text: "noted".into(),
+        },
+    };
+    let mut frame = Vec::new();
+    encode_frame(&record, &mut frame).unwrap();
+    assert_eq!(
+        frame,
+        [
+            0x06, 0x04, 0x64, 0x65, 0x6d, 0x6f, 0x01, 0x0c, 0x03, 0x05, 0x6e, 0x6f, 0x74, 0x65,
+            0x64, 0xb6, 0x86, 0xcf, 0x28, 0x00
+        ]
+    );
+}
