@@ -293,9 +293,13 @@ impl CallLog {
         let memory = &self.inner.memory;
         if record.is_start() {
             if !record.run.is_empty() {
-                *lock(&memory.calls_per_run)
-                    .entry(record.run.clone())
-                    .or_insert(0) += 1;
+                let mut runs = lock(&memory.calls_per_run);
+                match runs.get_mut(record.run.as_str()) {
+                    Some(calls) => *calls += 1,
+                    None => {
+                        runs.insert(record.run.clone(), 1);
+                    }
+                }
             }
         } else if answered(record) {
             let model = if record.served.is_empty() {
@@ -303,12 +307,17 @@ impl CallLog {
             } else {
                 &record.served
             };
-            if !model.is_empty() {
-                *lock(&memory.last_call) = Some(LastCall {
-                    model: model.clone(),
-                    at,
-                });
+            if model.is_empty() {
+                return;
             }
+            // Built before the lock, so the lock guards a swap and nothing else.
+            let newest = Some(LastCall {
+                model: model.clone(),
+                at,
+            });
+            let replaced = std::mem::replace(&mut *lock(&memory.last_call), newest);
+            // The value it replaced is freed here, outside the lock.
+            drop(replaced);
         }
     }
 
