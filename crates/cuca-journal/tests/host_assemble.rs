@@ -492,3 +492,60 @@ fn assembly_replaces_an_earlier_record_whole() {
     assert_eq!(read_artifact(&fx.artifact())["outcome"]["kind"], "complete");
     assert_eq!(fx.run_dir_names(), vec!["replay.json.gz"]);
 }
+
+#[test]
+fn a_journal_cut_anywhere_yields_its_prefix_or_a_refusal_never_a_wrong_record() {
+    // "Damage is reported when it is bounded and refused when it is not. A journal that stops
+    // early yields a shorter record that says so."
+    let bytes = to_bytes(&session());
+    let header_len = bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let mut cuts: Vec<usize> = (0..bytes.len()).step_by(31).collect();
+    cuts.extend(
+        bytes
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| b == b'\n')
+            .map(|(at, _)| at + 1),
+    );
+    cuts.sort_unstable();
+    cuts.dedup();
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("replay.ndjson");
+    let run_dir = dir.path().join("run");
+    let mut last_entries = 0;
+    for cut in cuts {
+        std::fs::write(&journal, &bytes[..cut]).unwrap();
+        let result = cuca_journal::assemble::assemble_journal(
+            &journal,
+            &run_dir,
+            &AssembleOptions::default(),
+        );
+        if cut < header_len {
+            assert!(
+                matches!(result, Err(AssembleError::NoHeader { .. })),
+                "cut {cut}: {result:?}"
+            );
+            continue;
+        }
+        let report = result.unwrap();
+        let on_boundary = bytes[cut - 1] == b'\n';
+        let expected = match (cut == bytes.len(), on_boundary) {
+            (true, _) => "complete",
+            (false, true) => "session_killed",
+            (false, false) => "corrupt_journal",
+        };
+        assert_eq!(report.outcome.kind(), expected, "cut {cut}");
+        // The record only ever grows as the cut moves on, and its entries are a prefix.
+        assert!(report.n_entries >= last_entries, "cut {cut}");
+        last_entries = report.n_entries;
+        let record = read_artifact(&report.artifact);
+        let seqs: Vec<u64> = record["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect();
+        assert_eq!(seqs, (0..report.n_entries).collect::<Vec<_>>(), "cut {cut}");
+    }
+    assert_eq!(last_entries, SESSION_ENTRIES);
+}
