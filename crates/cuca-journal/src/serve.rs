@@ -152,6 +152,9 @@ fn parse_q<'a>(params: impl Iterator<Item = &'a str>) -> Option<f32> {
 /// The stored bytes are not checked before they are sent: a decoded response whose stored bytes
 /// turn out not to be gzip ends with the body aborted mid-stream (the client sees a truncated
 /// chunked body, never a complete-looking wrong one), and the failure is logged.
+///
+/// Call it from inside a tokio runtime (any axum handler is): the decoded branch spawns its
+/// decoder with `tokio::task::spawn_blocking`.
 pub fn negotiate(stored_gzip: Bytes, request_headers: &HeaderMap) -> Response {
     let joined = join_accept_encoding(request_headers);
     let mut response = if accepts_gzip(joined.as_deref()) {
