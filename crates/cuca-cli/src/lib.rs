@@ -1,4 +1,252 @@
-//! The cuca command-line tool: inspect, verify, fork, replay, export, logs, journals, serve
+//! The `cuca` command-line tool: inspect, verify, fork, replay, export and import sessions;
+//! read the call log; assemble, salvage and summarise capture journals; serve records.
 //!
-//! Being built: see the issue tracker.
+//! The binary (`src/main.rs`) is `std::process::exit(cuca_cli::run(std::env::args_os()))`.
+//! Every command reads through the library crates' public APIs (`FileBackend`, `scan`,
+//! `SessionReplay`, `cuca_calllog::read_rows`, `cuca_journal::assemble`, …): the CLI holds no
+//! knowledge of an on-disk format of its own. `docs/cli.md` documents every subcommand.
+//!
+//! Exit codes: [`EXIT_OK`] (0) success, including a session that was damaged but recovered
+//! with nothing lost (a warning line says so); [`EXIT_FAILED`] (1) damage a load refuses, a
+//! journal or record in another format, or an operation that failed; [`EXIT_USAGE`] (2) bad
+//! arguments, a missing directory, a session that does not exist, a malformed point id.
+//!
+//! ```
+//! use cuca::{SessionEvent, SessionRecord};
+//!
+//! // The per-kind counts `cuca show --kinds` prints, in the seed's order and wording.
+//! let record = |sequence, event| SessionRecord { session_id: "demo".into(), sequence, timestamp_ms: 0, event };
+//! let records = [
+//!     record(0, SessionEvent::SystemPrompt { text: "You are terse.".into() }),
+//!     record(1, SessionEvent::Output { text: "no".into() }),
+//!     record(2, SessionEvent::Output { text: "ted".into() }),
+//! ];
+//! assert_eq!(cuca_cli::kinds_line(&records), "SystemPrompt 1, Output 2");
+//!
+//! // The parent point a fork id names: `{session}:fork:{point}:{n}`.
+//! assert_eq!(cuca_cli::fork_parent("demo:fork:demo:1:0"), Some(("demo", "demo:1")));
+//! assert_eq!(cuca_cli::fork_parent("demo"), None);
+//!
+//! // A bad command line is a usage error: exit code 2, and nothing panics.
+//! assert_eq!(cuca_cli::run(["cuca", "fork"]), cuca_cli::EXIT_USAGE);
+//! ```
+//!
+//! # What it does not do
+//!
+//! It never repairs a file: `verify` reports damage and `import` refuses to write into a
+//! session that exists. It does not talk to a model server (recording is the library's job,
+//! see `fixtures/sessions/README.md`). It reads sessions from `FileBackend` directories only,
+//! not from PostgreSQL. `cuca serve` serves assembled records and nothing else: no listing,
+//! no authentication, so keep it on loopback or behind a proxy.
 #![forbid(unsafe_code)]
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+mod error;
+mod journal;
+mod logs;
+mod serve;
+mod sessions;
+mod ui;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::{CliError, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+pub use sessions::{fork_parent, kinds_line};
+
+/// `cuca`: inspect, verify, fork, replay and serve what cuca recorded.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cuca",
+    version,
+    about = "Inspect, verify, fork, replay and serve what cuca recorded",
+    after_help = "Exit codes: 0 success (recovered-but-loadable damage included, with a warning), \
+                  1 damage a load refuses or a failed operation, 2 usage errors."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// One subcommand each; `docs/cli.md` has the long form.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// One row per session in DIR: records, bytes on disk, first/last time, forks.
+    Sessions {
+        /// A directory of `.cslog` files.
+        dir: PathBuf,
+        /// JSON Lines, one object per session.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The records of one session, one line each.
+    Show {
+        /// A directory of `.cslog` files.
+        dir: PathBuf,
+        /// The session id.
+        session: String,
+        /// Per-kind counts only ("SystemPrompt 1, Message 1, Reasoning 72, …").
+        #[arg(long)]
+        kinds: bool,
+        /// JSON Lines, one `SessionRecord` per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A session's turns through SessionReplay: system prompts, messages, blocks, completion.
+    Replay {
+        /// A directory of `.cslog` files.
+        dir: PathBuf,
+        /// The session id.
+        session: String,
+        /// Only this turn (0-based).
+        #[arg(long)]
+        turn: Option<usize>,
+        /// Only the prefix up to and including this point (`{session}:{sequence}`).
+        #[arg(long)]
+        at: Option<String>,
+        /// JSON Lines, one object per turn.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Branch a session at POINT_ID; prints the new session id.
+    Fork {
+        /// A directory of `.cslog` files.
+        dir: PathBuf,
+        /// `{session}:{sequence}`; the session is the part before the last `:`.
+        point_id: String,
+        /// Print `{"session": …}` instead of the bare id.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Scan session files: records, skipped frames, torn tails. Exit 1 if a load would refuse.
+    Verify {
+        /// A directory of `.cslog` files.
+        dir: PathBuf,
+        /// Sessions to scan (default: every session in DIR).
+        sessions: Vec<String>,
+        /// JSON Lines, one report per session.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a session as JSON Lines (one serde_json `SessionRecord` per line) to stdout.
+    Export {
+        /// A directory of `.cslog` files.
+        dir: PathBuf,
+        /// The session id.
+        session: String,
+        /// The interchange format.
+        #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
+        format: ExportFormat,
+    },
+    /// Read a JSON Lines export into a new session (refuses a session that exists).
+    Import {
+        /// The `.jsonl` file `cuca export` wrote (`-` for stdin).
+        file: PathBuf,
+        /// A directory of `.cslog` files (created if missing).
+        dir: PathBuf,
+        /// The new session's id; every record is relabelled with it.
+        session: String,
+        /// Print a JSON summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The call log: in-flight calls, per-run counts and tokens, failures, ttft percentiles.
+    Logs(logs::LogsArgs),
+    /// Capture journals: assemble, salvage, show a record.
+    #[command(subcommand)]
+    Journal(journal::JournalCommand),
+    /// Serve `GET /runs/{id}/replay` from a directory of run directories.
+    Serve {
+        /// The directory holding one subdirectory per run (`{id}/replay.json.gz`).
+        #[arg(long)]
+        runs: PathBuf,
+        /// The address to listen on (port 0 picks a free port).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: String,
+    },
+}
+
+/// The interchange formats of `cuca export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ExportFormat {
+    /// JSON Lines: one serde_json `SessionRecord` per line.
+    Jsonl,
+}
+
+/// Runs the command line `args` (the first item is the program name) and returns the exit
+/// code. Failures print one `cuca: …` line on stderr; help and version print to stdout.
+pub fn run<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(error) => {
+            let code = if error.use_stderr() {
+                EXIT_USAGE
+            } else {
+                EXIT_OK
+            };
+            // clap renders its own message (with usage); it never panics on bad input.
+            let _ = error.print();
+            return code;
+        }
+    };
+    match dispatch(cli.command) {
+        Ok(()) => EXIT_OK,
+        Err(error) => {
+            if !matches!(error, CliError::StdoutClosed) {
+                ui::error(&error.to_string());
+            }
+            error.exit_code()
+        }
+    }
+}
+
+fn dispatch(command: Command) -> Result<(), CliError> {
+    match command {
+        Command::Sessions { dir, json } => sessions::list(&dir, json),
+        Command::Show {
+            dir,
+            session,
+            kinds,
+            json,
+        } => sessions::show(&dir, &session, kinds, json),
+        Command::Replay {
+            dir,
+            session,
+            turn,
+            at,
+            json,
+        } => sessions::replay(&dir, &session, turn, at.as_deref(), json),
+        Command::Fork {
+            dir,
+            point_id,
+            json,
+        } => sessions::fork(&dir, &point_id, json),
+        Command::Verify {
+            dir,
+            sessions,
+            json,
+        } => sessions::verify(&dir, &sessions, json),
+        Command::Export {
+            dir,
+            session,
+            format: ExportFormat::Jsonl,
+        } => sessions::export(&dir, &session),
+        Command::Import {
+            file,
+            dir,
+            session,
+            json,
+        } => sessions::import(&file, &dir, &session, json),
+        Command::Logs(args) => logs::run(&args),
+        Command::Journal(command) => journal::run(command),
+        Command::Serve { runs, listen } => serve::run(&runs, &listen),
+    }
+}

@@ -1,0 +1,63 @@
+//! `CliError`: what a command can fail with, and the exit code each failure maps to.
+
+use cuca::PluginError;
+
+/// Exit code of a command that did what it was asked.
+pub const EXIT_OK: i32 = 0;
+/// Exit code when data is damaged or refused (a `.cslog` file a load refuses, a journal in
+/// another format, a malformed record), or the operation itself failed (I/O, a port in use).
+pub const EXIT_FAILED: i32 = 1;
+/// Exit code for usage errors: bad arguments, a missing directory or file, a session that does
+/// not exist, a malformed point id, a session that already exists on import.
+pub const EXIT_USAGE: i32 = 2;
+
+/// A command's failure: one line for stderr and an exit code.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CliError {
+    /// What the person typed names nothing, or is malformed (exit code [`EXIT_USAGE`]).
+    #[error("{0}")]
+    Usage(String),
+    /// The data is damaged or refused, or the operation failed (exit code [`EXIT_FAILED`]).
+    #[error("{0}")]
+    Failed(String),
+    /// Stdout was closed by the reader (`cuca show … | head`): not an error, exit 0.
+    #[error("stdout closed")]
+    StdoutClosed,
+}
+
+impl CliError {
+    /// The process exit code this failure maps to.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Usage(_) => EXIT_USAGE,
+            CliError::Failed(_) => EXIT_FAILED,
+            CliError::StdoutClosed => EXIT_OK,
+        }
+    }
+}
+
+impl From<PluginError> for CliError {
+    /// Validation and not-found errors are usage errors (the person named something that is not
+    /// there or not well formed); everything else — damage, I/O, locks — is a failure.
+    fn from(error: PluginError) -> Self {
+        match error {
+            PluginError::Validation { .. } | PluginError::NotFound { .. } => {
+                CliError::Usage(error.to_string())
+            }
+            other => CliError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    /// Writing to stdout is the only I/O that reaches this conversion: a closed pipe ends the
+    /// command quietly, anything else is a failure.
+    fn from(error: std::io::Error) -> Self {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            CliError::StdoutClosed
+        } else {
+            CliError::Failed(format!("write to stdout: {error}"))
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! `cuca serve`: the `GET /runs/{id}/replay` route of `cuca_journal::serve::router`.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::CliError;
+
+/// Binds `listen`, prints the URL on stdout (flushed, so a supervisor or a test can read it),
+/// then serves until the process is stopped.
+pub(crate) fn run(runs: &Path, listen: &str) -> Result<(), CliError> {
+    if !runs.is_dir() {
+        return Err(CliError::Usage(format!(
+            "runs directory {} is not a directory",
+            runs.display()
+        )));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| CliError::Failed(format!("start the async runtime: {error}")))?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|error| CliError::Failed(format!("listen on {listen}: {error}")))?;
+        let address = listener
+            .local_addr()
+            .map_err(|error| CliError::Failed(format!("listen on {listen}: {error}")))?;
+        {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "listening on http://{address}")?;
+            writeln!(
+                out,
+                "serving GET http://{address}/runs/{{id}}/replay from {}",
+                runs.display()
+            )?;
+            out.flush()?;
+        }
+        axum::serve(listener, cuca::journal::serve::router(runs))
+            .await
+            .map_err(|error| CliError::Failed(format!("serve on {address}: {error}")))
+    })
+}

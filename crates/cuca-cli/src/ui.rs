@@ -1,0 +1,62 @@
+//! Terminal output helpers: warnings, colour (off under `NO_COLOR`), progress bars on a tty.
+
+use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Whether colour may be used on stderr: it is a terminal and `NO_COLOR` is unset or empty
+/// (<https://no-color.org>: "when present and not an empty string").
+pub(crate) fn color() -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
+    !no_color && std::io::stderr().is_terminal()
+}
+
+/// Writes `cuca: warning: {message}` to stderr, in yellow where colour is allowed.
+pub(crate) fn warn(message: &str) {
+    if color() {
+        eprintln!("cuca: \x1b[33mwarning\x1b[0m: {message}");
+    } else {
+        eprintln!("cuca: warning: {message}");
+    }
+}
+
+/// Writes `cuca: {message}` to stderr: the one line a failed command prints.
+pub(crate) fn error(message: &str) {
+    if color() {
+        eprintln!("cuca: \x1b[31merror\x1b[0m: {message}");
+    } else {
+        eprintln!("cuca: {message}");
+    }
+}
+
+/// A progress bar of `len` steps drawn on stderr, or a hidden one when stderr is not a
+/// terminal: piped output and test runs never see bar frames.
+pub(crate) fn progress(len: u64, what: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let template = if color() {
+        "{msg} [{bar:30.cyan/blue}] {pos}/{len} ({eta})"
+    } else {
+        "{msg} [{bar:30}] {pos}/{len} ({eta})"
+    };
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(what.to_owned());
+    bar
+}
+
+/// A spinner for work with no step count (journal assembly), on a terminal only.
+pub(crate) fn spinner(what: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new_spinner();
+    bar.set_draw_target(ProgressDrawTarget::stderr());
+    bar.set_message(what.to_owned());
+    // The tick runs on indicatif's own thread, so the spinner moves while assembly blocks.
+    bar.enable_steady_tick(std::time::Duration::from_millis(100));
+    bar
+}
