@@ -96,3 +96,35 @@ fn a_tool_output_quoted_into_a_message_shares_the_text_entry() {
         other => panic!("not a message line: {other:?}"),
     }
 }
+
+#[test]
+fn the_hand_written_text_line_is_what_serde_writes() {
+    for text in ["", "plain", "quote \" back\\slash \n tab\t é 🦀 \u{1}"] {
+        let id = text_id(text);
+        let mut by_hand = Vec::new();
+        push_text_line(&mut by_hand, 7, id, text).unwrap();
+        let mut by_serde = Vec::new();
+        push_line(
+            &mut by_serde,
+            &JournalLine::Text(crate::format::TextLine {
+                index: 7,
+                id,
+                text: text.to_owned(),
+            }),
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(by_hand).unwrap(),
+            String::from_utf8(by_serde).unwrap()
+        );
+    }
+}
+
+#[test]
+fn the_buffered_hash_equals_hashing_the_whole_json() {
+    let big = Message::user("x".repeat(3 * HASH_BUF_BYTES + 17));
+    for message in [Message::user("small"), big] {
+        let json = serde_json::to_vec(&message).unwrap();
+        assert_eq!(message_id(&message).0[..], Sha256::digest(&json)[..16]);
+    }
+}
