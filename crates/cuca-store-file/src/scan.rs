@@ -151,12 +151,6 @@ fn read_full(reader: &mut impl Read, buf: &mut [u8], path: &Path) -> Result<usiz
     Ok(filled)
 }
 
-/// One frame's outcome, in file order.
-enum Item {
-    Good(SessionRecord),
-    Damaged(SkippedFrame),
-}
-
 struct Scanner {
     path: PathBuf,
     offset: u64,
@@ -165,7 +159,16 @@ struct Scanner {
     partial_start: u64,
     /// The current frame passed [`MAX_FRAME_LEN`]: its bytes are counted, not kept.
     overlong: bool,
-    items: Vec<Item>,
+    /// Good records so far, in file order. Frames are judged as they are read (no list of
+    /// intermediate outcomes): a second growing vector of every record cost a replay
+    /// measurable time in page faults.
+    records: Vec<SessionRecord>,
+    skipped: Vec<SkippedFrame>,
+    /// Index in `skipped` of the first damaged frame since the last good record: the run
+    /// waiting for the next good record to show whether the sequence continues across it.
+    run_start: Option<usize>,
+    /// The first place where damage may have lost a record.
+    refusal: Option<(u64, String)>,
 }
 
 impl Scanner {
@@ -176,7 +179,10 @@ impl Scanner {
             partial: Vec::new(),
             partial_start: HEADER_LEN as u64,
             overlong: false,
-            items: Vec::new(),
+            records: Vec::new(),
+            skipped: Vec::new(),
+            run_start: None,
+            refusal: None,
         }
     }
 
@@ -279,14 +285,14 @@ impl Scanner {
         if self.overlong {
             self.overlong = false;
             let len = self.offset - frame_start;
-            self.items.push(Item::Damaged(SkippedFrame {
+            self.damaged(SkippedFrame {
                 offset: frame_start,
                 len,
                 reason: FrameError::TooLong {
                     len,
                     max: MAX_FRAME_LEN as u64,
                 },
-            }));
+            });
         } else {
             let mut frame = std::mem::take(&mut self.partial);
             self.push_frame(frame_start, &mut frame);
@@ -297,69 +303,64 @@ impl Scanner {
 
     fn push_frame(&mut self, offset: u64, frame: &mut [u8]) {
         let len = frame.len() as u64;
-        self.items.push(match decode_frame(frame) {
-            Ok(record) => Item::Good(record),
-            Err(reason) => Item::Damaged(SkippedFrame {
+        match decode_frame(frame) {
+            Ok(record) => self.good(record),
+            Err(reason) => self.damaged(SkippedFrame {
                 offset,
                 len,
                 reason,
             }),
-        });
+        }
     }
 
-    /// Applies the recovery rule: damage is tolerated only where nothing recorded was lost.
-    fn finish(self) -> ScanReport {
-        let torn_tail_bytes = self.offset - self.partial_start;
-        let mut records: Vec<SessionRecord> = Vec::new();
-        let mut skipped: Vec<SkippedFrame> = Vec::new();
-        let mut refusal: Option<(u64, String)> = None;
-        // The damaged frames since the last good record, waiting for the next good record to
-        // show whether the sequence continues across them.
-        let mut run_start: Option<usize> = None;
-        for item in self.items {
-            match item {
-                Item::Damaged(frame) => {
-                    run_start.get_or_insert(skipped.len());
-                    skipped.push(frame);
-                }
-                Item::Good(record) => {
-                    if let Some(first) = run_start.take() {
-                        let expected = records
-                            .last()
-                            .map_or(Some(0), |previous| previous.sequence.checked_add(1));
-                        if refusal.is_none() && expected != Some(record.sequence) {
-                            let frame = &skipped[first];
-                            let before = records.last().map_or_else(
-                                || "the start of the file".to_owned(),
-                                |previous| format!("sequence {}", previous.sequence),
-                            );
-                            refusal = Some((
-                                frame.offset,
-                                format!(
-                                    "frame at byte {} is damaged ({}) and the records around it go from {before} to sequence {}: a recorded event may be lost",
-                                    frame.offset, frame.reason, record.sequence
-                                ),
-                            ));
-                        }
-                    }
-                    records.push(record);
+    fn damaged(&mut self, frame: SkippedFrame) {
+        self.run_start.get_or_insert(self.skipped.len());
+        self.skipped.push(frame);
+    }
+
+    /// The recovery rule, as each good record arrives: a run of damaged frames before it is
+    /// tolerated only when the sequence continues across the run without a gap.
+    fn good(&mut self, record: SessionRecord) {
+        if let Some(first) = self.run_start.take() {
+            let expected = self
+                .records
+                .last()
+                .map_or(Some(0), |previous| previous.sequence.checked_add(1));
+            if self.refusal.is_none() && expected != Some(record.sequence) {
+                if let Some(frame) = self.skipped.get(first) {
+                    let before = self.records.last().map_or_else(
+                        || "the start of the file".to_owned(),
+                        |previous| format!("sequence {}", previous.sequence),
+                    );
+                    self.refusal = Some((
+                        frame.offset,
+                        format!(
+                            "frame at byte {} is damaged ({}) and the records around it go from {before} to sequence {}: a recorded event may be lost",
+                            frame.offset, frame.reason, record.sequence
+                        ),
+                    ));
                 }
             }
         }
-        // A damaged run with no good record after it has no gap to show. The writer leaves
-        // exactly this when a process dies during an append that was sealing an earlier torn
-        // tail (`0x00` + frame in one write), so it is read like a torn tail: the records
-        // before it are the acknowledged session. The report still lists every such frame.
-        let verdict = match refusal {
+        self.records.push(record);
+    }
+
+    /// Concludes. A damaged run with no good record after it has no gap to show. The writer
+    /// leaves exactly this when a process dies during an append that was sealing an earlier
+    /// torn tail (seal + frame in one write), so it is read like a torn tail: the records
+    /// before it are the acknowledged session. The report still lists every such frame.
+    fn finish(self) -> ScanReport {
+        let torn_tail_bytes = self.offset - self.partial_start;
+        let verdict = match self.refusal {
             Some((offset, reason)) => Verdict::Refused { offset, reason },
-            None if skipped.is_empty() && torn_tail_bytes == 0 => Verdict::Clean,
+            None if self.skipped.is_empty() && torn_tail_bytes == 0 => Verdict::Clean,
             None => Verdict::Recovered,
         };
         ScanReport {
             path: self.path,
             file_len: self.offset,
-            records,
-            skipped,
+            records: self.records,
+            skipped: self.skipped,
             torn_tail_bytes,
             verdict,
         }
