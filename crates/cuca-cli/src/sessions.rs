@@ -721,7 +721,8 @@ pub(crate) fn import(
     session: &str,
     as_json: bool,
 ) -> Result<(), CliError> {
-    let records = read_jsonl(file)?;
+    // The id and the target are checked before the file is read, and the file is read whole
+    // before anything is written: a refused import leaves no session behind.
     let backend = FileBackend::new(dir)?;
     let path: PathBuf = backend.session_path(session)?;
     if std::fs::symlink_metadata(&path).is_ok() {
@@ -731,6 +732,7 @@ pub(crate) fn import(
             path.display()
         )));
     }
+    let records = read_jsonl(file)?;
     let n_records = records.len();
     for record in records {
         backend.append(SessionRecord {

@@ -1,0 +1,469 @@
+//! The session commands driven through the real binary on real `.cslog` files in temp dirs:
+//! sessions, show, replay, fork, verify (clean, recovered, refused), export and import.
+// Test helpers unwrap: a failure there should stop the test at once.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+
+use common::*;
+use cuca::{FileBackend, SessionBackend, SessionEvent, SessionRecord};
+
+/// A temp dir holding copies of the committed recordings.
+fn recorded() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for name in cslog_files(&fixtures_dir()) {
+        std::fs::copy(fixtures_dir().join(&name), dir.path().join(&name)).unwrap();
+    }
+    dir
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str]) -> Run {
+    let output = cuca().args(args).output().unwrap();
+    let run = Run {
+        code: output.status.code().unwrap(),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    };
+    // No user error ever ends in a panic or a backtrace.
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    run
+}
+
+fn path(dir: &Path) -> &str {
+    dir.to_str().unwrap()
+}
+
+/// One `cuca: …` line on stderr, containing `needle`.
+fn assert_one_error_line(run: &Run, needle: &str) {
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", run.stderr);
+    assert!(lines[0].starts_with("cuca: "), "{}", run.stderr);
+    assert!(lines[0].contains(needle), "{}", run.stderr);
+}
+
+fn demo_records(dir: &Path) -> Vec<SessionRecord> {
+    FileBackend::new(dir).unwrap().replay("demo").unwrap()
+}
+
+#[test]
+fn sessions_lists_one_row_per_session_with_counts_bytes_and_forks() {
+    let dir = recorded();
+    let fork = run(&["fork", path(dir.path()), "demo:1"]);
+    assert_eq!(fork.code, 0, "{}", fork.stderr);
+    assert_eq!(fork.stdout, "demo:fork:demo:1:0\n");
+
+    let listed = run(&["sessions", path(dir.path())]);
+    assert_eq!(listed.code, 0);
+    let demo_bytes = std::fs::metadata(dir.path().join("demo.cslog"))
+        .unwrap()
+        .len();
+    let demo_row = listed
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("demo "))
+        .unwrap();
+    // 33 recorded records plus the Fork audit record.
+    assert!(demo_row.contains(" 34 "), "{demo_row}");
+    assert!(demo_row.contains(&format!(" {demo_bytes} ")), "{demo_row}");
+    assert!(
+        demo_row.contains("clean") && demo_row.contains("1 taken"),
+        "{demo_row}"
+    );
+    let fork_row = listed
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("demo:fork:demo:1:0"))
+        .unwrap();
+    assert!(fork_row.contains("forked from demo:1"), "{fork_row}");
+    assert!(fork_row.contains(" 2 "), "{fork_row}");
+    assert!(listed
+        .stdout
+        .ends_with(&format!("3 sessions in {}\n", path(dir.path()))));
+
+    let json = run(&["sessions", path(dir.path()), "--json"]);
+    let rows: Vec<serde_json::Value> = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0]["session"], "demo");
+    assert_eq!(rows[0]["records"], 34);
+    assert_eq!(rows[0]["bytes"], demo_bytes);
+    assert_eq!(rows[0]["forks"][0], "demo:fork:demo:1:0");
+    assert_eq!(rows[1]["forked_from"], "demo:1");
+    let first = demo_records(dir.path())[0].timestamp_ms;
+    assert_eq!(rows[0]["first_ms"], first);
+}
+
+#[test]
+fn a_missing_directory_is_a_usage_error_and_is_not_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir");
+    for args in [
+        vec!["sessions", path(&missing)],
+        vec!["show", path(&missing), "demo"],
+        vec!["replay", path(&missing), "demo"],
+        vec!["verify", path(&missing)],
+        vec!["fork", path(&missing), "demo:1"],
+        vec!["export", path(&missing), "demo"],
+    ] {
+        let result = run(&args);
+        assert_eq!(result.code, 2, "{args:?}");
+        assert_one_error_line(&result, "no-such-dir");
+        assert!(result.stdout.is_empty());
+    }
+    assert!(!missing.exists());
+}
+
+#[test]
+fn a_session_that_does_not_exist_is_a_usage_error() {
+    let dir = recorded();
+    for args in [
+        vec!["show", path(dir.path()), "nope"],
+        vec!["replay", path(dir.path()), "nope"],
+        vec!["verify", path(dir.path()), "nope"],
+        vec!["fork", path(dir.path()), "nope:1"],
+        vec!["export", path(dir.path()), "nope"],
+    ] {
+        let result = run(&args);
+        assert_eq!(result.code, 2, "{args:?}");
+        assert_one_error_line(&result, "\"nope\"");
+    }
+}
+
+#[test]
+fn show_prints_one_line_per_record_and_the_seed_kinds_line() {
+    let dir = recorded();
+    let records = demo_records(dir.path());
+    let shown = run(&["show", path(dir.path()), "demo"]);
+    assert_eq!(shown.code, 0);
+    let lines: Vec<&str> = shown.stdout.lines().collect();
+    assert_eq!(lines.len(), records.len());
+    assert!(lines[0].contains("SystemPrompt") && lines[0].contains("\"You are terse.\""));
+    assert!(lines[1].contains("Message") && lines[1].contains(&format!("user: \"{TURN_1}\"")));
+    assert!(lines[2].trim_start().starts_with("2  "), "{}", lines[2]);
+
+    // Seed 000 prints "SystemPrompt 1, Message 1, Reasoning 72, …"; this session has two turns.
+    let kinds = run(&["show", path(dir.path()), "demo", "--kinds"]);
+    assert_eq!(
+        kinds.stdout,
+        "demo: 33 records: SystemPrompt 2, Message 3, Output 24, Latency 2, TokenUsage 2\n"
+    );
+    let kinds_json = run(&["show", path(dir.path()), "demo", "--kinds", "--json"]);
+    let value: serde_json::Value = serde_json::from_str(kinds_json.stdout.trim()).unwrap();
+    assert_eq!(value["kinds"]["Output"], 24);
+
+    let json = run(&["show", path(dir.path()), "demo", "--json"]);
+    let parsed: Vec<SessionRecord> = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(parsed, records);
+}
+
+#[test]
+fn replay_selects_a_turn_and_a_fork_point_prefix() {
+    let dir = recorded();
+    let (_, turn_2) = streamed_text(STREAM_SECOND_TURN);
+    let one = run(&["replay", path(dir.path()), "demo", "--turn", "1"]);
+    assert_eq!(one.code, 0);
+    assert!(
+        one.stdout.contains("Turn 1 (records 16..=32, complete)"),
+        "{}",
+        one.stdout
+    );
+    assert!(!one.stdout.contains("Turn 0"));
+    assert!(one.stdout.contains(&format!("  output: {turn_2}\n")));
+
+    let past = run(&["replay", path(dir.path()), "demo", "--turn", "2"]);
+    assert_eq!(past.code, 2);
+    assert_one_error_line(&past, "has 2 turns, so turn 2 does not exist");
+
+    // The prefix a fork at demo:1 holds: the system prompt and the first message, unfinished.
+    let at = run(&["replay", path(dir.path()), "demo", "--at", "demo:1"]);
+    assert_eq!(at.code, 0);
+    assert!(at.stdout.contains("1 turns, 2 records"), "{}", at.stdout);
+    assert!(
+        at.stdout.contains("Turn 0 (records 0..=1, incomplete"),
+        "{}",
+        at.stdout
+    );
+    assert!(at.stdout.contains(&format!("  user: {TURN_1}\n")));
+
+    let other = run(&["replay", path(dir.path()), "demo", "--at", "reasoning:1"]);
+    assert_eq!(other.code, 2);
+    assert_one_error_line(&other, "not of \"demo\"");
+    let malformed = run(&["replay", path(dir.path()), "demo", "--at", "demo"]);
+    assert_eq!(malformed.code, 2);
+    assert_one_error_line(&malformed, "point_id");
+
+    let json = run(&["replay", path(dir.path()), "demo", "--json"]);
+    let turns: Vec<serde_json::Value> = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(turns.len(), 2);
+    assert_eq!(turns[1]["completion"]["prompt_tokens"], 68);
+    assert_eq!(turns[0]["complete"], true);
+    assert_eq!(turns[0]["system_prompts"][0], SYSTEM);
+}
+
+#[test]
+fn fork_prints_the_new_id_and_refuses_bad_points() {
+    let dir = recorded();
+    let first = run(&["fork", path(dir.path()), "demo:2"]);
+    assert_eq!(
+        (first.code, first.stdout.as_str()),
+        (0, "demo:fork:demo:2:0\n")
+    );
+    // A second fork at the same point never writes into the first branch.
+    let second = run(&["fork", path(dir.path()), "demo:2", "--json"]);
+    let value: serde_json::Value = serde_json::from_str(second.stdout.trim()).unwrap();
+    assert_eq!(value["session"], "demo:fork:demo:2:1");
+    let branch = FileBackend::new(dir.path())
+        .unwrap()
+        .replay("demo:fork:demo:2:0")
+        .unwrap();
+    assert_eq!(branch.len(), 3);
+    // Forking a fork: the session is the part before the last ':'.
+    let nested = run(&["fork", path(dir.path()), "demo:fork:demo:2:0:1"]);
+    assert_eq!(
+        nested.stdout,
+        "demo:fork:demo:2:0:fork:demo:fork:demo:2:0:1:0\n"
+    );
+
+    for (point, needle) in [
+        ("demo", "has no ':'"),
+        ("demo:x", "not a sequence number"),
+        (":3", "names no session"),
+        ("demo:999", "\"demo:999\" not found"),
+    ] {
+        let result = run(&["fork", path(dir.path()), point]);
+        assert_eq!(result.code, 2, "{point}");
+        assert_one_error_line(&result, needle);
+    }
+}
+
+/// Appends `bytes` to a session file, as damage would.
+fn append_bytes(file: &Path, bytes: &[u8]) {
+    let mut file = std::fs::OpenOptions::new().append(true).open(file).unwrap();
+    file.write_all(bytes).unwrap();
+}
+
+#[test]
+fn verify_a_torn_tail_is_recovered_exit_0_with_a_warning() {
+    let dir = recorded();
+    let file = dir.path().join("demo.cslog");
+    let len = std::fs::metadata(&file).unwrap().len();
+    append_bytes(&file, b"\x05torn");
+    let result = run(&["verify", path(dir.path())]);
+    assert_eq!(result.code, 0);
+    assert!(
+        result.stdout.contains("demo: recovered (33 records"),
+        "{}",
+        result.stdout
+    );
+    assert!(
+        result
+            .stdout
+            .contains(&format!("  torn tail: 5 bytes at byte {len}")),
+        "{}",
+        result.stdout
+    );
+    assert!(
+        result.stdout.contains("1 clean, 1 recovered"),
+        "{}",
+        result.stdout
+    );
+    let warning: Vec<&str> = result.stderr.lines().collect();
+    assert_eq!(warning.len(), 1);
+    assert!(warning[0]
+        .starts_with("cuca: warning: session \"demo\" was damaged but nothing recorded was lost"));
+
+    // Every reader still loads it, and says so once.
+    let shown = run(&["show", path(dir.path()), "demo", "--kinds"]);
+    assert_eq!(shown.code, 0);
+    assert!(shown.stderr.contains("warning"));
+
+    let json = run(&["verify", path(dir.path()), "demo", "--json"]);
+    let value: serde_json::Value = serde_json::from_str(json.stdout.trim()).unwrap();
+    assert_eq!(value["verdict"], "recovered");
+    assert_eq!(value["torn_tail_bytes"], 5);
+}
+
+#[test]
+fn verify_a_skipped_frame_whose_neighbours_continue_is_recovered() {
+    let dir = recorded();
+    let file = dir.path().join("demo.cslog");
+    let offset = std::fs::metadata(&file).unwrap().len();
+    // A frame that does not decode, sealed by its terminator, then the next record in sequence.
+    append_bytes(&file, b"\x03zz\x00");
+    let backend = FileBackend::new(dir.path()).unwrap();
+    backend
+        .append(SessionRecord {
+            session_id: "demo".into(),
+            sequence: 33,
+            timestamp_ms: 1,
+            event: SessionEvent::Output {
+                text: "after".into(),
+            },
+        })
+        .unwrap();
+    drop(backend);
+    let result = run(&["verify", path(dir.path()), "demo"]);
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    assert!(
+        result.stdout.contains("demo: recovered (34 records"),
+        "{}",
+        result.stdout
+    );
+    assert!(
+        result
+            .stdout
+            .contains(&format!("  skipped frame at byte {offset} (3 bytes)")),
+        "{}",
+        result.stdout
+    );
+}
+
+#[test]
+fn verify_damage_that_loses_a_record_refuses_exit_1() {
+    let dir = recorded();
+    let file = dir.path().join("demo.cslog");
+    let mut bytes = std::fs::read(&file).unwrap();
+    // Flip a bit in the middle of the file: the frame fails its CRC and the records around it
+    // jump a sequence number, so a recorded event may be lost.
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&file, &bytes).unwrap();
+
+    let result = run(&["verify", path(dir.path())]);
+    assert_eq!(result.code, 1);
+    assert!(result.stdout.contains("demo: refused"), "{}", result.stdout);
+    assert!(
+        result.stdout.contains("  refused at byte "),
+        "{}",
+        result.stdout
+    );
+    assert!(result
+        .stdout
+        .contains("1 clean, 0 recovered (loadable, nothing lost), 1 refused"));
+    assert_one_error_line(&result, "1 of 2 sessions");
+
+    for args in [
+        vec!["show", path(dir.path()), "demo"],
+        vec!["replay", path(dir.path()), "demo"],
+        vec!["export", path(dir.path()), "demo"],
+    ] {
+        let refused = run(&args);
+        assert_eq!(refused.code, 1, "{args:?}");
+        assert_one_error_line(&refused, "is damaged at byte");
+        assert!(refused.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn verify_a_file_that_is_not_a_cslog_refuses_exit_1() {
+    let dir = recorded();
+    std::fs::write(dir.path().join("notes.cslog"), b"hello, world\n").unwrap();
+    let result = run(&["verify", path(dir.path()), "notes"]);
+    assert_eq!(result.code, 1);
+    assert!(
+        result.stdout.contains("not a .cslog file"),
+        "{}",
+        result.stdout
+    );
+}
+
+#[test]
+fn export_import_round_trips_and_import_refuses_an_existing_session() {
+    let dir = recorded();
+    let exported = run(&["export", path(dir.path()), "demo", "--format", "jsonl"]);
+    assert_eq!(exported.code, 0);
+    let jsonl = dir.path().join("demo.jsonl");
+    std::fs::write(&jsonl, &exported.stdout).unwrap();
+
+    let other = tempfile::tempdir().unwrap();
+    let imported = run(&["import", path(&jsonl), path(other.path()), "demo"]);
+    assert_eq!(imported.code, 0, "{}", imported.stderr);
+    assert!(imported
+        .stdout
+        .starts_with("imported 33 records into session \"demo\""));
+    // Byte for byte: the same records make the same file.
+    assert_eq!(
+        std::fs::read(other.path().join("demo.cslog")).unwrap(),
+        std::fs::read(dir.path().join("demo.cslog")).unwrap()
+    );
+    let again = run(&["export", path(other.path()), "demo"]);
+    assert_eq!(again.stdout, exported.stdout);
+
+    // Under another name every record is relabelled.
+    let renamed = run(&["import", path(&jsonl), path(other.path()), "copy", "--json"]);
+    let value: serde_json::Value = serde_json::from_str(renamed.stdout.trim()).unwrap();
+    assert_eq!(value["records"], 33);
+    let copy = FileBackend::new(other.path())
+        .unwrap()
+        .replay("copy")
+        .unwrap();
+    assert!(copy.iter().all(|r| r.session_id == "copy"));
+    assert_eq!(copy[5].event, demo_records(dir.path())[5].event);
+
+    let before = std::fs::read(other.path().join("demo.cslog")).unwrap();
+    let existing = run(&["import", path(&jsonl), path(other.path()), "demo"]);
+    assert_eq!(existing.code, 2);
+    assert_one_error_line(&existing, "already exists");
+    assert_eq!(
+        std::fs::read(other.path().join("demo.cslog")).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn import_refuses_a_malformed_line_before_writing_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let exported = run(&["export", path(&fixtures_dir()), "demo"]);
+    let mut text = exported.stdout.clone();
+    text.push_str("{\"session_id\":\"demo\",\"sequence\":33}\n");
+    let jsonl = dir.path().join("bad.jsonl");
+    std::fs::write(&jsonl, text).unwrap();
+    let result = run(&["import", path(&jsonl), path(dir.path()), "demo"]);
+    assert_eq!(result.code, 1);
+    assert_one_error_line(&result, "line 34: not a SessionRecord");
+    assert!(!dir.path().join("demo.cslog").exists());
+
+    let missing = run(&[
+        "import",
+        path(&dir.path().join("nope.jsonl")),
+        path(dir.path()),
+        "x",
+    ]);
+    assert_eq!(missing.code, 2);
+    assert_one_error_line(&missing, "nope.jsonl");
+
+    let bad_id = run(&["import", path(&jsonl), path(dir.path()), "../escape"]);
+    assert_eq!(bad_id.code, 2);
+}
+
+#[test]
+fn bad_arguments_are_usage_errors_and_help_is_success() {
+    let missing_arg = run(&["replay"]);
+    assert_eq!(missing_arg.code, 2);
+    assert!(missing_arg.stderr.contains("Usage: cuca replay"));
+    let bad_format = run(&["export", ".", "demo", "--format", "csv"]);
+    assert_eq!(bad_format.code, 2);
+    let help = run(&["--help"]);
+    assert_eq!(help.code, 0);
+    assert!(help.stdout.contains("Exit codes: 0 success"));
+}
