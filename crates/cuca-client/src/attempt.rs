@@ -67,6 +67,8 @@ pub(crate) struct AttemptRecord {
     pub(crate) status: Option<u16>,
     /// Time from sending to the first decoded block.
     pub(crate) ttft: Option<Duration>,
+    /// The call this attempt belongs to.
+    call_id: String,
     /// Whether [`AttemptRecord::end`] ran.
     ended: bool,
 }
@@ -89,16 +91,18 @@ impl AttemptRecord {
             sent_at: Instant::now(),
             status: None,
             ttft: None,
+            call_id: call_id.to_owned(),
             ended: false,
         }
     }
 
     /// Ends the attempt once; later calls are ignored.
-    pub(crate) fn end(&mut self, call_id: &str, end: AttemptEnd<'_>) {
+    pub(crate) fn end(&mut self, end: AttemptEnd<'_>) {
         if self.ended {
             return;
         }
         self.ended = true;
+        let call_id = self.call_id.as_str();
         let ms = self.sent_at.elapsed().as_millis() as u64;
         let ttft_ms = self.ttft.map(|t| t.as_millis() as u64);
         match end {
@@ -132,6 +136,21 @@ impl AttemptRecord {
                 %error,
                 "model call attempt failed"
             ),
+        }
+    }
+}
+
+impl Drop for AttemptRecord {
+    /// An attempt nobody ended was cancelled: the caller dropped the stream mid-call.
+    fn drop(&mut self) {
+        if !self.ended {
+            tracing::debug!(
+                call_id = %self.call_id,
+                attempt = self.n,
+                status = ?self.status,
+                ms = self.sent_at.elapsed().as_millis() as u64,
+                "model call attempt cancelled by the caller"
+            );
         }
     }
 }

@@ -485,11 +485,11 @@ impl Turn {
                         .is_none_or(|asked| asked <= policy.max_retry_after);
                     let in_time = Instant::now() + wait < self.total_deadline().0;
                     if failure.retryable && retries_left && honourable && in_time {
-                        record.end(&self.call_id, AttemptEnd::Retrying(&failure.error, wait));
+                        record.end(AttemptEnd::Retrying(&failure.error, wait));
                         tokio::time::sleep(wait).await;
                         continue;
                     }
-                    record.end(&self.call_id, AttemptEnd::Failed(&failure.error));
+                    record.end(AttemptEnd::Failed(&failure.error));
                     return Err(failure.error);
                 }
             }
@@ -583,7 +583,7 @@ impl Turn {
 
     async fn complete(&mut self, summary: StreamSummary) {
         if let Some(record) = self.attempt.as_mut() {
-            record.end(&self.call_id, AttemptEnd::Finished(&summary));
+            record.end(AttemptEnd::Finished(&summary));
         }
         // Without a usage chunk (a server that ignores stream_options), llama.cpp's timings
         // still count the tokens: prompt = evaluated + cached, completion = predicted.
@@ -630,7 +630,7 @@ impl Turn {
 
     async fn fail(&mut self, error: &PluginError) {
         if let Some(record) = self.attempt.as_mut() {
-            record.end(&self.call_id, AttemptEnd::Failed(error));
+            record.end(AttemptEnd::Failed(error));
         }
         for plugin in &self.inner.plugins {
             if let Err(hook_error) = plugin.on_error(&self.request, error).await {
