@@ -7,8 +7,9 @@
 //! 4 KiB tool outputs through the writer thread to a file and finishing, against writing the same
 //! bytes with a `BufWriter<File>` on the calling thread.
 
-// criterion_group! generates an undocumented pub function.
-#![allow(missing_docs)]
+// criterion_group! generates an undocumented pub function, and a bench, like a test, unwraps
+// its own set-up.
+#![allow(missing_docs, clippy::unwrap_used)]
 
 use std::io::Write;
 use std::time::{Duration, Instant};

@@ -492,7 +492,9 @@ impl Recorder {
                 commit: config.build_commit,
             },
         });
-        recorder.line(&header);
+        recorder.batch_with(false, |interner, _| {
+            push_line(interner.buf, &header).map(|()| ((), 0))
+        });
         Ok(recorder)
     }
 
@@ -523,6 +525,17 @@ impl Recorder {
     /// lines it appended.
     fn batch<T>(
         &self,
+        build: impl FnOnce(&mut Interner<'_>, u64) -> Result<(T, u64), serde_json::Error>,
+    ) -> Option<T> {
+        self.batch_with(true, build)
+    }
+
+    /// [`Recorder::batch`], with the byte ceiling enforced before queueing or not. The header
+    /// alone is queued regardless, so even a journal stopped by a tiny ceiling says which
+    /// format and session it is; its bytes still count, and crossing stops capture at once.
+    fn batch_with<T>(
+        &self,
+        enforce_ceiling: bool,
         build: impl FnOnce(&mut Interner<'_>, u64) -> Result<(T, u64), serde_json::Error>,
     ) -> Option<T> {
         let mut guard = self.lock();
@@ -557,7 +570,8 @@ impl Recorder {
             }
         };
         let len = buf.len() as u64;
-        if state.bytes.saturating_add(len) > self.inner.max_bytes {
+        let crosses = state.bytes.saturating_add(len) > self.inner.max_bytes;
+        if crosses && enforce_ceiling {
             state.stop(StopReason::ByteCeiling, None);
             return None;
         }
@@ -567,8 +581,11 @@ impl Recorder {
         }) {
             Ok(()) => {
                 state.seq += entries;
-                state.bytes += len;
+                state.bytes = state.bytes.saturating_add(len);
                 state.queued = state.pools.counts();
+                if crosses {
+                    state.stop(StopReason::ByteCeiling, None);
+                }
                 Some(value)
             }
             Err(TrySendError::Full(_)) => {

@@ -67,6 +67,26 @@ fn the_byte_ceiling_stops_capture_and_the_terminator_says_so() {
     );
 }
 
+#[test]
+fn a_ceiling_smaller_than_the_header_still_writes_the_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RecorderConfig::new(dir.path(), "tiny")
+        .unwrap()
+        .with_max_bytes(10);
+    let recorder = Recorder::start(config).unwrap();
+    assert_eq!(recorder.status().stopped, Some(StopReason::ByteCeiling));
+    tool(&recorder, "never");
+    recorder.finish();
+    let lines = read_journal(recorder.path());
+    check_laws(&lines);
+    assert_eq!(lines.len(), 2);
+    let end = end(&lines).unwrap();
+    assert_eq!(
+        (end.entries, end.stop_reason),
+        (0, Some(StopReason::ByteCeiling))
+    );
+}
+
 /// A sink that passes the first `good` writes through to the file, then fails or panics.
 struct Breaking {
     file: File,
