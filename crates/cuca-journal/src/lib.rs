@@ -3,8 +3,8 @@
 //! # Capture
 //!
 //! A [`Recorder`] appends one JSON object per line to `<workspace>/.cuca/replay.ndjson`
-//! ([`format`], `docs/journal-format.md`): a header, seed lines, agent rows, one line per newly
-//! interned pool entry (messages, toolsets, texts, each under a 128-bit SHA-256 content
+//! ([`mod@format`], `docs/journal-format.md`): a header, seed lines, agent rows, one line per
+//! newly interned pool entry (messages, toolsets, texts, each under a 128-bit SHA-256 content
 //! address), one line per input entry (`model_io`, `model_error`, `tool_result`,
 //! `prompt_frame`, `shell`, `git`, `cancel_probe`, `clock`) with a global `seq`, and a
 //! terminating line. Lines are written by a dedicated writer thread through a bounded queue;
