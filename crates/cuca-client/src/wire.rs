@@ -157,3 +157,6 @@ struct WireRequest<'a> {
 struct StreamOptions {
     include_usage: bool,
 }
+
+#[cfg(test)]
+mod tests;
