@@ -16,6 +16,9 @@ use cuca_events::{
 use crate::codec::{decode_frame, encode_frame_with, HEADER, HEADER_LEN, MAX_FRAME_LEN};
 use crate::scan::{scan, ScanReport};
 
+#[cfg(test)]
+mod tests;
+
 /// The file name extension of a session file.
 pub const EXTENSION: &str = "cslog";
 
