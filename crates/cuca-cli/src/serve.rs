@@ -25,15 +25,17 @@ pub(crate) fn run(runs: &Path, listen: &str) -> Result<(), CliError> {
         let address = listener
             .local_addr()
             .map_err(|error| CliError::Failed(format!("listen on {listen}: {error}")))?;
+        // A server whose reader went away keeps serving: the URL lines are for whoever
+        // started it, and a closed stdout is no reason to stop answering requests.
         {
             let mut out = std::io::stdout().lock();
-            writeln!(out, "listening on http://{address}")?;
-            writeln!(
+            let _ = writeln!(out, "listening on http://{address}");
+            let _ = writeln!(
                 out,
                 "serving GET http://{address}/runs/{{id}}/replay from {}",
                 runs.display()
-            )?;
-            out.flush()?;
+            );
+            let _ = out.flush();
         }
         axum::serve(listener, cuca::journal::serve::router(runs))
             .await
