@@ -95,7 +95,9 @@ pub use cuca_client as client;
     docsrs,
     doc(cfg(any(feature = "provider-llamacpp", feature = "provider-openai")))
 )]
-pub use cuca_client::{CucaClient, CucaClientBuilder, ProviderEndpoint, RetryPolicy, Timeouts};
+pub use cuca_client::{
+    ClientError, CucaClient, CucaClientBuilder, ProviderEndpoint, RetryPolicy, Timeouts,
+};
 
 /// The always-on JSONL call log ([`cuca_calllog`]).
 #[cfg(feature = "calllog")]
@@ -114,4 +116,4 @@ pub use cuca_store_postgres as store_postgres;
 
 #[cfg(feature = "store-postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "store-postgres")))]
-pub use cuca_store_postgres::PostgresBackend;
+pub use cuca_store_postgres::{PostgresBackend, PostgresConfig};
