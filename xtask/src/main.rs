@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod e2e;
 mod fixtures;
 
@@ -25,11 +26,24 @@ enum Task {
     /// Run both seed example commands against a real llama-server and check their .cslog
     /// files (opt-in, not in CI: needs CUCA_BASE_URL, or llama-server on PATH and CUCA_GGUF).
     E2e,
+    /// Run every criterion bench and print one table: each figure beside its baseline
+    /// measured in the same run, the ratio, the target and whether it is met.
+    Bench {
+        /// A smoke run (short criterion settings, only the benches the table reads): under
+        /// two minutes on a warm build.
+        #[arg(long)]
+        quick: bool,
+        /// Run nothing; print the table from the results already under `target/` (which may
+        /// come from different runs).
+        #[arg(long)]
+        no_run: bool,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Fixtures { check } => fixtures::run(check),
         Task::E2e => e2e::run(),
+        Task::Bench { quick, no_run } => bench::run(quick, no_run),
     }
 }

@@ -1,0 +1,221 @@
+//! Cross-crate peer comparisons: `FileBackend` appends against the raw-write limit, a JSONL
+//! file and SQLite; `SessionReplay` over a `.cslog` file against the JSONL peer's decode and
+//! a plain read of the same bytes. All rows of a group are measured in the same run.
+//!
+//! `cargo bench -p cuca-bench --bench peers -- --warm-up-time 1 --measurement-time 3`, or
+//! `cargo xtask bench`, which also reads the sizes this writes to
+//! `target/cuca-bench/peers-sizes.json`.
+
+// Benchmark setup failing is a broken bench, not bad input: panicking is how it stops.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::fs::{File, OpenOptions};
+use std::hint::black_box;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use cuca_bench::{reasoning_record, turn_session, write_result, JsonlPeer, SqlitePeer, SIZES};
+use cuca_events::{SessionBackend, SessionRecord};
+use cuca_replay::SessionReplay;
+use cuca_store_file::{encode_frame, FileBackend};
+
+/// Appends into one file before the next starts, outside the timing: keeps a criterion run
+/// from growing one file to gigabytes (20 MB at 1 KiB), while the cost of opening a fresh
+/// file is spread over enough appends to vanish.
+const CHUNK: u64 = 20_000;
+
+/// Records in the replayed session: 100 turns of the seed's shape.
+const N_REPLAY: usize = 7_800;
+
+/// Runs `iters` timed calls of `step` on a fresh `setup(n)` every [`CHUNK`] calls; each
+/// state is dropped (and its file removed by the caller's `setup`) outside the timing.
+fn chunked<S>(
+    iters: u64,
+    mut setup: impl FnMut(u64) -> S,
+    mut step: impl FnMut(&mut S),
+) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut done = 0;
+    let mut n_chunk = 0;
+    while done < iters {
+        let n = CHUNK.min(iters - done);
+        let mut state = setup(n_chunk);
+        let start = Instant::now();
+        for _ in 0..n {
+            step(&mut state);
+        }
+        total += start.elapsed();
+        drop(state);
+        done += n;
+        n_chunk += 1;
+    }
+    total
+}
+
+/// A fresh, empty directory `root/n`, replacing what an earlier chunk left there.
+fn fresh(root: &Path, n: u64) -> std::path::PathBuf {
+    // Two directories alternate, so the one being deleted is never the one in use.
+    let dir = root.join((n % 2).to_string());
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn appends(c: &mut Criterion) {
+    for size in SIZES {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path();
+        let proto = reasoning_record("bench", 1, size);
+        let mut group = c.benchmark_group(format!("peers/append/{size}B"));
+        group.throughput(Throughput::Elements(1));
+
+        // The clone is timed: a caller hands FileBackend an owned record for every append.
+        // Records are stored as given, so repeating one sequence number is fine here.
+        group.bench_function("file_backend", |b| {
+            b.iter_custom(|iters| {
+                chunked(
+                    iters,
+                    |n| FileBackend::new(fresh(root, n)).unwrap(),
+                    |backend| backend.append(black_box(proto.clone())).unwrap(),
+                )
+            })
+        });
+
+        // The physical limit: the same frame bytes, one `write` each, nothing encoded.
+        let mut frame = Vec::new();
+        encode_frame(&proto, &mut frame).unwrap();
+        group.bench_function("raw_write", |b| {
+            b.iter_custom(|iters| {
+                chunked(
+                    iters,
+                    |n| {
+                        OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(fresh(root, n).join("raw.cslog"))
+                            .unwrap()
+                    },
+                    |file: &mut File| {
+                        file.write_all(black_box(&frame)).unwrap();
+                    },
+                )
+            })
+        });
+
+        group.bench_function("jsonl", |b| {
+            b.iter_custom(|iters| {
+                chunked(
+                    iters,
+                    |n| JsonlPeer::open(fresh(root, n).join("bench.jsonl")).unwrap(),
+                    |peer| peer.append(black_box(&proto)).unwrap(),
+                )
+            })
+        });
+
+        group.bench_function("sqlite", |b| {
+            b.iter_custom(|iters| {
+                chunked(
+                    iters,
+                    |n| SqlitePeer::open(fresh(root, n).join("bench.sqlite")).unwrap(),
+                    |peer| peer.append(black_box(&proto)).unwrap(),
+                )
+            })
+        });
+        group.finish();
+    }
+}
+
+fn replays(c: &mut Criterion) {
+    let mut sizes = serde_json::Map::new();
+    for size in SIZES {
+        let dir = tempfile::tempdir().unwrap();
+        let records: Vec<SessionRecord> = turn_session("bench", N_REPLAY, size);
+        let backend = Arc::new(FileBackend::new(dir.path().join("store")).unwrap());
+        let mut jsonl = JsonlPeer::open(dir.path().join("bench.jsonl")).unwrap();
+        let mut sqlite = SqlitePeer::open(dir.path().join("bench.sqlite")).unwrap();
+        for record in &records {
+            backend.append(record.clone()).unwrap();
+            jsonl.append(record).unwrap();
+            sqlite.append(record).unwrap();
+        }
+        let cslog_path = backend.session_path("bench").unwrap();
+        let cslog_bytes = backend.bytes_on_disk("bench").unwrap();
+        let jsonl_bytes = std::fs::metadata(jsonl.path()).unwrap().len();
+        let sqlite_bytes = sqlite.bytes_on_disk().unwrap();
+        println!(
+            "peers/size/{size}B: {N_REPLAY} records, cslog {cslog_bytes} B, jsonl {jsonl_bytes} B \
+             ({:.2}), sqlite {sqlite_bytes} B ({:.2})",
+            cslog_bytes as f64 / jsonl_bytes as f64,
+            sqlite_bytes as f64 / jsonl_bytes as f64,
+        );
+        sizes.insert(
+            format!("{size}B"),
+            serde_json::json!({
+                "n_records": N_REPLAY,
+                "cslog": cslog_bytes,
+                "jsonl": jsonl_bytes,
+                "sqlite": sqlite_bytes,
+            }),
+        );
+
+        let replay = SessionReplay::new(Arc::clone(&backend) as Arc<dyn SessionBackend>);
+        let n_turns = replay.load("bench").unwrap().len();
+        assert_eq!(n_turns, N_REPLAY.div_ceil(78));
+
+        let mut group = c.benchmark_group(format!("peers/replay/{size}B"));
+        group.throughput(Throughput::Elements(N_REPLAY as u64));
+        group.sample_size(10);
+        // Read the file, decode every frame, cut the records into turns.
+        group.bench_function("replay_load_segment", |b| {
+            b.iter(|| {
+                let trajectory = replay.load("bench").unwrap();
+                assert_eq!(trajectory.len(), n_turns);
+                trajectory
+            })
+        });
+        group.bench_function("file_backend_replay", |b| {
+            b.iter(|| {
+                let records = backend.replay("bench").unwrap();
+                assert_eq!(records.len(), N_REPLAY);
+                records
+            })
+        });
+        group.bench_function("jsonl_decode", |b| {
+            b.iter(|| {
+                let records = JsonlPeer::decode(jsonl.path()).unwrap();
+                assert_eq!(records.len(), N_REPLAY);
+                records
+            })
+        });
+        group.bench_function("sqlite_replay", |b| {
+            b.iter(|| {
+                let records = sqlite.replay("bench").unwrap();
+                assert_eq!(records.len(), N_REPLAY);
+                records
+            })
+        });
+        // The physical limit: the .cslog file's bytes copied out of the page cache into a
+        // buffer that is already allocated.
+        let mut buf = Vec::with_capacity(cslog_bytes as usize + 1);
+        group.bench_function("memcpy_read", |b| {
+            b.iter(|| {
+                buf.clear();
+                File::open(&cslog_path)
+                    .unwrap()
+                    .read_to_end(&mut buf)
+                    .unwrap();
+                assert_eq!(buf.len() as u64, cslog_bytes);
+                black_box(buf.len())
+            })
+        });
+        group.finish();
+    }
+    let path = write_result("peers-sizes", &serde_json::Value::Object(sizes)).unwrap();
+    println!("sizes written to {}", path.display());
+}
+
+criterion_group!(benches, appends, replays);
+criterion_main!(benches);

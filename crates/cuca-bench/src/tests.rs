@@ -1,0 +1,91 @@
+//! Unit tests: the peers store and return exactly what they were given.
+
+use super::*;
+
+#[test]
+fn text_is_exactly_the_asked_length_and_needs_no_escaping() {
+    for len in SIZES {
+        let t = text(len);
+        assert_eq!(t.len(), len);
+        assert!(t.bytes().all(|b| b.is_ascii_lowercase() || b == b' '));
+    }
+}
+
+#[test]
+fn turn_session_has_the_seed_turn_shape() {
+    // The seed's demo turn: SystemPrompt, Message, Reasoning…, Output, Latency, TokenUsage.
+    let records = turn_session("demo", 2 * 78 + 3, 200);
+    assert_eq!(records.len(), 159);
+    assert!(matches!(
+        records[0].event,
+        SessionEvent::SystemPrompt { .. }
+    ));
+    assert!(matches!(records[76].event, SessionEvent::Latency { .. }));
+    assert!(matches!(records[77].event, SessionEvent::TokenUsage { .. }));
+    assert!(matches!(
+        records[78].event,
+        SessionEvent::SystemPrompt { .. }
+    ));
+    let sequences: Vec<u64> = records.iter().map(|r| r.sequence).collect();
+    assert_eq!(sequences, (0..159).collect::<Vec<_>>());
+}
+
+#[test]
+fn jsonl_peer_round_trips_one_line_per_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = turn_session("s", 90, 32);
+    let mut peer = JsonlPeer::open(dir.path().join("s.jsonl")).unwrap();
+    for record in &records {
+        peer.append(record).unwrap();
+    }
+    let bytes = std::fs::read(peer.path()).unwrap();
+    assert_eq!(bytes.iter().filter(|&&b| b == b'\n').count(), 90);
+    assert_eq!(JsonlPeer::decode(peer.path()).unwrap(), records);
+}
+
+#[test]
+fn jsonl_peer_names_the_line_it_cannot_decode() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.jsonl");
+    let good = serde_json::to_string(&reasoning_record("s", 0, 8)).unwrap();
+    std::fs::write(&path, format!("{good}\nnot json\n")).unwrap();
+    match JsonlPeer::decode(&path) {
+        Err(BenchError::Json { line, .. }) => assert_eq!(line, 2),
+        other => panic!("expected a json error on line 2, got {other:?}"),
+    }
+}
+
+#[test]
+fn sqlite_peer_is_wal_normal_and_keeps_sessions_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut peer = SqlitePeer::open(dir.path().join("db.sqlite")).unwrap();
+    let a = turn_session("a", 10, 200);
+    let b = turn_session("b", 5, 32);
+    for record in a.iter().chain(&b) {
+        peer.append(record).unwrap();
+    }
+    assert_eq!(peer.replay("a").unwrap(), a);
+    assert_eq!(peer.replay("b").unwrap(), b);
+    assert!(peer.replay("c").unwrap().is_empty());
+    let mode: String = peer
+        .connection
+        .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    // 1 is NORMAL.
+    let sync: i64 = peer
+        .connection
+        .query_row("PRAGMA synchronous", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(sync, 1);
+    assert!(peer.bytes_on_disk().unwrap() > 15 * 32);
+}
+
+#[test]
+fn results_land_under_the_target_dir() {
+    let dir = results_dir();
+    assert!(dir.ends_with("cuca-bench"));
+    assert!(dir
+        .parent()
+        .is_some_and(|p| p.ends_with("target") || std::env::var_os("CARGO_TARGET_DIR").is_some()));
+}

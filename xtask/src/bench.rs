@@ -1,0 +1,668 @@
+//! `cargo xtask bench [--quick]`: runs the criterion benches, then prints one table of each
+//! figure beside its baseline measured in the same run, the ratio, the target and a verdict.
+//!
+//! Everything the table knows is in two constants: [`TARGETS`] (which benches run, and with
+//! which filter in `--quick` mode) and [`ROWS`] (which measurement is a figure, which is its
+//! baseline, and what the target is). Measurements come from criterion's own
+//! `target/criterion/**/new/{benchmark,estimates}.json` (the median, per element when the
+//! group declared element throughput), from `target/cuca-bench/peers-sizes.json` (bytes on
+//! disk, written by `crates/cuca-bench/benches/peers.rs`), and from two lines benches print:
+//! the call-log bench's percentile table and the journal bench's peak-RSS line. A criterion
+//! result older than this run's start is treated as missing, so no ratio ever mixes runs.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Instant, SystemTime};
+
+use anyhow::{bail, Context};
+
+/// Criterion settings of a smoke run: the whole `--quick` run stays under two minutes on a
+/// warm build, at the price of wider confidence intervals.
+const QUICK_ARGS: &[&str] = &[
+    "--warm-up-time",
+    "0.5",
+    "--measurement-time",
+    "1",
+    "--sample-size",
+    "10",
+];
+
+/// Criterion settings of a full run: the shared-machine settings every crate's own figures
+/// in `docs/performance.md` were measured with.
+const FULL_ARGS: &[&str] = &["--warm-up-time", "1", "--measurement-time", "3"];
+
+/// What a bench target runs in `--quick` mode.
+#[derive(Debug, Clone, Copy)]
+enum Quick {
+    /// Everything in it.
+    All,
+    /// Only the benchmarks whose id matches this criterion filter (a regex).
+    Filter(&'static str),
+    /// Nothing: the table's rows do not read it, it runs in full mode only.
+    Skip,
+}
+
+/// One `cargo bench -p <package> --bench <bench>` invocation.
+#[derive(Debug)]
+struct Target {
+    package: &'static str,
+    bench: &'static str,
+    quick: Quick,
+    /// Environment in `--quick` mode.
+    quick_env: &'static [(&'static str, &'static str)],
+    /// Environment in full mode.
+    full_env: &'static [(&'static str, &'static str)],
+}
+
+/// Every bench in the workspace. Quick mode runs only what [`ROWS`] reads.
+const TARGETS: &[Target] = &[
+    Target {
+        package: "cuca-bench",
+        bench: "peers",
+        quick: Quick::All,
+        quick_env: &[],
+        full_env: &[],
+    },
+    Target {
+        package: "cuca-session-log",
+        bench: "hooks",
+        quick: Quick::Filter("^memory/"),
+        quick_env: &[],
+        full_env: &[],
+    },
+    Target {
+        package: "cuca-client",
+        bench: "stream",
+        quick: Quick::Filter("raw_sse_bytes|client_counting_plugin"),
+        quick_env: &[],
+        full_env: &[],
+    },
+    // The call-log bench always prints its percentile table after criterion; the filter only
+    // trims criterion's part to the 8-writer rows.
+    Target {
+        package: "cuca-calllog",
+        bench: "append",
+        quick: Quick::Filter("8 writers"),
+        quick_env: &[],
+        full_env: &[],
+    },
+    // The peak-RSS run is opt-in in the journal bench. Quick mode assembles 128 MiB (the
+    // filter matches no criterion benchmark, so only that run happens); full mode the 1 GiB
+    // the target names, then the criterion benchmarks.
+    Target {
+        package: "cuca-journal",
+        bench: "assemble",
+        quick: Quick::Filter("^rss$"),
+        quick_env: &[("CUCA_BENCH_RSS_GIB", "0.125")],
+        full_env: &[("CUCA_BENCH_RSS_GIB", "1")],
+    },
+    Target {
+        package: "cuca-store-file",
+        bench: "append_replay",
+        quick: Quick::Skip,
+        quick_env: &[],
+        full_env: &[],
+    },
+    Target {
+        package: "cuca-replay",
+        bench: "replay",
+        quick: Quick::Skip,
+        quick_env: &[],
+        full_env: &[],
+    },
+    Target {
+        package: "cuca-journal",
+        bench: "capture",
+        quick: Quick::Skip,
+        quick_env: &[],
+        full_env: &[],
+    },
+    // PostgreSQL rows run only when CUCA_PG_URL is set; the in-memory and file rows always.
+    Target {
+        package: "cuca-store-postgres",
+        bench: "pg",
+        quick: Quick::Skip,
+        quick_env: &[],
+        full_env: &[],
+    },
+];
+
+/// Where a measurement comes from.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    /// A criterion benchmark by its full id: the median time, per element when the group
+    /// declared element throughput.
+    Criterion(&'static str),
+    /// Bytes on disk in `peers-sizes.json`: payload (`"32B"`), store (`"cslog"`, `"jsonl"`).
+    Size(&'static str, &'static str),
+    /// The call-log bench's percentile table: p99 of the writer named, at 8 writers.
+    CalllogP99(&'static str),
+    /// A field of the journal bench's `peak-RSS run:` line, in KiB.
+    JournalRss(&'static str),
+}
+
+/// How the ratio column is computed.
+#[derive(Debug, Clone, Copy)]
+enum Ratio {
+    /// Baseline time over figure time: how many times as fast the figure is.
+    Speed,
+    /// Figure over baseline: what the figure costs in baselines (time, bytes, memory).
+    Cost,
+}
+
+/// The target for a row.
+#[derive(Debug, Clone, Copy)]
+enum Goal {
+    /// The ratio is at least this.
+    AtLeast(f64),
+    /// The ratio is at most this.
+    AtMost(f64),
+    /// The figure itself is below this many of its unit (ns or KiB).
+    Below(f64),
+    /// Context, no target.
+    Info,
+}
+
+/// One line of the table.
+#[derive(Debug)]
+struct Row {
+    figure: &'static str,
+    of: Source,
+    baseline: &'static str,
+    against: Source,
+    ratio: Ratio,
+    goal: Goal,
+}
+
+const fn row(
+    figure: &'static str,
+    of: Source,
+    baseline: &'static str,
+    against: Source,
+    ratio: Ratio,
+    goal: Goal,
+) -> Row {
+    Row {
+        figure,
+        of,
+        baseline,
+        against,
+        ratio,
+        goal,
+    }
+}
+
+use Goal::{AtLeast, AtMost, Below, Info};
+use Ratio::{Cost, Speed};
+use Source::{CalllogP99, Criterion as C, JournalRss, Size};
+
+/// The mapping from bench ids to table rows: the one place to change when a bench or a
+/// target changes. Times are per element (per append, per replayed record, per streamed
+/// block) wherever the bench declared element throughput.
+#[rustfmt::skip]
+const ROWS: &[Row] = &[
+    // FileBackend appends: ≥ 85% of the raw-write limit, ≥ 1.2× JSONL, ≥ 3× SQLite.
+    row("FileBackend append 32 B", C("peers/append/32B/file_backend"), "raw write", C("peers/append/32B/raw_write"), Speed, AtLeast(0.85)),
+    row("FileBackend append 200 B", C("peers/append/200B/file_backend"), "raw write", C("peers/append/200B/raw_write"), Speed, AtLeast(0.85)),
+    row("FileBackend append 1 KiB", C("peers/append/1024B/file_backend"), "raw write", C("peers/append/1024B/raw_write"), Speed, AtLeast(0.85)),
+    row("FileBackend append 32 B", C("peers/append/32B/file_backend"), "JSONL append", C("peers/append/32B/jsonl"), Speed, AtLeast(1.2)),
+    row("FileBackend append 200 B", C("peers/append/200B/file_backend"), "JSONL append", C("peers/append/200B/jsonl"), Speed, AtLeast(1.2)),
+    row("FileBackend append 1 KiB", C("peers/append/1024B/file_backend"), "JSONL append", C("peers/append/1024B/jsonl"), Speed, AtLeast(1.2)),
+    row("FileBackend append 32 B", C("peers/append/32B/file_backend"), "SQLite insert", C("peers/append/32B/sqlite"), Speed, AtLeast(3.0)),
+    row("FileBackend append 200 B", C("peers/append/200B/file_backend"), "SQLite insert", C("peers/append/200B/sqlite"), Speed, AtLeast(3.0)),
+    row("FileBackend append 1 KiB", C("peers/append/1024B/file_backend"), "SQLite insert", C("peers/append/1024B/sqlite"), Speed, AtLeast(3.0)),
+    // Replay: load + segment ≥ 3× the JSONL decode; the memcpy read is the physical limit.
+    row("replay load+segment 32 B", C("peers/replay/32B/replay_load_segment"), "JSONL decode", C("peers/replay/32B/jsonl_decode"), Speed, AtLeast(3.0)),
+    row("replay load+segment 200 B", C("peers/replay/200B/replay_load_segment"), "JSONL decode", C("peers/replay/200B/jsonl_decode"), Speed, AtLeast(3.0)),
+    row("replay load+segment 1 KiB", C("peers/replay/1024B/replay_load_segment"), "JSONL decode", C("peers/replay/1024B/jsonl_decode"), Speed, AtLeast(3.0)),
+    row("replay load+segment 32 B", C("peers/replay/32B/replay_load_segment"), "memcpy read of the .cslog", C("peers/replay/32B/memcpy_read"), Speed, Info),
+    row("replay load+segment 200 B", C("peers/replay/200B/replay_load_segment"), "memcpy read of the .cslog", C("peers/replay/200B/memcpy_read"), Speed, Info),
+    row("replay load+segment 1 KiB", C("peers/replay/1024B/replay_load_segment"), "memcpy read of the .cslog", C("peers/replay/1024B/memcpy_read"), Speed, Info),
+    row("FileBackend replay 1 KiB", C("peers/replay/1024B/file_backend_replay"), "SQLite select", C("peers/replay/1024B/sqlite_replay"), Speed, Info),
+    // Size on disk ≤ 60% of JSONL.
+    row(".cslog size 32 B", Size("32B", "cslog"), "JSONL size", Size("32B", "jsonl"), Cost, AtMost(0.60)),
+    row(".cslog size 200 B", Size("200B", "cslog"), "JSONL size", Size("200B", "jsonl"), Cost, AtMost(0.60)),
+    row(".cslog size 1 KiB", Size("1024B", "cslog"), "JSONL size", Size("1024B", "jsonl"), Cost, AtMost(0.60)),
+    row(".cslog size 200 B", Size("200B", "cslog"), "SQLite size", Size("200B", "sqlite"), Cost, Info),
+    // The session-log hook under 1 µs per block over InMemoryBackend.
+    row("on_stream_chunk (memory)", C("memory/on_stream_chunk"), "InMemoryBackend append", C("memory/backend_append_baseline"), Cost, Below(1_000.0)),
+    row("on_stream_chunk (file)", C("file/on_stream_chunk"), "FileBackend append", C("file/backend_append_baseline"), Cost, Info),
+    // Client overhead ≤ 5% of the raw SSE read.
+    row("client stream, per block", C("stream_10k_chunks/client_counting_plugin"), "raw SSE read", C("stream_10k_chunks/raw_sse_bytes"), Cost, AtMost(1.05)),
+    row("client + session log, per block", C("stream_10k_chunks/client_session_log"), "raw SSE read", C("stream_10k_chunks/raw_sse_bytes"), Cost, Info),
+    // Call-log append p99 under 50 µs at 8 writers.
+    row("calllog append p99, 8 writers", CalllogP99("cuca-calllog append"), "raw write p99, 8 writers", CalllogP99("raw write of the line bytes"), Cost, Below(50_000.0)),
+    row("calllog append p99, 8 writers", CalllogP99("cuca-calllog append"), "tracing-appender p99", CalllogP99("tracing-appender JSON (non-blocking)"), Cost, Info),
+    // Journal assembly's peak RSS independent of size: under 64 MiB.
+    row("journal assembly VmHWM", JournalRss("vmHwmKib"), "VmHWM at process start", JournalRss("vmHwmBeforeKib"), Cost, Below(64.0 * 1024.0)),
+    row("journal assembly 16 MiB, gzip 1", C("assemble/assemble_16MiB/1"), "gzip -1 of the journal", C("assemble/gzip_copy_16MiB_baseline/1"), Cost, Info),
+    // Replay over InMemoryBackend, 100k records (the replay crate's own bench).
+    row("replay load, 100k records (memory)", C("replay_100k/load"), "backend.replay clone", C("replay_100k/backend_replay_baseline"), Cost, Info),
+];
+
+/// What a value measures, for printing and for [`Goal::Below`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Unit {
+    Nanos,
+    Bytes,
+    Kib,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Value {
+    amount: f64,
+    unit: Unit,
+}
+
+impl Value {
+    fn show(&self) -> String {
+        let a = self.amount;
+        match self.unit {
+            Unit::Nanos if a < 1e3 => format!("{a:.0} ns"),
+            Unit::Nanos if a < 1e6 => format!("{:.2} µs", a / 1e3),
+            Unit::Nanos if a < 1e9 => format!("{:.1} ms", a / 1e6),
+            Unit::Nanos => format!("{:.2} s", a / 1e9),
+            Unit::Bytes if a < 1e4 => format!("{a:.0} B"),
+            Unit::Bytes if a < 1e7 => format!("{:.1} KB", a / 1e3),
+            Unit::Bytes => format!("{:.1} MB", a / 1e6),
+            Unit::Kib => format!("{:.1} MiB", a / 1024.0),
+        }
+    }
+}
+
+/// Everything this run measured, by source.
+#[derive(Debug, Default)]
+struct Results {
+    criterion: HashMap<String, Value>,
+    sizes: Option<serde_json::Value>,
+    calllog: HashMap<String, f64>,
+    journal: Option<serde_json::Value>,
+}
+
+impl Results {
+    fn get(&self, source: Source) -> Option<Value> {
+        match source {
+            Source::Criterion(id) => self.criterion.get(id).copied(),
+            Source::Size(payload, store) => {
+                let sizes = self.sizes.as_ref()?.get(payload)?;
+                let n = sizes.get("n_records")?.as_f64()?;
+                Some(Value {
+                    amount: sizes.get(store)?.as_f64()? / n,
+                    unit: Unit::Bytes,
+                })
+            }
+            Source::CalllogP99(sink) => self.calllog.get(sink).map(|&micros| Value {
+                amount: micros * 1e3,
+                unit: Unit::Nanos,
+            }),
+            Source::JournalRss(field) => Some(Value {
+                amount: self.journal.as_ref()?.get(field)?.as_f64()?,
+                unit: Unit::Kib,
+            }),
+        }
+    }
+}
+
+/// Runs the benches (unless `no_run`) and prints the table.
+pub(crate) fn run(quick: bool, no_run: bool) -> anyhow::Result<()> {
+    let root = workspace_root();
+    let target_dir =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let logs = target_dir.join("cuca-bench").join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    let load_before = load_average();
+    // Criterion results are timestamped by the file system; a one-second margin keeps a
+    // coarse mtime from hiding this run's own first result.
+    let started = SystemTime::now() - std::time::Duration::from_secs(1);
+    let clock = Instant::now();
+    let selected: Vec<&Target> = TARGETS
+        .iter()
+        .filter(|t| !(quick && matches!(t.quick, Quick::Skip)))
+        .collect();
+
+    if !no_run {
+        for target in &selected {
+            build(&root, target)?;
+        }
+        println!(
+            "built {} bench targets in {:.0} s",
+            selected.len(),
+            clock.elapsed().as_secs_f64()
+        );
+        let running = Instant::now();
+        for target in &selected {
+            bench(&root, &logs, target, quick)?;
+        }
+        println!("ran them in {:.0} s", running.elapsed().as_secs_f64());
+    }
+
+    let mut results = Results::default();
+    let criterion_dir = target_dir.join("criterion");
+    let since = (!no_run).then_some(started);
+    read_criterion(&criterion_dir, since, &mut results.criterion)?;
+    let sizes = target_dir.join("cuca-bench").join("peers-sizes.json");
+    if fresh(&sizes, since) {
+        let text = std::fs::read_to_string(&sizes)
+            .with_context(|| format!("reading {}", sizes.display()))?;
+        results.sizes = Some(
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", sizes.display()))?,
+        );
+    }
+    if let Ok(log) = std::fs::read_to_string(logs.join("cuca-calllog-append.log")) {
+        if fresh(&logs.join("cuca-calllog-append.log"), since) {
+            results.calllog = calllog_p99(&log, 8);
+        }
+    }
+    if let Ok(log) = std::fs::read_to_string(logs.join("cuca-journal-assemble.log")) {
+        if fresh(&logs.join("cuca-journal-assemble.log"), since) {
+            results.journal = log
+                .lines()
+                .find_map(|l| l.strip_prefix("peak-RSS run: "))
+                .and_then(|json| serde_json::from_str(json).ok());
+        }
+    }
+
+    let mode = if quick { " --quick" } else { "" };
+    println!();
+    println!("{}", machine(load_before));
+    println!(
+        "command: `cargo xtask bench{mode}` (criterion {})",
+        if quick {
+            QUICK_ARGS.join(" ")
+        } else {
+            FULL_ARGS.join(" ")
+        }
+    );
+    println!();
+    print!("{}", table(&results));
+    if let Some(journal) = &results.journal {
+        println!();
+        println!(
+            "journal peak-RSS run: {} journal bytes assembled in {} s",
+            journal
+                .get("journalBytes")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0),
+            journal
+                .get("seconds")
+                .and_then(serde_json::Value::as_f64)
+                .unwrap_or(0.0),
+        );
+    }
+    println!("logs: {}", logs.display());
+    Ok(())
+}
+
+/// The markdown table: figure, value, baseline, value, ratio, target, met?
+fn table(results: &Results) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| figure | value | baseline (same run) | value | ratio | target | met? |"
+    );
+    let _ = writeln!(out, "| --- | ---: | --- | ---: | ---: | --- | --- |");
+    for row in ROWS {
+        let (figure, baseline) = (results.get(row.of), results.get(row.against));
+        let show = |v: Option<Value>| v.map_or_else(|| "not run".to_owned(), |v| v.show());
+        let ratio = match (figure, baseline) {
+            (Some(f), Some(b)) if f.amount > 0.0 && b.amount > 0.0 => Some(match row.ratio {
+                Ratio::Speed => b.amount / f.amount,
+                Ratio::Cost => f.amount / b.amount,
+            }),
+            _ => None,
+        };
+        let target = match (row.ratio, row.goal) {
+            (Ratio::Speed, Goal::AtLeast(x)) => format!("speed ≥ {x:.2}×"),
+            (Ratio::Cost, Goal::AtMost(x)) => format!("≤ {x:.2}×"),
+            (_, Goal::AtLeast(x)) => format!("≥ {x:.2}×"),
+            (_, Goal::AtMost(x)) => format!("≤ {x:.2}×"),
+            (_, Goal::Below(x)) => {
+                let unit = figure.map_or(Unit::Nanos, |v| v.unit);
+                format!("< {}", Value { amount: x, unit }.show())
+            }
+            (_, Goal::Info) => "—".to_owned(),
+        };
+        let met = match (row.goal, ratio, figure) {
+            (Goal::Info, _, _) => "—",
+            (Goal::AtLeast(x), Some(r), _) => verdict(r >= x),
+            (Goal::AtMost(x), Some(r), _) => verdict(r <= x),
+            (Goal::Below(x), _, Some(f)) => verdict(f.amount < x),
+            _ => "not run",
+        };
+        let ratio = ratio.map_or_else(|| "—".to_owned(), |r| format!("{r:.2}×"));
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {ratio} | {target} | {met} |",
+            row.figure,
+            show(figure),
+            row.baseline,
+            show(baseline),
+        );
+    }
+    out
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "yes"
+    } else {
+        "**no**"
+    }
+}
+
+/// `cargo bench --no-run` for one target, so build time is not counted as bench time.
+fn build(root: &Path, target: &Target) -> anyhow::Result<()> {
+    let status = Command::new(cargo())
+        .current_dir(root)
+        .args([
+            "bench",
+            "--quiet",
+            "--no-run",
+            "-p",
+            target.package,
+            "--bench",
+            target.bench,
+        ])
+        .status()
+        .with_context(|| format!("starting cargo for {}/{}", target.package, target.bench))?;
+    if !status.success() {
+        bail!(
+            "building {}/{} failed ({status})",
+            target.package,
+            target.bench
+        );
+    }
+    Ok(())
+}
+
+/// Runs one target, its stdout and stderr into `logs/<package>-<bench>.log`.
+fn bench(root: &Path, logs: &Path, target: &Target, quick: bool) -> anyhow::Result<()> {
+    let log_path = logs.join(format!("{}-{}.log", target.package, target.bench));
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
+    let mut command = Command::new(cargo());
+    command
+        .current_dir(root)
+        .args([
+            "bench",
+            "--quiet",
+            "-p",
+            target.package,
+            "--bench",
+            target.bench,
+            "--",
+        ])
+        .stdout(log.try_clone().context("cloning the log handle")?)
+        .stderr(log);
+    if quick {
+        command
+            .args(QUICK_ARGS)
+            .envs(target.quick_env.iter().copied());
+        if let Quick::Filter(filter) = target.quick {
+            command.arg(filter);
+        }
+    } else {
+        command
+            .args(FULL_ARGS)
+            .envs(target.full_env.iter().copied());
+    }
+    let started = Instant::now();
+    let status = command
+        .status()
+        .with_context(|| format!("starting cargo for {}/{}", target.package, target.bench))?;
+    println!(
+        "  {}/{}: {:.0} s{}",
+        target.package,
+        target.bench,
+        started.elapsed().as_secs_f64(),
+        if status.success() { "" } else { " FAILED" }
+    );
+    if !status.success() {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(20).collect();
+        for line in tail.into_iter().rev() {
+            eprintln!("    {line}");
+        }
+        bail!(
+            "{}/{} failed ({status}); log: {}",
+            target.package,
+            target.bench,
+            log_path.display()
+        );
+    }
+    Ok(())
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
+/// Whether `path` was written at or after `since` (always, without a `since`).
+fn fresh(path: &Path, since: Option<SystemTime>) -> bool {
+    let modified = std::fs::metadata(path).and_then(|m| m.modified());
+    match (modified, since) {
+        (Err(_), _) => false,
+        (Ok(_), None) => true,
+        (Ok(modified), Some(since)) => modified >= since,
+    }
+}
+
+/// Every `new/benchmark.json` under `dir` with its median, per element when the group
+/// declared element throughput, skipping results older than `since`.
+fn read_criterion(
+    dir: &Path,
+    since: Option<SystemTime>,
+    out: &mut HashMap<String, Value>,
+) -> anyhow::Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !path.is_dir() {
+            continue;
+        }
+        let (benchmark, estimates) = (
+            path.join("new/benchmark.json"),
+            path.join("new/estimates.json"),
+        );
+        if path
+            .file_name()
+            .is_some_and(|n| n != "new" && n != "base" && n != "change")
+        {
+            read_criterion(&path, since, out)?;
+        }
+        if !fresh(&estimates, since) || !benchmark.is_file() {
+            continue;
+        }
+        let read = |p: &Path| -> anyhow::Result<serde_json::Value> {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))
+        };
+        let (meta, est) = (read(&benchmark)?, read(&estimates)?);
+        let Some(id) = meta.get("full_id").and_then(serde_json::Value::as_str) else {
+            continue;
+        };
+        let Some(median) = est
+            .pointer("/median/point_estimate")
+            .and_then(serde_json::Value::as_f64)
+        else {
+            continue;
+        };
+        let elements = meta
+            .pointer("/throughput/Elements")
+            .and_then(serde_json::Value::as_u64)
+            .filter(|&n| n > 0);
+        out.insert(
+            id.to_owned(),
+            Value {
+                amount: median / elements.unwrap_or(1) as f64,
+                unit: Unit::Nanos,
+            },
+        );
+    }
+    Ok(())
+}
+
+/// p99 in µs by writer name, from the call-log bench's table rows
+/// `| <writer> | <writers> | median | p99 | …`.
+fn calllog_p99(log: &str, writers: u32) -> HashMap<String, f64> {
+    let mut out = HashMap::new();
+    for line in log.lines() {
+        let cells: Vec<&str> = line
+            .trim()
+            .trim_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect();
+        if cells.len() < 4 || cells[1].parse::<u32>().ok() != Some(writers) {
+            continue;
+        }
+        if let Ok(p99) = cells[3].parse::<f64>() {
+            out.insert(cells[0].to_owned(), p99);
+        }
+    }
+    out
+}
+
+/// `/proc/loadavg`'s first three fields, or nothing off Linux.
+fn load_average() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    Some(
+        text.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+/// One line naming the machine: cores, CPU model, load average before and after.
+fn machine(load_before: Option<String>) -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|rest| rest.trim_start_matches([' ', '\t', ':']).trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    let load = match (load_before, load_average()) {
+        (Some(before), Some(after)) => format!("load average {before} before, {after} after"),
+        _ => "load average unknown".to_owned(),
+    };
+    format!("machine: {cores} cores, {model}; {load}")
+}
+
+fn workspace_root() -> PathBuf {
+    // xtask's manifest is `{root}/xtask/Cargo.toml`.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+#[cfg(test)]
+mod tests;

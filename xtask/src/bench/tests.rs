@@ -1,0 +1,124 @@
+//! Unit tests: the table reads criterion's files, the call-log table and the goals right.
+
+use super::*;
+
+fn write_result(dir: &Path, full_id: &str, median_ns: f64, elements: Option<u64>) {
+    let new = dir.join(full_id.replace('/', "_")).join("new");
+    std::fs::create_dir_all(&new).unwrap();
+    let throughput = elements.map_or(
+        serde_json::Value::Null,
+        |n| serde_json::json!({ "Elements": n }),
+    );
+    std::fs::write(
+        new.join("benchmark.json"),
+        serde_json::json!({ "full_id": full_id, "throughput": throughput }).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        new.join("estimates.json"),
+        serde_json::json!({ "median": { "point_estimate": median_ns } }).to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn criterion_medians_are_read_per_element() {
+    let dir = tempfile::tempdir().unwrap();
+    write_result(
+        dir.path(),
+        "peers/replay/32B/jsonl_decode",
+        7_800_000.0,
+        Some(7_800),
+    );
+    write_result(dir.path(), "noop_hook_call", 35.0, None);
+    let mut out = HashMap::new();
+    read_criterion(dir.path(), None, &mut out).unwrap();
+    assert_eq!(out["peers/replay/32B/jsonl_decode"].amount, 1_000.0);
+    assert_eq!(out["noop_hook_call"].amount, 35.0);
+    assert_eq!(out.len(), 2);
+}
+
+#[test]
+fn results_older_than_the_run_are_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    write_result(dir.path(), "memory/on_stream_chunk", 300.0, Some(1));
+    let later = SystemTime::now() + std::time::Duration::from_secs(3600);
+    let mut out = HashMap::new();
+    read_criterion(dir.path(), Some(later), &mut out).unwrap();
+    assert!(out.is_empty());
+}
+
+#[test]
+fn calllog_p99_is_read_from_its_table_at_the_asked_writer_count() {
+    let log = "\n| writer | writers | median µs/row | p99 µs/row | p99.9 µs/row | mean µs/row | p99 vs raw write | wall rows/s |\n\
+               |---|---|---|---|---|---|---|---|\n\
+               | raw write of the line bytes | 1 | 1.00 | 2.00 | 3.00 | 1.10 | 1.00× | 9000 |\n\
+               | raw write of the line bytes | 8 | 4.00 | 12.50 | 30.00 | 5.00 | 1.00× | 9000 |\n\
+               | cuca-calllog append | 8 | 5.00 | 7.25 | 40.00 | 6.00 | 0.58× | 9000 |\n";
+    let p99 = calllog_p99(log, 8);
+    assert_eq!(p99.len(), 2);
+    assert_eq!(p99["cuca-calllog append"], 7.25);
+    assert_eq!(p99["raw write of the line bytes"], 12.5);
+}
+
+#[test]
+fn the_table_gives_ratios_and_verdicts_and_says_what_did_not_run() {
+    let mut results = Results::default();
+    let ns = |amount| Value {
+        amount,
+        unit: Unit::Nanos,
+    };
+    // FileBackend at 2 µs against a 1.6 µs raw write: 0.80× the raw speed, under 0.85.
+    results
+        .criterion
+        .insert("peers/append/32B/file_backend".into(), ns(2_000.0));
+    results
+        .criterion
+        .insert("peers/append/32B/raw_write".into(), ns(1_600.0));
+    results
+        .criterion
+        .insert("peers/append/32B/sqlite".into(), ns(10_000.0));
+    results
+        .criterion
+        .insert("memory/on_stream_chunk".into(), ns(326.0));
+    results
+        .criterion
+        .insert("memory/backend_append_baseline".into(), ns(153.0));
+    let table = table(&results);
+    let line = |figure: &str, baseline: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {figure} |")) && l.contains(baseline))
+            .unwrap()
+            .to_owned()
+    };
+    assert!(line("FileBackend append 32 B", "raw write")
+        .ends_with("| 0.80× | speed ≥ 0.85× | **no** |"));
+    assert!(line("FileBackend append 32 B", "SQLite insert")
+        .ends_with("| 5.00× | speed ≥ 3.00× | yes |"));
+    assert!(line("FileBackend append 32 B", "JSONL append")
+        .ends_with("| not run | — | speed ≥ 1.20× | not run |"));
+    assert!(line("on_stream_chunk (memory)", "InMemoryBackend")
+        .ends_with("| 2.13× | < 1.00 µs | yes |"));
+    assert_eq!(table.lines().count(), ROWS.len() + 2);
+}
+
+#[test]
+fn every_row_reads_a_bench_that_some_target_runs() {
+    // Criterion group prefixes of each target, so a renamed group shows up here.
+    let groups = [
+        "peers/",
+        "memory/",
+        "file/",
+        "stream_10k_chunks/",
+        "assemble/",
+        "replay_100k/",
+    ];
+    for row in ROWS {
+        for source in [row.of, row.against] {
+            if let Source::Criterion(id) = source {
+                assert!(groups.iter().any(|g| id.starts_with(g)), "{id}");
+            }
+        }
+    }
+}
