@@ -4,10 +4,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives one level below the root")
-        .to_path_buf()
+    // xtask lives one level below the workspace root.
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -63,8 +61,8 @@ fn every_source_file_opens_with_a_module_doc() {
     );
 }
 
-/// The brief: "Never a stub, a todo!(), a test that asserts nothing"; STYLE.md: "No
-/// #[ignore], no #[should_panic]".
+/// The brief: "Never a stub … or a test that asserts nothing"; STYLE.md: no ignored and no
+/// panic-expecting tests (the attribute names are spelled in pieces below).
 #[test]
 fn no_stubs_and_no_skipped_tests() {
     // Spelled in pieces so this file does not match itself.

@@ -1,3 +1,5 @@
+//! Unit tests of InMemoryBackend: the cap, fork atomicity and gauges.
+
 use cuca_events::{PluginError, SessionBackend, SessionEvent};
 use cuca_testkit::{append_all, demo_turn, record};
 
