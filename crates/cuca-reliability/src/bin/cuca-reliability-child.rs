@@ -6,9 +6,15 @@
 //! cuca-reliability-child session  <dir> <session_id> <buffered|sync> [max_records]
 //! cuca-reliability-child calllog  <file> <first_call> [max_calls]
 //! cuca-reliability-child journal  <workspace> [max_entries]
+//! cuca-reliability-child calllog-full <file> <calls>
+//! cuca-reliability-child journal-full <workspace> <entries>
 //! cuca-reliability-child lock     <dir> <session_id>
 //! cuca-reliability-child verify   <dir> <session_id>
 //! ```
+//!
+//! The `-full` modes are for a disk that fills up: they make every call whatever the log does,
+//! print `ack <n>` per call, then `silenced <bool>` or the journal's `stopped <reason>` and
+//! `error <message>` lines, and exit 0 — the run they observe must not notice.
 //!
 //! `lock` opens the session for append, prints `locked`, and holds it until stdin closes.
 //! `verify` prints what a fresh `FileBackend` reads back: `verdict <clean|recovered|refused>`
@@ -156,6 +162,59 @@ fn journal(args: &[String]) -> Result<()> {
     writeln!(out, "finished {} {:?}", status.entries, status.stopped).map_err(|e| e.to_string())
 }
 
+fn calllog_full(args: &[String]) -> Result<()> {
+    let path = PathBuf::from(arg(args, 2, "file")?);
+    let calls = limit(args, 3)?;
+    let log = cuca_calllog::CallLog::builder()
+        .path(Some(path))
+        .bodies(true)
+        .build();
+    let mut out = std::io::stdout().lock();
+    for n in 0..calls {
+        // The "call": its result must not depend on the log.
+        let call = log.start(cuca_calllog::Record {
+            id: payload::call_id(n),
+            run: "full".into(),
+            request_body: payload::call_body(n),
+            ..Default::default()
+        });
+        call.finish(cuca_calllog::Record {
+            status: 200,
+            completion_tokens: n,
+            ..Default::default()
+        });
+        ack(&mut out, n)?;
+    }
+    writeln!(out, "silenced {}", log.is_silenced()).map_err(|e| e.to_string())
+}
+
+fn journal_full(args: &[String]) -> Result<()> {
+    let workspace = PathBuf::from(arg(args, 2, "workspace")?);
+    let entries = limit(args, 3)?;
+    let config =
+        cuca_journal::RecorderConfig::new(&workspace, "full").map_err(|e| e.to_string())?;
+    let recorder = cuca_journal::Recorder::start(config).map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout().lock();
+    for n in 0..entries {
+        let output = payload::session_text(n);
+        recorder.tool_result(
+            "root",
+            &cuca_journal::ToolOutcome {
+                call_id: &payload::call_id(n),
+                name: "shell",
+                arguments: "{}",
+                output: &output,
+                is_error: false,
+            },
+        );
+        ack(&mut out, n)?;
+    }
+    let status = recorder.finish();
+    writeln!(out, "stopped {:?}", status.stopped).map_err(|e| e.to_string())?;
+    writeln!(out, "entries {}", status.entries).map_err(|e| e.to_string())?;
+    writeln!(out, "reason {}", status.error.unwrap_or_default()).map_err(|e| e.to_string())
+}
+
 fn lock(args: &[String]) -> Result<()> {
     let dir = PathBuf::from(arg(args, 2, "dir")?);
     let session_id = arg(args, 3, "session_id")?;
@@ -205,6 +264,8 @@ fn main() -> ExitCode {
         Some("session") => session(&args),
         Some("calllog") => calllog(&args),
         Some("journal") => journal(&args),
+        Some("calllog-full") => calllog_full(&args),
+        Some("journal-full") => journal_full(&args),
         Some("lock") => lock(&args),
         Some("verify") => verify(&args),
         other => Err(format!("unknown mode {other:?}")),
