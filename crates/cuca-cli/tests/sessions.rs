@@ -467,3 +467,34 @@ fn bad_arguments_are_usage_errors_and_help_is_success() {
     assert_eq!(help.code, 0);
     assert!(help.stdout.contains("Exit codes: 0 success"));
 }
+
+#[test]
+fn verify_of_many_sessions_draws_no_progress_bar_or_colour_off_a_terminal() {
+    // The bar and colours are for a person at a terminal: piped stderr stays plain, with or
+    // without NO_COLOR.
+    let dir = tempfile::tempdir().unwrap();
+    let exported = run(&["export", path(&fixtures_dir()), "demo"]);
+    let jsonl = dir.path().join("demo.jsonl");
+    std::fs::write(&jsonl, &exported.stdout).unwrap();
+    let store = dir.path().join("store");
+    for i in 0..12 {
+        let imported = run(&["import", path(&jsonl), path(&store), &format!("s{i:02}")]);
+        assert_eq!(imported.code, 0);
+    }
+    // 12 files of 903 bytes (33 records each), plus two torn bytes.
+    append_bytes(&store.join("s03.cslog"), b"\x02x");
+    for no_color in [None, Some("1")] {
+        let mut command = cuca();
+        if let Some(value) = no_color {
+            command.env("NO_COLOR", value);
+        }
+        let output = command.args(["verify", path(&store)]).output().unwrap();
+        assert_eq!(output.status.code(), Some(0));
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.starts_with("cuca: warning: session \"s03\""), "{stderr}");
+        assert!(!stderr.contains('\x1b') && !stderr.contains('\r'), "{stderr:?}");
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        assert!(stdout.ends_with("12 sessions, 396 records, 10838 bytes: 11 clean, 1 recovered (loadable, nothing lost), 0 refused\n"), "{stdout}");
+    }
+}
