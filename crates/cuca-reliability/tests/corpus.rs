@@ -4,6 +4,8 @@
 //! the same `scan` report; its agreement with the scan is the CLI's own tests' business.)
 //!
 //! `CUCA_BLESS=1` rewrites the corpus from `cuca_reliability::corpus`.
+// Helpers outside `#[test]` functions unwrap too: a failure there should stop the test.
+#![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -4,6 +4,8 @@
 //!
 //! `CUCA_RELIABILITY_KILLS=N` raises the number of kills per test (the figures in
 //! `docs/reliability.md` come from such a run); `CUCA_RELIABILITY_SEED` replays a run.
+// Helpers outside `#[test]` functions unwrap too: a failure there should stop the test.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

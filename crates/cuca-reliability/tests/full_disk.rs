@@ -5,6 +5,8 @@
 //! `ENOSPC`; the files are copied out before the namespace goes. Everywhere, the `.cslog` test
 //! also runs under `RLIMIT_FSIZE` (`ulimit -f` with `SIGXFSZ` ignored), where a write past the
 //! limit is cut short and the next one fails with `EFBIG`: the same short-write path.
+// Helpers outside `#[test]` functions unwrap too: a failure there should stop the test.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
