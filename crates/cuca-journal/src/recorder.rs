@@ -849,9 +849,9 @@ impl Recorder {
             guard.stopped = Some(StopReason::WriteFailed);
             // The count the terminating line carries is what the file holds, not what was queued.
             guard.seq = self.inner.writer.durable().1;
-            let error = self.inner.writer.error().or(rescue_error);
-            if guard.error.is_none() {
-                guard.error = error;
+            // The writer's own account outranks what a sender inferred from a closed queue.
+            if let Some(error) = self.inner.writer.error().or(rescue_error) {
+                guard.error = Some(error);
             }
         }
         self.status()

@@ -95,9 +95,7 @@ pub(crate) fn spawn(
             let loop_shared = Arc::clone(&shared);
             // The writer is the one piece of capture that may hit a bug of its own; catching the
             // panic here is what lets it be reported as a write failure rather than as silence.
-            let outcome = catch_unwind(AssertUnwindSafe(move || {
-                write_loop(sink, queue, &loop_shared)
-            }));
+            let outcome = catch_unwind(AssertUnwindSafe(|| write_loop(sink, &queue, &loop_shared)));
             match outcome {
                 Ok(Ok(())) => {}
                 Ok(Err(error)) => shared.fail(format!("writing the journal failed: {error}")),
@@ -106,6 +104,9 @@ pub(crate) fn spawn(
                     panic_message(payload.as_ref())
                 )),
             }
+            // The queue closes only now, after the failure is on record, so a sender that
+            // finds it closed also finds why.
+            drop(queue);
         })
 }
 
@@ -121,7 +122,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 
 fn write_loop(
     sink: Box<dyn Write + Send>,
-    queue: Receiver<Batch>,
+    queue: &Receiver<Batch>,
     shared: &WriterShared,
 ) -> io::Result<()> {
     let mut out = BufWriter::with_capacity(BUF_BYTES, sink);
