@@ -294,3 +294,28 @@ fn a_tool_output_and_the_tool_message_quoting_it_share_one_text() {
         "the output is written once"
     );
 }
+
+#[test]
+fn a_non_finite_temperature_is_recorded_as_absent_not_a_failure() {
+    // "Capture degrades; it never fails the run it observes." A NaN cannot be JSON; serde_json
+    // writes it as null, so the line stays valid and capture goes on.
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = start(dir.path());
+    let mut request = UnifiedRequest::new(vec![Message::user("hot")]);
+    request.temperature = Some(f32::NAN);
+    recorder.model_io(
+        "root",
+        &request,
+        RequestRole::AgentTurn,
+        &answer("ok"),
+        Duration::ZERO,
+    );
+    let status = recorder.finish();
+    assert_eq!((status.stopped, status.entries), (None, 1));
+    let lines = read_journal(recorder.path());
+    check_laws(&lines);
+    match &entries(&lines)[0].input {
+        cuca_journal::format::Input::ModelIo(io) => assert_eq!(io.request.temperature, None),
+        other => panic!("{other:?}"),
+    }
+}
