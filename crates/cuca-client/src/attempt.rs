@@ -2,11 +2,15 @@
 //!
 //! Everything the call log's start and end rows need meets here: the request's shape
 //! ([`AttemptShape`]), the attempt number, the status, the time to first token and the
-//! final usage ([`AttemptRecord`]). [`AttemptRecord::end`] is the one place an attempt ends.
+//! final usage ([`AttemptRecord`]). [`AttemptRecord::start`] writes the start row and
+//! [`AttemptRecord::end`] is the one place an attempt ends and its end row is written; an
+//! attempt dropped before that (the caller dropped the stream) is closed by the call log's
+//! guard as `cancelled`.
 
 use std::time::Duration;
 
 use bytes::Bytes;
+use cuca_calllog::{clip_error, CallLog, Ended, Record};
 use cuca_events::{PluginError, UnifiedRequest};
 use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use tokio::time::Instant;
@@ -18,29 +22,68 @@ use crate::decode::{clip, server_message, StreamSummary};
 /// bytes, and an HTML error page needs no more than its first screen to be recognised.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
-/// What was sent, in the call log's terms.
+/// The most bytes of one attempt's response kept for the call log's `response_body` (bodies
+/// pin only). Four mebibytes is a long reasoning answer many times over (a token's event is
+/// ~250 bytes of SSE, so 16,000 tokens), and it keeps one row far under the 256 MiB the
+/// bodies pin rotates at; the first bytes are kept and the row's `note` says how many there
+/// were.
+pub(crate) const MAX_LOGGED_RESPONSE: usize = 4 << 20;
+
+/// What was sent, in the call log's terms: the fields both rows of every attempt carry.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct AttemptShape {
     /// The model that travelled (empty: the server's loaded model).
     pub(crate) model: String,
     /// The answer ceiling that travelled.
     pub(crate) max_tokens: Option<u32>,
+    /// The reasoning effort word that travelled.
+    pub(crate) effort: Option<String>,
     /// Messages in the conversation.
     pub(crate) n_messages: usize,
     /// Tools offered.
     pub(crate) n_tools: usize,
     /// The request body's size.
     pub(crate) body_bytes: usize,
+    /// `metadata.run` of the request (the client fills it when the caller did not).
+    pub(crate) run: String,
+    /// `metadata.tag`: what the call was for.
+    pub(crate) tag: String,
+    /// `metadata.node`: the work the call belongs to.
+    pub(crate) node: String,
 }
 
 impl AttemptShape {
     pub(crate) fn of(request: &UnifiedRequest, body: &Bytes) -> Self {
+        let meta = &request.metadata;
         AttemptShape {
             model: request.model.clone(),
             max_tokens: request.max_tokens,
+            effort: request.reasoning_effort.clone(),
             n_messages: request.messages.len(),
             n_tools: request.tools.len(),
             body_bytes: body.len(),
+            run: meta.run.clone().unwrap_or_default(),
+            tag: meta.tag.clone().unwrap_or_default(),
+            node: meta.node.clone().unwrap_or_default(),
+        }
+    }
+
+    /// The row both of attempt `n`'s rows start from: who asked, and the request's shape in
+    /// counts and knobs, never its content.
+    fn row(&self, n: u32) -> Record {
+        Record {
+            run: self.run.clone(),
+            tag: self.tag.clone(),
+            node: self.node.clone(),
+            model: self.model.clone(),
+            effort: self.effort.clone().unwrap_or_default(),
+            max_tokens: self.max_tokens.map_or(0, u64::from),
+            messages: self.n_messages as u64,
+            tools: self.n_tools as u64,
+            // The client only ever sends `stream: true`.
+            stream: true,
+            attempt: n,
+            ..Record::default()
         }
     }
 }
@@ -49,14 +92,18 @@ impl AttemptShape {
 #[derive(Debug)]
 pub(crate) enum AttemptEnd<'a> {
     /// The stream finished; the summary holds finish reason, served model and usage.
-    Finished(&'a StreamSummary),
+    /// `answered` says whether any text or tool call came back.
+    Finished {
+        summary: &'a StreamSummary,
+        answered: bool,
+    },
     /// The attempt failed and the client will try again after `wait`.
     Retrying(&'a PluginError, Duration),
     /// The attempt failed and the call fails with it.
     Failed(&'a PluginError),
 }
 
-/// One attempt of a call, from sending to its end.
+/// One attempt of a call, from sending to its end, with its call-log guard.
 #[derive(Debug)]
 pub(crate) struct AttemptRecord {
     /// 1-based attempt number.
@@ -69,13 +116,29 @@ pub(crate) struct AttemptRecord {
     pub(crate) ttft: Option<Duration>,
     /// The call this attempt belongs to.
     call_id: String,
-    /// Whether [`AttemptRecord::end`] ran.
-    ended: bool,
+    /// What was sent, for the end row.
+    shape: AttemptShape,
+    /// The call log's guard: `Some` until the end row is written. Dropped unfinished, it
+    /// writes an end row saying `cancelled` (set at start: from then on the attempt lives
+    /// inside a future its caller may drop).
+    guard: Option<cuca_calllog::Attempt>,
+    /// The response bytes so far, kept only under the bodies pin, at most
+    /// [`MAX_LOGGED_RESPONSE`].
+    response: Option<Vec<u8>>,
+    /// Every response byte seen under the bodies pin, kept or not.
+    response_len: u64,
 }
 
 impl AttemptRecord {
-    /// Starts attempt `n` now.
-    pub(crate) fn start(n: u32, call_id: &str, shape: &AttemptShape) -> Self {
+    /// Starts attempt `n` now and writes its start row to `log`. Under the bodies pin the
+    /// start row carries the request body exactly as it is sent.
+    pub(crate) fn start(
+        n: u32,
+        call_id: &str,
+        shape: &AttemptShape,
+        log: &CallLog,
+        body: &Bytes,
+    ) -> Self {
         tracing::debug!(
             call_id,
             attempt = n,
@@ -86,27 +149,46 @@ impl AttemptRecord {
             body_bytes = shape.body_bytes,
             "model call attempt started"
         );
+        let bodies = log.bodies();
+        let mut row = shape.row(n);
+        if bodies {
+            row.request_body = String::from_utf8_lossy(body).into_owned();
+        }
+        let mut guard = log.start(row);
+        guard.on_drop(Ended::Cancelled);
         AttemptRecord {
             n,
             sent_at: Instant::now(),
             status: None,
             ttft: None,
             call_id: call_id.to_owned(),
-            ended: false,
+            shape: shape.clone(),
+            guard: Some(guard),
+            response: bodies.then(Vec::new),
+            response_len: 0,
         }
     }
 
-    /// Ends the attempt once; later calls are ignored.
-    pub(crate) fn end(&mut self, end: AttemptEnd<'_>) {
-        if self.ended {
-            return;
+    /// Keeps `bytes` of the response for the end row's `response_body`, under the bodies
+    /// pin only and up to [`MAX_LOGGED_RESPONSE`].
+    pub(crate) fn capture(&mut self, bytes: &[u8]) {
+        if let Some(kept) = self.response.as_mut() {
+            self.response_len += bytes.len() as u64;
+            let room = MAX_LOGGED_RESPONSE.saturating_sub(kept.len());
+            kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
         }
-        self.ended = true;
+    }
+
+    /// Ends the attempt once and writes its end row; later calls are ignored.
+    pub(crate) fn end(&mut self, end: AttemptEnd<'_>) {
+        let Some(guard) = self.guard.take() else {
+            return;
+        };
         let call_id = self.call_id.as_str();
-        let ms = self.sent_at.elapsed().as_millis() as u64;
-        let ttft_ms = self.ttft.map(|t| t.as_millis() as u64);
-        match end {
-            AttemptEnd::Finished(summary) => tracing::debug!(
+        let ms = ceil_ms(self.sent_at.elapsed());
+        let ttft_ms = self.ttft.map(ceil_ms);
+        match &end {
+            AttemptEnd::Finished { summary, .. } => tracing::debug!(
                 call_id,
                 attempt = self.n,
                 status = ?self.status,
@@ -137,13 +219,111 @@ impl AttemptRecord {
                 "model call attempt failed"
             ),
         }
+        let mut row = self.shape.row(self.n);
+        row.status = self.status.unwrap_or(0);
+        row.ms = ms;
+        row.ttft_ms = ttft_ms.unwrap_or(0);
+        match end {
+            AttemptEnd::Finished { summary, answered } => {
+                finished_row(&mut row, summary, answered);
+            }
+            AttemptEnd::Retrying(error, _) | AttemptEnd::Failed(error) => {
+                failed_row(&mut row, error);
+            }
+        }
+        if let Some(kept) = self.response.take() {
+            if self.response_len > kept.len() as u64 {
+                row.note = format!(
+                    "response_body keeps the first {} of {} bytes",
+                    kept.len(),
+                    self.response_len
+                );
+            }
+            row.response_body = String::from_utf8_lossy(&kept).into_owned();
+        }
+        guard.finish(row);
     }
 }
 
+/// What a finished stream adds to the end row: who served it, how it stopped, and the
+/// server's own counts.
+fn finished_row(row: &mut Record, summary: &StreamSummary, answered: bool) {
+    row.served = summary.model.clone().unwrap_or_default();
+    row.finish = summary.finish_reason.clone().unwrap_or_default();
+    if let Some(usage) = &summary.usage {
+        row.prompt_tokens = usage.prompt_tokens;
+        row.completion_tokens = usage.completion_tokens;
+        row.reasoning_tokens = usage.reasoning_tokens.unwrap_or(0);
+        row.cost = usage.cost.unwrap_or(0.0);
+    } else if let Some(timings) = &summary.timings {
+        // No usage chunk (a server that ignores stream_options): llama.cpp's timings are the
+        // server's own count too, the same fallback the response's token_usage uses.
+        row.prompt_tokens = timings.prompt_n.unwrap_or(0) + timings.cache_n.unwrap_or(0);
+        row.completion_tokens = timings.predicted_n.unwrap_or(0);
+    }
+    row.cached_tokens = match (&summary.prompt_cache, &summary.timings) {
+        (Some(cache), _) => cache.cached_tokens,
+        (None, Some(timings)) => timings.cache_n.unwrap_or(0),
+        (None, None) => 0,
+    };
+    // The thinking-ate-the-answer signature: no text (nor tool call), a `length` finish,
+    // and the whole ceiling that travelled spent.
+    row.empty_at_ceiling = !answered
+        && row.finish == "length"
+        && row.completion_tokens > 0
+        && row.max_tokens > 0
+        && row.completion_tokens >= row.max_tokens;
+}
+
+/// What a failure adds to the end row: the clipped error, the server's comeback
+/// instruction, and, when one of the client's own timeouts ended it, `ended: "deadline"`
+/// with the bound that fired.
+fn failed_row(row: &mut Record, error: &PluginError) {
+    row.error = match error {
+        // The provider's own sentence; the URL and status are on the row or beside it.
+        PluginError::Provider { message, .. } => clip_error(message),
+        other => clip_error(&other.to_string()),
+    };
+    if let PluginError::Provider {
+        retry_after_s: Some(seconds),
+        ..
+    } = error
+    {
+        row.retry_after = *seconds;
+    }
+    if let PluginError::Timeout {
+        phase, after_ms, ..
+    } = error
+    {
+        row.ended = Ended::Deadline.as_str().to_owned();
+        row.applied_ms = *after_ms;
+        row.applied = timeout_setting(phase).to_owned();
+    }
+}
+
+/// The [`crate::Timeouts`] field behind a timeout's phase word.
+fn timeout_setting(phase: &str) -> &str {
+    match phase {
+        "connection" => "connect",
+        "first token" => "first_token",
+        "data" => "idle",
+        "response" => "total",
+        other => other,
+    }
+}
+
+/// Milliseconds rounded up: a wait that was measured is never written as 0, which the call
+/// log reads as "not measured" and leaves off the row.
+fn ceil_ms(duration: Duration) -> u64 {
+    let micros = duration.as_micros();
+    u64::try_from(micros.div_ceil(1000)).unwrap_or(u64::MAX)
+}
+
 impl Drop for AttemptRecord {
-    /// An attempt nobody ended was cancelled: the caller dropped the stream mid-call.
+    /// An attempt nobody ended was cancelled: the caller dropped the stream mid-call. The
+    /// guard, dropped right after, writes the `cancelled` end row.
     fn drop(&mut self) {
-        if !self.ended {
+        if self.guard.is_some() {
             tracing::debug!(
                 call_id = %self.call_id,
                 attempt = self.n,
@@ -231,6 +411,7 @@ pub(crate) async fn send(
     }
     let retry_after = retry_after(response.headers());
     let body = read_error_body(response, at).await;
+    record.capture(body.as_bytes());
     let code = status.as_u16();
     Err(AttemptFailure {
         error: PluginError::Provider {
@@ -341,3 +522,6 @@ async fn read_error_body(mut response: reqwest::Response, deadline: Instant) -> 
     body.truncate(MAX_ERROR_BODY);
     String::from_utf8_lossy(&body).into_owned()
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use cuca_calllog::CallLog;
 use cuca_events::{
     AgentResponseStream, CucaPlugin, MessageContentBlock, PluginError, TokenUsage, UnifiedRequest,
     UnifiedResponse,
@@ -29,6 +30,8 @@ pub struct CucaClientBuilder {
     plugins: Vec<Arc<dyn CucaPlugin>>,
     timeouts: Timeouts,
     retry: RetryPolicy,
+    /// `None`: the process-global call log, looked up at each call.
+    call_log: Option<CallLog>,
 }
 
 impl fmt::Debug for CucaClientBuilder {
@@ -41,6 +44,7 @@ impl fmt::Debug for CucaClientBuilder {
             .field("plugins", &plugin_names(&self.plugins))
             .field("timeouts", &self.timeouts)
             .field("retry", &self.retry)
+            .field("call_log", &self.call_log)
             .finish()
     }
 }
@@ -127,6 +131,18 @@ impl CucaClientBuilder {
         self
     }
 
+    /// The call log every attempt writes its start and end rows to.
+    ///
+    /// Without one, the client writes to the process-global log
+    /// ([`cuca_calllog::global`]), looked up at each call so a later [`cuca_calllog::open`]
+    /// is honoured: `logs/calls.jsonl` under the state root, moved or turned off by
+    /// `CUCA_CALL_LOG`. A test hands in `CallLog::builder().path(Some(tmp)).build()`, or
+    /// [`CallLog::off`] for none.
+    pub fn with_call_log(mut self, log: CallLog) -> Self {
+        self.call_log = Some(log);
+        self
+    }
+
     /// Validates the settings and builds the client.
     pub fn build(self) -> Result<CucaClient, ClientError> {
         self.timeouts.validate()?;
@@ -178,6 +194,7 @@ impl CucaClientBuilder {
                 retry: self.retry,
                 http,
                 run_id: format!("{:08x}", rand::random::<u32>()),
+                call_log: self.call_log,
             }),
         })
     }
@@ -237,6 +254,18 @@ pub(crate) struct Inner {
     pub(crate) http: reqwest::Client,
     /// Filled into `metadata.run` of requests that name no run.
     pub(crate) run_id: String,
+    /// The call log given to the builder; `None` is the process-global one.
+    pub(crate) call_log: Option<CallLog>,
+}
+
+impl Inner {
+    /// The call log this call's attempts write to.
+    pub(crate) fn call_log(&self) -> CallLog {
+        match &self.call_log {
+            Some(log) => log.clone(),
+            None => cuca_calllog::global(),
+        }
+    }
 }
 
 /// An OpenAI-compatible streaming client whose plugins see every request, streamed block
@@ -259,6 +288,7 @@ impl fmt::Debug for CucaClient {
             .field("plugins", &plugin_names(&inner.plugins))
             .field("timeouts", &inner.timeouts)
             .field("retry", &inner.retry)
+            .field("call_log", &inner.call_log)
             .finish()
     }
 }
@@ -459,11 +489,12 @@ impl Turn {
     async fn send_with_retries(&mut self) -> Result<reqwest::Response, PluginError> {
         let body = self.body.clone().unwrap_or_default();
         let shape = AttemptShape::of(&self.request, &body);
+        let log = self.inner.call_log();
         let policy = self.inner.retry;
         let mut n = 0;
         loop {
             n += 1;
-            let mut record = AttemptRecord::start(n, &self.call_id, &shape);
+            let mut record = AttemptRecord::start(n, &self.call_id, &shape, &log, &body);
             let first_token = self.inner.timeouts.first_token;
             let deadline = Self::earliest(
                 self.total_deadline(),
@@ -533,6 +564,9 @@ impl Turn {
         };
         let decoded = match chunk {
             Some(bytes) => {
+                if let Some(record) = self.attempt.as_mut() {
+                    record.capture(&bytes);
+                }
                 let fed = self.decoder.feed(&bytes, &mut self.decoded);
                 fed.and_then(|()| {
                     if self.decoder.is_done() {
@@ -583,7 +617,15 @@ impl Turn {
 
     async fn complete(&mut self, summary: StreamSummary) {
         if let Some(record) = self.attempt.as_mut() {
-            record.end(AttemptEnd::Finished(&summary));
+            let answered = self.content.iter().any(|block| match block {
+                MessageContentBlock::Text { text } => !text.trim().is_empty(),
+                MessageContentBlock::ToolCall { .. } => true,
+                _ => false,
+            });
+            record.end(AttemptEnd::Finished {
+                summary: &summary,
+                answered,
+            });
         }
         // Without a usage chunk (a server that ignores stream_options), llama.cpp's timings
         // still count the tokens: prompt = evaluated + cached, completion = predicted.

@@ -20,6 +20,14 @@
 //! 429 and 5xx with jittered exponential back-off that honours `Retry-After`
 //! ([`RetryPolicy`]) — never once a block has reached the caller. Every error names the URL.
 //!
+//! Every attempt on the wire writes two rows to the call log ([`cuca_calllog`]): a start row
+//! as it goes out (run, tag, node, model, effort, ceiling, message and tool counts) and an end
+//! row when it comes back (status, times, finish, served model, the server's token counts,
+//! the clipped error) or is given up on (`ended`: `cancelled` when the caller drops the
+//! stream, `deadline` when one of the client's own timeouts fires). The log is the
+//! process-global one unless [`CucaClientBuilder::with_call_log`] names another; no prompt
+//! text is in a row unless the bodies pin (`CUCA_CALL_LOG_BODIES`) is on.
+//!
 //! ```
 //! use cuca_client::{ChatStreamDecoder, CucaClient, ProviderEndpoint};
 //! use cuca_events::MessageContentBlock;

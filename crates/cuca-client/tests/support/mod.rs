@@ -34,6 +34,9 @@ pub enum Reply {
     /// As [`Reply::Sse`] without the terminating chunk, then the server waits until the
     /// client closes the connection and reports it on the channel.
     SseHold(Vec<Vec<u8>>, mpsc::UnboundedSender<&'static str>),
+    /// No answer at all: the server reads the request, reports it on the channel, and waits
+    /// until the client closes the connection.
+    Hang(mpsc::UnboundedSender<&'static str>),
     /// A status line, extra headers and a `Content-Length` body.
     Status {
         status: u16,
@@ -230,6 +233,17 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<()
                 }
             }
             let _ = closed.send("client closed the connection");
+            Ok(())
+        }
+        Reply::Hang(read) => {
+            let _ = read.send("request read");
+            let mut sink = [0u8; 256];
+            loop {
+                match socket.read(&mut sink).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
             Ok(())
         }
         Reply::Status {

@@ -1,0 +1,461 @@
+//! The call log the client writes (issue 7, seed 003): one start row and one end row per
+//! attempt, against a loopback server serving real llama-server transcripts.
+//!
+//! Every test hands the client its own `CallLog` in a temporary directory, so nothing here
+//! can land in the state root of the person running the tests.
+
+// Helpers outside #[test] functions unwrap too: a broken fixture should stop the test.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cuca_calllog::{read_rows, CallLog, Record, MAX_ERROR_CHARS};
+use cuca_client::{CucaClient, RetryPolicy};
+use cuca_events::{Message, PluginError, ToolDefinition, UnifiedRequest};
+use futures::StreamExt;
+use support::{Reply, TestServer};
+
+const SYSTEM_TEXT: &str = "You are terse.";
+const USER_TEXT: &str = "The vault is in Lisbon. Reply with: noted";
+
+/// A call log in a fresh temporary directory; the directory lives as long as the value.
+struct TempLog {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    log: CallLog,
+}
+
+impl TempLog {
+    fn new(bodies: bool) -> TempLog {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("logs").join("calls.jsonl");
+        let log = CallLog::builder()
+            .path(Some(path.clone()))
+            .bodies(bodies)
+            .build();
+        TempLog {
+            _dir: dir,
+            path,
+            log,
+        }
+    }
+
+    fn rows(&self) -> Vec<Record> {
+        let report = read_rows(&self.path).unwrap();
+        assert!(report.torn_tail.is_none() && report.skipped.is_empty());
+        report.rows
+    }
+
+    /// The raw lines, to look for what the parsed rows cannot show: absent fields, and
+    /// prompt text anywhere in a line.
+    fn lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.path)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn client(&self, base_url: &str, retry: RetryPolicy) -> CucaClient {
+        CucaClient::builder()
+            .with_base_url(base_url)
+            .with_model("tiny")
+            .with_retry_policy(retry)
+            .with_call_log(self.log.clone())
+            .build()
+            .unwrap()
+    }
+}
+
+/// The seed's first turn, with every knob the row records set.
+fn request(max_tokens: u32) -> UnifiedRequest {
+    let mut request =
+        UnifiedRequest::new(vec![Message::system(SYSTEM_TEXT), Message::user(USER_TEXT)]);
+    request.max_tokens = Some(max_tokens);
+    request.reasoning_effort = Some("low".into());
+    request.tools = vec![ToolDefinition {
+        name: "lookup".into(),
+        description: "Looks a word up.".into(),
+        parameters: serde_json::json!({"type": "object"}),
+    }];
+    request.metadata.run = Some("run-7".into());
+    request.metadata.tag = Some("turn".into());
+    request.metadata.node = Some("node-3".into());
+    request
+}
+
+/// Retries with no back-off; a `Retry-After` is honoured up to 1 s.
+fn fast_retries(max_retries: u32) -> RetryPolicy {
+    RetryPolicy::new(
+        max_retries,
+        Duration::ZERO,
+        Duration::ZERO,
+        Duration::from_secs(1),
+    )
+    .unwrap()
+}
+
+fn first_events(n_lines: usize) -> Vec<u8> {
+    support::STREAM_BASIC
+        .split_inclusive(|&b| b == b'\n')
+        .take(n_lines)
+        .flatten()
+        .copied()
+        .collect()
+}
+
+/// Seed 003: "WHAT IS NEVER IN IT: the prompts." No line may hold either message's text.
+fn assert_no_prompt_text(lines: &[String]) {
+    for line in lines {
+        assert!(!line.contains(USER_TEXT), "prompt text in {line}");
+        assert!(!line.contains("Lisbon"), "prompt text in {line}");
+        assert!(!line.contains(SYSTEM_TEXT), "prompt text in {line}");
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_call_leaves_one_start_row_and_one_end_row_with_its_shape_and_outcome() {
+    let server = TestServer::start(vec![Reply::sse(support::STREAM_BASIC)]).await;
+    let log = TempLog::new(false);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    let response = client.generate(request(12)).await.unwrap();
+    assert!(response
+        .text()
+        .starts_with("phas temporal succeed Captain LEFT"));
+
+    let rows = log.rows();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    let (start, end) = (&rows[0], &rows[1]);
+    // "a start row and an end row per attempt paired by an 8-hex id, the run id on both rows"
+    assert_eq!(start.phase, "start");
+    assert_eq!(end.phase, "");
+    assert_eq!(start.id.len(), 8);
+    assert!(start.id.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert_eq!(end.id, start.id);
+    for row in &rows {
+        assert_eq!(row.run, "run-7");
+        assert_eq!(row.tag, "turn");
+        assert_eq!(row.node, "node-3");
+        assert_eq!(row.model, "tiny");
+        assert_eq!(row.effort, "low");
+        assert_eq!(row.max_tokens, 12);
+        assert_eq!(row.messages, 2);
+        assert_eq!(row.tools, 1);
+        assert!(row.stream);
+        assert_eq!(row.attempt, 1);
+        assert_eq!(
+            row.conn_reused, None,
+            "the client cannot see the pool: not measured"
+        );
+    }
+    assert_eq!(start.status, 0);
+    assert_eq!(end.status, 200);
+    assert_eq!(end.served, "cuca-tiny-random");
+    assert_eq!(end.finish, "length");
+    assert!(end.ms >= 1, "{end:?}");
+    assert!(end.ttft_ms >= 1 && end.ttft_ms <= end.ms, "{end:?}");
+    // The transcript's usage chunk: completion 12, prompt 40, cached 0 (absent).
+    assert_eq!(end.prompt_tokens, 40);
+    assert_eq!(end.completion_tokens, 12);
+    assert_eq!(end.cached_tokens, 0);
+    assert_eq!(end.reasoning_tokens, 0);
+    assert_eq!(end.cost, 0.0);
+    // Text came back, so the ceiling being spent is not the empty-at-ceiling signature.
+    assert!(!end.empty_at_ceiling);
+    assert_eq!(end.ended, "");
+    assert_eq!(end.error, "");
+    assert_eq!(end.request_body, "");
+    assert_eq!(end.response_body, "");
+
+    let lines = log.lines();
+    assert_no_prompt_text(&lines);
+    for line in &lines {
+        for absent in [
+            "conn_reused",
+            "request_body",
+            "response_body",
+            "cached_tokens",
+        ] {
+            assert!(!line.contains(absent), "{absent} in {line}");
+        }
+    }
+    assert_eq!(log.log.calls_for("run-7"), 1);
+    assert_eq!(
+        log.log.last_call().map(|c| c.model),
+        Some("cuca-tiny-random".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn a_reasoning_stream_that_spent_its_whole_ceiling_is_empty_at_ceiling() {
+    // stream-reasoning: every token is reasoning_content, finish "length", and its usage
+    // chunk says completion_tokens 24. With max_tokens 24 the whole ceiling was spent.
+    let server = TestServer::start(vec![
+        Reply::sse(support::STREAM_REASONING),
+        Reply::sse(support::STREAM_REASONING),
+    ])
+    .await;
+    let log = TempLog::new(false);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    client.generate(request(24)).await.unwrap();
+    // The same answer under a ceiling it did not reach is not the signature.
+    client.generate(request(100)).await.unwrap();
+
+    let rows = log.rows();
+    assert_eq!(rows.len(), 4);
+    let at_ceiling = &rows[1];
+    assert_eq!(at_ceiling.finish, "length");
+    assert_eq!(at_ceiling.completion_tokens, 24);
+    assert_eq!(at_ceiling.max_tokens, 24);
+    assert!(at_ceiling.empty_at_ceiling, "{at_ceiling:?}");
+    assert!(log.lines()[1].contains("\"empty_at_ceiling\":true"));
+    let below = &rows[3];
+    assert_eq!(below.max_tokens, 100);
+    assert!(!below.empty_at_ceiling, "{below:?}");
+    assert_no_prompt_text(&log.lines());
+}
+
+#[tokio::test]
+async fn a_request_without_a_run_gets_the_clients_run_on_every_row() {
+    let server = TestServer::start(vec![
+        Reply::sse(support::STREAM_BASIC),
+        Reply::sse(support::STREAM_BASIC),
+    ])
+    .await;
+    let log = TempLog::new(false);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    let mut plain = UnifiedRequest::new(vec![Message::user(USER_TEXT)]);
+    client.generate(plain.clone()).await.unwrap();
+    plain.metadata.tag = Some("brief".into());
+    client.generate(plain).await.unwrap();
+
+    let rows = log.rows();
+    assert_eq!(rows.len(), 4);
+    let run = rows[0].run.clone();
+    assert_eq!(run.len(), 8, "one minted per client: {run:?}");
+    assert!(rows.iter().all(|row| row.run == run));
+    assert_eq!(rows[0].tag, "", "an untagged call leaves the tag off");
+    assert_eq!(rows[3].tag, "brief");
+    assert_ne!(rows[0].id, rows[2].id);
+    assert_eq!(log.log.calls_for(&run), 2);
+}
+
+#[tokio::test]
+async fn a_dropped_stream_leaves_a_start_row_and_a_cancelled_end_row() {
+    let (closed_tx, mut closed_rx) = tokio::sync::mpsc::unbounded_channel();
+    let server = TestServer::start(vec![Reply::SseHold(vec![first_events(4)], closed_tx)]).await;
+    let log = TempLog::new(false);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    let mut stream = client.generate_stream(request(12));
+    let first = stream.next().await.unwrap().unwrap();
+    assert_eq!(first, cuca_events::MessageContentBlock::text("phas"));
+    drop(stream);
+    // The end row is written as the stream is dropped, before the server notices.
+    let rows = log.rows();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    assert_eq!(rows[0].phase, "start");
+    let end = &rows[1];
+    assert_eq!(end.id, rows[0].id);
+    assert_eq!(end.ended, "cancelled");
+    assert_eq!(end.run, "run-7");
+    assert_eq!(end.attempt, 1);
+    assert!(cuca_calllog::in_flight(&rows).is_empty());
+    let seen = tokio::time::timeout(Duration::from_secs(10), closed_rx.recv())
+        .await
+        .unwrap();
+    assert_eq!(seen, Some("client closed the connection"));
+}
+
+#[tokio::test]
+async fn a_stream_dropped_before_its_status_arrived_is_cancelled_too() {
+    // The server reads the request and never answers: the attempt is dropped while the
+    // client still awaits the status line, inside the retry loop.
+    let (read_tx, mut read_rx) = tokio::sync::mpsc::unbounded_channel();
+    let server = TestServer::start(vec![Reply::Hang(read_tx)]).await;
+    let log = TempLog::new(false);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    let mut stream = client.generate_stream(request(12));
+    tokio::select! {
+        item = stream.next() => panic!("the server never answers, yet got {item:?}"),
+        read = read_rx.recv() => assert_eq!(read, Some("request read")),
+    }
+    drop(stream);
+    let rows = log.rows();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    assert_eq!(rows[0].phase, "start");
+    assert_eq!(rows[1].ended, "cancelled");
+    assert_eq!(rows[1].id, rows[0].id);
+    assert_eq!(rows[1].status, 0, "no status arrived");
+}
+
+/// Decision (docs/client.md): a retried attempt's end row is written by the retry loop
+/// itself, before the back-off begins, with the refusal's status, clipped error and
+/// `retry_after`, and no `ended`; `hopped` would say nobody wrote the row, and here the
+/// path always does.
+#[tokio::test]
+async fn a_429_then_200_leaves_attempts_1_and_2_and_the_first_end_row_carries_the_429() {
+    let server = TestServer::start(vec![
+        Reply::Status {
+            status: 429,
+            content_type: "application/json",
+            headers: vec![("Retry-After", "0.05".into())],
+            body: br#"{"error":{"code":429,"message":"slots busy"}}"#.to_vec(),
+        },
+        Reply::sse(support::STREAM_BASIC),
+    ])
+    .await;
+    let log = TempLog::new(false);
+    let client = log.client(&server.base_url, fast_retries(2));
+    client.generate(request(12)).await.unwrap();
+
+    let rows = log.rows();
+    assert_eq!(rows.len(), 4, "{rows:#?}");
+    let phases: Vec<(&str, u32)> = rows.iter().map(|r| (r.phase.as_str(), r.attempt)).collect();
+    assert_eq!(phases, [("start", 1), ("", 1), ("start", 2), ("", 2)]);
+    assert_eq!(rows[1].id, rows[0].id);
+    assert_eq!(rows[3].id, rows[2].id);
+    assert_ne!(rows[0].id, rows[2].id);
+    let refused = &rows[1];
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.error, "slots busy");
+    assert_eq!(refused.retry_after, 0.05);
+    assert_eq!(refused.ended, "");
+    assert_eq!(rows[3].status, 200);
+    assert_eq!(rows[3].finish, "length");
+    assert!(rows.iter().all(|r| r.run == "run-7"));
+    assert_eq!(log.log.calls_for("run-7"), 2);
+}
+
+#[tokio::test]
+async fn the_clients_first_token_timeout_ends_the_attempt_as_deadline() {
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let server = TestServer::start(vec![Reply::SseHold(vec![first_events(2)], tx)]).await;
+    let log = TempLog::new(false);
+    let client = CucaClient::builder()
+        .with_base_url(&server.base_url)
+        .with_first_token_timeout(Duration::from_millis(150))
+        .with_retry_policy(RetryPolicy::none())
+        .with_call_log(log.log.clone())
+        .build()
+        .unwrap();
+    let err = client.generate(request(12)).await.unwrap_err();
+    assert!(matches!(err, PluginError::Timeout { .. }), "{err:?}");
+
+    let rows = log.rows();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    let end = &rows[1];
+    assert_eq!(end.ended, "deadline");
+    assert_eq!(end.applied, "first_token");
+    assert_eq!(end.applied_ms, 150);
+    assert_eq!(end.status, 200);
+    assert_eq!(end.ttft_ms, 0, "no first token arrived");
+    assert!(end.ms >= 150, "{end:?}");
+    assert_eq!(
+        end.error,
+        format!(
+            "{}/v1/chat/completions: no first token within 150 ms",
+            server.base_url
+        )
+    );
+}
+
+#[tokio::test]
+async fn the_clients_total_timeout_mid_stream_is_a_deadline_with_its_ttft() {
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let server = TestServer::start(vec![Reply::SseHold(vec![first_events(4)], tx)]).await;
+    let log = TempLog::new(false);
+    let client = CucaClient::builder()
+        .with_base_url(&server.base_url)
+        .with_total_timeout(Duration::from_millis(150))
+        .with_retry_policy(RetryPolicy::none())
+        .with_call_log(log.log.clone())
+        .build()
+        .unwrap();
+    client.generate(request(12)).await.unwrap_err();
+    let rows = log.rows();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    assert_eq!(rows[1].ended, "deadline");
+    assert_eq!(rows[1].applied, "total");
+    assert!(rows[1].ttft_ms >= 1, "a block arrived before the deadline");
+}
+
+#[tokio::test]
+async fn a_server_error_gives_its_status_and_its_clipped_sentence() {
+    let page = format!(
+        r#"{{"error":{{"code":500,"message":"{}"}}}}"#,
+        "overloaded ".repeat(200)
+    );
+    let server = TestServer::start(vec![
+        Reply::json_error(400, support::ERROR_NO_MESSAGES),
+        Reply::json_error(500, page.as_bytes()),
+    ])
+    .await;
+    let log = TempLog::new(false);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    let err = client.generate(request(12)).await.unwrap_err();
+    assert!(matches!(err, PluginError::Provider { status: 400, .. }));
+    client.generate(request(12)).await.unwrap_err();
+
+    let rows = log.rows();
+    assert_eq!(rows.len(), 4, "{rows:#?}");
+    assert_eq!(rows[1].status, 400);
+    assert_eq!(rows[1].error, "'messages' is required");
+    assert_eq!(rows[1].ended, "");
+    assert_eq!(rows[1].served, "");
+    assert_eq!(rows[3].status, 500);
+    assert!(rows[3].error.starts_with("overloaded overloaded"));
+    assert!(rows[3].error.chars().count() <= MAX_ERROR_CHARS);
+    assert!(rows[3].error.contains('…'), "{}", rows[3].error);
+    // A failed call is not "heard back from".
+    assert_eq!(log.log.last_call(), None);
+    assert_no_prompt_text(&log.lines());
+}
+
+#[tokio::test]
+async fn a_refused_connection_leaves_an_end_row_with_the_error_and_no_status() {
+    let base_url = support::refused_base_url().await;
+    let log = TempLog::new(false);
+    let client = log.client(&base_url, RetryPolicy::none());
+    client.generate(request(12)).await.unwrap_err();
+    let rows = log.rows();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    assert_eq!(rows[1].status, 0);
+    assert!(
+        rows[1]
+            .error
+            .contains("connection refused: cuca expected a llama.cpp llama-server"),
+        "{}",
+        rows[1].error
+    );
+    assert!(!log.lines()[1].contains("\"status\""));
+}
+
+#[tokio::test]
+async fn with_the_bodies_pin_the_rows_carry_the_request_sent_and_the_response_bytes() {
+    let server = TestServer::start(vec![
+        Reply::Sse(support::split_at(support::STREAM_BASIC, &[100, 1000, 2500])),
+        Reply::json_error(400, support::ERROR_NO_MESSAGES),
+    ])
+    .await;
+    let log = TempLog::new(true);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    client.generate(request(12)).await.unwrap();
+    client.generate(request(12)).await.unwrap_err();
+
+    let rows = log.rows();
+    assert_eq!(rows.len(), 4);
+    let sent = server.requests();
+    // The request body exactly as it went out, on the start row.
+    assert_eq!(rows[0].request_body.as_bytes(), sent[0].body.as_slice());
+    assert!(rows[0].request_body.contains(USER_TEXT));
+    assert_eq!(rows[1].request_body, "");
+    // The raw response bytes, whole, on the end row.
+    assert_eq!(rows[1].response_body.as_bytes(), support::STREAM_BASIC);
+    assert_eq!(rows[1].note, "");
+    // An error answer's body too.
+    assert_eq!(rows[2].request_body.as_bytes(), sent[1].body.as_slice());
+    assert_eq!(rows[3].response_body.as_bytes(), support::ERROR_NO_MESSAGES);
+}
