@@ -192,6 +192,8 @@ pub(crate) fn list(dir: &Path, as_json: bool) -> Result<(), CliError> {
                 "bytes": report.file_len,
                 "first_ms": first,
                 "last_ms": last,
+                "first": first.map(format_ms),
+                "last": last.map(format_ms),
                 "status": verdict_word(&report.verdict),
                 "forked_from": parent.map(|(_, point)| point),
                 "forks": forks_taken,
@@ -491,9 +493,9 @@ pub(crate) fn replay(
     if report.verdict == Verdict::Recovered {
         ui::warn(&recovered_line(session, &report));
     }
-    if let Verdict::Refused { .. } = report.verdict {
-        report.into_records()?;
-        return Ok(());
+    if !report.is_loadable() {
+        // `into_records` turns the refused verdict into the error naming file and offset.
+        return report.into_records().map(drop).map_err(CliError::from);
     }
     drop(report);
     let replay = SessionReplay::new(Arc::new(backend));

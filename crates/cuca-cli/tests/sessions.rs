@@ -492,8 +492,14 @@ fn verify_of_many_sessions_draws_no_progress_bar_or_colour_off_a_terminal() {
         assert_eq!(output.status.code(), Some(0));
         let stderr = String::from_utf8(output.stderr).unwrap();
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        assert!(stderr.starts_with("cuca: warning: session \"s03\""), "{stderr}");
-        assert!(!stderr.contains('\x1b') && !stderr.contains('\r'), "{stderr:?}");
+        assert!(
+            stderr.starts_with("cuca: warning: session \"s03\""),
+            "{stderr}"
+        );
+        assert!(
+            !stderr.contains('\x1b') && !stderr.contains('\r'),
+            "{stderr:?}"
+        );
         let stdout = String::from_utf8(output.stdout).unwrap();
         assert!(stdout.ends_with("12 sessions, 396 records, 10838 bytes: 11 clean, 1 recovered (loadable, nothing lost), 0 refused\n"), "{stdout}");
     }
