@@ -202,3 +202,40 @@ fn a_torn_last_row_is_skipped_with_a_warning_and_a_missing_file_is_a_usage_error
     assert_eq!(stderr.lines().count(), 1);
     assert!(stderr.contains("nope.jsonl does not exist"), "{stderr}");
 }
+
+#[test]
+fn logs_reads_the_rows_the_real_client_writes() {
+    // The recorder behind fixtures/sessions, with the client's call log pointed at a temp file.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("calls.jsonl");
+    let log = CallLog::builder().path(Some(path.clone())).build();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(common::record_sessions_logged(
+            &dir.path().join("sessions"),
+            log,
+        ));
+
+    let file = path.to_str().unwrap();
+    let (code, stdout, stderr) = run(&["logs", "--file", file], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains(": 6 rows\n"), "{stdout}");
+    assert!(stdout.contains("in flight: 0\n"), "{stdout}");
+    // stream-basic and stream-second-turn report 40 and 68 prompt tokens, 12 completion each.
+    assert!(
+        stdout.contains("  run-demo: 2 calls, 108 prompt + 24 completion tokens, 0 failed"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  run-reasoning: 1 calls,"), "{stdout}");
+    assert!(stdout.contains("failures: none\n"), "{stdout}");
+
+    let (_, json, _) = run(
+        &["logs", "--file", file, "--run", "run-demo", "--json"],
+        &[],
+    );
+    let value: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(value["rows"], 4);
+    assert_eq!(value["runs"][0]["prompt_tokens"], 108);
+}

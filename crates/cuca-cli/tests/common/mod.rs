@@ -81,8 +81,9 @@ async fn completions(State(script): State<Script>, body: String) -> axum::respon
     }
 }
 
-fn request(messages: Vec<Message>) -> UnifiedRequest {
+fn request(run: &str, messages: Vec<Message>) -> UnifiedRequest {
     let mut request = UnifiedRequest::new(messages);
+    request.metadata.run = Some(run.to_owned());
     request.max_tokens = Some(12);
     request.temperature = Some(0.0);
     request
@@ -95,9 +96,18 @@ pub const TURN_2: &str = "Where is the vault? Answer in one word.";
 pub const REASONING_QUESTION: &str = "Think first, then answer: where is the vault?";
 
 /// Records sessions `demo` (turn 1 from `stream-basic`, turn 2 from `stream-second-turn`)
-/// and `reasoning` (one turn from `stream-reasoning`) into `dir`. Returns the JSON request
-/// bodies the server received, in order.
+/// and `reasoning` (one turn from `stream-reasoning`) into `dir`, with the client's call log
+/// off. Returns the JSON request bodies the server received, in order.
 pub async fn record_sessions(dir: &Path) -> Vec<serde_json::Value> {
+    record_sessions_logged(dir, cuca::calllog::CallLog::off()).await
+}
+
+/// [`record_sessions`] with the client writing its call-log rows to `call_log`; the `demo`
+/// calls carry run id `run-demo`, the `reasoning` call `run-reasoning`.
+pub async fn record_sessions_logged(
+    dir: &Path,
+    call_log: cuca::calllog::CallLog,
+) -> Vec<serde_json::Value> {
     let script = Script {
         replies: Arc::new(Mutex::new(VecDeque::from([
             STREAM_BASIC,
@@ -121,34 +131,38 @@ pub async fn record_sessions(dir: &Path) -> Vec<serde_json::Value> {
             .with_base_url(base_url.clone())
             .with_model("tiny")
             .with_retry_policy(cuca::RetryPolicy::none())
+            .with_call_log(call_log.clone())
             .register_plugin(log as Arc<dyn CucaPlugin>)
             .build()
             .unwrap()
     };
 
     let demo = client_for("demo");
-    demo.generate(request(vec![
-        Message::system(SYSTEM),
-        Message::user(TURN_1),
-    ]))
+    demo.generate(request(
+        "run-demo",
+        vec![Message::system(SYSTEM), Message::user(TURN_1)],
+    ))
     .await
     .unwrap();
     // The transcript's second request carries "noted" as the assistant turn, as the seed's
     // example does; the tiny model's real first answer was nonsense.
-    demo.generate(request(vec![
-        Message::system(SYSTEM),
-        Message::user(TURN_1),
-        Message::assistant("noted"),
-        Message::user(TURN_2),
-    ]))
+    demo.generate(request(
+        "run-demo",
+        vec![
+            Message::system(SYSTEM),
+            Message::user(TURN_1),
+            Message::assistant("noted"),
+            Message::user(TURN_2),
+        ],
+    ))
     .await
     .unwrap();
     let reasoning = client_for("reasoning");
     reasoning
-        .generate(request(vec![
-            Message::system(SYSTEM),
-            Message::user(REASONING_QUESTION),
-        ]))
+        .generate(request(
+            "run-reasoning",
+            vec![Message::system(SYSTEM), Message::user(REASONING_QUESTION)],
+        ))
         .await
         .unwrap();
     drop((demo, reasoning, backend));
