@@ -1,6 +1,9 @@
 //! Regression (found by `cuca-reliability`'s fuzzing): bytes after `data: [DONE]` are
 //! ignored whether or not they arrive in the same read as it.
 
+// The helper unwraps: a decode error there is the failure this test looks for.
+#![allow(clippy::unwrap_used)]
+
 use cuca_client::ChatStreamDecoder;
 use cuca_events::MessageContentBlock;
 
@@ -20,7 +23,11 @@ fn decode(chunks: &[&[u8]]) -> (Vec<MessageContentBlock>, bool) {
 
 #[test]
 fn garbage_after_done_in_the_same_read_is_ignored_like_garbage_in_a_later_read() {
-    let done_end = STREAM.windows(14).position(|w| w == b"data: [DONE]\n\n").unwrap() + 14;
+    let done_end = STREAM
+        .windows(14)
+        .position(|w| w == b"data: [DONE]\n\n")
+        .unwrap()
+        + 14;
     let whole = decode(&[STREAM]);
     let split = decode(&[&STREAM[..done_end], &STREAM[done_end..]]);
     assert_eq!(whole, (vec![MessageContentBlock::text("ok")], true));
