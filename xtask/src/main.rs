@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod e2e;
 mod fixtures;
+mod fuzz;
 
 /// cuca's repository tasks.
 #[derive(Debug, Parser)]
@@ -38,6 +39,18 @@ enum Task {
         #[arg(long)]
         no_run: bool,
     },
+    /// Run each fuzz target for a fixed time: cargo-fuzz (libFuzzer) when installed, else the
+    /// stable mutation harness; a crash fails and leaves its input under fuzz/artifacts/.
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Use the stable harness even when cargo-fuzz is installed.
+        #[arg(long)]
+        harness: bool,
+        /// Targets to run (all when none): cslog_reader, sse_decoder, journal, calllog_reader.
+        targets: Vec<String>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -45,5 +58,10 @@ fn main() -> anyhow::Result<()> {
         Task::Fixtures { check } => fixtures::run(check),
         Task::E2e => e2e::run(),
         Task::Bench { quick, no_run } => bench::run(quick, no_run),
+        Task::Fuzz {
+            seconds,
+            harness,
+            targets,
+        } => fuzz::run(seconds, targets, harness),
     }
 }

@@ -279,3 +279,115 @@ pub fn calllog_reader(scratch: &Scratch, data: &[u8]) -> CallLogSummary {
         torn,
     }
 }
+
+/// The fuzz targets by name, as `cargo xtask fuzz`, cargo-fuzz and the harness call them.
+pub const TARGETS: [&str; 4] = ["cslog_reader", "sse_decoder", "journal", "calllog_reader"];
+
+/// Runs target `name` over `data`; `false` for an unknown name.
+pub fn run(name: &str, scratch: &Scratch, data: &[u8]) -> bool {
+    match name {
+        "cslog_reader" => {
+            cslog_reader(data);
+        }
+        "sse_decoder" => {
+            sse_decoder(data);
+        }
+        "journal" => {
+            journal(scratch, data);
+        }
+        "calllog_reader" => {
+            calllog_reader(scratch, data);
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// Well-formed inputs a fuzzer starts from: real files the writers make (and, for the
+/// `.cslog` reader, the damaged corpus), so mutation starts where the interesting code is.
+pub fn seeds(name: &str, scratch: &Scratch) -> Vec<Vec<u8>> {
+    match name {
+        "cslog_reader" => crate::corpus::cases()
+            .into_iter()
+            .map(|case| case.bytes)
+            .collect(),
+        "sse_decoder" => vec![
+            SSE_BASIC.to_vec(),
+            SSE_REASONING.to_vec(),
+            SSE_TOOL_CALL.to_vec(),
+            b"event: ping\r\ndata: x\r\n\r\n: comment\n\ndata: [DONE]\n\n".to_vec(),
+        ],
+        "journal" => vec![journal_seed(scratch)],
+        "calllog_reader" => vec![calllog_seed(scratch)],
+        _ => Vec::new(),
+    }
+}
+
+const SSE_BASIC: &[u8] = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"no\"}}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ted\"}}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":2,\"total_tokens\":14}}\n\n\
+data: [DONE]\n\n";
+
+const SSE_REASONING: &[u8] = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hmm\"}}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}],\"timings\":{\"prompt_n\":3,\"predicted_n\":2}}\n\n\
+data: [DONE]\n\n";
+
+const SSE_TOOL_CALL: &[u8] = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"ls\",\"arguments\":\"{\\\"pa\"}}]}}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"th\\\":\\\".\\\"}\"}}]}}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n\
+data: [DONE]\n\n";
+
+fn journal_seed(scratch: &Scratch) -> Vec<u8> {
+    use cuca_events::{Message, MessageContentBlock, UnifiedRequest, UnifiedResponse};
+    let workspace = scratch.path().join("seed-workspace");
+    let _ = std::fs::remove_dir_all(&workspace);
+    let config = cuca_journal::RecorderConfig::new(&workspace, "seed").unwrap();
+    let recorder = cuca_journal::Recorder::start(config).unwrap();
+    let request = UnifiedRequest::new(vec![Message::system("be terse"), Message::user("hello")]);
+    let response = UnifiedResponse {
+        content: vec![MessageContentBlock::text("hi")],
+        ..Default::default()
+    };
+    recorder.model_io(
+        "root",
+        &request,
+        cuca_journal::format::RequestRole::AgentTurn,
+        &response,
+        std::time::Duration::from_millis(5),
+    );
+    recorder.tool_result(
+        "root",
+        &cuca_journal::ToolOutcome {
+            call_id: "call_1",
+            name: "shell",
+            arguments: "{\"cmd\":\"ls\"}",
+            output: "a\nb\n",
+            is_error: false,
+        },
+    );
+    recorder.clock("root", std::time::Duration::from_secs(3), None);
+    recorder.finish();
+    std::fs::read(recorder.path()).unwrap()
+}
+
+fn calllog_seed(scratch: &Scratch) -> Vec<u8> {
+    let path = scratch.path().join("seed-calls.jsonl");
+    let _ = std::fs::remove_file(&path);
+    let log = cuca_calllog::CallLog::builder()
+        .path(Some(path.clone()))
+        .build();
+    let call = log.start(cuca_calllog::Record {
+        run: "seed".into(),
+        model: "qwen3".into(),
+        messages: 2,
+        ..Default::default()
+    });
+    call.finish(cuca_calllog::Record {
+        status: 200,
+        prompt_tokens: 31,
+        completion_tokens: 4,
+        ..Default::default()
+    });
+    log.close();
+    std::fs::read(&path).unwrap()
+}
