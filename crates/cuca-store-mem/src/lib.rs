@@ -111,22 +111,36 @@ impl InMemoryBackend {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn full(&self, wanted: usize, held: usize) -> PluginError {
+    /// The refusal at the cap. `what` names the refused change and its session, because a
+    /// backend holds many sessions and the error must say which one was refused.
+    fn full(&self, what: &str, wanted: usize, held: usize) -> PluginError {
         PluginError::CapacityExceeded {
             resource: "InMemoryBackend".into(),
             cap: self.max_records as u64,
             message: format!(
-                "{held} records held, {wanted} more refused; nothing is evicted — raise the cap with InMemoryBackend::with_max_records or record to a FileBackend"
+                "{what} refused: {held} records held, {wanted} more do not fit; nothing is evicted — raise the cap with InMemoryBackend::with_max_records or record to a FileBackend"
             ),
         }
     }
 }
 
 fn now_ms() -> u64 {
+    // A clock before 1970 stamps 0 and one past u64 milliseconds saturates: neither is a
+    // reason to refuse a fork.
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as u64)
+        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
+}
+
+/// The refusal of a fork whose original ends at sequence `u64::MAX`: the Fork audit record,
+/// sequenced at the tail, would need the number after it.
+fn no_sequence_left(session_id: &str) -> PluginError {
+    PluginError::CapacityExceeded {
+        resource: format!("session {session_id:?}"),
+        cap: u64::MAX,
+        message: "its last record has sequence u64::MAX, so the Fork audit record has no sequence left; nothing was changed".into(),
+    }
 }
 
 impl SessionBackend for InMemoryBackend {
@@ -137,7 +151,8 @@ impl SessionBackend for InMemoryBackend {
     fn append(&self, record: SessionRecord) -> Result<(), PluginError> {
         let mut state = self.lock();
         if state.n_records >= self.max_records {
-            return Err(self.full(1, state.n_records));
+            let what = format!("append to session {:?}", record.session_id);
+            return Err(self.full(&what, 1, state.n_records));
         }
         state.n_records += 1;
         state
@@ -176,8 +191,19 @@ impl SessionBackend for InMemoryBackend {
         // Room for the branch prefix plus the Fork audit record, checked before anything changes.
         let wanted = cut + 2;
         if state.n_records + wanted > self.max_records {
-            return Err(self.full(wanted, state.n_records));
+            let what = format!("fork of session {session_id:?} at {point_id:?}");
+            return Err(self.full(&what, wanted, state.n_records));
         }
+        // Records are stored as given, so a caller may have used the last sequence number;
+        // the audit record then has none left, and the fork is refused before it changes
+        // anything rather than overflowing.
+        let tail = match original.last() {
+            Some(last) => last
+                .sequence
+                .checked_add(1)
+                .ok_or_else(|| no_sequence_left(session_id))?,
+            None => 0,
+        };
         let new_id = loop {
             let n = self.forks.fetch_add(1, Ordering::Relaxed);
             let candidate = fork_session_id(session_id, point_id, n);
@@ -193,7 +219,6 @@ impl SessionBackend for InMemoryBackend {
                 ..record.clone()
             })
             .collect();
-        let tail = original.last().map_or(0, |record| record.sequence + 1);
         let audit = SessionRecord {
             session_id: session_id.to_owned(),
             sequence: tail,

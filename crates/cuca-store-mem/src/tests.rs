@@ -76,3 +76,78 @@ fn the_audit_record_follows_the_last_sequence_even_with_gaps() {
     let records = backend.replay("s").unwrap();
     assert_eq!(records.last().map(|r| r.sequence), Some(6));
 }
+
+/// "Every failure a user can cause gets a typed error that names the thing (session …)": the
+/// cap refusal says which session's append, or which fork, did not fit.
+#[test]
+fn the_cap_refusal_names_the_session_and_the_fork_it_refused() {
+    let backend = InMemoryBackend::with_max_records(2).unwrap();
+    append_all(&backend, &demo_turn("demo", 0)[..2]);
+    let refused = backend.append(record(
+        "other",
+        0,
+        SessionEvent::Output { text: "x".into() },
+    ));
+    let message = refused.unwrap_err().to_string();
+    assert!(message.contains("append to session \"other\""), "{message}");
+    assert!(message.contains("at its cap of 2"), "{message}");
+    let refused = backend.fork("demo", "demo:0");
+    let message = refused.unwrap_err().to_string();
+    assert!(
+        message.contains("fork of session \"demo\" at \"demo:0\""),
+        "{message}"
+    );
+}
+
+/// "Nothing panics on bad input": backends store records as given, so a caller may append
+/// sequence u64::MAX; a fork then has no sequence for its audit record and is refused whole.
+#[test]
+fn a_fork_of_a_session_ending_at_the_last_sequence_is_refused_and_changes_nothing() {
+    let backend = InMemoryBackend::new();
+    let records = [
+        record("s", 0, SessionEvent::Output { text: "a".into() }),
+        // Built by hand: the testkit's `record` stamps a time derived from the sequence.
+        cuca_events::SessionRecord {
+            session_id: "s".into(),
+            sequence: u64::MAX,
+            timestamp_ms: 0,
+            event: SessionEvent::Output { text: "b".into() },
+        },
+    ];
+    append_all(&backend, &records);
+    match backend.fork("s", "s:0") {
+        Err(PluginError::CapacityExceeded { resource, cap, .. }) => {
+            assert_eq!(resource, "session \"s\"");
+            assert_eq!(cap, u64::MAX);
+        }
+        other => panic!("expected CapacityExceeded, got {other:?}"),
+    }
+    assert_eq!(backend.replay("s").unwrap(), records.to_vec());
+    assert_eq!(backend.sessions().unwrap(), vec!["s".to_owned()]);
+    assert_eq!(backend.n_records(), 2);
+}
+
+/// "The new id is {session_id}:fork:{point_id}:{n}, where n counts forks on that backend
+/// instance": one counter for every session of the instance, starting at 0.
+#[test]
+fn n_counts_forks_across_the_whole_instance() {
+    let backend = InMemoryBackend::new();
+    append_all(&backend, &demo_turn("demo", 0));
+    append_all(&backend, &demo_turn("other", 0));
+    assert_eq!(
+        backend.fork("demo", "demo:1").unwrap(),
+        "demo:fork:demo:1:0"
+    );
+    assert_eq!(
+        backend.fork("other", "other:0").unwrap(),
+        "other:fork:other:0:1"
+    );
+    assert_eq!(
+        backend.fork("demo", "demo:1").unwrap(),
+        "demo:fork:demo:1:2"
+    );
+    // A second instance counts its own forks.
+    let fresh = InMemoryBackend::new();
+    append_all(&fresh, &demo_turn("demo", 0));
+    assert_eq!(fresh.fork("demo", "demo:1").unwrap(), "demo:fork:demo:1:0");
+}
