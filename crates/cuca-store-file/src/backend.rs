@@ -201,9 +201,11 @@ fn exists(path: &Path) -> Result<bool, PluginError> {
 }
 
 fn now_ms() -> u64 {
+    // A clock before 1970 stamps 0 and one past u64 milliseconds saturates: neither is a
+    // reason to refuse a fork.
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as u64)
+        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
 }
 
@@ -501,7 +503,19 @@ impl SessionBackend for FileBackend {
                 id: point_id.into(),
             });
         };
-        let tail = records.last().map_or(0, |record| record.sequence + 1);
+        // Records are stored as given, so a file may end at sequence u64::MAX; the audit
+        // record then has no sequence left, and the fork is refused before any file is made.
+        let tail = match records.last() {
+            Some(last) => last.sequence.checked_add(1).ok_or_else(|| PluginError::CapacityExceeded {
+                resource: format!("session {session_id:?}"),
+                cap: u64::MAX,
+                message: format!(
+                    "the last record of {} has sequence u64::MAX, so the Fork audit record has no sequence left; nothing was changed",
+                    path.display()
+                ),
+            })?,
+            None => 0,
+        };
 
         let mut body = Vec::new();
         let mut scratch = Vec::new();

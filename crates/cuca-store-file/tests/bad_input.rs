@@ -185,3 +185,65 @@ fn a_fork_at_a_point_of_a_missing_session_creates_nothing() {
         Err(PluginError::NotFound { .. })
     ));
 }
+
+/// "Nothing panics on bad input": records are stored as given, so a file may end at sequence
+/// u64::MAX. A fork then has no sequence for its audit record: it is refused naming the
+/// session and the file, and no byte changes.
+#[test]
+fn a_fork_of_a_session_ending_at_the_last_sequence_is_refused_and_touches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    backend
+        .append(record("s", 0, SessionEvent::Output { text: "a".into() }))
+        .unwrap();
+    backend
+        .append(cuca_events::SessionRecord {
+            session_id: "s".into(),
+            sequence: u64::MAX,
+            timestamp_ms: 0,
+            event: SessionEvent::Output { text: "b".into() },
+        })
+        .unwrap();
+    let before = snapshot(dir.path());
+    let result = backend.fork("s", "s:0");
+    match &result {
+        Err(PluginError::CapacityExceeded {
+            resource,
+            cap,
+            message,
+        }) => {
+            assert_eq!(resource, "session \"s\"");
+            assert_eq!(*cap, u64::MAX);
+            assert!(message.contains("s.cslog"), "{message}");
+        }
+        other => panic!("expected CapacityExceeded, got {other:?}"),
+    }
+    assert_eq!(snapshot(dir.path()), before);
+    assert_eq!(backend.sessions().unwrap(), vec!["s".to_owned()]);
+}
+
+/// The fork id `{session_id}:fork:{point_id}:{n}` repeats the session id, so a long id can
+/// fork into a name no file system takes: a Validation error naming the id, nothing created.
+#[test]
+fn a_fork_whose_id_is_too_long_for_a_file_name_is_refused_and_touches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let long = "x".repeat(200);
+    backend
+        .append(record(&long, 0, SessionEvent::Output { text: "a".into() }))
+        .unwrap();
+    let before = snapshot(dir.path());
+    let result = backend.fork(&long, &format!("{long}:0"));
+    match &result {
+        Err(PluginError::Validation { schema, message }) => {
+            assert_eq!(schema, "session_id");
+            assert!(
+                message.contains(&format!("{long}:fork:{long}:0:")),
+                "{message}"
+            );
+        }
+        other => panic!("expected Validation, got {other:?}"),
+    }
+    assert_eq!(snapshot(dir.path()), before);
+    assert_eq!(backend.replay(&long).unwrap().len(), 1);
+}
