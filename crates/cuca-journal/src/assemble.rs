@@ -361,7 +361,7 @@ fn assemble_file(
 
 /// Assembles a journal file at any path into `run_dir`, leaving the journal in place.
 ///
-/// The building block of [`crate::salvage`]; [`assemble`] is this plus finding the journal in
+/// The building block of [`salvage`](crate::salvage()); [`assemble`] is this plus finding the journal in
 /// a collected tree and removing it afterwards.
 pub fn assemble_journal(
     journal: &Path,

@@ -73,15 +73,16 @@ pub enum RecordError {
         #[source]
         source: std::io::Error,
     },
-    /// The record states a format other than 1, or none.
+    /// The record states a format other than 1.
     #[error("record {path} is in format {found}; this build reads format 1 only")]
     UnsupportedFormat {
         /// The record.
         path: PathBuf,
-        /// The `formatVersion` as written (JSON), or `none`.
+        /// The `formatVersion` as written (JSON).
         found: String,
     },
-    /// The record is not gzip, not JSON, or not shaped like a format-1 record.
+    /// The record is not gzip, not JSON, or not shaped like a format-1 record (a record with
+    /// no `formatVersion` at all included).
     #[error("record {path} is malformed: {source}")]
     Malformed {
         /// The record.
@@ -194,8 +195,9 @@ impl<'de> Visitor<'de> for SummarySeed<'_> {
                 }
             }
         }
+        // "formatVersion is required: a record that states no format at all is malformed and
+        // does not parse." Malformed, not another format: it states none.
         let Some(format_version) = format_version else {
-            *self.bad_format.borrow_mut() = Some("none".to_owned());
             return Err(A::Error::missing_field("formatVersion"));
         };
         Ok(RecordSummary {

@@ -24,7 +24,7 @@ fn a_format_one_record_is_summarised() {
 }
 
 #[test]
-fn another_format_or_none_does_not_parse() {
+fn another_format_does_not_parse() {
     // "Format 1 is the one format this build reads, and every other value is refused."
     for (json, found) in [
         (
@@ -35,12 +35,25 @@ fn another_format_or_none_does_not_parse() {
             MINIMAL.replace("\"formatVersion\":1", "\"formatVersion\":\"1\""),
             "\"1\"",
         ),
-        (MINIMAL.replace("\"formatVersion\":1,", ""), "none"),
     ] {
         match read(&json) {
             Err(RecordError::UnsupportedFormat { found: got, .. }) => assert_eq!(got, found),
             other => panic!("{found}: {other:?}"),
         }
+    }
+}
+
+#[test]
+fn a_record_stating_no_format_is_malformed_and_does_not_parse() {
+    // "formatVersion is required: a record that states no format at all is malformed and does
+    // not parse."
+    let json = MINIMAL.replace("\"formatVersion\":1,", "");
+    assert!(!json.contains("formatVersion"));
+    match read(&json) {
+        Err(RecordError::Malformed { source, .. }) => {
+            assert!(source.to_string().contains("formatVersion"), "{source}");
+        }
+        other => panic!("expected Malformed, got {other:?}"),
     }
 }
 
