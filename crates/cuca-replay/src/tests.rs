@@ -242,3 +242,58 @@ fn load_moves_the_backends_text_into_the_turns_without_copying_it() {
         other => panic!("expected the Output block, got {other:?}"),
     }
 }
+
+/// "Replay reads a recording through the SessionBackend seam and never writes" and "Every
+/// load reads through SessionBackend::replay": each load is exactly one replay call, and no
+/// load, stream or rebuilt response ever appends or forks.
+#[test]
+fn every_load_is_one_replay_call_and_nothing_ever_writes() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[derive(Debug, Default)]
+    struct Counting {
+        inner: InMemoryBackend,
+        replays: AtomicUsize,
+        writes: AtomicUsize,
+    }
+    impl SessionBackend for Counting {
+        fn name(&self) -> &str {
+            "counting"
+        }
+        fn append(&self, record: cuca_events::SessionRecord) -> Result<(), PluginError> {
+            self.writes.fetch_add(1, Ordering::SeqCst);
+            self.inner.append(record)
+        }
+        fn replay(&self, session_id: &str) -> Result<Vec<cuca_events::SessionRecord>, PluginError> {
+            self.replays.fetch_add(1, Ordering::SeqCst);
+            self.inner.replay(session_id)
+        }
+        fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {
+            self.writes.fetch_add(1, Ordering::SeqCst);
+            self.inner.fork(session_id, point_id)
+        }
+        fn sessions(&self) -> Result<Vec<String>, PluginError> {
+            self.inner.sessions()
+        }
+        fn gauge(&self) -> cuca_events::BackendGauge {
+            self.inner.gauge()
+        }
+    }
+
+    let backend = Arc::new(Counting::default());
+    append_all(&backend.inner, &demo_turn("demo", 0));
+    let replay = SessionReplay::new(Arc::clone(&backend) as Arc<dyn SessionBackend>);
+    let whole = replay.load("demo").unwrap();
+    let prefix = replay.load_prefix("demo", 1).unwrap();
+    let at_point = replay.load_at_point("demo:1").unwrap();
+    assert_eq!(backend.replays.load(Ordering::SeqCst), 3);
+    let blocks: Vec<_> = futures::executor::block_on(futures::StreamExt::collect::<Vec<_>>(
+        whole.stream_turn(0).unwrap(),
+    ));
+    assert_eq!(blocks.len(), whole.turn(0).unwrap().blocks().len());
+    let response = whole.turn(0).unwrap().response("m", "p");
+    assert_eq!(response.token_usage.prompt_tokens, 31);
+    assert_eq!(prefix, at_point);
+    assert_eq!(backend.writes.load(Ordering::SeqCst), 0);
+    assert_eq!(backend.inner.replay("demo").unwrap(), demo_turn("demo", 0));
+}
