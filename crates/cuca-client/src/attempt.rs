@@ -430,7 +430,9 @@ pub(crate) fn timeout(url: &str, phase: &str, after: Duration) -> PluginError {
     PluginError::Timeout {
         url: url.to_owned(),
         phase: phase.to_owned(),
-        after_ms: after.as_millis() as u64,
+        // Saturating rather than `as`: the figure becomes the call log's `applied_ms`, and a
+        // wrapped value would name a bound that never applied.
+        after_ms: u64::try_from(after.as_millis()).unwrap_or(u64::MAX),
     }
 }
 

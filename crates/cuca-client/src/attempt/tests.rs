@@ -161,3 +161,16 @@ fn every_timeout_phase_names_its_setting() {
         assert_eq!(row.ended, "deadline");
     }
 }
+
+#[test]
+fn a_timeout_too_long_for_u64_milliseconds_saturates_instead_of_wrapping() {
+    // `applied_ms` is "THE BOUND THAT ACTUALLY ENDED THIS ATTEMPT": a wrapped figure would
+    // name a bound that never applied.
+    let mut row = Record::default();
+    failed_row(
+        &mut row,
+        &timeout("http://x", "response", Duration::from_secs(u64::MAX)),
+    );
+    assert_eq!(row.applied_ms, u64::MAX);
+    assert_eq!(row.applied, "total");
+}
