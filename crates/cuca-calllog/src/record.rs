@@ -189,8 +189,9 @@ pub struct Record {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub refused: String,
     /// How many requests this one question put on the wire, counting the original. One is
-    /// the ordinary case and is left off (write 0 for it).
-    #[serde(skip_serializing_if = "is_zero_u32")]
+    /// the ordinary case and is left off the row (0 and 1 are both written as nothing, and
+    /// read back as 0).
+    #[serde(skip_serializing_if = "is_at_most_one_u32")]
     pub arms: u32,
     /// What the arms that did not answer cost, in US dollars.
     #[serde(skip_serializing_if = "is_zero_f64")]
@@ -322,6 +323,11 @@ fn is_zero_u64(value: &u64) -> bool {
 
 fn is_zero_u32(value: &u32) -> bool {
     *value == 0
+}
+
+/// The seed: "One is the ordinary case and is left off the row."
+fn is_at_most_one_u32(value: &u32) -> bool {
+    *value <= 1
 }
 
 fn is_zero_u16(value: &u16) -> bool {

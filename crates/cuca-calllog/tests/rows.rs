@@ -253,3 +253,23 @@ fn append_stamps_ts_in_rfc3339_millis_utc_and_keeps_a_given_one() {
     assert!(age.as_secs() < 60, "{age:?}");
     assert_eq!(rows[1].ts, "2026-09-10T00:00:00.000Z");
 }
+
+#[test]
+fn one_arm_is_the_ordinary_case_and_is_left_off_the_row() {
+    // "Arms is how many requests this one question put on the wire, counting the original.
+    // One is the ordinary case and is left off the row."
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("calls.jsonl");
+    let (log, _) = common::log_at(&path);
+    for arms in [0, 1, 2] {
+        log.append(Record {
+            ts: "t".into(),
+            arms,
+            ..Record::default()
+        });
+    }
+    assert_eq!(
+        lines(&path),
+        [r#"{"ts":"t"}"#, r#"{"ts":"t"}"#, r#"{"ts":"t","arms":2}"#]
+    );
+}
