@@ -11,7 +11,7 @@ use std::time::{Instant, SystemTime};
 
 use crate::env::{previous_path, Env, BODIES_MAX_BYTES, MAX_BYTES};
 use crate::finite::take_non_finite;
-use crate::record::{new_id, Record, PHASE_START};
+use crate::record::{clip_error, new_id, Record, MAX_ERROR_CHARS, PHASE_START};
 use crate::time::format_rfc3339_millis;
 use crate::Attempt;
 
@@ -229,8 +229,9 @@ impl CallLog {
     /// depend on a disk.
     ///
     /// Before writing it fills an empty [`Record::ts`] with now, drops the bodies unless the
-    /// bodies pin is on, and takes any non-finite float off the row, naming it in
-    /// [`Record::note`]. The line is serialized before the lock is taken and written with one
+    /// bodies pin is on, takes any non-finite float off the row, naming it in
+    /// [`Record::note`], and clips an [`Record::error`] longer than [`MAX_ERROR_CHARS`] with
+    /// [`clip_error`]. The line is serialized before the lock is taken and written with one
     /// `write`, so rows from concurrent threads and tasks never interleave.
     pub fn append(&self, mut record: Record) {
         let now = SystemTime::now();
@@ -242,6 +243,11 @@ impl CallLog {
             record.response_body = String::new();
         }
         take_non_finite(&mut record);
+        // "MaxErrorChars bounds Record.Error": a writer that skipped `clip_error` still does
+        // not get to put a page into a line. A message already within the bound is untouched.
+        if record.error.chars().nth(MAX_ERROR_CHARS).is_some() {
+            record.error = clip_error(&record.error);
+        }
         self.remember(&record, now);
         if self.inner.path.is_none() || self.is_silenced() {
             return;

@@ -273,3 +273,25 @@ fn one_arm_is_the_ordinary_case_and_is_left_off_the_row() {
         [r#"{"ts":"t"}"#, r#"{"ts":"t"}"#, r#"{"ts":"t","arms":2}"#]
     );
 }
+
+#[test]
+fn an_unclipped_error_is_clipped_on_the_way_in() {
+    // "MaxErrorChars bounds Record.Error. ... an upstream that answered with a page does not
+    // get to own a line of the log."
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("calls.jsonl");
+    let (log, _) = common::log_at(&path);
+    let page = "<html>".repeat(1000);
+    for error in [page.clone(), " short, kept as given ".to_owned()] {
+        log.append(Record {
+            ts: "t".into(),
+            error,
+            ..Record::default()
+        });
+    }
+    let rows = read_rows(&path).unwrap().rows;
+    assert_eq!(rows[0].error, cuca_calllog::clip_error(&page));
+    assert_eq!(rows[0].error.chars().count(), cuca_calllog::MAX_ERROR_CHARS);
+    assert!(rows[0].error.ends_with('…'));
+    assert_eq!(rows[1].error, " short, kept as given ");
+}
