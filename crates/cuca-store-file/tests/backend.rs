@@ -206,3 +206,24 @@ fn a_header_cut_short_at_creation_is_finished_by_the_next_append() {
     assert_eq!(backend.replay("s").unwrap(), vec![first]);
     assert_eq!(backend.verify("s").unwrap().verdict, Verdict::Clean);
 }
+
+/// A fork creates the branch file under this instance's lock and keeps it open, so the same
+/// instance appends to the branch at once, and another backend gets Locked until `close`.
+#[test]
+fn a_fork_holds_the_branch_open_for_append_until_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = FileBackend::new(dir.path()).unwrap();
+    let second = FileBackend::new(dir.path()).unwrap();
+    append_all(&first, &demo_turn("demo", 0));
+    let branch = first.fork("demo", "demo:1").unwrap();
+    let next = record(&branch, 2, SessionEvent::Output { text: "b".into() });
+    assert!(matches!(
+        second.append(next.clone()),
+        Err(PluginError::Locked { path, .. }) if path == dir.path().join(format!("{branch}.cslog"))
+    ));
+    assert!(first.close(&branch));
+    second.append(next.clone()).unwrap();
+    let records = first.replay(&branch).unwrap();
+    assert_eq!(records.len(), 3);
+    assert_eq!(records.last(), Some(&next));
+}
