@@ -141,7 +141,8 @@ impl SessionLogPlugin {
     ///
     /// The backend does the fork and appends a [`SessionEvent::Fork`] audit record to the
     /// original at its tail; when the original is this plugin's session, the plugin then
-    /// realigns its next sequence to the session's replayed length, so its next record follows
+    /// realigns its next sequence to the session's replayed tail (last sequence + 1, its length
+    /// when the plugin numbered it densely), so its next record follows
     /// the audit record. Forking another session leaves this plugin's cursor alone: the plugin
     /// never writes there. The backend's error is returned unchanged.
     pub fn fork_session(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {
