@@ -10,10 +10,13 @@ use std::time::Duration;
 
 use cuca_journal::{Recorder, RecorderConfig, SinkHook};
 
+/// Every write's thread: its id and its name.
+type Writers = Arc<Mutex<Vec<(ThreadId, Option<String>)>>>;
+
 /// A sink that notes which thread every write comes from.
 struct ThreadNoting {
     file: File,
-    writers: Arc<Mutex<Vec<(ThreadId, Option<String>)>>>,
+    writers: Writers,
 }
 
 impl Write for ThreadNoting {
@@ -36,7 +39,7 @@ fn lines_are_written_on_a_dedicated_os_thread_rather_than_inline() {
     // "Lines are written on a dedicated OS thread rather than inline. gg runs every agent on
     // one current_thread runtime, where a synchronous file write stalls every agent".
     let dir = tempfile::tempdir().unwrap();
-    let writers = Arc::new(Mutex::new(Vec::new()));
+    let writers: Writers = Arc::new(Mutex::new(Vec::new()));
     let noted = Arc::clone(&writers);
     let hook: SinkHook = Arc::new(move |file| {
         Box::new(ThreadNoting {
