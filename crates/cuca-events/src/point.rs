@@ -25,13 +25,19 @@ pub fn parse_point_id(point_id: &str) -> Result<(&str, u64), PluginError> {
             format!("{point_id:?} names no session before its ':'"),
         ));
     }
-    let sequence = sequence.parse::<u64>().map_err(|_| {
+    let not_a_sequence = || {
         PluginError::validation(
             "point_id",
             format!("{point_id:?} ends in {sequence:?}, which is not a sequence number"),
         )
-    })?;
-    Ok((session_id, sequence))
+    };
+    let parsed = sequence.parse::<u64>().map_err(|_| not_a_sequence())?;
+    // Only the canonical spelling names a point: "demo:01" or "demo:+1" would otherwise
+    // mint fork ids that contain a point id no record has.
+    if parsed.to_string() != sequence {
+        return Err(not_a_sequence());
+    }
+    Ok((session_id, parsed))
 }
 
 /// The id of the `n`th fork of `session_id` at `point_id`: `"{session_id}:fork:{point_id}:{n}"`.
