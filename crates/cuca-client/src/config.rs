@@ -4,6 +4,10 @@ use std::time::Duration;
 
 use crate::error::ClientError;
 
+/// The longest timeout [`Timeouts::validate`] accepts: one day. Longer ones would overflow
+/// the `Instant` arithmetic deadlines use, and no model call legitimately takes a day.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// The four clocks that can end a call with [`cuca_events::PluginError::Timeout`].
 ///
 /// Each names the `phase` its timeout error carries:
@@ -55,6 +59,16 @@ impl Timeouts {
                     setting: setting.into(),
                     message: "a timeout of zero would fail every call; give a positive duration"
                         .into(),
+                });
+            }
+            // Deadlines are `Instant + timeout`; a timeout past what an `Instant` can add
+            // (e.g. `Duration::MAX`) would panic there, and no call needs more than a day.
+            if value > MAX_TIMEOUT {
+                return Err(ClientError::InvalidConfig {
+                    setting: setting.into(),
+                    message: format!(
+                        "{value:?} is longer than the {MAX_TIMEOUT:?} maximum; a call that may run longer should be split"
+                    ),
                 });
             }
         }

@@ -46,3 +46,22 @@ fn more_than_ten_retries_is_refused() {
         "invalid RetryPolicy::max_retries: 11 is more than 10"
     );
 }
+
+/// A timeout past what `Instant` arithmetic can add is refused at validation, never a panic
+/// at the first call.
+#[test]
+fn a_timeout_longer_than_a_day_is_refused() {
+    let timeouts = Timeouts {
+        total: Duration::MAX,
+        ..Timeouts::default()
+    };
+    match timeouts.validate() {
+        Err(ClientError::InvalidConfig { setting, .. }) => assert_eq!(setting, "Timeouts::total"),
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
+    let day = Timeouts {
+        total: MAX_TIMEOUT,
+        ..Timeouts::default()
+    };
+    assert!(day.validate().is_ok());
+}
