@@ -84,7 +84,7 @@ mod sse;
 mod wire;
 
 pub use client::{CucaClient, CucaClientBuilder};
-pub use config::{RetryPolicy, Timeouts};
+pub use config::{RetryPolicy, Timeouts, MAX_TIMEOUT};
 pub use decode::{ChatStreamDecoder, LlamaTimings, StreamSummary};
 pub use endpoint::{ApiKey, ProviderEndpoint};
 pub use error::ClientError;
