@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod ci;
 mod e2e;
 mod fixtures;
 mod fuzz;
@@ -18,6 +19,9 @@ struct Cli {
 /// One subcommand per task; add new tasks as variants here and arms in `main`.
 #[derive(Debug, Subcommand)]
 enum Task {
+    /// The checks CI runs: format, clippy -D warnings, every crate checked on its own, and
+    /// the whole test suite.
+    Ci,
     /// Regenerate the golden on-disk fixtures (or, with --check, verify they are current).
     Fixtures {
         /// Compare instead of writing; fail if any fixture differs from the generator.
@@ -55,6 +59,7 @@ enum Task {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
+        Task::Ci => ci::run(),
         Task::Fixtures { check } => fixtures::run(check),
         Task::E2e => e2e::run(),
         Task::Bench { quick, no_run } => bench::run(quick, no_run),
