@@ -50,6 +50,18 @@ impl SseDecoder {
         F: FnMut(SseEvent<'_>) -> Result<(), ClientError>,
     {
         let mut input = bytes;
+        if self.buf.last() == Some(&b'\r') && input.first().is_some_and(|&b| b != b'\n') {
+            // The `\r` that ended the last read was a whole line end after all (the next byte
+            // is not the `\n` of a `\r\n`). Decode the pending bytes now: otherwise they wait
+            // for the next terminator in a later read, and the events in them are dispatched
+            // late, after lines the same bytes in one read would have reached only afterwards.
+            // (Found by fuzzing: a stream split into one-byte reads saw `[DONE]` too late.)
+            let pending = std::mem::take(&mut self.buf);
+            let result = self.lines(&pending, true, on_event);
+            self.buf = pending;
+            self.buf.clear();
+            result?;
+        }
         if !self.buf.is_empty() {
             // Finish the pending line with the new bytes first.
             let Some(pos) = memchr::memchr2(b'\n', b'\r', input) else {
