@@ -44,6 +44,13 @@ find_bindir() {
   die "no PostgreSQL server binaries found (looked in /usr/local/bin, /usr/lib/postgresql/*/bin, pg_config --bindir); install the postgresql package"
 }
 
+# A machine without the server binaries gets Debian's package (CI runs as root; the machine
+# image normally has PostgreSQL 15 already, so this is the fallback, not the path).
+if ! (find_bindir >/dev/null 2>&1) && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "postgres.sh: no server binaries; installing Debian's postgresql package" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null \
+    || die "apt-get install postgresql failed"
+fi
 bindir=$(find_bindir)
 # pg_isready and psql may live beside the server binaries or only on PATH.
 tool() {
