@@ -318,3 +318,40 @@ fn assembly_refuses_a_journal_of_the_wrong_format_version_or_type_and_leaves_it(
         "{result:?}"
     );
 }
+
+async fn http_get(addr: std::net::SocketAddr, target: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {target} HTTP/1.1\r\nHost: test\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let status = text.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, text)
+}
+
+#[tokio::test]
+async fn the_replay_route_answers_a_too_long_id_and_a_record_of_the_wrong_type_without_touching_anything(
+) {
+    // The owners test traversal and validate_run_id; these two classes go through the router.
+    let runs = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(runs.path().join("dir-run/replay.json.gz")).unwrap();
+    let before = snapshot(runs.path());
+    let app = cuca_journal::serve::router(runs.path());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let (status, _) = http_get(addr, &format!("/runs/{}/replay", "r".repeat(300))).await;
+    assert_eq!(status, 400, "too long");
+    let (status, _) = http_get(addr, "/runs/%00/replay").await;
+    assert_eq!(status, 400, "NUL");
+    let (status, _) = http_get(addr, "/runs//replay").await;
+    assert!(status == 400 || status == 404, "empty: {status}");
+    // Wrong type: the record is a directory. A server error naming the run, not a panic.
+    let (status, body) = http_get(addr, "/runs/dir-run/replay").await;
+    assert_eq!(status, 500);
+    assert!(body.contains("dir-run"), "{body}");
+    assert_eq!(snapshot(runs.path()), before);
+}
