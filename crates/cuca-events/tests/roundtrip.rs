@@ -202,7 +202,9 @@ fn postcard_variant_indices_are_pinned() {
 
 #[test]
 fn malformed_point_ids_are_validation_errors() {
-    for bad in ["", "demo", ":3", "demo:x", "demo:-1", "demo:01", "demo:+1", "demo: 1", "demo:"] {
+    for bad in [
+        "", "demo", ":3", "demo:x", "demo:-1", "demo:01", "demo:+1", "demo: 1", "demo:",
+    ] {
         match parse_point_id(bad) {
             Err(cuca_events::PluginError::Validation { schema, .. }) => {
                 assert_eq!(schema, "point_id")
