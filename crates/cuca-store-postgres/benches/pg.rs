@@ -104,7 +104,10 @@ fn main() {
                 Err(error) => panic!("{label}: {error}"),
             }
         };
-        bench_backend(&mut c, label, make, false);
+        // A fresh backend per iteration: FileBackend keeps each session's file open until the
+        // backend is dropped, so a new session per iteration in one backend ran out of file
+        // descriptors once criterion reached ~20,000 iterations.
+        bench_backend(&mut c, label, make, true);
     }
     match std::env::var("CUCA_PG_URL") {
         Ok(url) if !url.is_empty() => {
