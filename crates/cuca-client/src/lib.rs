@@ -88,4 +88,4 @@ pub use config::{RetryPolicy, Timeouts, MAX_TIMEOUT};
 pub use decode::{ChatStreamDecoder, LlamaTimings, StreamSummary};
 pub use endpoint::{ApiKey, ProviderEndpoint};
 pub use error::ClientError;
-pub use sse::{SseDecoder, SseEvent};
+pub use sse::{SseDecoder, SseEvent, MAX_EVENT_BYTES};

@@ -10,6 +10,13 @@
 
 use crate::error::ClientError;
 
+/// The most bytes one line, or one event's joined data, may hold.
+///
+/// A chat-completions chunk is a few hundred bytes and a whole non-streamed answer a few
+/// hundred kilobytes; 16 MiB is far past both, and bounds what a server that never ends a
+/// line (or never ends an event) can make the client buffer.
+pub const MAX_EVENT_BYTES: usize = 16 << 20;
+
 /// One dispatched event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SseEvent<'a> {
@@ -66,7 +73,7 @@ impl SseDecoder {
             // Finish the pending line with the new bytes first.
             let Some(pos) = memchr::memchr2(b'\n', b'\r', input) else {
                 self.buf.extend_from_slice(input);
-                return Ok(());
+                return self.check_pending();
             };
             let take = if input[pos] == b'\r' {
                 match input.get(pos + 1) {
@@ -75,7 +82,7 @@ impl SseDecoder {
                     None => {
                         // A `\r` as the last byte may be the first half of `\r\n`.
                         self.buf.extend_from_slice(input);
-                        return Ok(());
+                        return self.check_pending();
                     }
                 }
             } else {
@@ -92,6 +99,19 @@ impl SseDecoder {
         }
         let consumed = self.lines(input, false, on_event)?;
         self.buf.extend_from_slice(&input[consumed..]);
+        self.check_pending()
+    }
+
+    /// Refuses an unfinished line longer than [`MAX_EVENT_BYTES`] instead of buffering it.
+    fn check_pending(&self) -> Result<(), ClientError> {
+        if self.buf.len() > MAX_EVENT_BYTES {
+            return Err(ClientError::Decode {
+                message: format!(
+                    "a line of the event stream at byte {} runs past {MAX_EVENT_BYTES} bytes without ending",
+                    self.offset
+                ),
+            });
+        }
         Ok(())
     }
 
@@ -162,6 +182,14 @@ impl SseDecoder {
         };
         match field {
             "data" => {
+                if self.data.len() + value.len() + 1 > MAX_EVENT_BYTES {
+                    return Err(ClientError::Decode {
+                        message: format!(
+                            "an event of the stream at byte {} carries more than {MAX_EVENT_BYTES} bytes of data",
+                            self.offset
+                        ),
+                    });
+                }
                 if self.has_data {
                     self.data.push('\n');
                 }

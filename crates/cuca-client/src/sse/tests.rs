@@ -101,3 +101,54 @@ fn a_long_line_fed_one_byte_at_a_time_decodes_whole() {
     let bytes: Vec<&[u8]> = body.as_bytes().chunks(1).collect();
     assert_eq!(events(&bytes), vec![message(&text)]);
 }
+
+/// A server that never ends a line cannot make the decoder buffer without bound: past
+/// `MAX_EVENT_BYTES` the stream is refused with a decode error that says why.
+#[test]
+fn a_line_that_never_ends_is_refused_past_the_cap() {
+    let mut decoder = SseDecoder::new();
+    let chunk = vec![b'x'; 1 << 20];
+    let mut events = 0;
+    let mut refused = None;
+    for _ in 0..(MAX_EVENT_BYTES / chunk.len() + 2) {
+        match decoder.feed(&chunk, &mut |_| {
+            events += 1;
+            Ok(())
+        }) {
+            Ok(()) => {}
+            Err(error) => {
+                refused = Some(error);
+                break;
+            }
+        }
+    }
+    assert_eq!(events, 0);
+    match refused {
+        Some(ClientError::Decode { message }) => {
+            assert!(message.contains("without ending"), "{message}")
+        }
+        other => panic!("expected a Decode error, got {other:?}"),
+    }
+}
+
+/// The same bound holds for an event whose `data:` lines keep coming without a blank line.
+#[test]
+fn an_event_that_never_ends_is_refused_past_the_cap() {
+    let mut decoder = SseDecoder::new();
+    let mut line = b"data: ".to_vec();
+    line.extend(std::iter::repeat_n(b'y', 1 << 20));
+    line.push(b'\n');
+    let mut refused = None;
+    for _ in 0..(MAX_EVENT_BYTES / line.len() + 2) {
+        if let Err(error) = decoder.feed(&line, &mut |_| Ok(())) {
+            refused = Some(error);
+            break;
+        }
+    }
+    match refused {
+        Some(ClientError::Decode { message }) => {
+            assert!(message.contains("more than"), "{message}")
+        }
+        other => panic!("expected a Decode error, got {other:?}"),
+    }
+}
