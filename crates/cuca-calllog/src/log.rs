@@ -435,7 +435,10 @@ fn write_once(mut file: &File, bytes: &[u8]) -> io::Result<()> {
     if written < bytes.len() {
         return Err(io::Error::new(
             io::ErrorKind::WriteZero,
-            format!("short write: {written} of {} bytes", bytes.len()),
+            format!(
+                        "short write: {written} of {} bytes (the disk is likely full, or a file size limit was reached)",
+                        bytes.len()
+                    ),
         ));
     }
     Ok(())

@@ -218,7 +218,10 @@ pub(crate) fn write_once(writer: &mut impl Write, bytes: &[u8]) -> std::io::Resu
             Ok(n) => {
                 return Err(std::io::Error::new(
                     ErrorKind::WriteZero,
-                    format!("short write: {n} of {} bytes", bytes.len()),
+                    format!(
+                        "short write: {n} of {} bytes (the disk is likely full, or a file size limit was reached)",
+                        bytes.len()
+                    ),
                 ))
             }
             // Nothing was written, so trying again cannot split a frame.
