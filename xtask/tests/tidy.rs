@@ -132,3 +132,41 @@ fn crate_folders_match_package_names_and_inherit_lints() {
         );
     }
 }
+
+/// ARCHITECTURE.md: every edge points towards `cuca-events`; the one leaf-to-leaf edge is
+/// `cuca-client → cuca-calllog`; stores are never normal dependencies of a library crate.
+#[test]
+fn crate_edges_are_the_ones_architecture_md_allows() {
+    let output = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(root())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(output.status.success(), "cargo metadata failed");
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
+    let allowed = |from: &str, to: &str| -> bool {
+        match from {
+            // The facade re-exports everything; the CLI and the test/bench crates sit on top.
+            "cuca" | "cuca-cli" | "cuca-reliability" | "cuca-bench" | "xtask" => true,
+            "cuca-client" => matches!(to, "cuca-events" | "cuca-calllog"),
+            "cuca-calllog" => false,
+            _ => to == "cuca-events",
+        }
+    };
+    let mut offenders = Vec::new();
+    for package in metadata["packages"].as_array().expect("packages") {
+        let from = package["name"].as_str().unwrap_or_default();
+        for dependency in package["dependencies"].as_array().expect("dependencies") {
+            let to = dependency["name"].as_str().unwrap_or_default();
+            let normal = dependency["kind"].is_null();
+            if normal && to.starts_with("cuca") && !allowed(from, to) {
+                offenders.push(format!("{from} -> {to}"));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "edges ARCHITECTURE.md does not allow:\n{}",
+        offenders.join("\n")
+    );
+}
