@@ -9,8 +9,6 @@
 // Helpers outside `#[test]` functions unwrap too: a failure there should stop the test.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cuca_events::{PluginError, SessionBackend, SessionEvent};
@@ -18,23 +16,7 @@ use cuca_reliability::payload;
 use cuca_session_log::SessionLogPlugin;
 use cuca_store_file::FileBackend;
 
-/// Every file under `root` with its bytes (directories as `None`).
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                out.insert(path.clone(), None);
-                stack.push(path);
-            } else {
-                out.insert(path.clone(), Some(std::fs::read(&path).unwrap()));
-            }
-        }
-    }
-    out
-}
+use cuca_testkit::snapshot_dir as snapshot;
 
 /// The classes of bad session id, each with what it is.
 fn bad_session_ids() -> Vec<(&'static str, String)> {

@@ -4,30 +4,13 @@
 // The helpers below are test code outside `#[test]` fns, where clippy's test allowance ends.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use cuca_events::{PluginError, SessionBackend, SessionEvent};
 use cuca_store_file::FileBackend;
 use cuca_testkit::record;
 
-/// Every path under `root` with its bytes (`None` for a directory).
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                out.insert(path.clone(), None);
-                stack.push(path);
-            } else {
-                out.insert(path.clone(), Some(std::fs::read(&path).unwrap()));
-            }
-        }
-    }
-    out
-}
+use cuca_testkit::snapshot_dir as snapshot;
 
 /// "FileBackend rejects a session id containing / or \ rather than mapping it into a
 /// subdirectory" — and refuses before any file is touched.

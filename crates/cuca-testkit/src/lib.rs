@@ -281,3 +281,30 @@ macro_rules! conformance_tests {
         )+
     };
 }
+
+/// Every path under `root` with its bytes (`None` for a directory), for tests that assert a
+/// refused call left "nothing on disk changed": take one before, one after, compare.
+pub fn snapshot_dir(
+    root: &std::path::Path,
+) -> std::collections::BTreeMap<std::path::PathBuf, Option<Vec<u8>>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(error) => panic!("cannot list {}: {error}", dir.display()),
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.insert(path.clone(), None);
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path)
+                    .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
+                out.insert(path, Some(bytes));
+            }
+        }
+    }
+    out
+}
