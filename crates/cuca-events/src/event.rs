@@ -1,4 +1,5 @@
-//! Session events and records: the append-only vocabulary of the session log.
+//! Session events and records: the append-only vocabulary of the session log, owned
+//! ([`SessionRecord`]) and as a replay hands it over ([`ReplayedRecord`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -152,5 +153,58 @@ impl SessionRecord {
     /// ```
     pub fn point_id(&self) -> String {
         format!("{}:{}", self.session_id, self.sequence)
+    }
+}
+
+/// A [`SessionRecord`] as [`crate::SessionBackend::replay_each`] hands it to its visitor: the
+/// session id is borrowed from the backend, the event is owned.
+///
+/// It has the same wire layout as [`SessionRecord`] (the same fields in the same order), so
+/// the postcard bytes of a stored record decode as either type. Decoded from a buffer, it
+/// borrows the session id from the buffer (`#[serde(borrow)]`) and allocates only the
+/// event's strings: a replay reads one session, so the id is the same in every record, and a
+/// consumer that keeps the events (replay's segmentation) would drop an owned copy anyway.
+///
+/// ```
+/// use cuca_events::{ReplayedRecord, SessionEvent, SessionRecord};
+/// let record = SessionRecord {
+///     session_id: "demo".into(),
+///     sequence: 3,
+///     timestamp_ms: 7,
+///     event: SessionEvent::Output { text: "noted".into() },
+/// };
+/// let bytes = postcard::to_allocvec(&record).unwrap();
+/// let replayed: ReplayedRecord<'_> = postcard::from_bytes(&bytes).unwrap();
+/// assert_eq!(replayed.session_id, "demo");
+/// assert_eq!(replayed.point_id(), "demo:3");
+/// assert_eq!(replayed.into_owned(), record);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ReplayedRecord<'a> {
+    /// The session the record belongs to, borrowed from the backend's buffer or record.
+    #[serde(borrow)]
+    pub session_id: &'a str,
+    /// The 0-based position in the session, assigned by the session log plugin.
+    pub sequence: u64,
+    /// Milliseconds since the Unix epoch when the record was made.
+    pub timestamp_ms: u64,
+    /// What happened, owned: a visitor may keep it.
+    pub event: SessionEvent,
+}
+
+impl ReplayedRecord<'_> {
+    /// The record's point id, `"{session_id}:{sequence}"`, as [`SessionRecord::point_id`].
+    pub fn point_id(&self) -> String {
+        format!("{}:{}", self.session_id, self.sequence)
+    }
+
+    /// The owned record, copying the session id.
+    pub fn into_owned(self) -> SessionRecord {
+        SessionRecord {
+            session_id: self.session_id.to_owned(),
+            sequence: self.sequence,
+            timestamp_ms: self.timestamp_ms,
+            event: self.event,
+        }
     }
 }

@@ -3,7 +3,8 @@
 //! * the message model of one provider turn ([`Message`], [`MessageContentBlock`],
 //!   [`UnifiedRequest`], [`UnifiedResponse`]);
 //! * the session log's append-only vocabulary ([`SessionEvent`], [`SessionRecord`]) whose
-//!   postcard encoding is the `.cslog` payload;
+//!   postcard encoding is the `.cslog` payload, and [`ReplayedRecord`], the same record with
+//!   a borrowed session id, as [`SessionBackend::replay_each`] hands records over;
 //! * the one error type, [`PluginError`];
 //! * the two seams: [`SessionBackend`] (a store) and [`CucaPlugin`] (hooks around a call),
 //!   and [`AgentResponseStream`], the stream a live and a replayed turn both yield.
@@ -36,7 +37,7 @@ mod point;
 
 pub use backend::{BackendGauge, SessionBackend};
 pub use error::{BoxError, PluginError};
-pub use event::{SessionEvent, SessionRecord};
+pub use event::{ReplayedRecord, SessionEvent, SessionRecord};
 pub use message::{
     Message, MessageContentBlock, PromptCacheUsage, ProviderUsage, RequestMetadata, Role,
     TokenUsage, ToolChoice, ToolDefinition, UnifiedRequest, UnifiedResponse,

@@ -1,7 +1,7 @@
 //! Serde round-trips of every `SessionEvent` variant through postcard and JSON, and point ids.
 
 use cuca_events::{
-    parse_point_id, Message, MessageContentBlock, Role, SessionEvent, SessionRecord,
+    parse_point_id, Message, MessageContentBlock, ReplayedRecord, Role, SessionEvent, SessionRecord,
 };
 use proptest::prelude::*;
 
@@ -107,6 +107,25 @@ proptest! {
         let bytes = postcard::to_stdvec(&record).unwrap();
         let back: SessionRecord = postcard::from_bytes(&bytes).unwrap();
         prop_assert_eq!(back, record);
+    }
+
+    /// `ReplayedRecord` has `SessionRecord`'s wire layout: every record's postcard bytes decode
+    /// as the borrowed type to equal fields, with the session id borrowed from the bytes, no
+    /// byte left over, and the borrowed type encodes to the same bytes.
+    #[test]
+    fn postcard_bytes_of_every_record_decode_as_a_replayed_record(record in record()) {
+        let bytes = postcard::to_stdvec(&record).unwrap();
+        let (replayed, rest) = postcard::take_from_bytes::<ReplayedRecord<'_>>(&bytes).unwrap();
+        prop_assert!(rest.is_empty());
+        let range = bytes.as_ptr_range();
+        prop_assert!(replayed.session_id.is_empty() || range.contains(&replayed.session_id.as_ptr()));
+        prop_assert_eq!(replayed.session_id, record.session_id.as_str());
+        prop_assert_eq!(replayed.sequence, record.sequence);
+        prop_assert_eq!(replayed.timestamp_ms, record.timestamp_ms);
+        prop_assert_eq!(&replayed.event, &record.event);
+        prop_assert_eq!(&postcard::to_stdvec(&replayed).unwrap(), &bytes);
+        prop_assert_eq!(replayed.point_id(), record.point_id());
+        prop_assert_eq!(replayed.into_owned(), record);
     }
 
     #[test]
