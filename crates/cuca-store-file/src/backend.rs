@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use cuca_events::{
-    fork_session_id, point_in_session, BackendGauge, PluginError, SessionBackend, SessionEvent,
-    SessionRecord,
+    fork_session_id, point_in_session, BackendGauge, PluginError, ReplayedRecord, SessionBackend,
+    SessionEvent, SessionRecord,
 };
 
 use crate::codec::{decode_frame, encode_frame_with, HEADER, HEADER_LEN, MAX_FRAME_LEN};
-use crate::scan::{scan, ScanReport};
+use crate::scan::{replay_file, scan, ScanReport};
 
 #[cfg(test)]
 mod tests;
@@ -484,6 +484,25 @@ impl SessionBackend for FileBackend {
             return Ok(Vec::new());
         }
         scan(&path)?.into_records()
+    }
+
+    /// Decodes each frame where it lies in the read chunk into a [`ReplayedRecord`] that
+    /// borrows its session id from the chunk, and visits it: no `Vec` of the session's
+    /// records, one allocation per string of the event and none for the id.
+    ///
+    /// The recovery rule is [`crate::scan`]'s: a file `replay` refuses returns the same
+    /// [`PluginError::Corrupt`], as soon as the refusal is found, which is only at the first
+    /// good record after the damage; the records visited before it are to be discarded.
+    fn replay_each(
+        &self,
+        session_id: &str,
+        visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
+    ) -> Result<(), PluginError> {
+        let path = self.session_path(session_id)?;
+        if !exists(&path)? {
+            return Ok(());
+        }
+        replay_file(&path, visit)
     }
 
     fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {

@@ -1,6 +1,7 @@
 //! The `.cslog` v1 codec: the header, one frame per record, and the limits that keep decoding strict.
 
 use cuca_events::SessionRecord;
+use serde::Deserialize;
 
 use crate::error::FrameError;
 
@@ -144,6 +145,22 @@ pub(crate) fn cobs_decode_in_place(buf: &mut [u8]) -> Option<usize> {
 /// Strict: the frame must be valid COBS, carry a matching CRC-32, and decode to exactly one
 /// record with no bytes left over.
 pub fn decode_frame(frame: &mut [u8]) -> Result<SessionRecord, FrameError> {
+    // A caller may hand over any bytes, so a zero inside (which no frame holds) is checked
+    // here; the scanner, which cut the frame at its first zero, skips this search.
+    if !frame.is_empty() && frame.len() <= MAX_FRAME_LEN && memchr::memchr(0, frame).is_some() {
+        return Err(FrameError::Cobs);
+    }
+    decode_cut_frame(frame)
+}
+
+/// [`decode_frame`] for a frame the caller cut at its first `0x00`, so it holds no zero,
+/// decoding into any type with `SessionRecord`'s wire layout (which may borrow from the frame:
+/// a replay decodes into `ReplayedRecord`, whose session id points into the read buffer).
+///
+/// Every other check of [`decode_frame`] runs, in the same order, with the same errors.
+pub(crate) fn decode_cut_frame<'a, R: Deserialize<'a>>(
+    frame: &'a mut [u8],
+) -> Result<R, FrameError> {
     if frame.is_empty() {
         return Err(FrameError::Empty);
     }
@@ -152,9 +169,6 @@ pub fn decode_frame(frame: &mut [u8]) -> Result<SessionRecord, FrameError> {
             len: frame.len() as u64,
             max: MAX_FRAME_LEN as u64,
         });
-    }
-    if memchr::memchr(0, frame).is_some() {
-        return Err(FrameError::Cobs);
     }
     let decoded_len = cobs_decode_in_place(frame).ok_or(FrameError::Cobs)?;
     let decoded = &frame[..decoded_len];
@@ -168,7 +182,7 @@ pub fn decode_frame(frame: &mut [u8]) -> Result<SessionRecord, FrameError> {
         return Err(FrameError::Crc { stored, computed });
     }
     let (record, rest) =
-        postcard::take_from_bytes::<SessionRecord>(body).map_err(|error| FrameError::Record {
+        postcard::take_from_bytes::<R>(body).map_err(|error| FrameError::Record {
             message: error.to_string(),
         })?;
     if !rest.is_empty() {
