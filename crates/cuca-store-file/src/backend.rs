@@ -87,7 +87,7 @@ pub struct FileBackend {
     dir: PathBuf,
     durability: Durability,
     /// One open, locked append handle per session this instance has written to.
-    handles: Mutex<HashMap<String, Arc<Mutex<Handle>>>>,
+    handles: Mutex<Handles>,
     /// Counts forks made by this instance: the `n` of `{session_id}:fork:{point_id}:{n}`.
     forks: AtomicU64,
 }
@@ -101,7 +101,7 @@ impl FileBackend {
         Ok(FileBackend {
             dir,
             durability: Durability::default(),
-            handles: Mutex::new(HashMap::new()),
+            handles: Mutex::new(Handles::default()),
             forks: AtomicU64::new(0),
         })
     }
@@ -159,7 +159,7 @@ impl FileBackend {
         self.lock_handles().remove(session_id).is_some()
     }
 
-    fn lock_handles(&self) -> MutexGuard<'_, HashMap<String, Arc<Mutex<Handle>>>> {
+    fn lock_handles(&self) -> MutexGuard<'_, Handles> {
         // A panic while holding this lock cannot leave the map half-updated: it is only
         // read, inserted into and removed from, each a single step.
         self.handles
@@ -171,8 +171,10 @@ impl FileBackend {
     fn handle(&self, session_id: &str) -> Result<Arc<Mutex<Handle>>, PluginError> {
         let mut handles = self.lock_handles();
         if let Some(handle) = handles.get(session_id) {
-            return Ok(Arc::clone(handle));
+            return Ok(handle);
         }
+        // The id is checked here, once, when its file is first opened: an id with an open
+        // handle has passed.
         let path = self.session_path(session_id)?;
         let handle = match Handle::create(&path, &self.dir, self.durability, &[])? {
             Some(handle) => handle,
@@ -181,6 +183,41 @@ impl FileBackend {
         let handle = Arc::new(Mutex::new(handle));
         handles.insert(session_id.to_owned(), Arc::clone(&handle));
         Ok(handle)
+    }
+}
+
+/// The open append handles, by session id, and the one used last.
+///
+/// A session log writes one session at a time, so the last handle answers most appends with
+/// one string comparison instead of hashing the id.
+#[derive(Debug, Default)]
+struct Handles {
+    by_session: HashMap<String, Arc<Mutex<Handle>>>,
+    last: Option<(String, Arc<Mutex<Handle>>)>,
+}
+
+impl Handles {
+    fn get(&mut self, session_id: &str) -> Option<Arc<Mutex<Handle>>> {
+        if let Some((id, handle)) = &self.last {
+            if id == session_id {
+                return Some(Arc::clone(handle));
+            }
+        }
+        let handle = Arc::clone(self.by_session.get(session_id)?);
+        self.last = Some((session_id.to_owned(), Arc::clone(&handle)));
+        Some(handle)
+    }
+
+    fn insert(&mut self, session_id: String, handle: Arc<Mutex<Handle>>) {
+        self.last = None;
+        self.by_session.insert(session_id, handle);
+    }
+
+    fn remove(&mut self, session_id: &str) -> Option<Arc<Mutex<Handle>>> {
+        if self.last.as_ref().is_some_and(|(id, _)| id == session_id) {
+            self.last = None;
+        }
+        self.by_session.remove(session_id)
     }
 }
 
@@ -254,7 +291,7 @@ pub(crate) struct Handle {
     probe_tail: bool,
     /// An fsync failed: the data may not be on disk, so this handle refuses every append.
     failed: Option<String>,
-    /// The record bytes of the last append, kept for their allocation.
+    /// Where appends serialize a record, kept at its high-water length.
     scratch: Vec<u8>,
     /// The frame bytes of the last append, kept for their allocation.
     frame: Vec<u8>,
@@ -472,7 +509,6 @@ impl SessionBackend for FileBackend {
     }
 
     fn append(&self, record: SessionRecord) -> Result<(), PluginError> {
-        validate_session_id(&record.session_id)?;
         let handle = self.handle(&record.session_id)?;
         let mut handle = lock_handle(&handle);
         handle.append(&record, self.durability)

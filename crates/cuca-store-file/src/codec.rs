@@ -50,38 +50,64 @@ pub const MAX_FRAME_LEN: usize = 32 * 1024 * 1024;
 /// # Ok::<(), cuca_store_file::FrameError>(())
 /// ```
 pub fn encode_frame(record: &SessionRecord, out: &mut Vec<u8>) -> Result<(), FrameError> {
-    let mut scratch = Vec::new();
-    encode_frame_with(record, &mut scratch, out)
+    encode_frame_with(record, &mut Vec::new(), out)
 }
 
-/// [`encode_frame`] with a caller-owned scratch buffer, so the append path reuses one
-/// allocation for the record bytes and one for the frame instead of two per append.
+/// What a fresh scratch buffer holds before it first grows: a streamed block or a short
+/// message fits, so the append path never retries.
+const SCRATCH_START: usize = 4 * 1024;
+
+/// [`encode_frame`] with a caller-owned scratch buffer that keeps its high-water length, so
+/// an append serializes into memory that is already there.
+///
+/// Postcard writes into a fixed slice (a pointer bump per field) rather than a growing `Vec`
+/// (a capacity check and a length update per field), which halves the encode of a small
+/// record; a record larger than the slice doubles it and serializes again.
 pub(crate) fn encode_frame_with(
     record: &SessionRecord,
     scratch: &mut Vec<u8>,
     out: &mut Vec<u8>,
 ) -> Result<(), FrameError> {
-    let mut payload = std::mem::take(scratch);
-    payload.clear();
-    let mut payload = postcard::to_extend(record, payload).map_err(|error| FrameError::Encode {
-        message: error.to_string(),
-    })?;
-    let crc = crc32fast::hash(&payload);
-    payload.extend_from_slice(&crc.to_le_bytes());
+    let len = loop {
+        if scratch.len() < SCRATCH_START {
+            scratch.resize(SCRATCH_START, 0);
+        }
+        match postcard::to_slice(record, scratch).map(|bytes| bytes.len()) {
+            Ok(len) => break len,
+            Err(postcard::Error::SerializeBufferFull) if scratch.len() <= MAX_FRAME_LEN => {
+                let grown = scratch.len().saturating_mul(2);
+                scratch.resize(grown, 0);
+            }
+            Err(postcard::Error::SerializeBufferFull) => {
+                return Err(FrameError::TooLong {
+                    len: scratch.len() as u64,
+                    max: MAX_FRAME_LEN as u64,
+                })
+            }
+            Err(error) => {
+                return Err(FrameError::Encode {
+                    message: error.to_string(),
+                })
+            }
+        }
+    };
+    let crc = crc32fast::hash(&scratch[..len]);
+    if scratch.len() < len + CRC_LEN {
+        scratch.resize(len + CRC_LEN, 0);
+    }
+    scratch[len..len + CRC_LEN].copy_from_slice(&crc.to_le_bytes());
+    let payload = &scratch[..len + CRC_LEN];
     let encoded_len = cobs_encoded_len(payload.len());
-    let result = if encoded_len > MAX_FRAME_LEN {
-        Err(FrameError::TooLong {
+    if encoded_len > MAX_FRAME_LEN {
+        return Err(FrameError::TooLong {
             len: encoded_len as u64,
             max: MAX_FRAME_LEN as u64,
-        })
-    } else {
-        out.reserve(encoded_len + 1);
-        cobs_encode(&payload, out);
-        out.push(0);
-        Ok(())
-    };
-    *scratch = payload;
-    result
+        });
+    }
+    out.reserve(encoded_len + 1);
+    cobs_encode(payload, out);
+    out.push(0);
+    Ok(())
 }
 
 /// The longest COBS encoding of `len` bytes: one code byte per started 254-byte run.
@@ -93,27 +119,34 @@ fn cobs_encoded_len(len: usize) -> usize {
 ///
 /// Byte-identical to the `cobs` crate's encoder (a test checks it), but it finds zeros with
 /// `memchr` and copies whole runs, where the crate's state machine handles one byte at a
-/// time: the per-byte loop was most of an append's CPU time for kilobyte records.
+/// time: the per-byte loop was most of an append's CPU time for kilobyte records. Each search
+/// looks only as far as one group can reach (254 bytes), not to the end of the record.
 pub(crate) fn cobs_encode(source: &[u8], out: &mut Vec<u8>) {
     let mut rest = source;
     loop {
-        let run = memchr::memchr(0, rest).unwrap_or(rest.len());
-        if run >= 254 {
-            // A full group: 254 data bytes, no implied zero after it.
-            out.push(0xFF);
-            out.extend_from_slice(&rest[..254]);
-            rest = &rest[254..];
-            if rest.is_empty() {
+        let window = &rest[..rest.len().min(254)];
+        match memchr::memchr(0, window) {
+            Some(run) => {
+                out.push(run as u8 + 1);
+                out.extend_from_slice(&window[..run]);
+                // A zero always starts another group, empty if the zero was the last byte.
+                rest = &rest[run + 1..];
+            }
+            None if window.len() == 254 => {
+                // A full group: 254 data bytes, no implied zero after it.
+                out.push(0xFF);
+                out.extend_from_slice(window);
+                rest = &rest[254..];
+                if rest.is_empty() {
+                    return;
+                }
+            }
+            None => {
+                out.push(window.len() as u8 + 1);
+                out.extend_from_slice(window);
                 return;
             }
-            continue;
         }
-        out.push(run as u8 + 1);
-        out.extend_from_slice(&rest[..run]);
-        if run == rest.len() {
-            return;
-        }
-        rest = &rest[run + 1..];
     }
 }
 

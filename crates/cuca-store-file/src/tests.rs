@@ -150,7 +150,7 @@ proptest::proptest! {
     /// Our COBS is the reference COBS: same bytes out, and it decodes what the reference makes.
     #[test]
     fn cobs_matches_the_reference_crate(data in proptest::collection::vec(
-        proptest::prop_oneof![proptest::prelude::Just(0u8), 1u8..=255], 0..1200)) {
+        proptest::prop_oneof![1 => proptest::prelude::Just(0u8), 100 => 1u8..=255], 0..1200)) {
         let mut ours = Vec::new();
         crate::codec::cobs_encode(&data, &mut ours);
         if !data.is_empty() {
@@ -160,6 +160,41 @@ proptest::proptest! {
         let n = crate::codec::cobs_decode_in_place(&mut ours).unwrap();
         proptest::prop_assert_eq!(&ours[..n], data.as_slice());
     }
+}
+
+/// A record larger than the append path's first scratch buffer grows it and still encodes to
+/// the same frame as a fresh encoder would; the next, small record reuses the grown buffer.
+#[test]
+fn records_larger_than_the_scratch_buffer_encode_the_same() {
+    let big = record(
+        "s",
+        1,
+        SessionEvent::Output {
+            text: "x\0y".repeat(40_000),
+        },
+    );
+    let small = record("s", 2, SessionEvent::Output { text: "ok".into() });
+    let mut scratch = Vec::new();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    crate::codec::encode_frame_with(&big, &mut scratch, &mut a).unwrap();
+    assert!(
+        scratch.len() >= 120_000,
+        "the scratch grew to {}",
+        scratch.len()
+    );
+    crate::codec::encode_frame_with(&small, &mut scratch, &mut b).unwrap();
+    let (body_a, body_b) = (a.len() - 1, b.len() - 1);
+    assert_eq!(decode_frame(&mut a[..body_a]).unwrap(), big);
+    assert_eq!(decode_frame(&mut b[..body_b]).unwrap(), small);
+    // The bytes are postcard's, CRC-32 LE, COBS, as docs/cslog-format.md says.
+    let mut payload = postcard::to_allocvec(&small).unwrap();
+    payload
+        .extend_from_slice(&crc32fast::hash(&postcard::to_allocvec(&small).unwrap()).to_le_bytes());
+    let mut expected = cobs::encode_vec(&payload);
+    expected.push(0);
+    let mut again = Vec::new();
+    encode_frame(&small, &mut again).unwrap();
+    assert_eq!(again, expected);
 }
 
 /// A run of exactly 254 non-zero bytes at the end ends on a full group with nothing after it.
