@@ -40,12 +40,19 @@
 //!
 //! # Memory
 //!
-//! `SessionBackend::replay` has no ranged read, so every load reads the whole session into
-//! one `Vec<SessionRecord>`; the pre-read bound belongs to the backend. `load*` then consumes
-//! that `Vec`: each record's event is *moved* into the one turn it belongs to (its text
-//! becomes a block, a message, a system prompt or a note without being copied), and the
-//! record shells are freed when the load returns. The steady state is one trajectory, not a
-//! trajectory plus its source records. A prefix load truncates the `Vec` before it segments.
+//! Loads read through [`SessionBackend::replay_each`], which hands the records over one by
+//! one, and segment them as they arrive: each record's event is *moved* into the one turn it
+//! belongs to (its text becomes a block, a message, a system prompt or a note without being
+//! copied), and no `Vec` of the session's records is ever built. The steady state is one
+//! trajectory, not a trajectory plus its source records. How much a backend holds while it
+//! reads is the backend's: `FileBackend` holds one read chunk, and backends that only
+//! implement `replay` still build their `Vec` first (the trait's default `replay_each`).
+//! There is no ranged read, so a prefix load reads the whole session too, and drops every
+//! record after the prefix as it arrives.
+//!
+//! Records stop being kept as soon as a load is bound to be refused (over a cap), but the
+//! backend still reads to the end, so that a damaged session reports its damage, and a
+//! session over [`ReplayConfig::max_records`] reports its exact length.
 //!
 //! # What it does not do
 //!
@@ -62,6 +69,7 @@
 use std::sync::Arc;
 
 use cuca_events::{parse_point_id, PluginError, SessionBackend};
+use trajectory::Segmenter;
 
 mod config;
 mod stream;
@@ -117,15 +125,21 @@ impl SessionReplay {
     /// pass through unchanged; a session over a cap is refused with
     /// [`PluginError::Validation`].
     pub fn load(&self, session_id: &str) -> Result<ReplayTrajectory, PluginError> {
-        let records = self.backend.replay(session_id)?;
-        trajectory::segment(session_id.to_owned(), records, &self.config)
+        let mut segmenter = Segmenter::new(session_id.to_owned(), &self.config);
+        self.backend.replay_each(session_id, &mut |record| {
+            segmenter.push(record.sequence, record.event);
+            Ok(())
+        })?;
+        // Only now is the backend's verdict known: a refused session never gets this far, so
+        // the turns built from its first records are dropped with the segmenter.
+        segmenter.finish()
     }
 
     /// The records of `session_id` up to and including the one whose sequence is
     /// `through_sequence`, as a trajectory: what a fork at `"{session_id}:{through_sequence}"`
     /// holds.
     ///
-    /// The whole session is read first, since the backend has no ranged read. Refuses with
+    /// The whole session is read, since the backend has no ranged read. Refuses with
     /// [`PluginError::Validation`] when no record has that sequence, which includes every
     /// sequence of a session the backend does not know. The caps apply to the prefix.
     pub fn load_prefix(
@@ -133,22 +147,28 @@ impl SessionReplay {
         session_id: &str,
         through_sequence: u64,
     ) -> Result<ReplayTrajectory, PluginError> {
-        let mut records = self.backend.replay(session_id)?;
-        let Some(position) = records
-            .iter()
-            .position(|record| record.sequence == through_sequence)
-        else {
+        let mut segmenter = Segmenter::new(session_id.to_owned(), &self.config);
+        let mut n_records = 0usize;
+        let mut found = false;
+        self.backend.replay_each(session_id, &mut |record| {
+            n_records += 1;
+            // The prefix ends at the first record with the sequence; later records are
+            // dropped as they arrive (the backend still reads on, for its verdict).
+            if !found {
+                found = record.sequence == through_sequence;
+                segmenter.push(record.sequence, record.event);
+            }
+            Ok(())
+        })?;
+        if !found {
             return Err(PluginError::validation(
                 "point_id",
                 format!(
-                    "no record of session {session_id:?} ({} records) has sequence {through_sequence}, so there is no prefix to load",
-                    records.len()
+                    "no record of session {session_id:?} ({n_records} records) has sequence {through_sequence}, so there is no prefix to load"
                 ),
             ));
-        };
-        // Truncation drops the tail in place: the prefix is never copied.
-        records.truncate(position + 1);
-        trajectory::segment(session_id.to_owned(), records, &self.config)
+        }
+        segmenter.finish()
     }
 
     /// The prefix of a session up to and including `point_id` (`"{session_id}:{sequence}"`,

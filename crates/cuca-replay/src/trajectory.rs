@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cuca_events::{
-    AgentResponseStream, Message, MessageContentBlock, PluginError, SessionEvent, SessionRecord,
-    TokenUsage, UnifiedResponse,
+    AgentResponseStream, Message, MessageContentBlock, PluginError, SessionEvent, TokenUsage,
+    UnifiedResponse,
 };
 
 use crate::config::ReplayConfig;
@@ -283,30 +283,81 @@ impl TurnBuilder {
     }
 }
 
-/// Consumes `records` into turns, moving each event into its turn, and checks the caps.
+/// Consumes `records` into turns, moving each event into its turn, and checks the caps: a
+/// [`Segmenter`] fed from a `Vec`, for the tests that segment records they built.
+#[cfg(test)]
 pub(crate) fn segment(
     session_id: String,
-    records: Vec<SessionRecord>,
+    records: Vec<cuca_events::SessionRecord>,
     config: &ReplayConfig,
 ) -> Result<ReplayTrajectory, PluginError> {
-    let n_records = records.len();
-    if n_records > config.max_records {
-        return Err(PluginError::validation(
-            "ReplayConfig::max_records",
-            format!(
-                "session {session_id:?} has {n_records} records, over the cap of {}; nothing was loaded, because a shortened trajectory is a wrong fixture — raise the cap or load a prefix",
-                config.max_records
-            ),
-        ));
+    let mut segmenter = Segmenter::new(session_id, config);
+    for record in records {
+        segmenter.push(record.sequence, record.event);
+    }
+    segmenter.finish()
+}
+
+/// Segments records into turns as they arrive, one at a time, moving each event into its
+/// turn; [`Segmenter::finish`] checks the caps and hands over the trajectory.
+///
+/// It never refuses mid-way: the first problem it meets (a turn over
+/// [`ReplayConfig::max_turn_blocks`], an event it does not know, more records than
+/// [`ReplayConfig::max_records`]) stops the building and frees what was built, and every
+/// later record is only counted. So a load's error is the one it was before records arrived
+/// one by one: the backend's own error first (the backend reads on to the end), then the
+/// record cap with the session's exact record count (what to raise the cap to), then the
+/// first segmentation refusal; and memory stays bounded by the cap however long the session.
+pub(crate) struct Segmenter<'c> {
+    session_id: String,
+    config: &'c ReplayConfig,
+    turns: Vec<ReplayTurn>,
+    turn: TurnBuilder,
+    n_records: usize,
+    n_blocks: usize,
+    /// The first segmentation refusal; once set (or once `n_records` passes the cap),
+    /// records are counted, not kept.
+    refusal: Option<PluginError>,
+}
+
+impl<'c> Segmenter<'c> {
+    pub(crate) fn new(session_id: String, config: &'c ReplayConfig) -> Self {
+        Segmenter {
+            session_id,
+            config,
+            turns: Vec::new(),
+            turn: TurnBuilder::default(),
+            n_records: 0,
+            n_blocks: 0,
+            refusal: None,
+        }
     }
 
-    let mut turns = Vec::new();
-    let mut turn = TurnBuilder::default();
-    let mut n_blocks = 0usize;
-    for record in records {
-        let SessionRecord {
-            sequence, event, ..
-        } = record;
+    /// Takes the next record, in session order.
+    pub(crate) fn push(&mut self, sequence: u64, event: SessionEvent) {
+        self.n_records += 1;
+        if self.refusal.is_some() {
+            return;
+        }
+        if self.n_records > self.config.max_records {
+            // Nothing of a refused load is handed out: free it now, not at the end.
+            self.stop_building();
+            return;
+        }
+        if let Err(refusal) = self.segment(sequence, event) {
+            self.stop_building();
+            self.refusal = Some(refusal);
+        }
+    }
+
+    fn stop_building(&mut self) {
+        self.turns = Vec::new();
+        self.turn = TurnBuilder::default();
+    }
+
+    /// Files one record's event into the turn being built.
+    fn segment(&mut self, sequence: u64, event: SessionEvent) -> Result<(), PluginError> {
+        let turn = &mut self.turn;
         turn.take_record(sequence);
         if let SessionEvent::TokenUsage {
             prompt_tokens,
@@ -319,14 +370,15 @@ pub(crate) fn segment(
                     prompt_tokens,
                     completion_tokens,
                 };
-                turns.extend(std::mem::take(&mut turn).finish(Some(completion)));
+                self.turns
+                    .extend(std::mem::take(turn).finish(Some(completion)));
             } else {
                 turn.notes.push(ReplayNote::UnpairedTokenUsage {
                     prompt_tokens,
                     completion_tokens,
                 });
             }
-            continue;
+            return Ok(());
         }
         turn.settle_latency();
         let block = match event {
@@ -389,40 +441,69 @@ pub(crate) fn segment(
                 return Err(PluginError::validation(
                     "SessionEvent",
                     format!(
-                        "record {session_id}:{sequence} is a {} event, which this replay does not know; upgrade cuca-replay",
+                        "record {}:{sequence} is a {} event, which this replay does not know; upgrade cuca-replay",
+                        self.session_id,
                         other.kind()
                     ),
                 ));
             }
         };
         if let Some(block) = block {
-            if turn.blocks.len() >= config.max_turn_blocks {
+            if turn.blocks.len() >= self.config.max_turn_blocks {
+                let session_id = &self.session_id;
                 return Err(PluginError::validation(
                     "ReplayConfig::max_turn_blocks",
                     format!(
                         "turn {} of session {session_id:?} passes the cap of {} blocks at record {session_id}:{sequence}; nothing was loaded — raise the cap",
-                        turns.len(),
-                        config.max_turn_blocks
+                        self.turns.len(),
+                        self.config.max_turn_blocks
                     ),
                 ));
             }
             turn.blocks.push(block);
-            n_blocks += 1;
+            self.n_blocks += 1;
         }
+        Ok(())
     }
-    // Records after the last pair form one final, incomplete turn: never merged, never dropped.
-    turns.extend(turn.finish(None));
 
-    let usage = ReplayUsage {
-        records: n_records,
-        max_records: config.max_records,
-        blocks: n_blocks,
-        turns: turns.len(),
-        near_cap: config.warn_at().is_some_and(|at| n_records >= at),
-    };
-    Ok(ReplayTrajectory {
-        session_id,
-        turns,
-        usage,
-    })
+    /// The trajectory, or the load's refusal: the record cap first, then the first
+    /// segmentation refusal.
+    pub(crate) fn finish(self) -> Result<ReplayTrajectory, PluginError> {
+        let Segmenter {
+            session_id,
+            config,
+            mut turns,
+            turn,
+            n_records,
+            n_blocks,
+            refusal,
+        } = self;
+        if n_records > config.max_records {
+            return Err(PluginError::validation(
+                "ReplayConfig::max_records",
+                format!(
+                    "session {session_id:?} has {n_records} records, over the cap of {}; nothing was loaded, because a shortened trajectory is a wrong fixture — raise the cap or load a prefix",
+                    config.max_records
+                ),
+            ));
+        }
+        if let Some(refusal) = refusal {
+            return Err(refusal);
+        }
+        // Records after the last pair form one final, incomplete turn: never merged, never
+        // dropped.
+        turns.extend(turn.finish(None));
+        let usage = ReplayUsage {
+            records: n_records,
+            max_records: config.max_records,
+            blocks: n_blocks,
+            turns: turns.len(),
+            near_cap: config.warn_at().is_some_and(|at| n_records >= at),
+        };
+        Ok(ReplayTrajectory {
+            session_id,
+            turns,
+            usage,
+        })
+    }
 }
