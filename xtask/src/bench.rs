@@ -210,6 +210,8 @@ const ROWS: &[Row] = &[
     row("FileBackend append 32 B", C("peers/append/32B/file_backend"), "JSONL append", C("peers/append/32B/jsonl"), Speed, AtLeast(1.2)),
     row("FileBackend append 200 B", C("peers/append/200B/file_backend"), "JSONL append", C("peers/append/200B/jsonl"), Speed, AtLeast(1.2)),
     row("FileBackend append 1 KiB", C("peers/append/1024B/file_backend"), "JSONL append", C("peers/append/1024B/jsonl"), Speed, AtLeast(1.2)),
+    row("FileBackend append 32 B", C("peers/append/32B/file_backend"), "raw write of an owned record", C("peers/append/32B/raw_write_owned"), Speed, Info),
+    row("FileBackend append 1 KiB", C("peers/append/1024B/file_backend"), "raw write of an owned record", C("peers/append/1024B/raw_write_owned"), Speed, Info),
     row("FileBackend append 32 B", C("peers/append/32B/file_backend"), "SQLite insert", C("peers/append/32B/sqlite"), Speed, AtLeast(3.0)),
     row("FileBackend append 200 B", C("peers/append/200B/file_backend"), "SQLite insert", C("peers/append/200B/sqlite"), Speed, AtLeast(3.0)),
     row("FileBackend append 1 KiB", C("peers/append/1024B/file_backend"), "SQLite insert", C("peers/append/1024B/sqlite"), Speed, AtLeast(3.0)),
@@ -226,11 +228,14 @@ const ROWS: &[Row] = &[
     row(".cslog size 200 B", Size("200B", "cslog"), "JSONL size", Size("200B", "jsonl"), Cost, AtMost(0.60)),
     row(".cslog size 1 KiB", Size("1024B", "cslog"), "JSONL size", Size("1024B", "jsonl"), Cost, AtMost(0.60)),
     row(".cslog size 200 B", Size("200B", "cslog"), "SQLite size", Size("200B", "sqlite"), Cost, Info),
+    row(".cslog size, recorded demo", Size("demo", "cslog"), "JSONL size", Size("demo", "jsonl"), Cost, Info),
+    row(".cslog size, recorded reasoning", Size("reasoning", "cslog"), "JSONL size", Size("reasoning", "jsonl"), Cost, Info),
     // The session-log hook under 1 µs per block over InMemoryBackend.
     row("on_stream_chunk (memory)", C("memory/on_stream_chunk"), "InMemoryBackend append", C("memory/backend_append_baseline"), Cost, Below(1_000.0)),
     row("on_stream_chunk (file)", C("file/on_stream_chunk"), "FileBackend append", C("file/backend_append_baseline"), Cost, Info),
     // Client overhead ≤ 5% of the raw SSE read.
     row("client stream, per block", C("stream_10k_chunks/client_counting_plugin"), "raw SSE read", C("stream_10k_chunks/raw_sse_bytes"), Cost, AtMost(1.05)),
+    row("client decode only, per block", C("stream_10k_chunks/decode_only"), "raw SSE read", C("stream_10k_chunks/raw_sse_bytes"), Cost, Info),
     row("client + session log, per block", C("stream_10k_chunks/client_session_log"), "raw SSE read", C("stream_10k_chunks/raw_sse_bytes"), Cost, Info),
     // Call-log append p99 under 50 µs at 8 writers.
     row("calllog append p99, 8 writers", CalllogP99("cuca-calllog append"), "raw write p99, 8 writers", CalllogP99("raw write of the line bytes"), Cost, Below(50_000.0)),

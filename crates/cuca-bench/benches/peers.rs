@@ -107,6 +107,29 @@ fn appends(c: &mut Criterion) {
             })
         });
 
+        // The same raw write, handed the owned record FileBackend is handed (cloned before
+        // and dropped after the write): the limit for a store whose append takes ownership,
+        // so the gap to FileBackend is its own encoding and bookkeeping. Context only.
+        group.bench_function("raw_write_owned", |b| {
+            b.iter_custom(|iters| {
+                chunked(
+                    iters,
+                    |n| {
+                        OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(fresh(root, n).join("raw.cslog"))
+                            .unwrap()
+                    },
+                    |file: &mut File| {
+                        let record = black_box(proto.clone());
+                        file.write_all(black_box(&frame)).unwrap();
+                        drop(record);
+                    },
+                )
+            })
+        });
+
         group.bench_function("jsonl", |b| {
             b.iter_custom(|iters| {
                 chunked(
@@ -214,6 +237,33 @@ fn replays(c: &mut Criterion) {
             })
         });
         group.finish();
+    }
+    // Sessions recorded from real llama-server streams (fixtures/sessions): token-sized
+    // blocks, as a streamed answer is stored, against the same records as JSONL.
+    let recorded = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/sessions");
+    let fixtures = FileBackend::new(&recorded).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for session in ["demo", "reasoning"] {
+        let records = fixtures.replay(session).unwrap();
+        let mut jsonl = JsonlPeer::open(dir.path().join(format!("{session}.jsonl"))).unwrap();
+        for record in &records {
+            jsonl.append(record).unwrap();
+        }
+        let cslog_bytes = fixtures.bytes_on_disk(session).unwrap();
+        let jsonl_bytes = std::fs::metadata(jsonl.path()).unwrap().len();
+        println!(
+            "peers/size/{session}: {} records, cslog {cslog_bytes} B, jsonl {jsonl_bytes} B ({:.2})",
+            records.len(),
+            cslog_bytes as f64 / jsonl_bytes as f64,
+        );
+        sizes.insert(
+            session.to_owned(),
+            serde_json::json!({
+                "n_records": records.len(),
+                "cslog": cslog_bytes,
+                "jsonl": jsonl_bytes,
+            }),
+        );
     }
     let path = write_result("peers-sizes", &serde_json::Value::Object(sizes)).unwrap();
     println!("sizes written to {}", path.display());
