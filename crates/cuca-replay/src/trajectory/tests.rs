@@ -243,6 +243,39 @@ fn the_turn_block_cap_refuses_and_the_cap_itself_loads() {
 }
 
 #[test]
+fn a_turn_starts_with_room_for_the_last_ones_blocks_and_keeps_at_most_twice_its_own() {
+    let mut events: Vec<SessionEvent> = (0..40).map(|_| output("x")).collect();
+    events.extend([latency(1), usage(1, 1)]);
+    events.extend((0..40).map(|_| output("y")));
+    events.extend([
+        latency(1),
+        usage(1, 1),
+        output("z"),
+        latency(1),
+        usage(1, 1),
+    ]);
+    events.extend([latency(1), usage(1, 1)]);
+    let trajectory = load(events);
+    let capacities: Vec<(usize, usize)> = trajectory
+        .turns()
+        .iter()
+        .map(|turn| (turn.blocks().len(), turn.blocks.capacity()))
+        .collect();
+    // The second turn was started with exactly the first one's 40; the third, started with
+    // 40, gave back what it did not use. No turn keeps more than twice its blocks (rounded
+    // up): the fourth, empty, was started with room for the third's one.
+    assert_eq!(capacities[1], (40, 40));
+    assert_eq!(capacities[2], (1, 1));
+    assert_eq!(capacities[3], (0, 1));
+    for (len, capacity) in capacities {
+        assert!(
+            capacity <= 2 * len + 1,
+            "{len} blocks in room for {capacity}"
+        );
+    }
+}
+
+#[test]
 fn usage_is_counted_once_at_load() {
     let mut two_turns = demo_turn("s", 0);
     two_turns.extend(demo_turn("s", 7));
