@@ -34,8 +34,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use cuca_events::{
-    fork_session_id, point_in_session, BackendGauge, PluginError, SessionBackend, SessionEvent,
-    SessionRecord,
+    fork_session_id, point_in_session, BackendGauge, PluginError, ReplayedRecord, SessionBackend,
+    SessionEvent, SessionRecord,
 };
 
 #[cfg(test)]
@@ -170,6 +170,34 @@ impl SessionBackend for InMemoryBackend {
             .get(session_id)
             .cloned()
             .unwrap_or_default())
+    }
+
+    /// Clones the session's events under the lock, then visits them after releasing it, so
+    /// a visitor never runs while appends wait and cannot deadlock the backend. Every record
+    /// of a session is stored under its own id (`append` files a record under
+    /// `record.session_id`, `fork` relabels the branch's copies), so the visited records
+    /// borrow `session_id` instead of each cloning an equal `String`.
+    fn replay_each(
+        &self,
+        session_id: &str,
+        visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
+    ) -> Result<(), PluginError> {
+        let events: Vec<(u64, u64, SessionEvent)> = match self.lock().sessions.get(session_id) {
+            Some(records) => records
+                .iter()
+                .map(|record| (record.sequence, record.timestamp_ms, record.event.clone()))
+                .collect(),
+            None => return Ok(()),
+        };
+        for (sequence, timestamp_ms, event) in events {
+            visit(ReplayedRecord {
+                session_id,
+                sequence,
+                timestamp_ms,
+                event,
+            })?;
+        }
+        Ok(())
     }
 
     fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {

@@ -151,3 +151,42 @@ fn n_counts_forks_across_the_whole_instance() {
     append_all(&fresh, &demo_turn("demo", 0));
     assert_eq!(fresh.fork("demo", "demo:1").unwrap(), "demo:fork:demo:1:0");
 }
+
+/// `replay_each` visits exactly what `replay` returns, for plain, forked, audited and unknown
+/// sessions, and a visitor's error stops the visit and comes back unchanged.
+#[test]
+fn replay_each_visits_what_replay_returns() {
+    let backend = InMemoryBackend::new();
+    let mut records = demo_turn("demo", 0);
+    records.extend(demo_turn("other", 0));
+    records.extend(demo_turn("demo", 7));
+    append_all(&backend, &records);
+    let branch = backend.fork("demo", "demo:3").unwrap();
+    for session_id in ["demo", "other", branch.as_str(), "nobody"] {
+        let mut visited = Vec::new();
+        backend
+            .replay_each(session_id, &mut |record| {
+                visited.push(record.into_owned());
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(visited, backend.replay(session_id).unwrap(), "{session_id}");
+    }
+    let mut seen = 0;
+    let stopped = backend.replay_each("demo", &mut |record| {
+        seen += 1;
+        match record.sequence {
+            2 => Err(PluginError::validation("test", "stop at 2")),
+            _ => Ok(()),
+        }
+    });
+    assert!(
+        matches!(&stopped, Err(PluginError::Validation { message, .. }) if message == "stop at 2"),
+        "{stopped:?}"
+    );
+    assert_eq!(seen, 3);
+    // The visitor runs without the lock: it may use the backend.
+    backend
+        .replay_each("other", &mut |_| backend.replay("demo").map(|_| ()))
+        .unwrap();
+}
