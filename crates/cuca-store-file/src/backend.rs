@@ -14,7 +14,10 @@ use cuca_events::{
 };
 
 use crate::codec::{decode_frame, encode_frame_with, HEADER, HEADER_LEN, MAX_FRAME_LEN};
-use crate::scan::{replay_file, scan, ScanReport};
+use crate::compact::{
+    compact_file, expand_file, open_compacted, scan_compacted, Compaction, COMPACTED_EXTENSION,
+};
+use crate::scan::{replay_file, replay_reader, scan, ScanReport};
 
 #[cfg(test)]
 mod tests;
@@ -128,28 +131,130 @@ impl FileBackend {
         Ok(self.dir.join(format!("{session_id}.{EXTENSION}")))
     }
 
+    /// The file a compacted session is stored in, `{dir}/{session_id}.cslog.gz`.
+    pub fn compacted_path(&self, session_id: &str) -> Result<PathBuf, PluginError> {
+        validate_session_id(session_id)?;
+        Ok(self.dir.join(format!("{session_id}.{COMPACTED_EXTENSION}")))
+    }
+
+    /// Where a session is stored: its live file, else its compacted file, else nowhere.
+    ///
+    /// Both exist only after a crash during a compaction or an expansion, when both hold the
+    /// same bytes; the live file is then the one read and written.
+    fn stored(&self, session_id: &str) -> Result<Option<Stored>, PluginError> {
+        let live = self.session_path(session_id)?;
+        if exists(&live)? {
+            return Ok(Some(Stored::Live(live)));
+        }
+        let packed = self.compacted_path(session_id)?;
+        if exists(&packed)? {
+            return Ok(Some(Stored::Compacted(packed)));
+        }
+        Ok(None)
+    }
+
+    /// Compacts a finished session: its `.cslog` is gzipped into `{session_id}.cslog.gz`,
+    /// checked by reading it back, and the `.cslog` removed.
+    ///
+    /// Reads (`replay`, `replay_each`, `verify`, `fork`'s) decode the compacted file
+    /// transparently; the first append or fork expands it back into a live `.cslog`. The gzip
+    /// holds the `.cslog` bytes unchanged, so `verify` reports the same records, skipped
+    /// frames and torn tail. This instance's append handle is closed first; a writer
+    /// elsewhere holding the file's lock makes this fail and changes nothing. A file a load
+    /// refuses is not compacted ([`PluginError::Corrupt`]). A session compacted already is
+    /// reported with [`Compaction::already_compacted`].
+    ///
+    /// What it trades: a `.cslog` tolerates damage frame by frame, a gzip stream does not (a
+    /// damaged compacted file fails to read from the damage on). Compact sessions that are
+    /// finished and kept as an archive.
+    ///
+    /// ```
+    /// use cuca_events::{SessionBackend, SessionEvent, SessionRecord};
+    /// use cuca_store_file::FileBackend;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = FileBackend::new(dir.path())?;
+    /// let record = |sequence: u64| SessionRecord {
+    ///     session_id: "demo".into(),
+    ///     sequence,
+    ///     timestamp_ms: 0,
+    ///     event: SessionEvent::Output { text: "the vault is in Lisbon ".repeat(10) },
+    /// };
+    /// for sequence in 0..50 {
+    ///     backend.append(record(sequence))?;
+    /// }
+    /// let compaction = backend.compact("demo")?;
+    /// assert_eq!(compaction.records, 50);
+    /// assert!(compaction.bytes_after < compaction.bytes_before / 4);
+    /// assert!(!dir.path().join("demo.cslog").exists());
+    /// assert_eq!(backend.replay("demo")?.len(), 50); // read through the gzip
+    ///
+    /// backend.append(record(50))?; // expands it back into demo.cslog first
+    /// assert!(dir.path().join("demo.cslog").is_file());
+    /// assert_eq!(backend.replay("demo")?.len(), 51);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn compact(&self, session_id: &str) -> Result<Compaction, PluginError> {
+        self.close(session_id);
+        match self.stored(session_id)? {
+            Some(Stored::Live(live)) => {
+                let packed = self.compacted_path(session_id)?;
+                compact_file(&live, &packed, &self.dir, try_lock)
+            }
+            Some(Stored::Compacted(packed)) => {
+                let report = scan_compacted(&packed)?;
+                let bytes_after = std::fs::metadata(&packed)
+                    .map_err(|error| PluginError::io("stat", &packed, error))?
+                    .len();
+                Ok(Compaction {
+                    path: packed,
+                    records: report.records.len(),
+                    bytes_before: 0,
+                    bytes_after,
+                    already_compacted: true,
+                })
+            }
+            None => Err(PluginError::NotFound {
+                what: "session".into(),
+                id: session_id.into(),
+            }),
+        }
+    }
+
     /// Scans a session's file: records, skipped frames, torn tail, verdict.
     ///
     /// A session with no file is [`PluginError::NotFound`].
     pub fn verify(&self, session_id: &str) -> Result<ScanReport, PluginError> {
-        let path = self.session_path(session_id)?;
-        if !exists(&path)? {
-            return Err(PluginError::NotFound {
+        match self.stored(session_id)? {
+            Some(Stored::Live(path)) => scan(&path),
+            // The report of the `.cslog` bytes inside, naming the compacted file.
+            Some(Stored::Compacted(path)) => scan_compacted(&path),
+            None => Err(PluginError::NotFound {
                 what: "session".into(),
                 id: session_id.into(),
-            });
+            }),
         }
-        scan(&path)
     }
 
-    /// Bytes one session's file takes on disk; zero when it has no file.
+    /// Bytes one session's file (live or compacted) takes on disk; zero when it has none.
     pub fn bytes_on_disk(&self, session_id: &str) -> Result<u64, PluginError> {
-        let path = self.session_path(session_id)?;
-        match std::fs::metadata(&path) {
+        let Some(stored) = self.stored(session_id)? else {
+            return Ok(0);
+        };
+        let path = stored.path();
+        match std::fs::metadata(path) {
             Ok(metadata) => Ok(metadata.len()),
             Err(error) if error.kind() == ErrorKind::NotFound => Ok(0),
-            Err(error) => Err(PluginError::io("stat", &path, error)),
+            Err(error) => Err(PluginError::io("stat", path, error)),
         }
+    }
+
+    /// Whether a session is stored compacted (see [`FileBackend::compact`]).
+    pub fn is_compacted(&self, session_id: &str) -> Result<bool, PluginError> {
+        Ok(matches!(
+            self.stored(session_id)?,
+            Some(Stored::Compacted(_))
+        ))
     }
 
     /// Closes this instance's append handle for a session, releasing its lock.
@@ -176,6 +281,10 @@ impl FileBackend {
         // The id is checked here, once, when its file is first opened: an id with an open
         // handle has passed.
         let path = self.session_path(session_id)?;
+        if let Some(Stored::Compacted(packed)) = self.stored(session_id)? {
+            // Written to again: back to a live file, which appends as any other.
+            expand_file(&packed, &path, &self.dir)?;
+        }
         let handle = match Handle::create(&path, &self.dir, self.durability, &[])? {
             Some(handle) => handle,
             None => Handle::open_existing(&path)?,
@@ -183,6 +292,21 @@ impl FileBackend {
         let handle = Arc::new(Mutex::new(handle));
         handles.insert(session_id.to_owned(), Arc::clone(&handle));
         Ok(handle)
+    }
+}
+
+/// Where a session's records are: a live `.cslog` or a compacted `.cslog.gz`.
+#[derive(Debug)]
+enum Stored {
+    Live(PathBuf),
+    Compacted(PathBuf),
+}
+
+impl Stored {
+    fn path(&self) -> &Path {
+        match self {
+            Stored::Live(path) | Stored::Compacted(path) => path,
+        }
     }
 }
 
@@ -515,11 +639,11 @@ impl SessionBackend for FileBackend {
     }
 
     fn replay(&self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {
-        let path = self.session_path(session_id)?;
-        if !exists(&path)? {
-            return Ok(Vec::new());
+        match self.stored(session_id)? {
+            Some(Stored::Live(path)) => scan(&path)?.into_records(),
+            Some(Stored::Compacted(path)) => scan_compacted(&path)?.into_records(),
+            None => Ok(Vec::new()),
         }
-        scan(&path)?.into_records()
     }
 
     /// Decodes each frame where it lies in the read chunk into a [`ReplayedRecord`] that
@@ -534,17 +658,18 @@ impl SessionBackend for FileBackend {
         session_id: &str,
         visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
     ) -> Result<(), PluginError> {
-        let path = self.session_path(session_id)?;
-        if !exists(&path)? {
-            return Ok(());
+        match self.stored(session_id)? {
+            Some(Stored::Live(path)) => replay_file(&path, visit),
+            Some(Stored::Compacted(path)) => replay_reader(open_compacted(&path)?, &path, visit),
+            None => Ok(()),
         }
-        replay_file(&path, visit)
     }
 
     fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {
         let path = self.session_path(session_id)?;
         let point = point_in_session(session_id, point_id)?;
-        if !exists(&path)? {
+        // A compacted original is expanded by `handle` below, before it is read.
+        if self.stored(session_id)?.is_none() {
             return Err(PluginError::NotFound {
                 what: "session".into(),
                 id: session_id.into(),
@@ -625,13 +750,17 @@ impl SessionBackend for FileBackend {
         let entries = std::fs::read_dir(&self.dir)
             .map_err(|error| PluginError::io("list", &self.dir, error))?;
         let suffix = format!(".{EXTENSION}");
+        let compacted = format!(".{COMPACTED_EXTENSION}");
         let mut ids = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|error| PluginError::io("list", &self.dir, error))?;
             let Ok(name) = entry.file_name().into_string() else {
                 continue;
             };
-            let Some(id) = name.strip_suffix(&suffix) else {
+            let Some(id) = name
+                .strip_suffix(&suffix)
+                .or_else(|| name.strip_suffix(&compacted))
+            else {
                 continue;
             };
             let is_file = std::fs::metadata(entry.path()).is_ok_and(|metadata| metadata.is_file());
@@ -640,6 +769,8 @@ impl SessionBackend for FileBackend {
             }
         }
         ids.sort();
+        // A session caught mid-compaction has both files: it is one session.
+        ids.dedup();
         Ok(ids)
     }
 

@@ -47,8 +47,11 @@
 //!
 //! It does not cache records: every replay reads the file. It does not count records for
 //! [`SessionBackend::gauge`] (that would mean reading every file); it reports bytes on disk.
-//! It never compacts, truncates or repairs a file in place: damage is reported, and the only
-//! bytes it adds to a damaged file are the sealing `0x00`. Its lock is advisory
+//! It never truncates, rewrites or repairs a file in place: damage is reported, and the only
+//! bytes it adds to a damaged file are the sealing `0x00`. [`FileBackend::compact`] gzips a
+//! finished session into a new `{session_id}.cslog.gz` (read transparently, expanded back into
+//! a `.cslog` when written to) and removes the `.cslog` only once the new file reads back the
+//! same. Its lock is advisory
 //! (`flock`): it keeps FileBackends apart, not other programs that ignore locks. It does not
 //! fold case, so on a case-insensitive file system `Demo` and `demo` are one file.
 //!
@@ -59,6 +62,7 @@
 
 mod backend;
 mod codec;
+mod compact;
 mod error;
 pub mod golden;
 mod scan;
@@ -70,5 +74,6 @@ pub use backend::{validate_session_id, Durability, FileBackend, EXTENSION, MAX_F
 pub use codec::{
     decode_frame, encode_frame, CRC_LEN, HEADER, HEADER_LEN, MAGIC, MAX_FRAME_LEN, VERSION,
 };
+pub use compact::{Compaction, COMPACTED_EXTENSION};
 pub use error::FrameError;
 pub use scan::{scan, scan_bytes, scan_reader, ScanReport, SkippedFrame, Verdict};

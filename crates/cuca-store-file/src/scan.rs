@@ -137,8 +137,17 @@ pub(crate) fn replay_file(
     path: &Path,
     visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
 ) -> Result<(), PluginError> {
-    let file = open_session_file(path)?;
-    let finished = read_frames(file, path, Visit(visit))??.finish();
+    replay_reader(open_session_file(path)?, path, visit)
+}
+
+/// [`replay_file`] over `.cslog` bytes from any reader (a compacted file's decoder); `path`
+/// names the source in errors.
+pub(crate) fn replay_reader(
+    reader: impl Read,
+    path: &Path,
+    visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
+) -> Result<(), PluginError> {
+    let finished = read_frames(reader, path, Visit(visit))??.finish();
     match finished.verdict {
         Verdict::Refused { offset, reason } => Err(refusal(path, offset, reason)),
         Verdict::Clean | Verdict::Recovered => Ok(()),
