@@ -132,6 +132,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Gzip finished sessions into `{id}.cslog.gz` (read as before; expanded when written to).
+    Compact {
+        /// A directory of `.cslog` files.
+        dir: PathBuf,
+        /// Sessions to compact (default: every session in DIR).
+        sessions: Vec<String>,
+        /// JSON Lines, one object per session.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a session as JSON Lines (one serde_json `SessionRecord` per line) to stdout.
     Export {
         /// A directory of `.cslog` files.
@@ -234,6 +244,11 @@ fn dispatch(command: Command) -> Result<(), CliError> {
             sessions,
             json,
         } => sessions::verify(&dir, &sessions, json),
+        Command::Compact {
+            dir,
+            sessions,
+            json,
+        } => sessions::compact(&dir, &sessions, json),
         Command::Export {
             dir,
             session,

@@ -185,6 +185,7 @@ pub(crate) fn list(dir: &Path, as_json: bool) -> Result<(), CliError> {
             })
             .collect();
         let parent = fork_parent(id);
+        let compacted = backend.is_compacted(id)?;
         if as_json {
             let row = json!({
                 "session": id,
@@ -195,6 +196,8 @@ pub(crate) fn list(dir: &Path, as_json: bool) -> Result<(), CliError> {
                 "first": first.map(format_ms),
                 "last": last.map(format_ms),
                 "status": verdict_word(&report.verdict),
+                "compacted": compacted,
+                "bytes_on_disk": backend.bytes_on_disk(id)?,
                 "forked_from": parent.map(|(_, point)| point),
                 "forks": forks_taken,
             });
@@ -220,7 +223,11 @@ pub(crate) fn list(dir: &Path, as_json: bool) -> Result<(), CliError> {
                 report.file_len,
                 first.map_or_else(|| "-".to_owned(), format_ms),
                 last.map_or_else(|| "-".to_owned(), format_ms),
-                verdict_word(&report.verdict),
+                if compacted {
+                    format!("{}, gz", verdict_word(&report.verdict))
+                } else {
+                    verdict_word(&report.verdict).to_owned()
+                },
             )?;
         }
     }
@@ -595,7 +602,7 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
         // Every name is checked before any scan, so a typo fails fast and alone.
         for session in named {
             let path = backend.session_path(session)?;
-            if !path.is_file() {
+            if !path.is_file() && !backend.compacted_path(session)?.is_file() {
                 return Err(CliError::Usage(format!(
                     "session {session:?} not found in {} (no file {})",
                     dir.display(),
@@ -727,7 +734,8 @@ pub(crate) fn import(
     // before anything is written: a refused import leaves no session behind.
     let backend = FileBackend::new(dir)?;
     let path: PathBuf = backend.session_path(session)?;
-    if std::fs::symlink_metadata(&path).is_ok() {
+    let packed = backend.compacted_path(session)?;
+    if std::fs::symlink_metadata(&path).is_ok() || std::fs::symlink_metadata(&packed).is_ok() {
         return Err(CliError::Usage(format!(
             "session {session:?} already exists in {} ({}); import writes new sessions only",
             dir.display(),
@@ -759,4 +767,90 @@ pub(crate) fn import(
     }
     out.flush()?;
     Ok(())
+}
+
+/// `cuca compact DIR [SESSION…]`: gzips finished sessions into `{id}.cslog.gz`.
+pub(crate) fn compact(dir: &Path, named: &[String], as_json: bool) -> Result<(), CliError> {
+    let backend = open_dir(dir)?;
+    let ids = if named.is_empty() {
+        backend.sessions()?
+    } else {
+        for session in named {
+            if !backend.session_path(session)?.is_file()
+                && !backend.compacted_path(session)?.is_file()
+            {
+                return Err(CliError::Usage(format!(
+                    "session {session:?} not found in {} (`cuca sessions {}` lists them)",
+                    dir.display(),
+                    dir.display()
+                )));
+            }
+        }
+        named.to_vec()
+    };
+    let bar = ui::progress(ids.len() as u64, "compacting");
+    if ids.len() < PROGRESS_MIN_SESSIONS {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let mut out = stdout();
+    let (mut before, mut after, mut n_compacted) = (0u64, 0u64, 0usize);
+    for session in &ids {
+        bar.set_message(format!("compacting {session}"));
+        let compaction = backend.compact(session)?;
+        bar.inc(1);
+        if !compaction.already_compacted {
+            n_compacted += 1;
+            before += compaction.bytes_before;
+            after += compaction.bytes_after;
+        }
+        if as_json {
+            writeln!(
+                out,
+                "{}",
+                json!({
+                    "session": session,
+                    "records": compaction.records,
+                    "bytes_before": compaction.bytes_before,
+                    "bytes_after": compaction.bytes_after,
+                    "already_compacted": compaction.already_compacted,
+                    "path": compaction.path,
+                })
+            )?;
+        } else if compaction.already_compacted {
+            writeln!(
+                out,
+                "{session}: compacted already ({} records, {} bytes)",
+                compaction.records, compaction.bytes_after
+            )?;
+        } else {
+            writeln!(
+                out,
+                "{session}: {} records, {} -> {} bytes ({:.2}x)",
+                compaction.records,
+                compaction.bytes_before,
+                compaction.bytes_after,
+                ratio(compaction.bytes_after, compaction.bytes_before)
+            )?;
+        }
+    }
+    bar.finish_and_clear();
+    if !as_json {
+        writeln!(
+            out,
+            "{n_compacted} of {} sessions compacted: {before} -> {after} bytes ({:.2}x)",
+            ids.len(),
+            ratio(after, before)
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `part / whole`, and 1 for an empty whole.
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        1.0
+    } else {
+        part as f64 / whole as f64
+    }
 }

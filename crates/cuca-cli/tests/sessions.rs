@@ -504,3 +504,69 @@ fn verify_of_many_sessions_draws_no_progress_bar_or_colour_off_a_terminal() {
         assert!(stdout.ends_with("12 sessions, 396 records, 10838 bytes: 11 clean, 1 recovered (loadable, nothing lost), 0 refused\n"), "{stdout}");
     }
 }
+
+#[test]
+fn compact_gzips_sessions_that_every_command_still_reads() {
+    let dir = recorded();
+    let records = demo_records(dir.path());
+    let verify_before = run(&["verify", path(dir.path()), "demo", "--json"]);
+
+    let compacted = run(&["compact", path(dir.path()), "--json"]);
+    assert_eq!(compacted.code, 0, "{}", compacted.stderr);
+    let rows: Vec<serde_json::Value> = compacted
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "{}", compacted.stdout);
+    for row in &rows {
+        assert_eq!(row["already_compacted"], false);
+        assert!(
+            row["bytes_after"].as_u64() < row["bytes_before"].as_u64(),
+            "{row}"
+        );
+    }
+    assert!(dir.path().join("demo.cslog.gz").is_file());
+    assert!(!dir.path().join("demo.cslog").exists());
+
+    // Read as before: the records, the scan report, the listing and the replay.
+    assert_eq!(demo_records(dir.path()), records);
+    let verify_after = run(&["verify", path(dir.path()), "demo", "--json"]);
+    assert_eq!(verify_after.code, 0, "{}", verify_after.stderr);
+    let (before, after): (serde_json::Value, serde_json::Value) = (
+        serde_json::from_str(&verify_before.stdout).unwrap(),
+        serde_json::from_str(&verify_after.stdout).unwrap(),
+    );
+    assert_eq!(before["records"], after["records"]);
+    let listed = run(&["sessions", path(dir.path())]);
+    assert!(listed.stdout.contains("clean, gz"), "{}", listed.stdout);
+    let replay = run(&["replay", path(dir.path()), "demo"]);
+    assert_eq!(replay.code, 0, "{}", replay.stderr);
+
+    // Again: nothing to do. A fork expands the original to record its audit line.
+    let again = run(&["compact", path(dir.path()), "demo"]);
+    assert!(
+        again.stdout.contains("compacted already"),
+        "{}",
+        again.stdout
+    );
+    let fork = run(&["fork", path(dir.path()), "demo:1"]);
+    assert_eq!(fork.code, 0, "{}", fork.stderr);
+    assert!(dir.path().join("demo.cslog").is_file());
+    assert_eq!(demo_records(dir.path()).len(), records.len() + 1);
+
+    // An import never writes into a compacted session.
+    let export = dir.path().join("reasoning.jsonl");
+    std::fs::write(
+        &export,
+        run(&["export", path(dir.path()), "reasoning"]).stdout,
+    )
+    .unwrap();
+    let import = run(&["import", path(&export), path(dir.path()), "reasoning"]);
+    assert_eq!(import.code, 2, "{}", import.stderr);
+    assert_one_error_line(&import, "already exists");
+
+    let missing = run(&["compact", path(dir.path()), "nobody"]);
+    assert_eq!(missing.code, 2);
+    assert_one_error_line(&missing, "not found");
+}
