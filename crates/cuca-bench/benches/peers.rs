@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use cuca_bench::{reasoning_record, turn_session, write_result, JsonlPeer, SqlitePeer, SIZES};
+use cuca_bench::{
+    prose_session, reasoning_record, turn_session, write_result, JsonlPeer, SqlitePeer, SIZES,
+};
 use cuca_events::{SessionBackend, SessionRecord};
 use cuca_replay::SessionReplay;
 use cuca_store_file::{encode_frame, FileBackend};
@@ -238,6 +240,46 @@ fn replays(c: &mut Criterion) {
         });
         group.finish();
     }
+    // Sizes on prose (the records' text matters once a file is compressed): the live
+    // .cslog, the same session compacted (FileBackend::compact, gzip), the JSONL file and,
+    // for context, the JSONL file gzipped at the same level.
+    for size in SIZES {
+        let dir = tempfile::tempdir().unwrap();
+        let records = prose_session("bench", N_REPLAY, size);
+        let backend = FileBackend::new(dir.path().join("store")).unwrap();
+        let mut jsonl = JsonlPeer::open(dir.path().join("bench.jsonl")).unwrap();
+        for record in &records {
+            backend.append(record.clone()).unwrap();
+            jsonl.append(record).unwrap();
+        }
+        let cslog_bytes = backend.bytes_on_disk("bench").unwrap();
+        let compaction = backend.compact("bench").unwrap();
+        assert_eq!(compaction.bytes_before, cslog_bytes);
+        assert_eq!(backend.replay("bench").unwrap(), records);
+        let jsonl_bytes = std::fs::metadata(jsonl.path()).unwrap().len();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&std::fs::read(jsonl.path()).unwrap()).unwrap();
+        let jsonl_gz_bytes = gz.finish().unwrap().len() as u64;
+        println!(
+            "peers/size/prose-{size}B: {N_REPLAY} records, cslog {cslog_bytes} B ({:.2}), \
+             cslog.gz {} B ({:.2}), jsonl {jsonl_bytes} B, jsonl.gz {jsonl_gz_bytes} B ({:.2})",
+            cslog_bytes as f64 / jsonl_bytes as f64,
+            compaction.bytes_after,
+            compaction.bytes_after as f64 / jsonl_bytes as f64,
+            jsonl_gz_bytes as f64 / jsonl_bytes as f64,
+        );
+        sizes.insert(
+            format!("prose-{size}B"),
+            serde_json::json!({
+                "n_records": N_REPLAY,
+                "cslog": cslog_bytes,
+                "cslog_gz": compaction.bytes_after,
+                "jsonl": jsonl_bytes,
+                "jsonl_gz": jsonl_gz_bytes,
+            }),
+        );
+    }
+
     // Sessions recorded from real llama-server streams (fixtures/sessions): token-sized
     // blocks, as a streamed answer is stored, against the same records as JSONL.
     let recorded = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/sessions");

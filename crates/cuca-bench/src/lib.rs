@@ -60,6 +60,70 @@ pub fn text(len: usize) -> String {
     words.chars().cycle().take(len).collect()
 }
 
+/// English prose for records whose content matters (sizes after compression): the prose
+/// lines of this project's documentation, snapshotted in `data/prose.txt` (115 KB) so the
+/// input does not move when the docs do. Markdown-flavoured technical English, as model
+/// output often is.
+pub const PROSE: &str = include_str!("../data/prose.txt");
+
+/// `len` bytes of [`PROSE`] starting near byte `offset` (wrapping around), cut at character
+/// boundaries and padded with spaces to exactly `len`.
+///
+/// Consecutive offsets `k * len` give consecutive, non-repeating passages until the corpus
+/// wraps: over 115 KB, beyond the 32 KiB window of gzip, so a compressor finds no more
+/// repetition across records than ordinary text has.
+pub fn prose(offset: usize, len: usize) -> String {
+    let mut out = String::with_capacity(len);
+    let mut at = offset % PROSE.len();
+    while out.len() < len {
+        while !PROSE.is_char_boundary(at) {
+            at = (at + 1) % PROSE.len();
+        }
+        let rest = &PROSE[at..];
+        let want = len - out.len();
+        let mut end = want.min(rest.len());
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        if end == 0 {
+            // Not even one character fits: pad.
+            out.extend(std::iter::repeat_n(' ', want));
+            break;
+        }
+        out.push_str(&rest[..end]);
+        at = (at + end) % PROSE.len();
+    }
+    out
+}
+
+/// [`turn_session`] with every text `len` bytes of [`prose`], each record's passage following
+/// the previous one's.
+pub fn prose_session(session_id: &str, n_records: usize, len: usize) -> Vec<SessionRecord> {
+    let mut offset = 0;
+    turn_session(session_id, n_records, len)
+        .into_iter()
+        .map(|mut record| {
+            let text = match &mut record.event {
+                SessionEvent::SystemPrompt { text }
+                | SessionEvent::Reasoning { text }
+                | SessionEvent::Output { text } => Some(text),
+                SessionEvent::Message(message) => {
+                    message.content.iter_mut().find_map(|block| match block {
+                        cuca_events::MessageContentBlock::Text { text } => Some(text),
+                        _ => None,
+                    })
+                }
+                _ => None,
+            };
+            if let Some(text) = text {
+                *text = prose(offset, len);
+                offset += len;
+            }
+            record
+        })
+        .collect()
+}
+
 /// One `Reasoning` record of session `session_id` whose text is `len` bytes.
 pub fn reasoning_record(session_id: &str, sequence: u64, len: usize) -> SessionRecord {
     SessionRecord {

@@ -89,3 +89,28 @@ fn results_land_under_the_target_dir() {
         .parent()
         .is_some_and(|p| p.ends_with("target") || std::env::var_os("CARGO_TARGET_DIR").is_some()));
 }
+
+#[test]
+fn prose_is_exactly_the_length_asked_and_does_not_repeat_within_a_window() {
+    for len in [1, 32, 200, 1024] {
+        for offset in [0, 7, crate::PROSE.len() - 3, 5 * crate::PROSE.len() + 11] {
+            assert_eq!(
+                crate::prose(offset, len).len(),
+                len,
+                "offset {offset}, len {len}"
+            );
+        }
+    }
+    let session = crate::prose_session("bench", 200, 200);
+    let texts: Vec<String> = session
+        .iter()
+        .filter_map(|record| match &record.event {
+            cuca_events::SessionEvent::Reasoning { text } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(texts.len() > 100);
+    let distinct: std::collections::HashSet<&String> = texts.iter().collect();
+    assert_eq!(distinct.len(), texts.len(), "passages repeat");
+    assert!(texts.iter().all(|text| text.len() == 200));
+}
