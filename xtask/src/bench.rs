@@ -239,6 +239,8 @@ const ROWS: &[Row] = &[
     row("on_stream_chunk (file)", C("file/on_stream_chunk"), "FileBackend append", C("file/backend_append_baseline"), Cost, Info),
     // Client overhead ≤ 5% of the raw SSE read.
     row("client stream, per block", C("stream_10k_chunks/client_counting_plugin"), "raw SSE read", C("stream_10k_chunks/raw_sse_bytes"), Cost, AtMost(1.05)),
+    row("client stream, per block", C("stream_10k_chunks/client_counting_plugin"), "minimal SSE + JSON reader", C("stream_10k_chunks/minimal_sse_json"), Cost, Info),
+    row("minimal SSE + JSON reader, per block", C("stream_10k_chunks/minimal_sse_json"), "raw SSE read", C("stream_10k_chunks/raw_sse_bytes"), Cost, Info),
     row("client decode only, per block", C("stream_10k_chunks/decode_only"), "raw SSE read", C("stream_10k_chunks/raw_sse_bytes"), Cost, Info),
     row("client + session log, per block", C("stream_10k_chunks/client_session_log"), "raw SSE read", C("stream_10k_chunks/raw_sse_bytes"), Cost, Info),
     // Call-log append p99 under 50 µs at 8 writers.

@@ -6,6 +6,9 @@
 //!
 //! * `raw_sse_bytes`: the HTTP body read through the same HTTP stack (reqwest), bytes
 //!   counted, nothing decoded — the floor;
+//! * `minimal_sse_json`: the leanest hand-written reader of the same stream (blank-line
+//!   split, `serde_json` into borrowed structs, owned texts out) — what any JSON-parsing
+//!   client must at least do;
 //! * `client_counting_plugin`: `CucaClient::generate_stream` with one plugin counting blocks;
 //! * `client_session_log`: the same with a `SessionLogPlugin` over a fresh `InMemoryBackend`.
 //!
@@ -91,6 +94,61 @@ async fn serve(listener: TcpListener, response: Arc<Vec<u8>>) {
     }
 }
 
+/// The leanest reader that yields what the client yields: events split at blank lines,
+/// `data: ` stripped, each chunk parsed by `serde_json` into borrowed structs holding only
+/// the delta's content, every non-empty content copied out as an owned text. No error
+/// handling, no reasoning or tool calls, no usage, no plugins, no call log: the floor for a
+/// Rust chat-stream client that parses JSON, to show what the client adds on top of it.
+#[derive(Default)]
+struct MinimalReader {
+    pending: Vec<u8>,
+    texts: Vec<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct MinimalChunk<'a> {
+    #[serde(borrow, default)]
+    choices: Vec<MinimalChoice<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct MinimalChoice<'a> {
+    #[serde(borrow)]
+    delta: Option<MinimalDelta<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct MinimalDelta<'a> {
+    #[serde(borrow)]
+    content: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl MinimalReader {
+    fn feed(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(end) = memchr::memmem::find(&self.pending[start..], b"\n\n") {
+            let event = &self.pending[start..start + end];
+            start += end + 2;
+            let Some(data) = event.strip_prefix(b"data: ") else {
+                continue;
+            };
+            if data == b"[DONE]" {
+                continue;
+            }
+            let chunk: MinimalChunk<'_> = serde_json::from_slice(data).unwrap();
+            for choice in chunk.choices {
+                if let Some(text) = choice.delta.and_then(|d| d.content) {
+                    if !text.is_empty() {
+                        self.texts.push(text.into_owned());
+                    }
+                }
+            }
+        }
+        self.pending.drain(..start);
+    }
+}
+
 struct Counting(AtomicU64);
 
 #[async_trait]
@@ -148,6 +206,19 @@ fn bench(c: &mut Criterion) {
                     n_bytes += chunk.len();
                 }
                 n_bytes
+            })
+        })
+    });
+    group.bench_function("minimal_sse_json", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let mut response = http.post(&url).body("{}").send().await.unwrap();
+                let mut reader = MinimalReader::default();
+                while let Some(chunk) = response.chunk().await.unwrap() {
+                    reader.feed(&chunk);
+                }
+                assert_eq!(reader.texts.len() as u64, N_CHUNKS);
+                reader.texts.len()
             })
         })
     });
