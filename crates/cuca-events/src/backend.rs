@@ -41,7 +41,9 @@ pub trait SessionBackend: Send + Sync + std::fmt::Debug {
     /// * **`Ok(())`**: `visit` saw every record `replay` would have returned, each once, in
     ///   the same order and equal field by field; an unknown session visits nothing.
     /// * **`Err` from the backend**: the session does not load, and the error is the one
-    ///   `replay` would have returned. `visit` may already have seen some records first:
+    ///   `replay` would have returned (a backend may stop reading at the first damage that
+    ///   refuses the session, so an I/O error further on, which `replay` would have met
+    ///   first, goes unreported). `visit` may already have seen some records first:
     ///   damage to a stored session may only be found after the records before it were
     ///   handed over (a file store learns that a damaged frame lost a record only at the next
     ///   good one). **The caller must then discard everything it built from the visited
