@@ -118,6 +118,40 @@ pub fn sessions_are_separate(backend: Arc<dyn SessionBackend>) {
     assert_eq!(sessions, vec!["a".to_owned(), "b".to_owned()]);
 }
 
+/// `replay_each` visits exactly what `replay` returns, in order, with the session id as
+/// stored, and an unknown session visits nothing; a visitor's error stops it and comes back.
+pub fn replay_each_visits_what_replay_returns(backend: Arc<dyn SessionBackend>) {
+    let mut turn = demo_turn("each", 0);
+    turn.extend(demo_turn("each", 78));
+    append_all(backend.as_ref(), &turn);
+    append_all(backend.as_ref(), &demo_turn("other", 0));
+    let visit_all = |session_id: &str| {
+        let mut seen = Vec::new();
+        let outcome = backend.replay_each(session_id, &mut |record| {
+            seen.push(record.into_owned());
+            Ok(())
+        });
+        if let Err(error) = outcome {
+            panic!("{} could not visit {session_id:?}: {error}", backend.name());
+        }
+        seen
+    };
+    assert_eq!(visit_all("each"), replay(backend.as_ref(), "each"));
+    assert_eq!(visit_all("each"), turn);
+    assert_eq!(visit_all("never-written"), Vec::new());
+    let mut n_seen = 0;
+    let stopped = backend.replay_each("each", &mut |_| {
+        n_seen += 1;
+        Err(cuca_events::PluginError::validation("visitor", "stop here"))
+    });
+    assert!(
+        matches!(stopped, Err(cuca_events::PluginError::Validation { .. })),
+        "{} did not return the visitor's error: {stopped:?}",
+        backend.name()
+    );
+    assert_eq!(n_seen, 1, "{} kept visiting after an error", backend.name());
+}
+
 /// "A missing file replays as an empty session" — for every backend, an unknown id is empty.
 pub fn unknown_session_replays_empty(backend: Arc<dyn SessionBackend>) {
     assert_eq!(replay(backend.as_ref(), "never-written"), Vec::new());
@@ -263,6 +297,7 @@ macro_rules! conformance_tests {
             records_are_stored_as_given,
             sessions_are_separate,
             unknown_session_replays_empty,
+            replay_each_visits_what_replay_returns,
             fork_holds_the_prefix_and_audits_the_original,
             fork_ids_follow_the_format,
             fork_never_writes_into_an_existing_session,
