@@ -61,7 +61,8 @@ const TARGETS: &[Target] = &[
         bench: "peers",
         // The SQLite and bare-FileBackend replays are context rows, left to full mode.
         quick: Quick::Filter("append|replay_load_segment|jsonl_decode|memcpy_read"),
-        quick_env: &[],
+        // The interleaved comparison runs in every mode; quick mode takes fewer rounds.
+        quick_env: &[("CUCA_BENCH_ROUNDS", "5")],
         full_env: &[],
     },
     Target {
@@ -141,6 +142,9 @@ enum Source {
     CalllogP99(&'static str),
     /// A field of the journal bench's `peak-RSS run:` line, in KiB.
     JournalRss(&'static str),
+    /// The peers bench's interleaved comparison (`peers-interleaved.json`): group
+    /// (`"append/32B"`), contender (`"file_backend"`), nanoseconds per element.
+    Interleaved(&'static str, &'static str),
 }
 
 /// How the ratio column is computed.
@@ -196,7 +200,7 @@ const fn row(
 
 use Goal::{AtLeast, AtMost, Below, Info};
 use Ratio::{Cost, Speed};
-use Source::{CalllogP99, Criterion as C, JournalRss, Size};
+use Source::{CalllogP99, Criterion as C, Interleaved as I, JournalRss, Size};
 
 /// The mapping from bench ids to table rows: the one place to change when a bench or a
 /// target changes. Times are per element (per append, per replayed record, per streamed
@@ -212,6 +216,12 @@ const ROWS: &[Row] = &[
     row("FileBackend append 1 KiB", C("peers/append/1024B/file_backend"), "JSONL append", C("peers/append/1024B/jsonl"), Speed, AtLeast(1.2)),
     row("FileBackend append 32 B", C("peers/append/32B/file_backend"), "raw write of an owned record", C("peers/append/32B/raw_write_owned"), Speed, Info),
     row("FileBackend append 1 KiB", C("peers/append/1024B/file_backend"), "raw write of an owned record", C("peers/append/1024B/raw_write_owned"), Speed, Info),
+    row("FileBackend append 32 B, interleaved", I("append/32B", "file_backend"), "raw write, interleaved", I("append/32B", "raw_write"), Speed, Info),
+    row("FileBackend append 200 B, interleaved", I("append/200B", "file_backend"), "raw write, interleaved", I("append/200B", "raw_write"), Speed, Info),
+    row("FileBackend append 1 KiB, interleaved", I("append/1024B", "file_backend"), "raw write, interleaved", I("append/1024B", "raw_write"), Speed, Info),
+    row("FileBackend append 32 B, interleaved", I("append/32B", "file_backend"), "JSONL append, interleaved", I("append/32B", "jsonl"), Speed, Info),
+    row("FileBackend append 200 B, interleaved", I("append/200B", "file_backend"), "JSONL append, interleaved", I("append/200B", "jsonl"), Speed, Info),
+    row("FileBackend append 1 KiB, interleaved", I("append/1024B", "file_backend"), "JSONL append, interleaved", I("append/1024B", "jsonl"), Speed, Info),
     row("FileBackend append 32 B", C("peers/append/32B/file_backend"), "SQLite insert", C("peers/append/32B/sqlite"), Speed, AtLeast(3.0)),
     row("FileBackend append 200 B", C("peers/append/200B/file_backend"), "SQLite insert", C("peers/append/200B/sqlite"), Speed, AtLeast(3.0)),
     row("FileBackend append 1 KiB", C("peers/append/1024B/file_backend"), "SQLite insert", C("peers/append/1024B/sqlite"), Speed, AtLeast(3.0)),
@@ -219,6 +229,9 @@ const ROWS: &[Row] = &[
     row("replay load+segment 32 B", C("peers/replay/32B/replay_load_segment"), "JSONL decode", C("peers/replay/32B/jsonl_decode"), Speed, AtLeast(3.0)),
     row("replay load+segment 200 B", C("peers/replay/200B/replay_load_segment"), "JSONL decode", C("peers/replay/200B/jsonl_decode"), Speed, AtLeast(3.0)),
     row("replay load+segment 1 KiB", C("peers/replay/1024B/replay_load_segment"), "JSONL decode", C("peers/replay/1024B/jsonl_decode"), Speed, AtLeast(3.0)),
+    row("replay load+segment 32 B, interleaved", I("replay/32B", "replay_load_segment"), "JSONL decode, interleaved", I("replay/32B", "jsonl_decode"), Speed, Info),
+    row("replay load+segment 200 B, interleaved", I("replay/200B", "replay_load_segment"), "JSONL decode, interleaved", I("replay/200B", "jsonl_decode"), Speed, Info),
+    row("replay load+segment 1 KiB, interleaved", I("replay/1024B", "replay_load_segment"), "JSONL decode, interleaved", I("replay/1024B", "jsonl_decode"), Speed, Info),
     row("replay load+segment 32 B", C("peers/replay/32B/replay_load_segment"), "memcpy read of the .cslog", C("peers/replay/32B/memcpy_read"), Speed, Info),
     row("replay load+segment 200 B", C("peers/replay/200B/replay_load_segment"), "memcpy read of the .cslog", C("peers/replay/200B/memcpy_read"), Speed, Info),
     row("replay load+segment 1 KiB", C("peers/replay/1024B/replay_load_segment"), "memcpy read of the .cslog", C("peers/replay/1024B/memcpy_read"), Speed, Info),
@@ -290,6 +303,7 @@ struct Results {
     sizes: Option<serde_json::Value>,
     calllog: HashMap<String, f64>,
     journal: Option<serde_json::Value>,
+    interleaved: Option<serde_json::Value>,
 }
 
 impl Results {
@@ -306,6 +320,10 @@ impl Results {
             }
             Source::CalllogP99(sink) => self.calllog.get(sink).map(|&micros| Value {
                 amount: micros * 1e3,
+                unit: Unit::Nanos,
+            }),
+            Source::Interleaved(group, name) => Some(Value {
+                amount: self.interleaved.as_ref()?.get(group)?.get(name)?.as_f64()?,
                 unit: Unit::Nanos,
             }),
             Source::JournalRss(field) => Some(Value {
@@ -368,6 +386,15 @@ pub(crate) fn run(quick: bool, no_run: bool) -> anyhow::Result<()> {
             .with_context(|| format!("reading {}", sizes.display()))?;
         results.sizes = Some(
             serde_json::from_str(&text).with_context(|| format!("parsing {}", sizes.display()))?,
+        );
+    }
+    let interleaved = target_dir.join("cuca-bench").join("peers-interleaved.json");
+    if fresh(&interleaved, since) {
+        let text = std::fs::read_to_string(&interleaved)
+            .with_context(|| format!("reading {}", interleaved.display()))?;
+        results.interleaved = Some(
+            serde_json::from_str(&text)
+                .with_context(|| format!("parsing {}", interleaved.display()))?,
         );
     }
     if let Ok(log) = std::fs::read_to_string(logs.join("cuca-calllog-append.log")) {

@@ -311,5 +311,112 @@ fn replays(c: &mut Criterion) {
     println!("sizes written to {}", path.display());
 }
 
-criterion_group!(benches, appends, replays);
+/// Rounds of the interleaved comparison; `CUCA_BENCH_ROUNDS` lowers it for quick runs.
+fn rounds() -> usize {
+    std::env::var("CUCA_BENCH_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(31)
+}
+
+/// Appends per timed block of the interleaved comparison.
+const BLOCK: usize = 5_000;
+
+/// The median of `times` (nanoseconds per element).
+fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(f64::total_cmp);
+    times.get(times.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// The same comparisons as `appends` and `replays`, measured interleaved: each round times
+/// one block of every contender back to back, and each contender's figure is the median of
+/// its rounds. A `write` on this kind of machine drifts by a quarter between runs seconds
+/// apart, which sequential criterion groups turn into ratio noise; rounds a few milliseconds
+/// apart see the same machine. Results go to `target/cuca-bench/peers-interleaved.json`,
+/// nanoseconds per append or per replayed record.
+fn interleaved(_: &mut Criterion) {
+    let rounds = rounds();
+    let mut out = serde_json::Map::new();
+    for size in SIZES {
+        let proto = reasoning_record("bench", 1, size);
+        let mut frame = Vec::new();
+        encode_frame(&proto, &mut frame).unwrap();
+        let names = ["file_backend", "raw_write", "raw_write_owned", "jsonl"];
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+        for round in 0..rounds + 1 {
+            let dir = tempfile::tempdir().unwrap();
+            let backend = FileBackend::new(dir.path().join("store")).unwrap();
+            let append = |name: &str| {
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(dir.path().join(name))
+                    .unwrap()
+            };
+            let (mut raw, mut owned) = (append("raw.cslog"), append("owned.cslog"));
+            let mut jsonl = JsonlPeer::open(dir.path().join("bench.jsonl")).unwrap();
+            let mut timed = |i: usize, step: &mut dyn FnMut()| {
+                let start = Instant::now();
+                for _ in 0..BLOCK {
+                    step();
+                }
+                // Round 0 warms every contender up and is not counted.
+                if round > 0 {
+                    times[i].push(start.elapsed().as_nanos() as f64 / BLOCK as f64);
+                }
+            };
+            timed(0, &mut || backend.append(black_box(proto.clone())).unwrap());
+            timed(1, &mut || raw.write_all(black_box(&frame)).unwrap());
+            timed(2, &mut || {
+                let record = black_box(proto.clone());
+                owned.write_all(black_box(&frame)).unwrap();
+                drop(record);
+            });
+            timed(3, &mut || jsonl.append(&black_box(proto.clone())).unwrap());
+        }
+        let medians: serde_json::Map<String, serde_json::Value> = names
+            .iter()
+            .zip(times)
+            .map(|(name, times)| ((*name).to_owned(), serde_json::json!(median(times))))
+            .collect();
+        println!("peers/interleaved/append/{size}B: {medians:?}");
+        out.insert(
+            format!("append/{size}B"),
+            serde_json::Value::Object(medians),
+        );
+
+        let records = turn_session("bench", N_REPLAY, size);
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Arc::new(FileBackend::new(dir.path().join("store")).unwrap());
+        let mut jsonl = JsonlPeer::open(dir.path().join("bench.jsonl")).unwrap();
+        for record in &records {
+            backend.append(record.clone()).unwrap();
+            jsonl.append(record).unwrap();
+        }
+        let replay = SessionReplay::new(Arc::clone(&backend) as Arc<dyn SessionBackend>);
+        let (mut load, mut decode) = (Vec::new(), Vec::new());
+        for round in 0..rounds + 1 {
+            let start = Instant::now();
+            black_box(replay.load("bench").unwrap());
+            let loaded = start.elapsed().as_nanos() as f64 / N_REPLAY as f64;
+            let start = Instant::now();
+            black_box(JsonlPeer::decode(jsonl.path()).unwrap());
+            let decoded = start.elapsed().as_nanos() as f64 / N_REPLAY as f64;
+            if round > 0 {
+                load.push(loaded);
+                decode.push(decoded);
+            }
+        }
+        let medians = serde_json::json!({
+            "replay_load_segment": median(load),
+            "jsonl_decode": median(decode),
+        });
+        println!("peers/interleaved/replay/{size}B: {medians}");
+        out.insert(format!("replay/{size}B"), medians);
+    }
+    let path = write_result("peers-interleaved", &serde_json::Value::Object(out)).unwrap();
+    println!("interleaved results written to {}", path.display());
+}
+
+criterion_group!(benches, interleaved, appends, replays);
 criterion_main!(benches);
