@@ -16,6 +16,7 @@ use cuca_events::{
 use crate::codec::{decode_frame, encode_frame_with, HEADER, HEADER_LEN, MAX_FRAME_LEN};
 use crate::compact::{
     compact_file, expand_file, open_compacted, scan_compacted, Compaction, COMPACTED_EXTENSION,
+    COMPACTION_TMP_SUFFIX,
 };
 use crate::scan::{replay_file, replay_reader, scan, ScanReport};
 
@@ -146,6 +147,10 @@ impl FileBackend {
         if exists(&live)? {
             return Ok(Some(Stored::Live(live)));
         }
+        if !compactable(session_id) {
+            // Its compacted name would be too long to exist (asking the OS would be an error).
+            return Ok(None);
+        }
         let packed = self.compacted_path(session_id)?;
         if exists(&packed)? {
             return Ok(Some(Stored::Compacted(packed)));
@@ -195,6 +200,16 @@ impl FileBackend {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn compact(&self, session_id: &str) -> Result<Compaction, PluginError> {
+        validate_session_id(session_id)?;
+        if !compactable(session_id) {
+            return Err(PluginError::validation(
+                "session_id",
+                format!(
+                    "{session_id:?} is too long to compact: {{id}}.{COMPACTED_EXTENSION}{COMPACTION_TMP_SUFFIX} would be {} bytes, over the {MAX_FILE_NAME_LEN}-byte file name limit",
+                    session_id.len() + 1 + COMPACTED_EXTENSION.len() + COMPACTION_TMP_SUFFIX.len()
+                ),
+            ));
+        }
         self.close(session_id);
         match self.stored(session_id)? {
             Some(Stored::Live(live)) => {
@@ -293,6 +308,13 @@ impl FileBackend {
         handles.insert(session_id.to_owned(), Arc::clone(&handle));
         Ok(handle)
     }
+}
+
+/// Whether a session's compacted file, and the temporary name it is written under, fit in a
+/// file name. The longest ids a `.cslog` allows do not: such sessions stay live.
+fn compactable(session_id: &str) -> bool {
+    session_id.len() + 1 + COMPACTED_EXTENSION.len() + COMPACTION_TMP_SUFFIX.len()
+        <= MAX_FILE_NAME_LEN
 }
 
 /// Where a session's records are: a live `.cslog` or a compacted `.cslog.gz`.

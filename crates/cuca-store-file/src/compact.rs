@@ -20,6 +20,10 @@ use crate::scan::{scan_reader, ScanReport, Verdict};
 /// The file name extension of a compacted session: `{dir}/{session_id}.cslog.gz`.
 pub const COMPACTED_EXTENSION: &str = "cslog.gz";
 
+/// The suffix of the temporary file a compaction or an expansion writes before renaming or
+/// linking it into place.
+pub(crate) const COMPACTION_TMP_SUFFIX: &str = ".tmp";
+
 /// What [`crate::FileBackend::compact`] did to one session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Compaction {
@@ -98,7 +102,7 @@ pub(crate) fn compact_file(
         });
     }
 
-    let tmp = with_suffix(packed, ".tmp");
+    let tmp = with_suffix(packed, COMPACTION_TMP_SUFFIX);
     let written = write_gzip(&mut file, &tmp);
     let checked = written.and_then(|()| {
         let again = scan_compacted(&tmp)?;
@@ -160,7 +164,7 @@ fn write_gzip(file: &mut File, tmp: &Path) -> Result<(), PluginError> {
 /// `packed`. A live file that appeared meanwhile (another writer expanded it first) is kept
 /// as it is.
 pub(crate) fn expand_file(packed: &Path, live: &Path, dir: &Path) -> Result<(), PluginError> {
-    let tmp = with_suffix(live, ".tmp");
+    let tmp = with_suffix(live, COMPACTION_TMP_SUFFIX);
     let written = (|| {
         let mut reader = open_compacted(packed)?;
         let out = File::create(&tmp).map_err(|error| PluginError::io("create", &tmp, error))?;

@@ -237,3 +237,26 @@ fn a_damaged_compacted_file_is_an_error_naming_it_never_a_panic() {
     assert_eq!(std::fs::read(&packed).unwrap(), bytes);
     assert!(!dir.path().join("demo.cslog").exists());
 }
+
+/// The longest id a `.cslog` name allows leaves no room for `.cslog.gz.tmp`: such a session
+/// appends, replays and forks as before, and only compaction refuses it, by name.
+#[test]
+fn an_id_too_long_for_a_compacted_name_still_works_and_is_refused_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let id = "s".repeat(cuca_store_file::MAX_FILE_NAME_LEN - ".cslog".len());
+    assert_eq!(backend.replay(&id).unwrap(), Vec::new());
+    for sequence in 0..3 {
+        backend.append(record(&id, sequence)).unwrap();
+    }
+    assert_eq!(backend.replay(&id).unwrap().len(), 3);
+    assert_eq!(visited(&backend, &id).len(), 3);
+    assert!(!backend.is_compacted(&id).unwrap());
+    assert_eq!(backend.sessions().unwrap(), [id.clone()]);
+    let error = backend.compact(&id).unwrap_err();
+    assert!(
+        matches!(&error, PluginError::Validation { .. }) && error.to_string().contains("too long"),
+        "{error}"
+    );
+    assert_eq!(backend.replay(&id).unwrap().len(), 3);
+}
