@@ -252,7 +252,7 @@ fn an_id_too_long_for_a_compacted_name_still_works_and_is_refused_compaction() {
     assert_eq!(backend.replay(&id).unwrap().len(), 3);
     assert_eq!(visited(&backend, &id).len(), 3);
     assert!(!backend.is_compacted(&id).unwrap());
-    assert_eq!(backend.sessions().unwrap(), [id.clone()]);
+    assert_eq!(backend.sessions().unwrap(), vec![id.clone()]);
     let error = backend.compact(&id).unwrap_err();
     assert!(
         matches!(&error, PluginError::Validation { .. }) && error.to_string().contains("too long"),
