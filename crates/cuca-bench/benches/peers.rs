@@ -66,6 +66,16 @@ fn fresh(root: &Path, n: u64) -> std::path::PathBuf {
     dir
 }
 
+/// A file opened (created) for appending, as `FileBackend` opens its session files: the raw
+/// write baselines write to it.
+fn open_append(path: &Path) -> File {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap()
+}
+
 fn appends(c: &mut Criterion) {
     for size in SIZES {
         let root = tempfile::tempdir().unwrap();
@@ -95,13 +105,7 @@ fn appends(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 chunked(
                     iters,
-                    |n| {
-                        OpenOptions::new()
-                            .create(true)
-                            .append(true)
-                            .open(fresh(root, n).join("raw.cslog"))
-                            .unwrap()
-                    },
+                    |n| open_append(&fresh(root, n).join("raw.cslog")),
                     |file: &mut File| {
                         file.write_all(black_box(&frame)).unwrap();
                     },
@@ -116,13 +120,7 @@ fn appends(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 chunked(
                     iters,
-                    |n| {
-                        OpenOptions::new()
-                            .create(true)
-                            .append(true)
-                            .open(fresh(root, n).join("raw.cslog"))
-                            .unwrap()
-                    },
+                    |n| open_append(&fresh(root, n).join("raw.cslog")),
                     |file: &mut File| {
                         let record = black_box(proto.clone());
                         file.write_all(black_box(&frame)).unwrap();
@@ -346,14 +344,8 @@ fn interleaved(_: &mut Criterion) {
         for round in 0..rounds + 1 {
             let dir = tempfile::tempdir().unwrap();
             let backend = FileBackend::new(dir.path().join("store")).unwrap();
-            let append = |name: &str| {
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(dir.path().join(name))
-                    .unwrap()
-            };
-            let (mut raw, mut owned) = (append("raw.cslog"), append("owned.cslog"));
+            let mut raw = open_append(&dir.path().join("raw.cslog"));
+            let mut owned = open_append(&dir.path().join("owned.cslog"));
             let mut jsonl = JsonlPeer::open(dir.path().join("bench.jsonl")).unwrap();
             let mut timed = |i: usize, step: &mut dyn FnMut()| {
                 let start = Instant::now();

@@ -15,7 +15,7 @@ use cuca_events::PluginError;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 
-use crate::scan::{scan_reader, ScanReport, Verdict};
+use crate::scan::{open_regular_file, scan_reader, ScanReport, Verdict};
 
 /// The file name extension of a compacted session: `{dir}/{session_id}.cslog.gz`.
 pub const COMPACTED_EXTENSION: &str = "cslog.gz";
@@ -48,17 +48,7 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 
 /// A reader of the `.cslog` bytes inside a compacted file.
 pub(crate) fn open_compacted(path: &Path) -> Result<GzDecoder<BufReader<File>>, PluginError> {
-    let metadata = std::fs::metadata(path).map_err(|error| PluginError::io("read", path, error))?;
-    if !metadata.is_file() {
-        return Err(PluginError::io(
-            "read",
-            path,
-            std::io::Error::other(
-                "this is not a regular file; a compacted session is {dir}/{session_id}.cslog.gz",
-            ),
-        ));
-    }
-    let file = File::open(path).map_err(|error| PluginError::io("open", path, error))?;
+    let file = open_regular_file(path, "a compacted session is {dir}/{session_id}.cslog.gz")?;
     Ok(GzDecoder::new(BufReader::new(file)))
 }
 

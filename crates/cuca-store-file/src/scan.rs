@@ -89,14 +89,18 @@ pub fn scan(path: &Path) -> Result<ScanReport, PluginError> {
 
 /// Opens a session file for reading, refusing what is not a regular file.
 fn open_session_file(path: &Path) -> Result<std::fs::File, PluginError> {
+    open_regular_file(path, "a session file is {dir}/{session_id}.cslog")
+}
+
+/// Opens `path` for reading, refusing what is not a regular file; `expected` says what the
+/// file should have been, for the error.
+pub(crate) fn open_regular_file(path: &Path, expected: &str) -> Result<std::fs::File, PluginError> {
     let metadata = std::fs::metadata(path).map_err(|error| PluginError::io("read", path, error))?;
     if !metadata.is_file() {
         return Err(PluginError::io(
             "read",
             path,
-            std::io::Error::other(
-                "this is not a regular file; a session file is {dir}/{session_id}.cslog",
-            ),
+            std::io::Error::other(format!("this is not a regular file; {expected}")),
         ));
     }
     std::fs::File::open(path).map_err(|error| PluginError::io("open", path, error))
