@@ -1,0 +1,86 @@
+//! `cuca-view`: a local, read-only web viewer for what cuca records.
+//!
+//! It serves server-rendered HTML pages for the session directories it is given (the list of
+//! sessions, each session's turns as a conversation, its forks, and its new records as they
+//! arrive), for a call log (calls in flight, failures, latency per model) and for a directory of
+//! assembled journal runs. Pages are built on the server with [`maud`], which escapes every
+//! interpolated string, and served with a strict Content-Security-Policy; the one script and
+//! the one stylesheet are embedded in the binary, so the viewer works offline.
+//!
+//! ```no_run
+//! # async fn docs() -> std::io::Result<()> {
+//! // Needs a directory of .cslog files; serves until the process is stopped.
+//! let config = cuca_view::ViewConfig::new(vec!["fixtures/sessions".into()]);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! println!("http://{}/", listener.local_addr()?);
+//! axum::serve(listener, cuca_view::router(config)).await
+//! # }
+//! ```
+//!
+//! # Memory and time
+//!
+//! A session page reads records only until it has the turns it shows (one page of turns), so a
+//! session of a million records opens as fast as a short one: reading stops at the page's
+//! last turn ([`sessions::page`]). The list verifies every session in full, once per request.
+//!
+//! # What it does not do
+//!
+//! It never writes: there is no route that changes a recording, and every route answers only
+//! `GET`. It reads through the library crates' public APIs (`FileBackend`, the call-log reader,
+//! the journal's record reader) and holds no format knowledge of its own. It does not replay a
+//! session as a stream (that is `cuca replay`); it shows what was recorded.
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+mod assets;
+pub mod calls;
+mod error;
+mod pages;
+mod routes;
+pub mod runs;
+pub mod sessions;
+
+pub use error::ViewError;
+
+/// What the viewer shows: session directories, a call log, a directory of journal runs.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ViewConfig {
+    /// Directories of `.cslog` session files; a session is named by its id within its
+    /// directory (the first directory that holds an id wins).
+    pub session_dirs: Vec<PathBuf>,
+    /// The call log file (`calls.jsonl`) to summarise, if any.
+    pub call_log: Option<PathBuf>,
+    /// A directory of journal runs (`{run}/replay.json.gz`), if any.
+    pub runs_dir: Option<PathBuf>,
+}
+
+impl ViewConfig {
+    /// A viewer over these session directories, with no call log and no journal runs.
+    pub fn new(session_dirs: Vec<PathBuf>) -> Self {
+        ViewConfig {
+            session_dirs,
+            call_log: None,
+            runs_dir: None,
+        }
+    }
+
+    /// Shows the call log at `path` too.
+    pub fn with_call_log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.call_log = Some(path.into());
+        self
+    }
+
+    /// Shows the journal runs under `dir` too.
+    pub fn with_runs_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.runs_dir = Some(dir.into());
+        self
+    }
+}
+
+/// The viewer's routes, ready for `axum::serve`. Every route is `GET`; see the crate docs.
+pub fn router(config: ViewConfig) -> axum::Router {
+    routes::router(Arc::new(config))
+}

@@ -1,0 +1,422 @@
+//! What the session pages show, read through `FileBackend` and the `SessionBackend` trait.
+
+use std::path::{Path, PathBuf};
+
+use cuca_events::{PluginError, ReplayedRecord, SessionBackend, SessionEvent};
+use cuca_store_file::{FileBackend, Verdict};
+
+use crate::error::ViewError;
+use crate::ViewConfig;
+
+/// How many turns one session page shows. Small enough that the first page of a session of
+/// any length is read in a few milliseconds; the page links to the next.
+pub const TURNS_PER_PAGE: usize = 20;
+
+/// How many records one live poll returns at most, so a poll after a long pause stays small;
+/// the page asks again straight away when it got a full batch.
+pub const MAX_LIVE_BATCH: usize = 500;
+
+/// One row of the sessions list.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SessionSummary {
+    /// The session id.
+    pub id: String,
+    /// The directory it lives in.
+    pub dir: PathBuf,
+    /// Records a load returns (none when the file is refused).
+    pub n_records: u64,
+    /// Turns: completed Latency + TokenUsage pairs, plus an unfinished last one.
+    pub n_turns: u64,
+    /// Prompt tokens over every turn.
+    pub prompt_tokens: u64,
+    /// Completion tokens over every turn.
+    pub completion_tokens: u64,
+    /// The newest record's timestamp, milliseconds since the Unix epoch.
+    pub last_activity_ms: Option<u64>,
+    /// What `cuca verify` says about the file.
+    pub status: Status,
+    /// The session this one was forked from, and the point, when its id says so.
+    pub parent: Option<(String, String)>,
+}
+
+/// A session file's verify status, as the list shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Status {
+    /// Every byte is a header or a good frame.
+    Clean,
+    /// Damage was found where nothing recorded was lost.
+    Recovered,
+    /// A load refuses: the offset and reason.
+    Refused {
+        /// Where the damage starts.
+        offset: u64,
+        /// What was found.
+        reason: String,
+    },
+    /// The file could not be read at all.
+    Unreadable {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Status {
+    /// The word the list shows.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Status::Clean => "clean",
+            Status::Recovered => "recovered",
+            Status::Refused { .. } => "refused",
+            Status::Unreadable { .. } => "unreadable",
+        }
+    }
+}
+
+/// Splits a fork id `{parent}:fork:{parent}:{sequence}:{n}` into its parent session and the
+/// point it was cut at. Ids that do not have that exact shape have no parent.
+///
+/// ```
+/// use cuca_view::sessions::parent_of;
+/// assert_eq!(
+///     parent_of("demo:fork:demo:1:0"),
+///     Some(("demo".to_owned(), "demo:1".to_owned()))
+/// );
+/// assert_eq!(parent_of("demo"), None);
+/// assert_eq!(parent_of("a:fork:b:1:0"), None);
+/// ```
+pub fn parent_of(id: &str) -> Option<(String, String)> {
+    const MARK: &str = ":fork:";
+    // The parent id itself may contain ":fork:" (a fork of a fork), so try every occurrence;
+    // the one whose remainder repeats the prefix is the split.
+    let mut search_from = 0;
+    while let Some(found) = id[search_from..].find(MARK) {
+        let at = search_from + found;
+        let parent = &id[..at];
+        let rest = &id[at + MARK.len()..];
+        if let Some(tail) = rest.strip_prefix(parent).and_then(|t| t.strip_prefix(':')) {
+            if let Some((sequence, n)) = tail.split_once(':') {
+                let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+                if digits(sequence) && digits(n) && !parent.is_empty() {
+                    return Some((parent.to_owned(), format!("{parent}:{sequence}")));
+                }
+            }
+        }
+        search_from = at + 1;
+    }
+    None
+}
+
+/// Every session in the configured directories, most recent activity first.
+///
+/// Each file is verified in full (the status column), so this costs one read of every
+/// session; a session whose file cannot be read is a row with [`Status::Unreadable`], never a
+/// failed list.
+pub fn list(config: &ViewConfig) -> Result<Vec<SessionSummary>, ViewError> {
+    let mut rows = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for dir in &config.session_dirs {
+        let backend = FileBackend::new(dir.clone())?;
+        for id in backend.sessions()? {
+            if seen.insert(id.clone()) {
+                rows.push(summarise(&backend, dir, id));
+            }
+        }
+    }
+    rows.sort_by(|a, b| {
+        b.last_activity_ms
+            .cmp(&a.last_activity_ms)
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    Ok(rows)
+}
+
+fn summarise(backend: &FileBackend, dir: &Path, id: String) -> SessionSummary {
+    let mut row = SessionSummary {
+        parent: parent_of(&id),
+        id,
+        dir: dir.to_owned(),
+        n_records: 0,
+        n_turns: 0,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        last_activity_ms: None,
+        status: Status::Clean,
+    };
+    let report = match backend.verify(&row.id) {
+        Ok(report) => report,
+        Err(error) => {
+            row.status = Status::Unreadable {
+                reason: error.to_string(),
+            };
+            return row;
+        }
+    };
+    row.status = match &report.verdict {
+        Verdict::Clean => Status::Clean,
+        Verdict::Recovered => Status::Recovered,
+        Verdict::Refused { offset, reason } => Status::Refused {
+            offset: *offset,
+            reason: reason.clone(),
+        },
+        _ => Status::Unreadable {
+            reason: format!("{:?}", report.verdict),
+        },
+    };
+    if !report.is_loadable() {
+        return row;
+    }
+    let mut segmenter = Segmenter::default();
+    for record in &report.records {
+        row.n_records += 1;
+        row.last_activity_ms = Some(
+            row.last_activity_ms
+                .map_or(record.timestamp_ms, |t| t.max(record.timestamp_ms)),
+        );
+        if let SessionEvent::TokenUsage {
+            prompt_tokens,
+            completion_tokens,
+        } = &record.event
+        {
+            row.prompt_tokens += prompt_tokens;
+            row.completion_tokens += completion_tokens;
+        }
+        segmenter.push(&record.event);
+    }
+    row.n_turns = segmenter.turns();
+    row
+}
+
+/// Seed 001's segmentation, counted: a turn ends at a Latency immediately followed by a
+/// TokenUsage; records after the last pair form a final, unfinished turn.
+#[derive(Debug, Default)]
+struct Segmenter {
+    completed: u64,
+    open_records: u64,
+    last_was_latency: bool,
+}
+
+impl Segmenter {
+    /// Takes the next record's event; returns true when it closed a turn.
+    fn push(&mut self, event: &SessionEvent) -> bool {
+        let closes = self.last_was_latency && matches!(event, SessionEvent::TokenUsage { .. });
+        self.last_was_latency = matches!(event, SessionEvent::Latency { .. });
+        if closes {
+            self.completed += 1;
+            self.open_records = 0;
+        } else {
+            self.open_records += 1;
+        }
+        closes
+    }
+
+    fn turns(&self) -> u64 {
+        self.completed + u64::from(self.open_records > 0)
+    }
+}
+
+/// The backend whose directory holds `session`, searched in the configured order.
+pub fn locate(config: &ViewConfig, session: &str) -> Result<FileBackend, ViewError> {
+    for dir in &config.session_dirs {
+        let backend = FileBackend::new(dir.clone())?;
+        if backend.sessions()?.iter().any(|id| id == session) {
+            return Ok(backend);
+        }
+    }
+    Err(ViewError::UnknownSession {
+        session: session.to_owned(),
+    })
+}
+
+/// Ids of the sessions forked from `session`, found by their ids.
+pub fn children(config: &ViewConfig, session: &str) -> Result<Vec<(String, String)>, ViewError> {
+    let mut out = Vec::new();
+    for dir in &config.session_dirs {
+        let backend = FileBackend::new(dir.clone())?;
+        for id in backend.sessions()? {
+            if let Some((parent, point)) = parent_of(&id) {
+                if parent == session {
+                    out.push((id, point));
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// One record as a page shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordView {
+    /// Its sequence number.
+    pub sequence: u64,
+    /// When it was recorded, milliseconds since the Unix epoch.
+    pub timestamp_ms: u64,
+    /// What it holds.
+    pub event: SessionEvent,
+}
+
+impl From<ReplayedRecord<'_>> for RecordView {
+    fn from(record: ReplayedRecord<'_>) -> Self {
+        RecordView {
+            sequence: record.sequence,
+            timestamp_ms: record.timestamp_ms,
+            event: record.event,
+        }
+    }
+}
+
+/// One turn, its records in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnView {
+    /// The turn's 0-based index in the session.
+    pub turn_idx: usize,
+    /// Its records, in sequence order.
+    pub records: Vec<RecordView>,
+    /// Whether a Latency + TokenUsage pair closed it.
+    pub complete: bool,
+}
+
+/// A window of a session's turns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// The session.
+    pub session: String,
+    /// The turns shown, `first_turn..first_turn + turns.len()`.
+    pub turns: Vec<TurnView>,
+    /// Whether the session has records after the last turn shown.
+    pub more: bool,
+    /// Records the backend handed over to build this page (at most one past the page):
+    /// what shows that a page never reads the whole of a long session.
+    pub records_read: u64,
+}
+
+impl Page {
+    /// The newest sequence on the page, where live updates continue from when it is the
+    /// session's last page.
+    pub fn last_sequence(&self) -> Option<u64> {
+        self.turns
+            .last()
+            .and_then(|turn| turn.records.last())
+            .map(|record| record.sequence)
+    }
+}
+
+/// Reads turns `first_turn..first_turn + n_turns` of `session`, stopping as soon as it has
+/// them (and one record more, to know whether there is a next page).
+pub fn page(
+    backend: &dyn SessionBackend,
+    session: &str,
+    first_turn: usize,
+    n_turns: usize,
+) -> Result<Page, ViewError> {
+    let mut page = Page {
+        session: session.to_owned(),
+        turns: Vec::new(),
+        more: false,
+        records_read: 0,
+    };
+    let end_turn = first_turn.saturating_add(n_turns);
+    let mut turn_idx = 0usize;
+    let mut current: Vec<RecordView> = Vec::new();
+    let mut segmenter = Segmenter::default();
+    let mut stopped = false;
+    let result = backend.replay_each(session, &mut |record| {
+        page.records_read += 1;
+        if turn_idx >= end_turn {
+            // One record past the page: there is more, and nothing else is needed.
+            page.more = true;
+            stopped = true;
+            return Err(stop());
+        }
+        let closes = segmenter.push(&record.event);
+        if turn_idx >= first_turn {
+            current.push(RecordView::from(record));
+        }
+        if closes {
+            if turn_idx >= first_turn {
+                page.turns.push(TurnView {
+                    turn_idx,
+                    records: std::mem::take(&mut current),
+                    complete: true,
+                });
+            }
+            turn_idx += 1;
+        }
+        Ok(())
+    });
+    match result {
+        Err(_) if stopped => {}
+        other => other?,
+    }
+    if !current.is_empty() {
+        page.turns.push(TurnView {
+            turn_idx,
+            records: current,
+            complete: false,
+        });
+    }
+    Ok(page)
+}
+
+/// The 0-based turn that holds `sequence`, or `None` when no record has it.
+pub fn turn_of(
+    backend: &dyn SessionBackend,
+    session: &str,
+    sequence: u64,
+) -> Result<Option<usize>, ViewError> {
+    let mut segmenter = Segmenter::default();
+    let mut turn_idx = 0usize;
+    let mut found = None;
+    let result = backend.replay_each(session, &mut |record| {
+        if record.sequence == sequence {
+            found = Some(turn_idx);
+            return Err(stop());
+        }
+        if segmenter.push(&record.event) {
+            turn_idx += 1;
+        }
+        Ok(())
+    });
+    match result {
+        Err(_) if found.is_some() => {}
+        other => other?,
+    }
+    Ok(found)
+}
+
+/// Records after `after` (all records when `None`), at most [`MAX_LIVE_BATCH`]: what a live
+/// page polls for.
+pub fn records_after(
+    backend: &dyn SessionBackend,
+    session: &str,
+    after: Option<u64>,
+) -> Result<Vec<RecordView>, ViewError> {
+    let mut out = Vec::new();
+    let mut full = false;
+    let result = backend.replay_each(session, &mut |record| {
+        if after.is_none_or(|after| record.sequence > after) {
+            out.push(RecordView::from(record));
+            if out.len() >= MAX_LIVE_BATCH {
+                full = true;
+                return Err(stop());
+            }
+        }
+        Ok(())
+    });
+    match result {
+        Err(_) if full => {}
+        other => other?,
+    }
+    Ok(out)
+}
+
+/// The refusal a visitor returns to end a read early; the caller knows it asked for it.
+fn stop() -> PluginError {
+    PluginError::validation("cuca-view", "read stopped: the page has what it shows")
+}
+
+#[cfg(test)]
+mod tests;

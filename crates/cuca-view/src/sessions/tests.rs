@@ -1,0 +1,123 @@
+//! The session pages' reads: segmentation, early stop, fork parents.
+
+use super::*;
+use cuca_testkit::{append_all, demo_turn, record};
+
+fn session_of_turns(backend: &FileBackend, id: &str, turns: u64) {
+    let mut records = Vec::new();
+    for turn in 0..turns {
+        records.extend(demo_turn(id, turn * 7));
+    }
+    append_all(backend, &records);
+}
+
+#[test]
+fn a_page_reads_only_its_turns_and_one_record_more() {
+    // Issue 22: "A 1,000,000-record session opens with the first turns visible … never load
+    // the whole trajectory into the page." What proves it is the count the backend handed over.
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    session_of_turns(&backend, "long", 500);
+    let page = page(&backend, "long", 0, TURNS_PER_PAGE).unwrap();
+    assert_eq!(page.turns.len(), TURNS_PER_PAGE);
+    assert!(page.more);
+    assert_eq!(page.records_read, TURNS_PER_PAGE as u64 * 7 + 1);
+    assert_eq!(page.turns[0].records.len(), 7);
+    assert!(page.turns.iter().all(|turn| turn.complete));
+    assert_eq!(page.last_sequence(), Some(TURNS_PER_PAGE as u64 * 7 - 1));
+}
+
+#[test]
+fn a_later_page_starts_at_its_turn_and_the_last_page_has_no_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    session_of_turns(&backend, "s", 3);
+    // Seed 001: "records after the last pair form a final turn" — unfinished here.
+    append_all(
+        &backend,
+        &[record(
+            "s",
+            21,
+            SessionEvent::Output {
+                text: "still streaming".into(),
+            },
+        )],
+    );
+    let page = page(&backend, "s", 2, 5).unwrap();
+    assert!(!page.more);
+    assert_eq!(
+        page.turns.iter().map(|t| t.turn_idx).collect::<Vec<_>>(),
+        vec![2, 3]
+    );
+    assert!(page.turns[0].complete);
+    assert!(!page.turns[1].complete);
+    assert_eq!(page.turns[1].records[0].sequence, 21);
+}
+
+#[test]
+fn turn_of_finds_the_turn_of_a_point_and_none_for_a_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    session_of_turns(&backend, "s", 4);
+    assert_eq!(turn_of(&backend, "s", 0).unwrap(), Some(0));
+    assert_eq!(turn_of(&backend, "s", 6).unwrap(), Some(0));
+    assert_eq!(turn_of(&backend, "s", 7).unwrap(), Some(1));
+    assert_eq!(turn_of(&backend, "s", 27).unwrap(), Some(3));
+    assert_eq!(turn_of(&backend, "s", 28).unwrap(), None);
+}
+
+#[test]
+fn records_after_returns_only_newer_records_in_bounded_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    session_of_turns(&backend, "s", 200);
+    let newer = records_after(&backend, "s", Some(1395)).unwrap();
+    assert_eq!(
+        newer.iter().map(|r| r.sequence).collect::<Vec<_>>(),
+        vec![1396, 1397, 1398, 1399]
+    );
+    let first = records_after(&backend, "s", None).unwrap();
+    assert_eq!(first.len(), MAX_LIVE_BATCH);
+    assert_eq!(first[0].sequence, 0);
+}
+
+#[test]
+fn parent_of_follows_nested_fork_ids_one_level_up() {
+    let child = "demo:fork:demo:1:0";
+    let grandchild = format!("{child}:fork:{child}:3:2");
+    assert_eq!(
+        parent_of(&grandchild),
+        Some((child.to_owned(), format!("{child}:3")))
+    );
+    assert_eq!(
+        parent_of(child),
+        Some(("demo".to_owned(), "demo:1".to_owned()))
+    );
+    // Not the shape a fork id has: no parent, rather than a wrong one.
+    assert_eq!(parent_of("demo:fork:demo:x:0"), None);
+    assert_eq!(parent_of("demo:fork:"), None);
+    assert_eq!(parent_of(":fork::1:0"), None);
+}
+
+#[test]
+fn list_shows_every_session_most_recent_first_with_its_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    session_of_turns(&backend, "old", 1);
+    let mut newer = demo_turn("new", 0);
+    for r in &mut newer {
+        r.timestamp_ms += 1_000_000;
+    }
+    append_all(&backend, &newer);
+    drop(backend);
+    // A file that is not a cslog at all: a refused row, never a failed list.
+    std::fs::write(dir.path().join("broken.cslog"), b"not a session file").unwrap();
+    let rows = list(&ViewConfig::new(vec![dir.path().to_owned()])).unwrap();
+    let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, vec!["new", "old", "broken"]);
+    assert_eq!(rows[0].status, Status::Clean);
+    assert_eq!(rows[0].n_records, 7);
+    assert_eq!(rows[0].n_turns, 1);
+    assert_eq!((rows[0].prompt_tokens, rows[0].completion_tokens), (31, 9));
+    assert!(matches!(rows[2].status, Status::Refused { offset: 0, .. }), "{:?}", rows[2].status);
+}
