@@ -1,0 +1,179 @@
+//! The viewer over HTTP: what each page holds, its headers, and that it never executes or
+//! changes what was recorded (issue 22).
+
+mod support;
+
+use support::{Fixture, HOSTILE_MESSAGE, HOSTILE_OUTPUT};
+
+async fn get(url: &str) -> (u16, reqwest::header::HeaderMap, String) {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let response = client.get(url).send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn the_list_shows_every_session_most_recent_first_with_status_and_a_filter_box() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let (status, headers, body) = get(&format!("{base}/")).await;
+    assert_eq!(status, 200);
+    let csp = headers["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{csp}");
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    assert!(body.contains(r#"id="filter""#));
+    // "most recent first": the hostile session was stamped last.
+    let hostile = body.find(">hostile<").unwrap();
+    let demo = body.find(">demo<").unwrap();
+    assert!(hostile < demo);
+    assert!(body.contains(&format!(">{}<", fixture.fork_id)));
+    assert!(body.contains("status-clean"));
+}
+
+#[tokio::test]
+async fn recorded_markup_renders_as_text_never_as_script_image_or_link() {
+    // Issue 22: "a test where an Output containing <script>, <img onerror> and a javascript:
+    // link renders as text."
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let (status, _, body) = get(&format!("{base}/sessions/hostile")).await;
+    assert_eq!(status, 200);
+    assert!(!body.contains("<script>alert"), "{body}");
+    assert!(!body.contains("<img src=x"), "{body}");
+    assert!(!body.contains("href=\"javascript:"), "{body}");
+    assert!(!body.contains("</div><script>"), "{body}");
+    assert!(body.contains("&lt;script&gt;alert('output')&lt;/script&gt;"), "{body}");
+    assert!(body.contains("&lt;img src=x onerror=&quot;alert('img')&quot;&gt;"), "{body}");
+    assert!(body.contains("&lt;/div&gt;&lt;script&gt;alert('message')&lt;/script&gt;"));
+    // The only script the page loads is the viewer's own.
+    assert_eq!(body.matches("<script").count(), 1, "{body}");
+    let _ = (HOSTILE_OUTPUT, HOSTILE_MESSAGE);
+}
+
+#[tokio::test]
+async fn a_session_is_a_conversation_with_reasoning_collapsed_and_tool_arguments_pretty() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let (_, _, body) = get(&format!("{base}/sessions/hostile")).await;
+    assert!(body.contains(r#"<details class="reasoning">"#), "{body}");
+    assert!(!body.contains("<details class=\"reasoning\" open"));
+    assert!(body.contains("secret reasoning text"));
+    assert!(body.contains("&quot;city&quot;: &quot;Lisbon&quot;"), "{body}");
+    assert!(body.contains("412 ms"));
+    assert!(body.contains("31 prompt / 9 completion tokens"));
+    assert!(body.contains(r#"id="turn-0""#) && body.contains(r#"id="p-3""#));
+
+    // The recorded reasoning session: one turn per call, its streamed blocks as one text.
+    let (status, _, body) = get(&format!("{base}/sessions/reasoning")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("Turn 1") && body.contains("reasoning · #"), "{body}");
+}
+
+#[tokio::test]
+async fn forks_link_both_ways_and_a_point_redirects_to_its_turn() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let fork_href = format!("/sessions/{}", fixture.fork_id.replace(':', "%3A"));
+    let (_, _, parent) = get(&format!("{base}/sessions/demo")).await;
+    assert!(parent.contains(&fork_href), "{parent}");
+    let (status, _, branch) = get(&format!("{base}{fork_href}")).await;
+    assert_eq!(status, 200);
+    assert!(branch.contains(r#"id="parent-link" href="/sessions/demo""#), "{branch}");
+    assert!(branch.contains("/points/demo%3A1"), "{branch}");
+
+    let (status, headers, _) = get(&format!("{base}/points/demo:1")).await;
+    assert_eq!(status, 303);
+    assert_eq!(headers["location"], "/sessions/demo?turn=0#p-1");
+    let (status, _, body) = get(&format!("{base}/points/demo:999999")).await;
+    assert_eq!(status, 404);
+    assert!(body.contains("has no record 999999"), "{body}");
+}
+
+#[tokio::test]
+async fn the_viewer_is_read_only_and_unknown_pages_are_404() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let client = reqwest::Client::new();
+    for path in ["/", "/sessions/demo", "/api/sessions/demo/records"] {
+        let response = client.post(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 405, "{path}");
+        let response = client.delete(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 405, "{path}");
+    }
+    let (status, headers, body) = get(&format!("{base}/sessions/nope")).await;
+    assert_eq!(status, 404);
+    assert!(headers.contains_key("content-security-policy"));
+    assert!(body.contains("no session &quot;nope&quot;"), "{body}");
+    let (status, _, _) = get(&format!("{base}/no/such/page")).await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn the_live_poll_returns_records_appended_after_the_page_was_read() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let last = fixture.demo_len() - 1;
+    let url = format!("{base}/api/sessions/demo/records?after={last}");
+    let (_, headers, body) = get(&url).await;
+    assert_eq!(headers["content-type"], "application/json");
+    let value: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(value["records"].as_array().unwrap().len(), 0);
+    fixture.append_live(last + 1, "a new <b>record</b>");
+    let (_, _, body) = get(&url).await;
+    let value: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(value["records"][0]["sequence"], last + 1);
+    assert_eq!(value["records"][0]["kind"], "Output");
+    assert_eq!(value["records"][0]["text"], "a new <b>record</b>");
+}
+
+#[tokio::test]
+async fn the_call_log_page_shows_calls_in_flight_failures_and_latency_per_model() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let (status, _, body) = get(&format!("{base}/calls")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("<code>inflight</code>"), "{body}");
+    assert!(body.contains("2m"), "the in-flight call's age: {body}");
+    for status in ["429", "500", "no response"] {
+        assert!(body.contains(&format!("<td>{status}</td>")), "{status}: {body}");
+    }
+    assert!(body.contains("&lt;b&gt;server&lt;/b&gt; error"));
+    // gemma: ten successes 100..1000 ms and one 429 at 12 ms → p50 400 (nearest rank 6 of 11
+    // sorted [12,100,…]), p90 900, p99 1000.
+    assert!(
+        body.contains(
+            "<td>gemma</td><td class=\"num\">11</td><td class=\"num\">1</td><td class=\"num\">500</td><td class=\"num\">900</td><td class=\"num\">1000</td>"
+        ),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn journal_runs_show_their_agents_inputs_and_outcome() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let (status, _, list) = get(&format!("{base}/runs")).await;
+    assert_eq!(status, 200);
+    assert!(list.contains("href=\"/runs/run-1\""), "{list}");
+    assert!(list.contains("journal-session"));
+    let (status, _, run) = get(&format!("{base}/runs/run-1")).await;
+    assert_eq!(status, 200);
+    assert!(run.contains("planner"), "{run}");
+    assert!(run.contains("<td>clock</td><td class=\"num\">2</td>"), "{run}");
+    assert!(run.contains("complete"), "{run}");
+    let (status, _, _) = get(&format!("{base}/runs/..%2Fsessions")).await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn a_viewer_without_a_call_log_says_how_to_give_it_one() {
+    let fixture = Fixture::new();
+    let base = support::serve(cuca_view::ViewConfig::new(vec![fixture.sessions.clone()])).await;
+    let (status, _, body) = get(&format!("{base}/calls")).await;
+    assert_eq!(status, 404);
+    assert!(body.contains("--calls FILE"), "{body}");
+}
