@@ -51,6 +51,7 @@ mod logs;
 mod serve;
 mod sessions;
 mod ui;
+mod view;
 
 #[cfg(test)]
 mod tests;
@@ -178,6 +179,8 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: String,
     },
+    /// A local web viewer: sessions, turns, forks, live records, the call log, journal runs.
+    View(view::ViewArgs),
 }
 
 /// The interchange formats of `cuca export`.
@@ -263,5 +266,6 @@ fn dispatch(command: Command) -> Result<(), CliError> {
         Command::Logs(args) => logs::run(&args),
         Command::Journal(command) => journal::run(command),
         Command::Serve { runs, listen } => serve::run(&runs, &listen),
+        Command::View(args) => view::run(args),
     }
 }

@@ -229,15 +229,29 @@ fn turn_box(session: &str, turn: &TurnView) -> Markup {
         _ => None,
     });
     let anchor = format!("turn-{}", turn.turn_idx);
+    // Seed 001 makes the records after the last pair a final turn; when they are only notes
+    // (a fork audit, a model swap) no call is open, so they are shown as notes, not as a call
+    // that never finished.
+    let notes_only = !turn.complete
+        && turn.records.iter().all(|r| {
+            matches!(
+                r.event,
+                SessionEvent::Fork { .. } | SessionEvent::ModelSwap { .. }
+            )
+        });
     html! {
         section.turn id=(anchor) {
             div.turn-head {
-                strong { "Turn " (turn.turn_idx + 1) }
+                @if notes_only {
+                    strong { "Notes after turn " (turn.turn_idx) }
+                } @else {
+                    strong { "Turn " (turn.turn_idx + 1) }
+                }
                 @if let Some(ms) = latency { span { (ms) " ms" } }
                 @if let Some((prompt, completion)) = tokens {
                     span { (prompt) " prompt / " (completion) " completion tokens" }
                 }
-                @if !turn.complete { span.pill { "unfinished" } }
+                @if !turn.complete && !notes_only { span.pill { "unfinished" } }
                 a.anchor href=(format!("{}?turn={}#{}", session_href(session), turn.turn_idx, anchor)) { "link" }
             }
             @for group in groups(&turn.records) {

@@ -80,6 +80,9 @@ async fn forks_link_both_ways_and_a_point_redirects_to_its_turn() {
     let fork_href = format!("/sessions/{}", fixture.fork_id.replace(':', "%3A"));
     let (_, _, parent) = get(&format!("{base}/sessions/demo")).await;
     assert!(parent.contains(&fork_href), "{parent}");
+    // The fork audit record after the last turn is a note, not a call that never finished.
+    assert!(parent.contains("Notes after turn 2"), "{parent}");
+    assert!(!parent.contains("unfinished"), "{parent}");
     let (status, _, branch) = get(&format!("{base}{fork_href}")).await;
     assert_eq!(status, 200);
     assert!(branch.contains(r#"id="parent-link" href="/sessions/demo""#), "{branch}");

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use cuca_events::{Message, SessionBackend, SessionEvent};
 use cuca_store_file::FileBackend;
-use cuca_testkit::{append_all, demo_turn, record};
+use cuca_testkit::{append_all, record};
 
 /// Recorded text that would run script, load an image or follow a link if it were markup.
 pub const HOSTILE_OUTPUT: &str = "<script>alert('output')</script><img src=x onerror=\"alert('img')\"><a href=\"javascript:alert('link')\">click me</a>";

@@ -1,0 +1,86 @@
+//! `cuca view`: the local web viewer of `cuca-view` over session directories, a call log and
+//! journal runs.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::error::CliError;
+
+/// `cuca view DIR… [--listen ADDR] [--calls FILE] [--runs DIR]`.
+#[derive(Debug, Args)]
+pub(crate) struct ViewArgs {
+    /// Directories of `.cslog` sessions to show.
+    #[arg(required = true)]
+    dirs: Vec<PathBuf>,
+    /// The address to listen on; loopback by default (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// The call log to summarise (default: this machine's call log, when there is one).
+    #[arg(long)]
+    calls: Option<PathBuf>,
+    /// A directory of journal runs (`{run}/replay.json.gz`) to show.
+    #[arg(long)]
+    runs: Option<PathBuf>,
+}
+
+/// Binds, prints the URL on stdout (flushed, so a person or a test can read it), then serves
+/// until the process is stopped.
+pub(crate) fn run(args: ViewArgs) -> Result<(), CliError> {
+    for dir in &args.dirs {
+        if !dir.is_dir() {
+            return Err(CliError::Usage(format!(
+                "session directory {} is not a directory",
+                dir.display()
+            )));
+        }
+    }
+    if let Some(runs) = &args.runs {
+        if !runs.is_dir() {
+            return Err(CliError::Usage(format!(
+                "runs directory {} is not a directory",
+                runs.display()
+            )));
+        }
+    }
+    let listen: std::net::SocketAddr = args.listen.parse().map_err(|error| {
+        CliError::Usage(format!(
+            "--listen {:?} is not an address like 127.0.0.1:8080: {error}",
+            args.listen
+        ))
+    })?;
+    let mut config = cuca_view::ViewConfig::new(args.dirs.clone());
+    let calls = args
+        .calls
+        .clone()
+        .or_else(|| cuca::calllog::Env::from_process().path_for(None));
+    if let Some(calls) = calls {
+        config = config.with_call_log(calls);
+    }
+    if let Some(runs) = &args.runs {
+        config = config.with_runs_dir(runs);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|error| CliError::Failed(format!("start the async runtime: {error}")))?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|error| CliError::Failed(format!("listen on {listen}: {error}")))?;
+        let address = listener
+            .local_addr()
+            .map_err(|error| CliError::Failed(format!("listen on {listen}: {error}")))?;
+        {
+            // A closed stdout is no reason to stop serving: the line is for whoever started it.
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "cuca view: http://{address}/");
+            let _ = out.flush();
+        }
+        axum::serve(listener, cuca_view::router(config))
+            .await
+            .map_err(|error| CliError::Failed(format!("serve on {address}: {error}")))
+    })
+}
