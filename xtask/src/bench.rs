@@ -120,6 +120,13 @@ const TARGETS: &[Target] = &[
         quick_env: &[],
         full_env: &[],
     },
+    Target {
+        package: "cuca-view",
+        bench: "open",
+        quick: Quick::Filter("first_page"),
+        quick_env: &[],
+        full_env: &[],
+    },
     // PostgreSQL rows run only when CUCA_PG_URL is set; the in-memory and file rows always.
     Target {
         package: "cuca-store-postgres",
@@ -262,6 +269,8 @@ const ROWS: &[Row] = &[
     // Journal assembly's peak RSS independent of size: under 64 MiB.
     row("journal assembly VmHWM", JournalRss("vmHwmKib"), "VmHWM at process start", JournalRss("vmHwmBeforeKib"), Cost, Below(64.0 * 1024.0)),
     row("journal assembly 16 MiB, gzip 1", C("assemble/assemble_16MiB/1"), "gzip -1 of the journal", C("assemble/gzip_copy_16MiB_baseline/1"), Cost, Info),
+    // The viewer opens a 1,000,000-record session's first page in under 1 s.
+    row("cuca view: first page of a 1M-record session", C("open_1M/first_page"), "a full read of the session", C("open_1M/full_read_baseline"), Cost, Below(1e9)),
     // Replay over InMemoryBackend, 100k records (the replay crate's own bench).
     row("replay load, 100k records (memory)", C("replay_100k/load"), "backend.replay clone", C("replay_100k/backend_replay_baseline"), Cost, Info),
 ];

@@ -150,6 +150,12 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
             "cuca" | "cuca-cli" | "cuca-reliability" | "cuca-bench" | "xtask" => true,
             "cuca-client" => matches!(to, "cuca-events" | "cuca-calllog"),
             "cuca-calllog" => false,
+            // The viewer sits on top like the CLI: it reads through the crates that own the
+            // formats (ARCHITECTURE.md, cuca-view).
+            "cuca-view" => matches!(
+                to,
+                "cuca-events" | "cuca-store-file" | "cuca-calllog" | "cuca-journal"
+            ),
             _ => to == "cuca-events",
         }
     };

@@ -1,5 +1,6 @@
 //! `cuca view` through the real binary: it prints its URL, serves the viewer's pages over the
 //! given directories, and refuses bad arguments as usage errors.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns: a failed step is a failed test
 
 mod common;
 
@@ -54,15 +55,28 @@ fn view_prints_its_url_and_serves_the_sessions_of_its_directories() {
         .and_then(|rest| rest.strip_suffix('/'))
         .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
         .to_owned();
-    assert!(address.starts_with("127.0.0.1:"), "loopback by default: {address}");
+    assert!(
+        address.starts_with("127.0.0.1:"),
+        "loopback by default: {address}"
+    );
 
     let (head, body) = http_get(&address, "/");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(head.to_ascii_lowercase().contains("content-security-policy: default-src 'none'"), "{head}");
-    assert!(body.contains(">demo<") && body.contains(">reasoning<"), "{body}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-security-policy: default-src 'none'"),
+        "{head}"
+    );
+    assert!(
+        body.contains(">demo<") && body.contains(">reasoning<"),
+        "{body}"
+    );
     let (head, body) = http_get(&address, "/sessions/demo");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(body.contains("The vault is in Lisbon. Reply with: noted"), "{body}");
+    assert!(
+        body.contains("The vault is in Lisbon. Reply with: noted"),
+        "{body}"
+    );
     let (head, body) = http_get(&address, "/calls");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(body.contains("No call is in flight."), "{body}");
@@ -86,5 +100,8 @@ fn view_refuses_a_missing_directory_and_a_bad_address_as_usage_errors() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("--listen \"notanaddr\" is not an address"), "{stderr}");
+    assert!(
+        stderr.contains("--listen \"notanaddr\" is not an address"),
+        "{stderr}"
+    );
 }

@@ -15,7 +15,11 @@ use crate::sessions::{Page, RecordView, SessionSummary, Status, TurnView};
 
 /// Everything but unreserved characters is escaped in a path segment, `:` included, so an id
 /// never reads as a scheme or a port.
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
 
 /// The href of a session page (its first page, or the page holding turn `turn`).
 pub(crate) fn session_href(id: &str) -> String {
@@ -211,8 +215,10 @@ fn groups(records: &[RecordView]) -> Vec<&[RecordView]> {
 fn same_stream(a: &SessionEvent, b: &SessionEvent) -> bool {
     matches!(
         (a, b),
-        (SessionEvent::Reasoning { .. }, SessionEvent::Reasoning { .. })
-            | (SessionEvent::Output { .. }, SessionEvent::Output { .. })
+        (
+            SessionEvent::Reasoning { .. },
+            SessionEvent::Reasoning { .. }
+        ) | (SessionEvent::Output { .. }, SessionEvent::Output { .. })
     )
 }
 

@@ -7,6 +7,7 @@
 //! test says so and passes on a developer's machine, and fails under CI (`CI` set), where a
 //! missing browser is a broken setup, not a skip. `CUCA_WRITE_SCREENSHOTS=1` also writes each
 //! page's screenshot into `docs/view/` (what `docs/view.md` shows).
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns: a failed step is a failed test
 
 mod support;
 
@@ -72,7 +73,11 @@ async fn start_browser(profile: &Path) -> (Driver, Client) {
     let mut last_error = None;
     for _ in 0..200 {
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        match ClientBuilder::new(connector).capabilities(caps.clone()).connect(&url).await {
+        match ClientBuilder::new(connector)
+            .capabilities(caps.clone())
+            .connect(&url)
+            .await
+        {
             Ok(client) => return (driver, client),
             Err(error) => last_error = Some(error),
         }
@@ -95,7 +100,13 @@ async fn shot(client: &Client, name: &str) {
 }
 
 async fn text_of(client: &Client, css: &str) -> String {
-    client.find(Locator::Css(css)).await.unwrap().text().await.unwrap()
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,11 +127,21 @@ async fn a_person_walks_through_sessions_forks_live_records_calls_and_runs() {
     shot(&client, "sessions").await;
     let filter = client.find(Locator::Id("filter")).await.unwrap();
     filter.send_keys("reason").await.unwrap();
-    let rows = client.find_all(Locator::Css("#sessions tbody tr")).await.unwrap();
+    let rows = client
+        .find_all(Locator::Css("#sessions tbody tr"))
+        .await
+        .unwrap();
     let mut shown = Vec::new();
     for row in rows {
         if row.is_displayed().await.unwrap() {
-            shown.push(row.find(Locator::Css("td.id")).await.unwrap().text().await.unwrap());
+            shown.push(
+                row.find(Locator::Css("td.id"))
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap(),
+            );
         }
     }
     assert_eq!(shown, vec!["reasoning"]);
@@ -128,20 +149,41 @@ async fn a_person_walks_through_sessions_forks_live_records_calls_and_runs() {
 
     // Into a session: recorded markup is text, and nothing ran.
     client.goto(&format!("{base}/")).await.unwrap();
-    client.find(Locator::LinkText("hostile")).await.unwrap().click().await.unwrap();
+    client
+        .find(Locator::LinkText("hostile"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     let output = text_of(&client, ".rec.output .text").await;
-    assert!(output.contains("<script>alert('output')</script>"), "{output}");
+    assert!(
+        output.contains("<script>alert('output')</script>"),
+        "{output}"
+    );
     assert!(output.contains("<img src=x onerror="), "{output}");
-    assert!(client.get_alert_text().await.is_err(), "a recorded script raised an alert");
+    assert!(
+        client.get_alert_text().await.is_err(),
+        "a recorded script raised an alert"
+    );
     let images = client.find_all(Locator::Css("main img")).await.unwrap();
     assert!(images.is_empty(), "recorded markup became an image");
 
     // Reasoning is collapsed until asked for.
-    let details = client.find(Locator::Css("details.reasoning")).await.unwrap();
+    let details = client
+        .find(Locator::Css("details.reasoning"))
+        .await
+        .unwrap();
     assert_eq!(details.attr("open").await.unwrap(), None);
     let hidden = details.find(Locator::Css("div.text")).await.unwrap();
     assert!(!hidden.is_displayed().await.unwrap());
-    details.find(Locator::Css("summary")).await.unwrap().click().await.unwrap();
+    details
+        .find(Locator::Css("summary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     assert!(details.attr("open").await.unwrap().is_some());
     assert!(hidden.is_displayed().await.unwrap());
     assert_eq!(hidden.text().await.unwrap(), "secret reasoning text");
@@ -149,14 +191,31 @@ async fn a_person_walks_through_sessions_forks_live_records_calls_and_runs() {
 
     // A fork, and back to its parent.
     client.goto(&format!("{base}/sessions/demo")).await.unwrap();
-    client.find(Locator::Css("a.child-link")).await.unwrap().click().await.unwrap();
+    client
+        .find(Locator::Css("a.child-link"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     let heading = text_of(&client, "h1").await;
     assert!(heading.contains(&fixture.fork_id), "{heading}");
     let branch_of = text_of(&client, "#forks").await;
     assert!(branch_of.contains("cut at demo:1"), "{branch_of}");
     shot(&client, "fork").await;
-    client.find(Locator::Id("parent-link")).await.unwrap().click().await.unwrap();
-    assert!(client.current_url().await.unwrap().path().ends_with("/sessions/demo"));
+    client
+        .find(Locator::Id("parent-link"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert!(client
+        .current_url()
+        .await
+        .unwrap()
+        .path()
+        .ends_with("/sessions/demo"));
 
     // Live: a record appended while the page is open appears in it.
     let next = fixture.demo_len();
@@ -168,20 +227,44 @@ async fn a_person_walks_through_sessions_forks_live_records_calls_and_runs() {
         .await
         .unwrap();
     let live_text = appeared.text().await.unwrap();
-    assert!(live_text.contains("live <b>text</b> from the agent"), "{live_text}");
+    assert!(
+        live_text.contains("live <b>text</b> from the agent"),
+        "{live_text}"
+    );
     shot(&client, "live").await;
 
     // The call log.
-    client.find(Locator::LinkText("Call log")).await.unwrap().click().await.unwrap();
+    client
+        .find(Locator::LinkText("Call log"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     let in_flight = text_of(&client, "#in-flight").await;
-    assert!(in_flight.contains("inflight") && in_flight.contains("qwen"), "{in_flight}");
+    assert!(
+        in_flight.contains("inflight") && in_flight.contains("qwen"),
+        "{in_flight}"
+    );
     let per_model = text_of(&client, "#per-model").await;
     assert!(per_model.contains("gemma"), "{per_model}");
     shot(&client, "calls").await;
 
     // A journal run.
-    client.find(Locator::LinkText("Journal runs")).await.unwrap().click().await.unwrap();
-    client.find(Locator::LinkText("run-1")).await.unwrap().click().await.unwrap();
+    client
+        .find(Locator::LinkText("Journal runs"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    client
+        .find(Locator::LinkText("run-1"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     let agents = text_of(&client, "#agents").await;
     assert!(agents.contains("planner"), "{agents}");
     assert_eq!(text_of(&client, "#outcome").await, "complete");

@@ -1,5 +1,6 @@
 //! The viewer over HTTP: what each page holds, its headers, and that it never executes or
 //! changes what was recorded (issue 22).
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns: a failed step is a failed test
 
 mod support;
 
@@ -23,7 +24,10 @@ async fn the_list_shows_every_session_most_recent_first_with_status_and_a_filter
     let (status, headers, body) = get(&format!("{base}/")).await;
     assert_eq!(status, 200);
     let csp = headers["content-security-policy"].to_str().unwrap();
-    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{csp}");
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("script-src 'self'"),
+        "{csp}"
+    );
     assert!(!csp.contains("unsafe-inline"), "{csp}");
     assert!(body.contains(r#"id="filter""#));
     // "most recent first": the hostile session was stamped last.
@@ -46,8 +50,14 @@ async fn recorded_markup_renders_as_text_never_as_script_image_or_link() {
     assert!(!body.contains("<img src=x"), "{body}");
     assert!(!body.contains("href=\"javascript:"), "{body}");
     assert!(!body.contains("</div><script>"), "{body}");
-    assert!(body.contains("&lt;script&gt;alert('output')&lt;/script&gt;"), "{body}");
-    assert!(body.contains("&lt;img src=x onerror=&quot;alert('img')&quot;&gt;"), "{body}");
+    assert!(
+        body.contains("&lt;script&gt;alert('output')&lt;/script&gt;"),
+        "{body}"
+    );
+    assert!(
+        body.contains("&lt;img src=x onerror=&quot;alert('img')&quot;&gt;"),
+        "{body}"
+    );
     assert!(body.contains("&lt;/div&gt;&lt;script&gt;alert('message')&lt;/script&gt;"));
     // The only script the page loads is the viewer's own.
     assert_eq!(body.matches("<script").count(), 1, "{body}");
@@ -62,7 +72,10 @@ async fn a_session_is_a_conversation_with_reasoning_collapsed_and_tool_arguments
     assert!(body.contains(r#"<details class="reasoning">"#), "{body}");
     assert!(!body.contains("<details class=\"reasoning\" open"));
     assert!(body.contains("secret reasoning text"));
-    assert!(body.contains("&quot;city&quot;: &quot;Lisbon&quot;"), "{body}");
+    assert!(
+        body.contains("&quot;city&quot;: &quot;Lisbon&quot;"),
+        "{body}"
+    );
     assert!(body.contains("412 ms"));
     assert!(body.contains("31 prompt / 9 completion tokens"));
     assert!(body.contains(r#"id="turn-0""#) && body.contains(r#"id="p-3""#));
@@ -70,7 +83,10 @@ async fn a_session_is_a_conversation_with_reasoning_collapsed_and_tool_arguments
     // The recorded reasoning session: one turn per call, its streamed blocks as one text.
     let (status, _, body) = get(&format!("{base}/sessions/reasoning")).await;
     assert_eq!(status, 200);
-    assert!(body.contains("Turn 1") && body.contains("reasoning · #"), "{body}");
+    assert!(
+        body.contains("Turn 1") && body.contains("reasoning · #"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -85,7 +101,10 @@ async fn forks_link_both_ways_and_a_point_redirects_to_its_turn() {
     assert!(!parent.contains("unfinished"), "{parent}");
     let (status, _, branch) = get(&format!("{base}{fork_href}")).await;
     assert_eq!(status, 200);
-    assert!(branch.contains(r#"id="parent-link" href="/sessions/demo""#), "{branch}");
+    assert!(
+        branch.contains(r#"id="parent-link" href="/sessions/demo""#),
+        "{branch}"
+    );
     assert!(branch.contains("/points/demo%3A1"), "{branch}");
 
     let (status, headers, _) = get(&format!("{base}/points/demo:1")).await;
@@ -142,7 +161,10 @@ async fn the_call_log_page_shows_calls_in_flight_failures_and_latency_per_model(
     assert!(body.contains("<code>inflight</code>"), "{body}");
     assert!(body.contains("2m"), "the in-flight call's age: {body}");
     for status in ["429", "500", "no response"] {
-        assert!(body.contains(&format!("<td>{status}</td>")), "{status}: {body}");
+        assert!(
+            body.contains(&format!("<td>{status}</td>")),
+            "{status}: {body}"
+        );
     }
     assert!(body.contains("&lt;b&gt;server&lt;/b&gt; error"));
     // gemma: ten successes 100..1000 ms and one 429 at 12 ms → p50 400 (nearest rank 6 of 11
@@ -166,7 +188,10 @@ async fn journal_runs_show_their_agents_inputs_and_outcome() {
     let (status, _, run) = get(&format!("{base}/runs/run-1")).await;
     assert_eq!(status, 200);
     assert!(run.contains("planner"), "{run}");
-    assert!(run.contains("<td>clock</td><td class=\"num\">2</td>"), "{run}");
+    assert!(
+        run.contains("<td>clock</td><td class=\"num\">2</td>"),
+        "{run}"
+    );
     assert!(run.contains("complete"), "{run}");
     let (status, _, _) = get(&format!("{base}/runs/..%2Fsessions")).await;
     assert_eq!(status, 404);

@@ -119,5 +119,9 @@ fn list_shows_every_session_most_recent_first_with_its_status() {
     assert_eq!(rows[0].n_records, 7);
     assert_eq!(rows[0].n_turns, 1);
     assert_eq!((rows[0].prompt_tokens, rows[0].completion_tokens), (31, 9));
-    assert!(matches!(rows[2].status, Status::Refused { offset: 0, .. }), "{:?}", rows[2].status);
+    assert!(
+        matches!(rows[2].status, Status::Refused { offset: 0, .. }),
+        "{:?}",
+        rows[2].status
+    );
 }

@@ -1,6 +1,6 @@
 //! A viewer over real data: the committed fixture sessions, a fork, a hostile session, a call
 //! log with failures and a call in flight, and one assembled journal run.
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -32,17 +32,42 @@ impl Fixture {
         let sessions = root.path().join("sessions");
         std::fs::create_dir_all(&sessions).unwrap();
         for name in ["demo.cslog", "reasoning.cslog"] {
-            std::fs::copy(repo_root().join("fixtures/sessions").join(name), sessions.join(name))
-                .unwrap();
+            std::fs::copy(
+                repo_root().join("fixtures/sessions").join(name),
+                sessions.join(name),
+            )
+            .unwrap();
         }
         let backend = FileBackend::new(&sessions).unwrap();
         let fork_id = backend.fork("demo", "demo:1").unwrap();
 
         let mut hostile = vec![
-            record("hostile", 0, SessionEvent::SystemPrompt { text: "You are terse.".into() }),
-            record("hostile", 1, SessionEvent::Message(Message::user(HOSTILE_MESSAGE))),
-            record("hostile", 2, SessionEvent::Reasoning { text: "secret reasoning text".into() }),
-            record("hostile", 3, SessionEvent::Output { text: HOSTILE_OUTPUT.into() }),
+            record(
+                "hostile",
+                0,
+                SessionEvent::SystemPrompt {
+                    text: "You are terse.".into(),
+                },
+            ),
+            record(
+                "hostile",
+                1,
+                SessionEvent::Message(Message::user(HOSTILE_MESSAGE)),
+            ),
+            record(
+                "hostile",
+                2,
+                SessionEvent::Reasoning {
+                    text: "secret reasoning text".into(),
+                },
+            ),
+            record(
+                "hostile",
+                3,
+                SessionEvent::Output {
+                    text: HOSTILE_OUTPUT.into(),
+                },
+            ),
             record(
                 "hostile",
                 4,
@@ -56,7 +81,10 @@ impl Fixture {
             record(
                 "hostile",
                 6,
-                SessionEvent::TokenUsage { prompt_tokens: 31, completion_tokens: 9 },
+                SessionEvent::TokenUsage {
+                    prompt_tokens: 31,
+                    completion_tokens: 9,
+                },
             ),
         ];
         // The newest session, so it is the list's first row.
@@ -70,7 +98,13 @@ impl Fixture {
         write_call_log(&calls);
         let runs = root.path().join("runs");
         write_journal_run(root.path(), &runs.join("run-1"));
-        Fixture { root, sessions, calls, runs, fork_id }
+        Fixture {
+            root,
+            sessions,
+            calls,
+            runs,
+            fork_id,
+        }
     }
 
     pub fn config(&self) -> cuca_view::ViewConfig {
@@ -83,7 +117,11 @@ impl Fixture {
     pub fn append_live(&self, sequence: u64, text: &str) {
         let backend = FileBackend::new(&self.sessions).unwrap();
         backend
-            .append(record("demo", sequence, SessionEvent::Output { text: text.into() }))
+            .append(record(
+                "demo",
+                sequence,
+                SessionEvent::Output { text: text.into() },
+            ))
             .unwrap();
     }
 
@@ -123,7 +161,10 @@ fn write_call_log(path: &Path) {
             ..Default::default()
         });
     };
-    for (i, ms) in [100u64, 200, 300, 400, 500, 600, 700, 800, 900, 1000].iter().enumerate() {
+    for (i, ms) in [100u64, 200, 300, 400, 500, 600, 700, 800, 900, 1000]
+        .iter()
+        .enumerate()
+    {
         call(&format!("ok{i:06}"), "gemma", 200, *ms, "", "");
     }
     call("bad00001", "gemma", 429, 12, "rate limited", "");
@@ -150,7 +191,8 @@ fn write_journal_run(scratch: &Path, run_dir: &Path) {
     use cuca_journal::{Recorder, RecorderConfig};
     let workspace = scratch.join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
-    let recorder = Recorder::start(RecorderConfig::new(&workspace, "journal-session").unwrap()).unwrap();
+    let recorder =
+        Recorder::start(RecorderConfig::new(&workspace, "journal-session").unwrap()).unwrap();
     recorder.agent(&AgentRow {
         id: "root".into(),
         profile_id: "p1".into(),
@@ -159,11 +201,17 @@ fn write_journal_run(scratch: &Path, run_dir: &Path) {
         status: AgentStatus::Started,
         ceiling: None,
     });
-    recorder.clock("root", Duration::from_secs(3), Some(Duration::from_secs(60)));
+    recorder.clock(
+        "root",
+        Duration::from_secs(3),
+        Some(Duration::from_secs(60)),
+    );
     recorder.clock("root", Duration::from_secs(9), None);
     recorder.finish();
     std::fs::create_dir_all(run_dir).unwrap();
-    cuca_journal::assemble(&workspace, run_dir).unwrap().unwrap();
+    cuca_journal::assemble(&workspace, run_dir)
+        .unwrap()
+        .unwrap();
     assert!(run_dir.join("replay.json.gz").is_file());
 }
 
@@ -172,7 +220,9 @@ pub async fn serve(config: cuca_view::ViewConfig) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move {
-        axum::serve(listener, cuca_view::router(config)).await.unwrap();
+        axum::serve(listener, cuca_view::router(config))
+            .await
+            .unwrap();
     });
     format!("http://{address}")
 }
