@@ -11,7 +11,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use crate::assets::{SCRIPT_PATH, STYLE_PATH};
 use crate::calls::CallsSummary;
 use crate::runs::RunRow;
-use crate::sessions::{Page, RecordView, SessionSummary, Status, TurnView};
+use crate::sessions::{ForkNode, Page, RecordView, SessionSummary, Status, TurnView};
 
 /// Everything but unreserved characters is escaped in a path segment, `:` included, so an id
 /// never reads as a scheme or a port.
@@ -141,7 +141,22 @@ fn status_cell(status: &Status) -> Markup {
 pub(crate) struct SessionContext<'a> {
     pub(crate) parent: Option<(String, String)>,
     pub(crate) children: &'a [(String, String)],
+    pub(crate) tree: &'a ForkNode,
     pub(crate) first_turn: usize,
+}
+
+/// The fork tree as nested lists, the page's own session in bold.
+fn tree_list(node: &ForkNode, current: &str) -> Markup {
+    html! {
+        li {
+            @if node.id == current { strong.current { (node.id) } }
+            @else { a.tree-link href=(session_href(&node.id)) { (node.id) } }
+            @if let Some(point) = &node.point { span.muted { " at " } a href=(point_href(point)) { (point) } }
+            @if !node.children.is_empty() {
+                ul { @for child in &node.children { (tree_list(child, current)) } }
+            }
+        }
+    }
 }
 
 /// A session: its place in the fork tree, then one page of its turns.
@@ -162,6 +177,12 @@ pub(crate) fn session(page: &Page, context: &SessionContext<'_>) -> Markup {
                         li { a.child-link href=(session_href(child)) { (child) }
                              span.muted { " at " } a href=(point_href(point)) { (point) } }
                     }
+                }
+            }
+            @if context.parent.is_some() || !context.children.is_empty() {
+                details #fork-tree open {
+                    summary { "Fork tree" }
+                    ul { (tree_list(context.tree, session)) }
                 }
             }
         }

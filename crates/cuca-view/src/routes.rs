@@ -113,14 +113,16 @@ async fn session(
         let backend = sessions::locate(&config, &id)?;
         let page = sessions::page(&backend, &id, first_turn, TURNS_PER_PAGE)?;
         let children = sessions::children(&config, &id)?;
-        Ok((page, children, sessions::parent_of(&id)))
+        let tree = sessions::fork_tree(&config, &id)?;
+        Ok((page, children, tree, sessions::parent_of(&id)))
     })
     .await;
     match read {
-        Ok((page, children, parent)) => {
+        Ok((page, children, tree, parent)) => {
             let context = pages::SessionContext {
                 parent,
                 children: &children,
+                tree: &tree,
                 first_turn,
             };
             Html(pages::layout(&title, pages::session(&page, &context)).into_string())

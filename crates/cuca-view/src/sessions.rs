@@ -229,6 +229,69 @@ pub fn locate(config: &ViewConfig, session: &str) -> Result<FileBackend, ViewErr
     })
 }
 
+/// One session in a fork tree: its id, the point it was cut at (for a branch), its branches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForkNode {
+    /// The session id.
+    pub id: String,
+    /// The parent's point this branch was cut at; `None` for the tree's root.
+    pub point: Option<String>,
+    /// Its own branches, by id.
+    pub children: Vec<ForkNode>,
+}
+
+/// Most sessions a tree shows, so a directory of thousands of forks stays one page.
+pub const MAX_TREE_NODES: usize = 500;
+
+/// The whole fork tree `session` belongs to, from its oldest ancestor down, built from the
+/// ids in the configured directories (a fork id names its parent and point).
+pub fn fork_tree(config: &ViewConfig, session: &str) -> Result<ForkNode, ViewError> {
+    let mut ids = Vec::new();
+    for dir in &config.session_dirs {
+        ids.extend(FileBackend::new(dir.clone())?.sessions()?);
+    }
+    ids.sort();
+    ids.dedup();
+    let mut root = session.to_owned();
+    while let Some((parent, _)) = parent_of(&root) {
+        root = parent;
+    }
+    let mut children: std::collections::BTreeMap<String, Vec<(String, String)>> =
+        std::collections::BTreeMap::new();
+    for id in &ids {
+        if let Some((parent, point)) = parent_of(id) {
+            children
+                .entry(parent)
+                .or_default()
+                .push((id.clone(), point));
+        }
+    }
+    let mut budget = MAX_TREE_NODES;
+    Ok(build(&root, None, &children, &mut budget))
+}
+
+fn build(
+    id: &str,
+    point: Option<String>,
+    children: &std::collections::BTreeMap<String, Vec<(String, String)>>,
+    budget: &mut usize,
+) -> ForkNode {
+    *budget = budget.saturating_sub(1);
+    let mut node = ForkNode {
+        id: id.to_owned(),
+        point,
+        children: Vec::new(),
+    };
+    for (child, point) in children.get(id).map(Vec::as_slice).unwrap_or_default() {
+        if *budget == 0 {
+            break;
+        }
+        node.children
+            .push(build(child, Some(point.clone()), children, budget));
+    }
+    node
+}
+
 /// Ids of the sessions forked from `session`, found by their ids.
 pub fn children(config: &ViewConfig, session: &str) -> Result<Vec<(String, String)>, ViewError> {
     let mut out = Vec::new();

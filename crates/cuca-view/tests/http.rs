@@ -106,6 +106,18 @@ async fn forks_link_both_ways_and_a_point_redirects_to_its_turn() {
         "{branch}"
     );
     assert!(branch.contains("/points/demo%3A1"), "{branch}");
+    // The tree from the root down, this branch in bold.
+    assert!(
+        branch.contains(r#"<a class="tree-link" href="/sessions/demo">demo</a>"#),
+        "{branch}"
+    );
+    assert!(
+        branch.contains(&format!(
+            r#"<strong class="current">{}</strong>"#,
+            fixture.fork_id
+        )),
+        "{branch}"
+    );
 
     let (status, headers, _) = get(&format!("{base}/points/demo:1")).await;
     assert_eq!(status, 303);

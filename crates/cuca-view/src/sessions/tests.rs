@@ -125,3 +125,21 @@ fn list_shows_every_session_most_recent_first_with_its_status() {
         rows[2].status
     );
 }
+
+#[test]
+fn the_fork_tree_runs_from_the_oldest_ancestor_through_every_branch() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    session_of_turns(&backend, "root", 2);
+    let a = backend.fork("root", "root:3").unwrap();
+    let b = backend.fork("root", "root:8").unwrap();
+    let a1 = backend.fork(&a, &format!("{a}:1")).unwrap();
+    let tree = fork_tree(&ViewConfig::new(vec![dir.path().to_owned()]), &a1).unwrap();
+    assert_eq!(tree.id, "root");
+    assert_eq!(tree.point, None);
+    let ids: Vec<&str> = tree.children.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, vec![a.as_str(), b.as_str()]);
+    assert_eq!(tree.children[0].point.as_deref(), Some("root:3"));
+    assert_eq!(tree.children[0].children[0].id, a1);
+    assert!(tree.children[1].children.is_empty());
+}
