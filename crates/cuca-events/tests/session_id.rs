@@ -36,7 +36,10 @@ fn the_refusal_names_the_id_escaped_never_raw() {
         panic!("accepted an id with a newline and ESC");
     };
     let message = error.to_string();
-    assert!(!message.contains('\n') && !message.contains('\u{1b}'), "{message:?}");
+    assert!(
+        !message.contains('\n') && !message.contains('\u{1b}'),
+        "{message:?}"
+    );
     assert!(message.contains(r#""evil\n\u{1b}[2J""#), "{message}");
     assert!(message.contains("U+000A"), "{message}");
 }

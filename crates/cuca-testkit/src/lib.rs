@@ -303,9 +303,24 @@ fn assert_sequence_taken(
             sequence: refused,
             last: stored,
         }) => {
-            assert_eq!(named, session_id, "{} named another session", backend.name());
-            assert_eq!(refused, sequence, "{} named another sequence", backend.name());
-            assert_eq!(stored, last, "{} named another last sequence", backend.name());
+            assert_eq!(
+                named,
+                session_id,
+                "{} named another session",
+                backend.name()
+            );
+            assert_eq!(
+                refused,
+                sequence,
+                "{} named another sequence",
+                backend.name()
+            );
+            assert_eq!(
+                stored,
+                last,
+                "{} named another last sequence",
+                backend.name()
+            );
         }
         other => panic!(
             "{} took sequence {sequence} of {session_id:?} after {last}: {other:?}",
@@ -336,15 +351,23 @@ pub fn append_refuses_a_sequence_at_or_below_the_last(backend: Arc<dyn SessionBa
         let refused = backend.append(output("demo", stale));
         assert_sequence_taken(backend.as_ref(), refused, "demo", stale, last);
     }
-    assert_eq!(replay(backend.as_ref(), "demo"), turn, "a refusal stored nothing");
+    assert_eq!(
+        replay(backend.as_ref(), "demo"),
+        turn,
+        "a refusal stored nothing"
+    );
     // Another session starts where it likes; this one goes on above its last, gaps kept.
-    append_all(backend.as_ref(), &[output("other", 0), output("demo", last + 5)]);
+    append_all(
+        backend.as_ref(),
+        &[output("other", 0), output("demo", last + 5)],
+    );
     let refused = backend.append(output("demo", last + 1));
     assert_sequence_taken(backend.as_ref(), refused, "demo", last + 1, last + 5);
     let demo = replay(backend.as_ref(), "demo");
     assert_eq!(demo.len(), turn.len() + 1);
     assert!(
-        demo.windows(2).all(|pair| pair[0].sequence < pair[1].sequence),
+        demo.windows(2)
+            .all(|pair| pair[0].sequence < pair[1].sequence),
         "{} replays sequences that do not increase",
         backend.name()
     );
@@ -381,7 +404,11 @@ pub fn the_fork_audit_record_takes_its_sequence(backend: Arc<dyn SessionBackend>
         .iter()
         .map(|record| record.sequence)
         .collect();
-    assert_eq!(sequences, (0..=audit + 1).collect::<Vec<_>>(), "dense, no duplicate");
+    assert_eq!(
+        sequences,
+        (0..=audit + 1).collect::<Vec<_>>(),
+        "dense, no duplicate"
+    );
     // The branch's prefix ends at the fork point: it goes on from there, not below.
     let refused = backend.append(record(
         &branch,
@@ -429,7 +456,11 @@ pub fn session_ids_with_control_characters_are_refused(backend: Arc<dyn SessionB
             backend.name()
         );
     }
-    assert_eq!(backend.sessions().unwrap_or_default(), before, "nothing stored");
+    assert_eq!(
+        backend.sessions().unwrap_or_default(),
+        before,
+        "nothing stored"
+    );
 }
 
 /// Generates one `#[test]` per conformance law for a backend factory expression.
