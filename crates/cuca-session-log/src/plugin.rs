@@ -103,7 +103,8 @@ impl SessionLogPlugin {
     }
 
     /// The same plugin, writing to session `session_id`. The backend validates the id when
-    /// the first record is appended (a `FileBackend` refuses `/`, `\` and NUL).
+    /// the first record is appended (every store refuses an empty id and control characters;
+    /// a `FileBackend` also `/` and `\`).
     #[must_use]
     pub fn with_session_id(self, session_id: impl Into<String>) -> Self {
         SessionLogPlugin {
