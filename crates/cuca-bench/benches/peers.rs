@@ -86,14 +86,20 @@ fn appends(c: &mut Criterion) {
 
         // Every store is handed an owned record per append, as `SessionBackend::append` takes
         // one: the clone (and the drop after the write) is timed for FileBackend and both
-        // peers alike, so the ratios compare the stores, not who got to borrow. Records are
-        // stored as given, so repeating one sequence number is fine here.
+        // peers alike, so the ratios compare the stores, not who got to borrow. Sequences
+        // must increase per session, so each clone gets the next one (a store of a u64).
         group.bench_function("file_backend", |b| {
+            let mut sequence = 0u64;
             b.iter_custom(|iters| {
                 chunked(
                     iters,
                     |n| FileBackend::new(fresh(root, n)).unwrap(),
-                    |backend| backend.append(black_box(proto.clone())).unwrap(),
+                    |backend| {
+                        let mut record = black_box(proto.clone());
+                        sequence += 1;
+                        record.sequence = sequence;
+                        backend.append(record).unwrap();
+                    },
                 )
             })
         });
@@ -357,7 +363,13 @@ fn interleaved(_: &mut Criterion) {
                     times[i].push(start.elapsed().as_nanos() as f64 / BLOCK as f64);
                 }
             };
-            timed(0, &mut || backend.append(black_box(proto.clone())).unwrap());
+            let mut sequence = 0u64;
+            timed(0, &mut || {
+                let mut record = black_box(proto.clone());
+                sequence += 1;
+                record.sequence = sequence;
+                backend.append(record).unwrap();
+            });
             timed(1, &mut || raw.write_all(black_box(&frame)).unwrap());
             timed(2, &mut || {
                 let record = black_box(proto.clone());

@@ -695,7 +695,9 @@ pub(crate) fn export(dir: &Path, session: &str) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Reads a JSON Lines export whole, before anything is written.
+/// Reads a JSON Lines export whole, before anything is written. Its sequences must be those
+/// of one session as the session log numbers it — 0, 1, 2, … in order — so an out-of-order,
+/// duplicated or gapped line is refused, naming the first one.
 fn read_jsonl(file: &Path) -> Result<Vec<SessionRecord>, CliError> {
     let reader: Box<dyn BufRead> = if file == Path::new("-") {
         Box::new(std::io::stdin().lock())
@@ -718,9 +720,42 @@ fn read_jsonl(file: &Path) -> Result<Vec<SessionRecord>, CliError> {
                 i + 1
             ))
         })?;
+        check_import_sequence(file, i + 1, records.len() as u64, record.sequence)?;
         records.push(record);
     }
     Ok(records)
+}
+
+/// The refusal of a line whose sequence is not `expected`, the number of records before it.
+fn check_import_sequence(
+    file: &Path,
+    line: usize,
+    expected: u64,
+    sequence: u64,
+) -> Result<(), CliError> {
+    let what = if sequence == expected {
+        return Ok(());
+    } else if sequence < expected {
+        // The lines before held 0..expected, so this one repeats one of them.
+        format!("sequence {sequence} again (out of order or duplicated)")
+    } else if expected == 0 {
+        format!("sequence {sequence} first")
+    } else if sequence == expected + 1 {
+        format!(
+            "sequence {sequence} after {} (sequence {expected} is missing)",
+            expected - 1
+        )
+    } else {
+        format!(
+            "sequence {sequence} after {} (sequences {expected} to {} are missing)",
+            expected - 1,
+            sequence - 1
+        )
+    };
+    Err(CliError::Failed(format!(
+        "{} line {line}: {what}; import takes one session's records in order, numbered 0, 1, 2, … without gaps, as `cuca export` writes them",
+        file.display()
+    )))
 }
 
 /// `cuca import FILE.jsonl DIR SESSION`.
@@ -744,6 +779,15 @@ pub(crate) fn import(
     }
     let records = read_jsonl(file)?;
     let n_records = records.len();
+    // The check above is for a quick answer; this one is atomic: the file is made only if
+    // no session of that id exists, and stays locked by this backend while it is filled.
+    if !backend.create_session(session)? {
+        return Err(CliError::Usage(format!(
+            "session {session:?} already exists in {} ({}): another writer created it while the input was read; import writes new sessions only",
+            dir.display(),
+            path.display()
+        )));
+    }
     for record in records {
         backend.append(SessionRecord {
             session_id: session.to_owned(),

@@ -18,7 +18,14 @@ pub struct BackendGauge {
 ///
 /// Backends store records as given: the session log plugin assigns every sequence number.
 /// The one exception is the [`crate::SessionEvent::Fork`] audit record a backend appends
-/// during [`SessionBackend::fork`], sequenced at the original session's tail.
+/// during [`SessionBackend::fork`], sequenced at the original session's tail (last sequence
+/// + 1, so it keeps the rule below).
+///
+/// **Sequences are strictly increasing per session**, in every store: an append whose
+/// sequence is not above the session's last stored one is refused with
+/// [`PluginError::SequenceTaken`] (see [`SessionBackend::append`]). Gaps are kept as given;
+/// duplicates and steps backwards never reach storage. **Session ids** pass
+/// [`crate::validate_session_id`] in every store (no empty id, no control character).
 ///
 /// The trait is synchronous so that it is object-safe and cheap to call from any context;
 /// a backend whose I/O is slow documents how it keeps async runtimes unblocked.
@@ -27,6 +34,18 @@ pub trait SessionBackend: Send + Sync + std::fmt::Debug {
     fn name(&self) -> &str;
 
     /// Appends one record to its session. An error means the record was not stored.
+    ///
+    /// The contract every store keeps, checked atomically with the write (two writers cannot
+    /// both pass the check and then both store):
+    ///
+    /// * **`record.sequence` must be greater than the sequence of the session's last stored
+    ///   record** (any sequence for a session with no record). Otherwise the append is refused
+    ///   with [`PluginError::SequenceTaken`] naming the session, the refused sequence and the
+    ///   `last` one stored, and nothing changes. A writer that got it re-reads the session's
+    ///   tail and continues after `last`; this is how a writer learns that another one (a
+    ///   second plugin, another process, a fork's audit record) appended in between.
+    /// * **`record.session_id` must pass [`crate::validate_session_id`]**, or the append is
+    ///   refused with [`PluginError::Validation`] (a store may refuse more ids, and says which).
     fn append(&self, record: SessionRecord) -> Result<(), PluginError>;
 
     /// Every record of a session, in append order. An unknown session replays as empty.

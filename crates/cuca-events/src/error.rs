@@ -67,6 +67,20 @@ pub enum PluginError {
         /// Who holds it, where known, and what to do.
         message: String,
     },
+    /// An append whose sequence is not above the last one its session holds. Sequences are
+    /// strictly increasing per session in every store (a contract of
+    /// [`crate::SessionBackend::append`]), so a duplicate or a step backwards is refused and
+    /// nothing is stored. A writer that numbers its own records (the session log plugin)
+    /// re-reads the session's tail and continues after `last`.
+    #[error("session {session_id:?} already holds sequence {last}: an append must carry a higher sequence, not {sequence}; nothing was stored")]
+    SequenceTaken {
+        /// The session.
+        session_id: String,
+        /// The sequence the refused record carried.
+        sequence: u64,
+        /// The last sequence the session holds: the next append must carry a higher one.
+        last: u64,
+    },
     /// A backend failed in a way none of the other variants describes.
     #[error("{backend} backend: {message}")]
     Backend {

@@ -34,6 +34,7 @@ mod event;
 mod message;
 mod plugin;
 mod point;
+mod session_id;
 
 pub use backend::{BackendGauge, SessionBackend};
 pub use error::{BoxError, PluginError};
@@ -44,6 +45,7 @@ pub use message::{
 };
 pub use plugin::{AgentResponseStream, CucaPlugin};
 pub use point::{fork_session_id, parse_point_id, point_in_session};
+pub use session_id::validate_session_id;
 
 /// Re-exported so implementors of [`CucaPlugin`] use the same macro version.
 pub use async_trait::async_trait;

@@ -23,6 +23,15 @@
 //! as many user and assistant positions as the session holds `Message` records. A backend
 //! error is returned unchanged and a failed append does not use up its sequence number.
 //!
+//! Every store refuses a sequence at or below the session's last one
+//! ([`PluginError::SequenceTaken`](cuca_events::PluginError::SequenceTaken), naming that last
+//! sequence). The plugin takes such a refusal as news that another writer appended to its
+//! session — a fork made through another handle (a second plugin, or `backend().fork`),
+//! whose audit record took the tail; a second plugin or process recording the same id — so it
+//! re-reads the tail from the refusal and retries once at last + 1. Its records then follow
+//! the other writer's densely (`[0, 1, 2, 3]` around a fork, never `[0, 1, 2, 2]`); a second
+//! refusal in a row is returned, with the cursor moved past the tail for the next record.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use cuca_events::{CucaPlugin, Message, MessageContentBlock, SessionBackend, SessionEvent, UnifiedRequest};
@@ -57,9 +66,11 @@
 //! It knows no concrete store: persistence, caps and the fork itself belong to the backend.
 //! It does not replay a session into a stream (that is `cuca-replay`), does not redact
 //! (register a redaction plugin before it), and does not write `ModelSwap` records on its own.
-//! It expects to be the only writer of its session: two plugins, or two processes, recording
-//! the same session id would both assign sequence numbers. Hooks call the synchronous backend
-//! on the calling task; a backend with slow I/O blocks that task for one append.
+//! It is meant to be the only writer of its session: other writers cannot make it store a
+//! duplicate sequence (the store refuses, the plugin moves on), but their records interleave
+//! with its own, and a message position it already recorded is not re-read from them. Hooks
+//! call the synchronous backend on the calling task; a backend with slow I/O blocks that task
+//! for one append.
 #![forbid(unsafe_code)]
 
 mod plugin;

@@ -26,7 +26,9 @@ pub const DEFAULT_SESSION_ID: &str = "default";
 /// The plugin assigns every sequence number: it holds a cursor (the next sequence and the
 /// message positions already recorded) for its session, read from the backend the first time
 /// the plugin touches the session, so a plugin over a reopened store continues where the last
-/// one stopped. See the crate docs for the hook rules.
+/// one stopped. When the store refuses a sequence because another writer appended in between
+/// ([`PluginError::SequenceTaken`]), the cursor moves past the stored tail and the append is
+/// retried once. See the crate docs for the hook rules.
 #[derive(Debug)]
 pub struct SessionLogPlugin {
     backend: Arc<dyn SessionBackend>,
@@ -101,7 +103,8 @@ impl SessionLogPlugin {
     }
 
     /// The same plugin, writing to session `session_id`. The backend validates the id when
-    /// the first record is appended (a `FileBackend` refuses `/`, `\` and NUL).
+    /// the first record is appended (every store refuses an empty id and control characters;
+    /// a `FileBackend` also `/` and `\`).
     #[must_use]
     pub fn with_session_id(self, session_id: impl Into<String>) -> Self {
         SessionLogPlugin {
@@ -127,11 +130,20 @@ impl SessionLogPlugin {
     ///
     /// This is the door for records no hook sees, such as [`SessionEvent::ModelSwap`], written
     /// by whoever holds the store handle. A backend error is returned unchanged and the
-    /// sequence is not used up.
+    /// sequence is not used up; a refused sequence is retried once, as for every hook (see
+    /// the crate docs).
     pub fn append_log(&self, event: SessionEvent) -> Result<SessionRecord, PluginError> {
         let mut cursor = self.lock();
         let record = self.stamp(&mut cursor, event)?;
-        self.backend.append(record.clone())?;
+        let record = match self.backend.append(record.clone()) {
+            Ok(()) => record,
+            Err(refused) => {
+                self.realign(&mut cursor, refused)?;
+                let record = self.stamp(&mut cursor, record.event)?;
+                self.append_realigned(&mut cursor, record.clone())?;
+                record
+            }
+        };
         Self::advance(&mut cursor);
         Ok(record)
     }
@@ -233,12 +245,65 @@ impl SessionLogPlugin {
         cursor.next_sequence = cursor.next_sequence.map(|next| next + 1);
     }
 
-    /// Stamps and appends one event; the cursor moves only when the backend took it.
-    fn write(&self, cursor: &mut Cursor, event: SessionEvent) -> Result<(), PluginError> {
+    /// Stamps and appends the event `make` builds (`None`: nothing to record); the cursor
+    /// moves only when the backend took it. `make` runs a second time only for the one retry
+    /// after a refused sequence, so the first attempt moves its event into the record
+    /// without a copy.
+    fn write(
+        &self,
+        cursor: &mut Cursor,
+        make: impl Fn() -> Option<SessionEvent>,
+    ) -> Result<(), PluginError> {
+        let Some(event) = make() else {
+            return Ok(());
+        };
         let record = self.stamp(cursor, event)?;
-        self.backend.append(record)?;
+        if let Err(refused) = self.backend.append(record) {
+            self.realign(cursor, refused)?;
+            if let Some(event) = make() {
+                let record = self.stamp(cursor, event)?;
+                self.append_realigned(cursor, record)?;
+            }
+        }
         Self::advance(cursor);
         Ok(())
+    }
+
+    /// After a refused append: when the backend refused the sequence
+    /// ([`PluginError::SequenceTaken`]), another writer appended to the session since the
+    /// cursor last read it — a second plugin, another process, a fork made through another
+    /// handle, whose audit record took the tail — so the cursor re-reads the session's tail
+    /// from the refusal, which names the last stored sequence, and the caller retries once.
+    /// Any other error is returned unchanged.
+    fn realign(&self, cursor: &mut Cursor, refused: PluginError) -> Result<(), PluginError> {
+        match refused {
+            PluginError::SequenceTaken { last, .. } => {
+                tracing::debug!(
+                    session = %self.session_id,
+                    last,
+                    "another writer appended to the session; continuing after its last record"
+                );
+                // `stamp` refuses u64::MAX, so a saturated tail ends in a clear error.
+                cursor.next_sequence = Some(last.saturating_add(1));
+                Ok(())
+            }
+            other => Err(other),
+        }
+    }
+
+    /// The one retry: its refusal is returned, with the cursor realigned again so the next
+    /// record starts from the session's real tail.
+    fn append_realigned(
+        &self,
+        cursor: &mut Cursor,
+        record: SessionRecord,
+    ) -> Result<(), PluginError> {
+        self.backend.append(record).map_err(|refused| {
+            if let PluginError::SequenceTaken { last, .. } = refused {
+                cursor.next_sequence = Some(last.saturating_add(1));
+            }
+            refused
+        })
     }
 
     fn record_request(&self, request: &UnifiedRequest) -> Result<(), PluginError> {
@@ -247,12 +312,15 @@ impl SessionLogPlugin {
         for (position, message) in request.messages.iter().enumerate() {
             match message.role {
                 Role::System => {
-                    let text = message.text();
-                    self.write(&mut cursor, SessionEvent::SystemPrompt { text })?;
+                    self.write(&mut cursor, || {
+                        Some(SessionEvent::SystemPrompt {
+                            text: message.text(),
+                        })
+                    })?;
                 }
                 Role::User | Role::Assistant => {
                     if cursor.is_new(position) {
-                        self.write(&mut cursor, SessionEvent::Message(message.clone()))?;
+                        self.write(&mut cursor, || Some(SessionEvent::Message(message.clone())))?;
                         cursor.seen_positions.insert(position);
                     }
                 }
@@ -263,7 +331,13 @@ impl SessionLogPlugin {
     }
 
     fn record_block(&self, block: &MessageContentBlock) -> Result<(), PluginError> {
-        let event = match block {
+        let mut cursor = self.lock();
+        self.write(&mut cursor, || Self::block_event(block))
+    }
+
+    /// The record of a streamed block, `None` for one that is not recorded.
+    fn block_event(block: &MessageContentBlock) -> Option<SessionEvent> {
+        Some(match block {
             MessageContentBlock::Thinking { thinking } => SessionEvent::Reasoning {
                 text: thinking.clone(),
             },
@@ -292,24 +366,21 @@ impl SessionLogPlugin {
                 exit_code: None,
             },
             // Images are inputs the caller already holds, and base64 would dwarf the log.
-            MessageContentBlock::ImageBase64 { .. } => return Ok(()),
-        };
-        let mut cursor = self.lock();
-        self.write(&mut cursor, event)
+            MessageContentBlock::ImageBase64 { .. } => return None,
+        })
     }
 
     fn record_response(&self, response: &UnifiedResponse) -> Result<(), PluginError> {
         let duration_ms = u64::try_from(response.duration.as_millis()).unwrap_or(u64::MAX);
         // One lock for both, so the Latency/TokenUsage pair that closes a turn stays adjacent.
         let mut cursor = self.lock();
-        self.write(&mut cursor, SessionEvent::Latency { duration_ms })?;
-        self.write(
-            &mut cursor,
-            SessionEvent::TokenUsage {
+        self.write(&mut cursor, || Some(SessionEvent::Latency { duration_ms }))?;
+        self.write(&mut cursor, || {
+            Some(SessionEvent::TokenUsage {
                 prompt_tokens: response.token_usage.prompt_tokens,
                 completion_tokens: response.token_usage.completion_tokens,
-            },
-        )
+            })
+        })
     }
 }
 

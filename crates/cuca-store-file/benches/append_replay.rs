@@ -54,15 +54,17 @@ fn appends(c: &mut Criterion) {
 
         let backend = FileBackend::new(dir.path().join("store")).unwrap_or_else(|e| panic!("{e}"));
         // One prebuilt record, cloned per append (the clone is timed: a caller builds an
-        // owned record for every append). Records are stored as given, so repeating its
-        // sequence number is fine here; a fresh record per append built in criterion's
-        // untimed setup left the timed loop with cold caches that the raw write never sees.
+        // owned record for every append) and given the next sequence, as sequences must
+        // increase per session; a fresh record per append built in criterion's untimed
+        // setup left the timed loop with cold caches that the raw write never sees.
         let proto = record(1, size);
+        let mut sequence = 0u64;
         group.bench_function("file_backend", |b| {
             b.iter(|| {
-                backend
-                    .append(black_box(proto.clone()))
-                    .unwrap_or_else(|e| panic!("{e}"))
+                let mut record = black_box(proto.clone());
+                sequence += 1;
+                record.sequence = sequence;
+                backend.append(record).unwrap_or_else(|e| panic!("{e}"))
             })
         });
 
@@ -95,11 +97,13 @@ fn appends(c: &mut Criterion) {
         .unwrap_or_else(|e| panic!("{e}"))
         .with_durability(Durability::Sync);
     let proto = record(1, 32);
+    let mut sequence = 0u64;
     group.bench_function("file_backend_sync", |b| {
         b.iter(|| {
-            backend
-                .append(proto.clone())
-                .unwrap_or_else(|e| panic!("{e}"))
+            let mut record = proto.clone();
+            sequence += 1;
+            record.sequence = sequence;
+            backend.append(record).unwrap_or_else(|e| panic!("{e}"))
         })
     });
     group.finish();

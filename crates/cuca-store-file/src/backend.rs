@@ -19,7 +19,9 @@ use crate::compact::{
     COMPACTION_TMP_SUFFIX,
 };
 use crate::scan::{replay_file, replay_reader, scan, ScanReport};
+use crate::sequence::{check_sequence, last_sequence};
 
+mod create;
 #[cfg(test)]
 mod tests;
 
@@ -45,8 +47,9 @@ pub enum Durability {
 
 /// Checks that `session_id` can name a file `{dir}/{session_id}.cslog` and nothing else.
 ///
-/// Refused with [`PluginError::Validation`]: an empty id; an id containing `/`, `\` or NUL
-/// (it would name a subdirectory, or be cut short by the OS); an id made only of dots
+/// Refused with [`PluginError::Validation`]: what [`cuca_events::validate_session_id`] refuses
+/// in every store (an empty id, a control character: NUL, `\n`, ESC, DEL, C1 …); an id
+/// containing `/` or `\` (it would name a subdirectory); an id made only of dots
 /// (`.`, `..`: path components, not names); an id longer than
 /// [`MAX_FILE_NAME_LEN`] bytes once `.cslog` is added.
 ///
@@ -54,6 +57,7 @@ pub enum Durability {
 /// use cuca_store_file::validate_session_id;
 /// assert!(validate_session_id("demo:fork:demo:1:0").is_ok());
 /// assert!(validate_session_id("../etc/passwd").is_err());
+/// assert!(validate_session_id("two\nlines").is_err());
 /// ```
 pub fn validate_session_id(session_id: &str) -> Result<(), PluginError> {
     let refuse = |why: &str| {
@@ -62,12 +66,10 @@ pub fn validate_session_id(session_id: &str) -> Result<(), PluginError> {
             format!("{session_id:?} {why}; FileBackend stores a session as {{dir}}/{{session_id}}.cslog"),
         ))
     };
-    if session_id.is_empty() {
-        return refuse("is empty");
-    }
-    if let Some(bad) = session_id.chars().find(|c| matches!(c, '/' | '\\' | '\0')) {
+    cuca_events::validate_session_id(session_id)?;
+    if let Some(bad) = session_id.chars().find(|c| matches!(c, '/' | '\\')) {
         return refuse(&format!(
-            "contains {bad:?}, which would name another directory or end the name early"
+            "contains {bad:?}, which would name another directory"
         ));
     }
     if session_id.chars().all(|c| c == '.') {
@@ -437,6 +439,9 @@ pub(crate) struct Handle {
     probe_tail: bool,
     /// An fsync failed: the data may not be on disk, so this handle refuses every append.
     failed: Option<String>,
+    /// The sequence of the file's last record, read when the handle opened it (under its
+    /// lock) and moved by every append: the next append must carry a higher one.
+    last_sequence: Option<u64>,
     /// Where appends serialize a record, kept at its high-water length.
     scratch: Vec<u8>,
     /// The frame bytes of the last append, kept for their allocation.
@@ -451,6 +456,7 @@ impl Handle {
             seal: &[],
             probe_tail: false,
             failed: None,
+            last_sequence: None,
             scratch: Vec::new(),
             frame: Vec::new(),
         }
@@ -538,6 +544,8 @@ impl Handle {
         } else {
             handle.seal = tail_seal(&handle.file, len)
                 .map_err(|error| PluginError::io("read", path, error))?;
+            handle.last_sequence = last_sequence(&handle.file, len)
+                .map_err(|error| PluginError::io("read", path, error))?;
         }
         Ok(handle)
     }
@@ -558,6 +566,7 @@ impl Handle {
                 source: None,
             });
         }
+        check_sequence(record, self.last_sequence)?;
         if self.probe_tail {
             let len = self
                 .file
@@ -582,6 +591,7 @@ impl Handle {
             return Err(PluginError::io("append to", &self.path, error));
         }
         self.seal = &[];
+        self.last_sequence = Some(record.sequence);
         if durability == Durability::Sync {
             if let Err(error) = self.file.sync_data() {
                 self.failed = Some(error.to_string());
@@ -593,7 +603,7 @@ impl Handle {
 }
 
 /// Reads up to `buf.len()` bytes at `offset`; fewer only at the end of the file.
-fn read_at(mut file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(crate) fn read_at(mut file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
     // The handle is in append mode, where writes ignore the cursor, so moving it is harmless.
     file.seek(SeekFrom::Start(offset))?;
     let mut filled = 0;
@@ -708,8 +718,8 @@ impl SessionBackend for FileBackend {
                 id: point_id.into(),
             });
         };
-        // Records are stored as given, so a file may end at sequence u64::MAX; the audit
-        // record then has no sequence left, and the fork is refused before any file is made.
+        // A file may end at sequence u64::MAX (sequences only increase); the audit record
+        // then has no sequence left, and the fork is refused before any file is made.
         let tail = match records.last() {
             Some(last) => last.sequence.checked_add(1).ok_or_else(|| PluginError::CapacityExceeded {
                 resource: format!("session {session_id:?}"),
@@ -744,7 +754,9 @@ impl SessionBackend for FileBackend {
                 })?;
             }
             // `create` never opens a file that exists: an existing id is not free.
-            if let Some(handle) = Handle::create(&new_path, &self.dir, self.durability, &body)? {
+            if let Some(mut handle) = Handle::create(&new_path, &self.dir, self.durability, &body)?
+            {
+                handle.last_sequence = Some(records[cut].sequence);
                 break handle;
             }
         };

@@ -66,6 +66,7 @@ mod compact;
 mod error;
 pub mod golden;
 mod scan;
+mod sequence;
 
 #[cfg(test)]
 mod tests;

@@ -34,8 +34,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use cuca_events::{
-    fork_session_id, point_in_session, BackendGauge, PluginError, ReplayedRecord, SessionBackend,
-    SessionEvent, SessionRecord,
+    fork_session_id, point_in_session, validate_session_id, BackendGauge, PluginError,
+    ReplayedRecord, SessionBackend, SessionEvent, SessionRecord,
 };
 
 #[cfg(test)]
@@ -148,8 +148,24 @@ impl SessionBackend for InMemoryBackend {
         "memory"
     }
 
+    /// Checks the id and the sequence rule under the one lock that guards the sessions, so
+    /// the check and the push are one step for every thread.
     fn append(&self, record: SessionRecord) -> Result<(), PluginError> {
+        validate_session_id(&record.session_id)?;
         let mut state = self.lock();
+        if let Some(last) = state
+            .sessions
+            .get(&record.session_id)
+            .and_then(|records| records.last())
+        {
+            if record.sequence <= last.sequence {
+                return Err(PluginError::SequenceTaken {
+                    session_id: record.session_id,
+                    sequence: record.sequence,
+                    last: last.sequence,
+                });
+            }
+        }
         if state.n_records >= self.max_records {
             let what = format!("append to session {:?}", record.session_id);
             return Err(self.full(&what, 1, state.n_records));
@@ -201,6 +217,7 @@ impl SessionBackend for InMemoryBackend {
     }
 
     fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {
+        validate_session_id(session_id)?;
         let point = point_in_session(session_id, point_id)?;
         let mut state = self.lock();
         let original = state
@@ -222,8 +239,8 @@ impl SessionBackend for InMemoryBackend {
             let what = format!("fork of session {session_id:?} at {point_id:?}");
             return Err(self.full(&what, wanted, state.n_records));
         }
-        // Records are stored as given, so a caller may have used the last sequence number;
-        // the audit record then has none left, and the fork is refused before it changes
+        // Sequences only increase, so a caller may have used the last sequence number; the
+        // audit record then has none left, and the fork is refused before it changes
         // anything rather than overflowing.
         let tail = match original.last() {
             Some(last) => last

@@ -6,7 +6,9 @@ use cuca_events::PluginError;
 ///
 /// The [`cuca_events::SessionBackend`] seam returns [`PluginError`]; every variant here reaches
 /// callers as [`PluginError::Backend`] with `backend: "postgres"`, this error as its `source`
-/// (downcast it to match on the variant) and its message as the `message`.
+/// (downcast it to match on the variant) and its message as the `message`. A sequence at or
+/// below the session's highest is the contract's own [`PluginError::SequenceTaken`], as in
+/// every store, not a variant here.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -19,17 +21,6 @@ pub enum Error {
         /// The driver's error.
         #[source]
         source: postgres::Error,
-    },
-    /// Two writers assigned the same sequence number to one session; the second one gets this,
-    /// and the stored record is not touched.
-    #[error("session {session_id:?} already holds sequence {sequence} on {host}: another writer appended it first, and nothing was overwritten")]
-    SequenceTaken {
-        /// The session.
-        session_id: String,
-        /// The sequence number both writers used.
-        sequence: u64,
-        /// The server.
-        host: String,
     },
     /// Another writer appended to a session, or created the branch id, while it was being
     /// forked; the fork was rolled back whole.

@@ -29,10 +29,16 @@
 //!   `cuca_migrations`; processes starting together take turns.
 //! * **Rows.** One row per record in `cuca_session_records`: the postcard bytes of the
 //!   `SessionRecord` (the `.cslog` payload), plus `kind` and `timestamp_ms` columns to query by.
-//!   `(session_id, sequence)` is the primary key: when two writers use one sequence the second
-//!   gets [`Error::SequenceTaken`] and the first record stays as it was.
-//! * **Fork.** One transaction copies the relabelled prefix and appends the Fork audit record
-//!   at the tail (highest sequence + 1), or does nothing. The `n` of the new id comes from a
+//!   `(session_id, sequence)` is the primary key.
+//! * **Sequences.** An append goes through the `cuca_append` function (migration 2), which
+//!   takes the session's advisory lock for its transaction, then refuses a sequence at or
+//!   below the session's highest with [`PluginError::SequenceTaken`] naming it (the first
+//!   record stays as it was), or inserts: one round trip, and two writers on any machines can
+//!   neither both store one sequence nor store a lower one after a higher one. Session ids
+//!   pass [`cuca_events::validate_session_id`] (no empty id, no control character).
+//! * **Fork.** One transaction, holding the session's lock (and the new id's), copies the
+//!   relabelled prefix and appends the Fork audit record at the tail (highest sequence + 1),
+//!   or does nothing. The `n` of the new id comes from a
 //!   database sequence, so two machines never mint the same one, and advances past ids that
 //!   are already in use.
 //! * **Threads.** The trait is synchronous and hooks run inside async tasks. The sync `postgres`

@@ -17,7 +17,15 @@ use crate::error::Error;
 /// * `record` is the postcard encoding of `SessionRecord`, the `.cslog` payload; `kind` and
 ///   `timestamp_ms` repeat two of its fields as queryable columns.
 /// * `cuca_fork_counter` mints fork numbers unique across every process using the database.
-pub(crate) const MIGRATIONS: &[(i32, &str)] = &[(
+/// * (2) `cuca_append` is the one way records are appended: under a transaction-scoped
+///   advisory lock keyed by the schema and session ([`SESSION_LOCK`]), it refuses a sequence
+///   at or below the session's highest and returns that highest, or inserts the row and
+///   returns NULL. The lock makes the check and the insert one step for every writer (a
+///   unique key alone would let a lower sequence land after a higher one), and as the
+///   identity value is drawn under it, `position` order is sequence order within a session.
+///   `SET search_path FROM CURRENT` pins the function to the schema it was made in.
+pub(crate) const MIGRATIONS: &[(i32, &str)] = &[
+    (
     1,
     "CREATE TABLE cuca_session_records (
         position bigint GENERATED ALWAYS AS IDENTITY,
@@ -31,7 +39,36 @@ pub(crate) const MIGRATIONS: &[(i32, &str)] = &[(
     CREATE UNIQUE INDEX cuca_session_records_replay ON cuca_session_records (session_id, position);
     CREATE INDEX cuca_session_records_kind ON cuca_session_records (kind);
     CREATE SEQUENCE cuca_fork_counter AS bigint MINVALUE 0 START WITH 0;",
-)];
+    ),
+    (
+        2,
+        "CREATE FUNCTION cuca_append(
+            p_session_id text, p_sequence bigint, p_kind text, p_timestamp_ms bigint, p_record bytea
+        ) RETURNS bigint
+        LANGUAGE plpgsql
+        SET search_path FROM CURRENT
+        AS $cuca$
+        DECLARE
+            stored bigint;
+        BEGIN
+            PERFORM pg_advisory_xact_lock(hashtextextended('cuca_session:' || current_schema() || ':' || p_session_id, 0));
+            -- A new statement in a volatile function: it sees what the lock's last holder committed.
+            SELECT max(sequence) INTO stored FROM cuca_session_records WHERE session_id = p_session_id;
+            IF stored IS NOT NULL AND p_sequence <= stored THEN
+                RETURN stored;
+            END IF;
+            INSERT INTO cuca_session_records (session_id, sequence, kind, timestamp_ms, record)
+                VALUES (p_session_id, p_sequence, p_kind, p_timestamp_ms, p_record);
+            RETURN NULL;
+        END
+        $cuca$;",
+    ),
+];
+
+/// The advisory lock of one session, taken for the transaction by `cuca_append` and by a
+/// fork (`$1` is the session id), so appends and forks of a session take turns.
+pub(crate) const SESSION_LOCK: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended('cuca_session:' || current_schema() || ':' || $1::text, 0))";
 
 /// The newest version this build knows.
 pub(crate) fn latest() -> i32 {

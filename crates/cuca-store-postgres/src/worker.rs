@@ -10,18 +10,22 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use cuca_events::{fork_session_id, PluginError, SessionEvent, SessionRecord};
+use cuca_events::{fork_session_id, validate_session_id, PluginError, SessionEvent, SessionRecord};
 use postgres::error::SqlState;
 use postgres::{Client, NoTls, Row, Statement};
 
 use crate::config::PostgresConfig;
 use crate::error::Error;
-use crate::schema::{migrate, quote_ident};
+use crate::schema::{migrate, quote_ident, SESSION_LOCK};
 
 /// A request for the connection thread; it answers on a channel it captured.
 pub(crate) type Job = Box<dyn FnOnce(&mut Worker) + Send>;
 
 const INSERT: &str = "INSERT INTO cuca_session_records (session_id, sequence, kind, timestamp_ms, record) VALUES ($1, $2, $3, $4, $5)";
+
+/// An append under the sequence rule (migration 2): NULL when stored, else the session's
+/// highest sequence, which the refused one was not above.
+const APPEND: &str = "SELECT cuca_append($1, $2, $3, $4, $5)";
 
 /// The state of the connection thread.
 pub(crate) struct Worker {
@@ -34,6 +38,7 @@ pub(crate) struct Worker {
 struct Conn {
     client: Client,
     insert: Statement,
+    append: Statement,
 }
 
 /// How an operation failed, so the runner knows whether a retry on a new connection is safe.
@@ -200,7 +205,12 @@ impl Worker {
             .map_err(query)?;
         migrate(&mut client, &self.config.schema, host)?;
         let insert = client.prepare(INSERT).map_err(query)?;
-        Ok(Conn { client, insert })
+        let append = client.prepare(APPEND).map_err(query)?;
+        Ok(Conn {
+            client,
+            insert,
+            append,
+        })
     }
 
     /// Runs `op` on the live connection. When the connection turns out to be broken, it is
@@ -255,44 +265,45 @@ impl Worker {
 
     pub(crate) fn append(&mut self, record: &SessionRecord) -> Result<(), PluginError> {
         let session_id = record.session_id.as_str();
+        validate_session_id(session_id)?;
         let sequence = to_i64("sequence", record.sequence, session_id)?;
         let timestamp_ms = to_i64("timestamp_ms", record.timestamp_ms, session_id)?;
         let kind = record.event.kind();
         let bytes = encode(record)?;
-        self.run("append", |conn, host, retried| {
-            let inserted = conn.client.execute(
-                &conn.insert,
-                &[&session_id, &sequence, &kind, &timestamp_ms, &bytes],
-            );
-            match inserted {
-                Ok(_) => Ok(()),
-                Err(error) if error.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-                    if retried {
-                        // The first attempt may have committed just before the connection
-                        // broke; finding our own bytes there means this append did land.
-                        let stored = conn
-                            .client
-                            .query_opt(
-                                "SELECT record FROM cuca_session_records WHERE session_id = $1 AND sequence = $2",
-                                &[&session_id, &sequence],
-                            )
-                            .map_err(retryable)?;
-                        if let Some(row) = stored {
-                            let stored: &[u8] = row.try_get(0).map_err(retryable)?;
-                            if stored == bytes.as_slice() {
-                                return Ok(());
-                            }
-                        }
+        self.run("append", |conn, _, retried| {
+            let row = conn
+                .client
+                .query_one(
+                    &conn.append,
+                    &[&session_id, &sequence, &kind, &timestamp_ms, &bytes],
+                )
+                .map_err(retryable)?;
+            let Some(stored) = row.try_get::<_, Option<i64>>(0).map_err(retryable)? else {
+                return Ok(());
+            };
+            if retried {
+                // The first attempt may have committed just before the connection broke;
+                // finding our own bytes there means this append did land.
+                let mine = conn
+                    .client
+                    .query_opt(
+                        "SELECT record FROM cuca_session_records WHERE session_id = $1 AND sequence = $2",
+                        &[&session_id, &sequence],
+                    )
+                    .map_err(retryable)?;
+                if let Some(row) = mine {
+                    let mine: &[u8] = row.try_get(0).map_err(retryable)?;
+                    if mine == bytes.as_slice() {
+                        return Ok(());
                     }
-                    Err(Error::SequenceTaken {
-                        session_id: session_id.to_owned(),
-                        sequence: record.sequence,
-                        host: host.to_owned(),
-                    }
-                    .into())
                 }
-                Err(error) => Err(retryable(error)),
             }
+            Err(PluginError::SequenceTaken {
+                session_id: session_id.to_owned(),
+                sequence: record.sequence,
+                last: stored.unsigned_abs(),
+            }
+            .into())
         })
     }
 
@@ -353,9 +364,10 @@ impl Worker {
         point_id: &str,
         point: u64,
     ) -> Result<String, PluginError> {
+        validate_session_id(session_id)?;
         let point = to_i64("sequence", point, session_id)?;
         self.run("fork", |conn, host, _| {
-            let Conn { client, insert } = conn;
+            let Conn { client, insert, .. } = conn;
             let conflict = |source: postgres::Error| -> OpError {
                 if source.code() == Some(&SqlState::UNIQUE_VIOLATION) {
                     Error::ForkConflict {
@@ -370,13 +382,10 @@ impl Worker {
                 }
             };
             let mut tx = client.transaction().map_err(retryable)?;
-            // Forks of one session take turns, so two of them never both claim the tail
-            // sequence for their audit records.
-            tx.execute(
-                "SELECT pg_advisory_xact_lock(hashtext('cuca_fork:' || current_schema() || ':' || $1::text))",
-                &[&session_id],
-            )
-            .map_err(retryable)?;
+            // Forks and appends of one session take turns (the lock `cuca_append` takes), so
+            // the audit record is sequenced at the tail no other writer can pass meanwhile.
+            tx.execute(SESSION_LOCK, &[&session_id])
+                .map_err(retryable)?;
             let cut = tx
                 .query_opt(
                     "SELECT position FROM cuca_session_records WHERE session_id = $1 AND sequence = $2",
@@ -426,6 +435,9 @@ impl Worker {
                     .try_get(0)
                     .map_err(retryable)?;
                 let candidate = fork_session_id(session_id, point_id, n.unsigned_abs());
+                // Held to the commit: no append lands in the branch before its prefix.
+                tx.execute(SESSION_LOCK, &[&candidate])
+                    .map_err(retryable)?;
                 let taken = tx
                     .query_opt(
                         "SELECT 1 FROM cuca_session_records WHERE session_id = $1 LIMIT 1",

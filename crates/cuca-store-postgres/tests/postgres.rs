@@ -66,7 +66,7 @@ fn two_writers_cannot_both_hold_one_sequence() {
         ))
         .unwrap_err();
     assert!(
-        matches!(typed(&error), Error::SequenceTaken { session_id, sequence: 0, .. } if session_id == "demo"),
+        matches!(&error, PluginError::SequenceTaken { session_id, sequence: 0, last: 0 } if session_id == "demo"),
         "{error:?}"
     );
     assert!(
@@ -137,14 +137,14 @@ fn processes_starting_together_migrate_once() {
     let mut admin = common::admin(&url);
     let versions: Vec<i32> = admin
         .query(
-            &format!("SELECT version FROM {schema}.cuca_migrations"),
+            &format!("SELECT version FROM {schema}.cuca_migrations ORDER BY version"),
             &[],
         )
         .unwrap()
         .iter()
         .map(|row| row.get(0))
         .collect();
-    assert_eq!(versions, vec![1]);
+    assert_eq!(versions, vec![1, 2]);
     // Every one of them writes into the same table.
     for (sequence, backend) in backends.iter().enumerate() {
         backend
@@ -187,7 +187,7 @@ fn a_schema_from_a_newer_build_is_refused() {
             typed(&error),
             Error::SchemaTooNew {
                 found: 99,
-                known: 1,
+                known: 2,
                 ..
             }
         ),
@@ -482,4 +482,93 @@ fn an_unreachable_database_fails_clearly_and_loses_nothing_acknowledged() {
     assert_eq!(backend.replay("demo").unwrap(), turn);
     // Dropped while the proxy still forwards, so its throwaway schema can be dropped too.
     drop(backend);
+}
+
+/// "Sequences are strictly increasing per session in every store": writers on four
+/// connections draw sequences from one counter and race to append them. Whatever arrives
+/// after a higher sequence is refused with `SequenceTaken`; what is stored replays strictly
+/// increasing, because the check and the insert are one step under the session's lock (a
+/// primary key alone would let 7 land after 9).
+#[test]
+fn racing_writers_never_store_a_lower_sequence_after_a_higher_one() {
+    let Some(url) = common::url() else { return };
+    let first = common::backend(&url);
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let barrier = Arc::new(Barrier::new(4));
+    let writers: Vec<JoinHandle<(u64, u64)>> = (0..4)
+        .map(|_| {
+            let backend = same_schema(&url, &first);
+            let (next, barrier) = (Arc::clone(&next), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                barrier.wait();
+                let (mut stored, mut refused) = (0, 0);
+                for _ in 0..100 {
+                    let sequence = next.fetch_add(1, Ordering::SeqCst);
+                    let record = record("race", sequence, SessionEvent::Latency { duration_ms: 1 });
+                    match backend.append(record) {
+                        Ok(()) => stored += 1,
+                        Err(PluginError::SequenceTaken {
+                            session_id,
+                            sequence: s,
+                            last,
+                        }) => {
+                            assert_eq!((session_id.as_str(), s), ("race", sequence));
+                            assert!(last > sequence, "refused {sequence} below {last}");
+                            refused += 1;
+                        }
+                        Err(error) => panic!("{error}"),
+                    }
+                }
+                (stored, refused)
+            })
+        })
+        .collect();
+    let (stored, refused) = writers
+        .into_iter()
+        .map(|writer| writer.join().unwrap())
+        .fold((0, 0), |(a, b), (c, d)| (a + c, b + d));
+    assert_eq!(stored + refused, 400);
+    let replayed = first.replay("race").unwrap();
+    assert_eq!(replayed.len() as u64, stored);
+    assert!(
+        replayed
+            .windows(2)
+            .all(|pair| pair[0].sequence < pair[1].sequence),
+        "replay order is not increasing: {:?}",
+        replayed.iter().map(|r| r.sequence).collect::<Vec<_>>()
+    );
+    eprintln!("FIGURES postgres race: stored={stored} refused={refused}");
+}
+
+/// A schema made by a build before the sequence rule (at migration 1, holding records) is
+/// migrated to 2 on connect: its records stay, and the rule holds from then on.
+#[test]
+fn a_schema_from_before_the_sequence_rule_is_migrated_and_keeps_its_records() {
+    let Some(url) = common::url() else { return };
+    let backend = common::backend(&url);
+    let turn = demo_turn("demo", 0);
+    append_all(&backend, &turn);
+    let schema = backend.schema().to_owned();
+    let mut admin = common::admin(&url);
+    // Back to what migration 1 left, as an older build would have: no function, version 1.
+    admin
+        .batch_execute(&format!(
+            "DROP FUNCTION {schema}.cuca_append; DELETE FROM {schema}.cuca_migrations WHERE version = 2"
+        ))
+        .unwrap();
+    let config = PostgresConfig::new(&url)
+        .unwrap()
+        .with_schema(&schema)
+        .unwrap();
+    let upgraded = PostgresBackend::connect(config).unwrap();
+    assert_eq!(upgraded.replay("demo").unwrap(), turn);
+    let stale = record("demo", 3, SessionEvent::Latency { duration_ms: 1 });
+    assert!(matches!(
+        upgraded.append(stale),
+        Err(PluginError::SequenceTaken { last: 6, .. })
+    ));
+    upgraded
+        .append(record("demo", 7, SessionEvent::Latency { duration_ms: 1 }))
+        .unwrap();
+    assert_eq!(backend.replay("demo").unwrap().len(), turn.len() + 1);
 }

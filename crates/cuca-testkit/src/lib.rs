@@ -288,6 +288,181 @@ pub fn a_branch_takes_appends(backend: Arc<dyn SessionBackend>) {
     assert!(grandchild.is_ok(), "fork of a fork: {grandchild:?}");
 }
 
+/// The refusal a stale writer gets: asserts `result` is [`PluginError::SequenceTaken`] naming
+/// `session_id`, the refused `sequence` and the `last` one stored.
+fn assert_sequence_taken(
+    backend: &dyn SessionBackend,
+    result: Result<(), PluginError>,
+    session_id: &str,
+    sequence: u64,
+    last: u64,
+) {
+    match result {
+        Err(PluginError::SequenceTaken {
+            session_id: named,
+            sequence: refused,
+            last: stored,
+        }) => {
+            assert_eq!(
+                named,
+                session_id,
+                "{} named another session",
+                backend.name()
+            );
+            assert_eq!(
+                refused,
+                sequence,
+                "{} named another sequence",
+                backend.name()
+            );
+            assert_eq!(
+                stored,
+                last,
+                "{} named another last sequence",
+                backend.name()
+            );
+        }
+        other => panic!(
+            "{} took sequence {sequence} of {session_id:?} after {last}: {other:?}",
+            backend.name()
+        ),
+    }
+}
+
+/// "Sequences are strictly increasing per session in every store, a contract of
+/// `SessionBackend::append`": a duplicate or a step backwards is refused with
+/// `PluginError::SequenceTaken` naming the last stored sequence, and nothing changes; the
+/// next higher sequence (gaps allowed) is taken, and other sessions count on their own.
+pub fn append_refuses_a_sequence_at_or_below_the_last(backend: Arc<dyn SessionBackend>) {
+    let turn = demo_turn("demo", 0);
+    append_all(backend.as_ref(), &turn);
+    let last = turn.len() as u64 - 1;
+    let output = |session: &str, sequence| {
+        record(
+            session,
+            sequence,
+            SessionEvent::Output {
+                text: format!("stale {sequence}"),
+            },
+        )
+    };
+    // 0,0 (a duplicate of the last), 0,…,6,2 (a step backwards), and 0 again.
+    for stale in [last, 2, 0] {
+        let refused = backend.append(output("demo", stale));
+        assert_sequence_taken(backend.as_ref(), refused, "demo", stale, last);
+    }
+    assert_eq!(
+        replay(backend.as_ref(), "demo"),
+        turn,
+        "a refusal stored nothing"
+    );
+    // Another session starts where it likes; this one goes on above its last, gaps kept.
+    append_all(
+        backend.as_ref(),
+        &[output("other", 0), output("demo", last + 5)],
+    );
+    let refused = backend.append(output("demo", last + 1));
+    assert_sequence_taken(backend.as_ref(), refused, "demo", last + 1, last + 5);
+    let demo = replay(backend.as_ref(), "demo");
+    assert_eq!(demo.len(), turn.len() + 1);
+    assert!(
+        demo.windows(2)
+            .all(|pair| pair[0].sequence < pair[1].sequence),
+        "{} replays sequences that do not increase",
+        backend.name()
+    );
+}
+
+/// The Fork audit record keeps the rule: it is the original's last record, so a writer that
+/// did not see the fork (a second plugin, another handle) and reuses its sequence is refused
+/// with the audit record's sequence as `last`, instead of storing a duplicate.
+pub fn the_fork_audit_record_takes_its_sequence(backend: Arc<dyn SessionBackend>) {
+    let turn = demo_turn("demo", 0);
+    append_all(backend.as_ref(), &turn);
+    let branch = match backend.fork("demo", "demo:1") {
+        Ok(id) => id,
+        Err(error) => panic!("fork failed: {error}"),
+    };
+    let audit = turn.len() as u64;
+    let stale = record(
+        "demo",
+        audit,
+        SessionEvent::Output {
+            text: "written by a writer that missed the fork".into(),
+        },
+    );
+    let refused = backend.append(stale.clone());
+    assert_sequence_taken(backend.as_ref(), refused, "demo", audit, audit);
+    append_all(
+        backend.as_ref(),
+        &[SessionRecord {
+            sequence: audit + 1,
+            ..stale
+        }],
+    );
+    let sequences: Vec<u64> = replay(backend.as_ref(), "demo")
+        .iter()
+        .map(|record| record.sequence)
+        .collect();
+    assert_eq!(
+        sequences,
+        (0..=audit + 1).collect::<Vec<_>>(),
+        "dense, no duplicate"
+    );
+    // The branch's prefix ends at the fork point: it goes on from there, not below.
+    let refused = backend.append(record(
+        &branch,
+        1,
+        SessionEvent::Output {
+            text: "again".into(),
+        },
+    ));
+    assert_sequence_taken(backend.as_ref(), refused, &branch, 1, 1);
+}
+
+/// Issue 17.5: "Ids with control characters (`\n`, ESC, other C0/C1 controls, DEL) … Refuse
+/// them at validation in every store": an append or a fork under such an id (or the empty id)
+/// is `PluginError::Validation` and stores nothing.
+pub fn session_ids_with_control_characters_are_refused(backend: Arc<dyn SessionBackend>) {
+    append_all(backend.as_ref(), &demo_turn("demo", 0));
+    let before = backend.sessions().unwrap_or_default();
+    for id in [
+        "two\nlines",
+        "carriage\rreturn",
+        "esc\u{1b}[31mred",
+        "nul\0byte",
+        "tab\tbed",
+        "del\u{7f}",
+        "c1\u{85}next-line",
+        "c1\u{9b}csi",
+        "",
+    ] {
+        let appended = backend.append(record(
+            id,
+            0,
+            SessionEvent::Output {
+                text: "refused".into(),
+            },
+        ));
+        assert!(
+            matches!(appended, Err(PluginError::Validation { ref schema, .. }) if schema == "session_id"),
+            "{} appended to session {id:?}: {appended:?}",
+            backend.name()
+        );
+        let forked = backend.fork(id, &format!("{id}:0"));
+        assert!(
+            matches!(forked, Err(PluginError::Validation { .. })),
+            "{} forked session {id:?}: {forked:?}",
+            backend.name()
+        );
+    }
+    assert_eq!(
+        backend.sessions().unwrap_or_default(),
+        before,
+        "nothing stored"
+    );
+}
+
 /// Generates one `#[test]` per conformance law for a backend factory expression.
 #[macro_export]
 macro_rules! conformance_tests {
@@ -302,7 +477,10 @@ macro_rules! conformance_tests {
             fork_ids_follow_the_format,
             fork_never_writes_into_an_existing_session,
             fork_of_a_missing_point_changes_nothing,
-            a_branch_takes_appends
+            a_branch_takes_appends,
+            append_refuses_a_sequence_at_or_below_the_last,
+            the_fork_audit_record_takes_its_sequence,
+            session_ids_with_control_characters_are_refused
         );
     };
     (@each $factory:expr; $($law:ident),+) => {

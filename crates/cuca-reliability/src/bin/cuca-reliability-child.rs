@@ -9,6 +9,7 @@
 //! cuca-reliability-child calllog-full <file> <calls>
 //! cuca-reliability-child journal-full <workspace> <entries>
 //! cuca-reliability-child lock     <dir> <session_id>
+//! cuca-reliability-child share    <dir> <session_id> <writer> <records> <hold|close> [gate_after]
 //! cuca-reliability-child verify   <dir> <session_id>
 //! ```
 //!
@@ -17,6 +18,12 @@
 //! `error <message>` lines, and exit 0 — the run they observe must not notice.
 //!
 //! `lock` opens the session for append, prints `locked`, and holds it until stdin closes.
+//! `share` is one of two programs recording to one session through a `SessionLogPlugin`: it
+//! appends `records` records (`Output "<writer> <i>"`), printing `ack <sequence>` for each,
+//! and meets the other writer's lock by trying again: it prints `locked` the first time, and
+//! the caller of a real program would do the same. `close` gives the lock up after every
+//! record (the two take turns), `hold` keeps it to the end. With `gate_after`, it prints `gate`
+//! after that many records and waits, lock held, for a line on stdin.
 //! `verify` prints what a fresh `FileBackend` reads back: `verdict <clean|recovered|refused>`
 //! and `records <n>` (the full-disk test runs it inside the small file system it mounted).
 
@@ -27,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow_free::Result;
-use cuca_events::{SessionBackend, SessionRecord};
+use cuca_events::{PluginError, SessionBackend, SessionEvent, SessionRecord};
 use cuca_reliability::payload;
 use cuca_session_log::SessionLogPlugin;
 use cuca_store_file::{Durability, FileBackend, Verdict};
@@ -238,6 +245,57 @@ fn lock(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+fn share(args: &[String]) -> Result<()> {
+    let dir = PathBuf::from(arg(args, 2, "dir")?);
+    let session_id = arg(args, 3, "session_id")?;
+    let writer = arg(args, 4, "writer")?;
+    let records = limit(args, 5)?;
+    let close = match arg(args, 6, "hold|close")?.as_str() {
+        "close" => true,
+        "hold" => false,
+        other => return Err(format!("expected hold or close, got {other:?}")),
+    };
+    let gate_after = limit(args, 7)?;
+    let backend = Arc::new(FileBackend::new(&dir).map_err(|e| e.to_string())?);
+    let plugin = SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>)
+        .with_session_id(session_id.clone());
+    let mut out = std::io::stdout().lock();
+    let mut said_locked = false;
+    for i in 0..records {
+        if i == gate_after {
+            writeln!(out, "gate")
+                .and_then(|()| out.flush())
+                .map_err(|e| e.to_string())?;
+            let mut line = String::new();
+            let _ = std::io::stdin().lock().read_line(&mut line);
+        }
+        let event = SessionEvent::Output {
+            text: format!("{writer} {i}"),
+        };
+        let record = loop {
+            match plugin.append_log(event.clone()) {
+                Ok(record) => break record,
+                // The other program has the session: try again until it gives it up.
+                Err(PluginError::Locked { .. }) => {
+                    if !said_locked {
+                        said_locked = true;
+                        writeln!(out, "locked")
+                            .and_then(|()| out.flush())
+                            .map_err(|e| e.to_string())?;
+                    }
+                    std::thread::yield_now();
+                }
+                Err(error) => return Err(error.to_string()),
+            }
+        };
+        if close {
+            backend.close(&session_id);
+        }
+        ack(&mut out, record.sequence)?;
+    }
+    Ok(())
+}
+
 fn verify(args: &[String]) -> Result<()> {
     let dir = PathBuf::from(arg(args, 2, "dir")?);
     let session_id = arg(args, 3, "session_id")?;
@@ -267,6 +325,7 @@ fn main() -> ExitCode {
         Some("calllog-full") => calllog_full(&args),
         Some("journal-full") => journal_full(&args),
         Some("lock") => lock(&args),
+        Some("share") => share(&args),
         Some("verify") => verify(&args),
         other => Err(format!("unknown mode {other:?}")),
     };
