@@ -72,8 +72,12 @@ mod tests;
 
 pub use backend::{validate_session_id, Durability, FileBackend, EXTENSION, MAX_FILE_NAME_LEN};
 pub use codec::{
-    decode_frame, encode_frame, CRC_LEN, HEADER, HEADER_LEN, MAGIC, MAX_FRAME_LEN, VERSION,
+    decode_frame, encode_frame, CRC_LEN, HEADER, HEADER_LEN, MAGIC, MAX_FRAME_LEN, SEAL_MARK,
+    VERSION, VERSION_1,
 };
 pub use compact::{Compaction, COMPACTED_EXTENSION};
 pub use error::FrameError;
-pub use scan::{scan, scan_bytes, scan_reader, ScanReport, SkippedFrame, Verdict};
+pub use scan::{
+    scan, scan_bytes, scan_reader, scan_session, Finding, FindingKind, ScanReport, SkippedFrame,
+    Verdict, MAX_LISTED,
+};
