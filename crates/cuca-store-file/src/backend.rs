@@ -514,11 +514,16 @@ impl Handle {
         let n_header =
             read_at(&file, 0, &mut header).map_err(|error| PluginError::io("read", path, error))?;
         let header = &header[..n_header];
-        if let Some(at) = header.iter().zip(HEADER.iter()).position(|(a, b)| a != b) {
+        // A v1 file is appended to as it is: its version byte is never rewritten.
+        let differs = |(at, (a, b)): (usize, (&u8, &u8))| {
+            a != b && !(at == HEADER_LEN - 1 && *a == crate::VERSION_1)
+        };
+        if let Some(at) = header.iter().zip(HEADER.iter()).enumerate().position(differs) {
             let message = if at == HEADER_LEN - 1 {
                 format!(
-                    "unknown .cslog version {}; this build reads and appends version {}",
+                    "unknown .cslog version {}; this build reads and appends versions {} and {}",
                     header[at],
+                    crate::VERSION_1,
                     crate::VERSION
                 )
             } else {
