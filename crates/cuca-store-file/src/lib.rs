@@ -65,6 +65,7 @@ mod codec;
 mod compact;
 mod error;
 pub mod golden;
+mod repair;
 mod scan;
 
 #[cfg(test)]
@@ -77,6 +78,7 @@ pub use codec::{
 };
 pub use compact::{Compaction, COMPACTED_EXTENSION};
 pub use error::FrameError;
+pub use repair::{DroppedRecord, Repair};
 pub use scan::{
     scan, scan_bytes, scan_reader, scan_session, Finding, FindingKind, ScanReport, SkippedFrame,
     Verdict, MAX_LISTED,
