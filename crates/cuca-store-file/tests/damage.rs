@@ -436,3 +436,32 @@ fn a_renamed_file_is_a_finding_of_verify_and_still_loads() {
     let alone = cuca_store_file::scan(&dir.path().join("b.cslog")).unwrap();
     assert!(alone.findings.is_empty());
 }
+
+/// "Keep reading files written by today's code": a v1 file is appended to as it is (its
+/// version byte never rewritten), a torn tail in it is sealed with the v2 seal, and it reads
+/// back whole.
+#[test]
+fn a_v1_file_is_appended_to_and_stays_v1() {
+    let dir = tempfile::tempdir().unwrap();
+    let records: Vec<SessionRecord> = (0..4).map(|sequence| seq_record("s", sequence)).collect();
+    let mut bytes = raw_file(1, &records[..2]);
+    bytes.extend_from_slice(&[0x05, 0x73]); // a torn tail
+    let path = dir.path().join("s.cslog");
+    std::fs::write(&path, &bytes).unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    for record in &records[2..] {
+        backend.append(record.clone()).unwrap();
+    }
+    let after = std::fs::read(&path).unwrap();
+    assert_eq!(&after[..bytes.len()], bytes.as_slice());
+    assert_eq!(after[HEADER_LEN - 1], 1);
+    assert_eq!(
+        &after[bytes.len()..bytes.len() + SEAL_MARK.len()],
+        &SEAL_MARK
+    );
+    let report = backend.verify("s").unwrap();
+    assert_eq!(report.version, Some(1));
+    assert_eq!(report.verdict, Verdict::Recovered);
+    assert_eq!(report.skipped[0].sealed, 1);
+    assert_eq!(backend.replay("s").unwrap(), records);
+}
