@@ -61,7 +61,10 @@ fn repair_accepts_the_loss_of_a_damaged_last_record_and_prints_what_was_dropped(
 
     let (code, stdout, _) = run(&["verify", path(dir.path()), "s"]);
     assert_eq!(code, 1, "{stdout}");
-    assert!(stdout.contains(&format!("refused at byte {}", starts[2])), "{stdout}");
+    assert!(
+        stdout.contains(&format!("refused at byte {}", starts[2])),
+        "{stdout}"
+    );
 
     let (code, stdout, stderr) = run(&["repair", path(dir.path()), "s"]);
     assert_eq!(code, 0, "{stderr}");

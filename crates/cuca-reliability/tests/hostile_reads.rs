@@ -46,14 +46,20 @@ fn measured<T>(read: impl FnOnce() -> T) -> (T, usize) {
 
 fn check_reads(backend: &FileBackend, records: &[cuca_events::SessionRecord], what: &str) {
     let (report, peak) = measured(|| backend.verify("demo").unwrap());
+    eprintln!("FIGURES hostile {what}: zeros={ZEROS} verify_peak_bytes={peak}");
     assert!(peak < BOUND, "{what}: verify peaked at {peak} bytes");
     assert_eq!(report.verdict, Verdict::Recovered, "{what}");
     assert_eq!(report.records, records, "{what}");
-    assert_eq!(report.skipped.len(), 1, "{what}: one run, not one entry per byte");
+    assert_eq!(
+        report.skipped.len(),
+        1,
+        "{what}: one run, not one entry per byte"
+    );
     assert_eq!(report.skipped[0].frames, ZEROS, "{what}");
     assert_eq!(report.skipped[0].reason, FrameError::Empty, "{what}");
 
     let (replayed, peak) = measured(|| backend.replay("demo").unwrap());
+    eprintln!("FIGURES hostile {what}: replay_peak_bytes={peak}");
     assert!(peak < BOUND, "{what}: replay peaked at {peak} bytes");
     assert_eq!(replayed, records, "{what}");
 

@@ -518,7 +518,12 @@ impl Handle {
         let differs = |(at, (a, b)): (usize, (&u8, &u8))| {
             a != b && !(at == HEADER_LEN - 1 && *a == crate::VERSION_1)
         };
-        if let Some(at) = header.iter().zip(HEADER.iter()).enumerate().position(differs) {
+        if let Some(at) = header
+            .iter()
+            .zip(HEADER.iter())
+            .enumerate()
+            .position(differs)
+        {
             let message = if at == HEADER_LEN - 1 {
                 format!(
                     "unknown .cslog version {}; this build reads and appends versions {} and {}",

@@ -134,7 +134,11 @@ impl FileBackend {
         let file = open_regular_file(&source, "a session file is {dir}/{session_id}.cslog")?;
         try_lock(&file, &source)?;
         let report = if compacted {
-            scan_reader_as(GzDecoder::new(BufReader::new(&file)), &source, Some(session_id))?
+            scan_reader_as(
+                GzDecoder::new(BufReader::new(&file)),
+                &source,
+                Some(session_id),
+            )?
         } else {
             scan_reader_as(&file, &source, Some(session_id))?
         };
@@ -227,7 +231,11 @@ fn keep_increasing(records: Vec<SessionRecord>) -> (Vec<SessionRecord>, Vec<Drop
 }
 
 /// Writes a v2 file of `records` at `tmp` (replacing a stray one), synced, and reads it back.
-fn write_checked(tmp: &Path, session_id: &str, records: &[SessionRecord]) -> Result<(), PluginError> {
+fn write_checked(
+    tmp: &Path,
+    session_id: &str,
+    records: &[SessionRecord],
+) -> Result<(), PluginError> {
     let io = |operation: &'static str| move |error| PluginError::io(operation, tmp, error);
     let mut out = BufWriter::new(File::create(tmp).map_err(io("create"))?);
     out.write_all(&HEADER).map_err(io("write"))?;

@@ -367,7 +367,7 @@ impl Take for Collect {
         record.sequence
     }
 
-    fn session_id<'r>(record: &'r SessionRecord) -> &'r str {
+    fn session_id(record: &SessionRecord) -> &str {
         &record.session_id
     }
 

@@ -319,10 +319,7 @@ fn a_run_of_zero_bytes_is_one_skipped_run_not_one_entry_per_byte() {
     assert_eq!(report.skipped[0].frames, zeros);
     assert_eq!(report.skipped[0].len, zeros - 1);
     assert_eq!(report.skipped[0].reason, FrameError::Empty);
-    assert_eq!(
-        (report.skipped_runs, report.skipped_frames),
-        (1, zeros)
-    );
+    assert_eq!((report.skipped_runs, report.skipped_frames), (1, zeros));
     // Zeros are what a power cut leaves where data never reached the disk: the v2 reading
     // lets them pass at the end, like a torn tail.
     assert_eq!(report.verdict, Verdict::Recovered);
@@ -337,7 +334,9 @@ fn a_report_lists_at_most_max_listed_runs_and_counts_the_rest() {
             session_id: "s".into(),
             sequence,
             timestamp_ms: 0,
-            event: SessionEvent::Latency { duration_ms: sequence },
+            event: SessionEvent::Latency {
+                duration_ms: sequence,
+            },
         })
         .collect();
     let mut bytes = HEADER.to_vec();
@@ -379,7 +378,11 @@ fn raw_file(version: u8, records: &[SessionRecord]) -> Vec<u8> {
 #[test]
 fn repeated_and_backward_sequences_refuse_a_v2_file_and_are_findings_in_a_v1_file() {
     let cases: [(&[u64], usize, cuca_store_file::FindingKind); 2] = [
-        (&[0, 1, 1, 2], 2, cuca_store_file::FindingKind::RepeatedSequence),
+        (
+            &[0, 1, 1, 2],
+            2,
+            cuca_store_file::FindingKind::RepeatedSequence,
+        ),
         (
             &[0, 2, 1, 3],
             2,
@@ -387,8 +390,10 @@ fn repeated_and_backward_sequences_refuse_a_v2_file_and_are_findings_in_a_v1_fil
         ),
     ];
     for (sequences, bad, kind) in cases {
-        let records: Vec<SessionRecord> =
-            sequences.iter().map(|&sequence| seq_record("s", sequence)).collect();
+        let records: Vec<SessionRecord> = sequences
+            .iter()
+            .map(|&sequence| seq_record("s", sequence))
+            .collect();
         let (_, ends) = file_of(&records);
         let offset = ends[bad - 1] as u64;
 

@@ -46,7 +46,9 @@ fn a_refused_file_is_rewritten_with_its_good_records_and_the_damaged_one_kept_as
     let repair = backend.repair("s").unwrap().unwrap();
     assert_eq!(repair.path, path);
     assert_eq!(repair.kept_aside, dir.path().join("s.cslog.damaged"));
-    assert!(matches!(repair.verdict_before, Verdict::Refused { offset, .. } if offset == starts[3] as u64));
+    assert!(
+        matches!(repair.verdict_before, Verdict::Refused { offset, .. } if offset == starts[3] as u64)
+    );
     assert_eq!(repair.records_kept, 3);
     assert_eq!(repair.skipped_frames, 1);
     assert_eq!(repair.skipped[0].offset, starts[3] as u64);

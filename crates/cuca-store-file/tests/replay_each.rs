@@ -85,8 +85,12 @@ fn every_golden_file_replays_each_as_replay_does() {
         match golden.name {
             // Clean; recovered past a torn tail; recovered past a sealed (skipped) frame whose
             // neighbours continue the sequence.
-            "empty.cslog" | "all_variants.cslog" | "torn_tail.cslog" | "sealed.cslog"
-            | "v1_sealed.cslog" | "v1_damaged_last.cslog" => {
+            "empty.cslog"
+            | "all_variants.cslog"
+            | "torn_tail.cslog"
+            | "sealed.cslog"
+            | "v1_sealed.cslog"
+            | "v1_damaged_last.cslog" => {
                 result.unwrap();
                 assert_eq!(
                     records,
