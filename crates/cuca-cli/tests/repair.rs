@@ -1,5 +1,6 @@
-//! `cuca repair` and what `cuca verify` flags about sequences (issues 17.2, 17.3, 18.1),
-//! driven through the real binary on `.cslog` files in temp dirs.
+//! `cuca repair`, what `cuca verify` flags about sequences, and how much it prints about a
+//! hostile file (issues 17.2, 17.3, 18.1, 18.6), driven through the real binary on `.cslog`
+//! files in temp dirs.
 // Test helpers unwrap: a failure there should stop the test at once.
 #![allow(clippy::unwrap_used)]
 
@@ -119,4 +120,24 @@ fn verify_flags_repeated_and_backward_sequences_in_a_v1_file() {
     let (_, json, _) = run(&["verify", path(dir.path()), "--json"]);
     let value: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
     assert_eq!(value["findings_total"], 2);
+}
+
+/// Issue 18.6: "19 MB of zeros appended costs … 2.2 GB of output in `cuca verify` … reports
+/// must summarise runs of damage instead of listing every byte."
+#[test]
+fn verify_of_a_session_with_a_megabyte_of_zeros_prints_one_line_for_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut bytes, _) = file_of(&[0, 1]);
+    let clean_len = bytes.len();
+    bytes.resize(clean_len + (1 << 20), 0);
+    std::fs::write(dir.path().join("s.cslog"), &bytes).unwrap();
+    let (code, stdout, _) = run(&["verify", path(dir.path()), "s"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(stdout.lines().count(), 3, "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "  skipped 1048576 frames at byte {clean_len} (1048575 bytes; the first: empty frame)"
+        )),
+        "{stdout}"
+    );
 }
