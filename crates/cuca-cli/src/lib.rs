@@ -33,8 +33,9 @@
 //!
 //! # What it does not do
 //!
-//! It never repairs a file: `verify` reports damage and `import` refuses to write into a
-//! session that exists. It does not talk to a model server (recording is the library's job,
+//! It never repairs a file unasked: `verify` reports damage, `repair` is the one command that
+//! rewrites a damaged session (into a new file, the old one kept aside), and `import` refuses
+//! to write into a session that exists. It does not talk to a model server (recording is the library's job,
 //! see `fixtures/sessions/README.md`). It reads sessions from `FileBackend` directories only,
 //! not from PostgreSQL. `cuca serve` serves assembled records and nothing else: no listing,
 //! no authentication, so keep it on loopback or behind a proxy.
@@ -48,6 +49,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod error;
 mod journal;
 mod logs;
+mod repair;
 mod serve;
 mod sessions;
 mod ui;
@@ -140,6 +142,17 @@ enum Command {
         /// Sessions to compact (default: every session in DIR).
         sessions: Vec<String>,
         /// JSON Lines, one object per session.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accept a damaged session's loss: a new file of its good records, the damaged one kept
+    /// aside as `{file}.damaged`; prints what was dropped.
+    Repair {
+        /// A directory of `.cslog` files.
+        dir: PathBuf,
+        /// The session id.
+        session: String,
+        /// Print a JSON summary.
         #[arg(long)]
         json: bool,
     },
@@ -252,6 +265,7 @@ fn dispatch(command: Command) -> Result<(), CliError> {
             sessions,
             json,
         } => sessions::compact(&dir, &sessions, json),
+        Command::Repair { dir, session, json } => repair::repair(&dir, &session, json),
         Command::Export {
             dir,
             session,

@@ -132,6 +132,10 @@ fn damage_words(report: &ScanReport) -> String {
             frame.offset, frame.len, frame.reason
         ));
     }
+    let unlisted = report.skipped_runs - report.skipped.len() as u64;
+    if unlisted > 0 {
+        parts.push(format!("{unlisted} more skipped runs"));
+    }
     if report.torn_tail_bytes > 0 {
         parts.push(format!(
             "torn tail of {} bytes at byte {}",
@@ -571,6 +575,39 @@ pub(crate) fn fork(dir: &Path, point_id: &str, as_json: bool) -> Result<(), CliE
     Ok(())
 }
 
+/// The skipped runs and the findings of a report, one line each, capped as the report is.
+fn report_lines(report: &ScanReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    for run in &report.skipped {
+        lines.push(if run.frames == 1 {
+            format!(
+                "skipped frame at byte {} ({} bytes): {}",
+                run.offset, run.len, run.reason
+            )
+        } else {
+            format!(
+                "skipped {} frames at byte {} ({} bytes; the first: {})",
+                run.frames, run.offset, run.len, run.reason
+            )
+        });
+    }
+    let unlisted = report.skipped_runs - report.skipped.len() as u64;
+    if unlisted > 0 {
+        lines.push(format!(
+            "and {unlisted} more skipped runs ({} frames, {} bytes in all)",
+            report.skipped_frames, report.skipped_bytes
+        ));
+    }
+    for finding in &report.findings {
+        lines.push(format!("finding: {finding}"));
+    }
+    let unlisted = report.findings_total - report.findings.len() as u64;
+    if unlisted > 0 {
+        lines.push(format!("and {unlisted} more findings"));
+    }
+    lines
+}
+
 fn report_json(session: &str, report: &ScanReport) -> serde_json::Value {
     let (refused_at, refused_reason) = match &report.verdict {
         Verdict::Refused { offset, reason } => (Some(*offset), Some(reason.clone())),
@@ -585,8 +622,13 @@ fn report_json(session: &str, report: &ScanReport) -> serde_json::Value {
         "skipped": report.skipped.iter().map(|frame| json!({
             "offset": frame.offset,
             "len": frame.len,
+            "frames": frame.frames,
             "reason": frame.reason.to_string(),
         })).collect::<Vec<_>>(),
+        "skipped_runs": report.skipped_runs,
+        "skipped_frames": report.skipped_frames,
+        "findings": report.findings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "findings_total": report.findings_total,
         "torn_tail_bytes": report.torn_tail_bytes,
         "refused_at": refused_at,
         "refused_reason": refused_reason,
@@ -643,12 +685,8 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
             report.records.len(),
             report.file_len
         )?;
-        for frame in &report.skipped {
-            writeln!(
-                out,
-                "  skipped frame at byte {} ({} bytes): {}",
-                frame.offset, frame.len, frame.reason
-            )?;
+        for line in report_lines(&report) {
+            writeln!(out, "  {line}")?;
         }
         if report.torn_tail_bytes > 0 {
             writeln!(

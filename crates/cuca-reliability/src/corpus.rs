@@ -7,7 +7,7 @@
 //! `FileBackend::verify` agree with `MANIFEST`.
 
 use cuca_events::{SessionEvent, SessionRecord};
-use cuca_store_file::{encode_frame, HEADER, HEADER_LEN};
+use cuca_store_file::{encode_frame, HEADER, HEADER_LEN, SEAL_MARK, VERSION_1};
 
 /// The verdict a corpus file must get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +68,14 @@ pub fn clean_file(records: &[SessionRecord]) -> (Vec<u8>, Vec<usize>) {
         starts.push(bytes.len());
     }
     (bytes, starts)
+}
+
+/// The same bytes with a v1 header: what the writer before v2 left.
+fn as_v1(mut bytes: Vec<u8>) -> Vec<u8> {
+    if let Some(version) = bytes.get_mut(HEADER_LEN - 1) {
+        *version = VERSION_1;
+    }
+    bytes
 }
 
 fn flip(mut bytes: Vec<u8>, at: usize, bit: u8) -> Vec<u8> {
@@ -142,7 +150,9 @@ pub fn cases() -> Vec<Case> {
         "one byte of the fifth frame",
     );
     let mut sealed = clean[..mid(4)].to_vec();
+    sealed.extend_from_slice(&SEAL_MARK);
     sealed.push(0);
+    let sealed_only = sealed.clone();
     let mut resumed = Vec::new();
     let _ = encode_frame(&five[4], &mut resumed);
     sealed.extend_from_slice(&resumed);
@@ -150,7 +160,23 @@ pub fn cases() -> Vec<Case> {
         "torn_tail_sealed_and_resumed.cslog",
         sealed,
         Expected::Recovered(5),
-        "a torn fifth frame sealed by a lone 0x00, then the resumed writer's sequence 4",
+        "a torn fifth frame sealed (SEAL_MARK, 0x00), then the resumed writer's sequence 4",
+    );
+    push(
+        "torn_tail_sealed_at_the_end.cslog",
+        sealed_only,
+        Expected::Recovered(4),
+        "a torn fifth frame sealed by an append that died right after the seal: the sealed \
+         frame was never acknowledged, so nothing is lost",
+    );
+    let mut v1_sealed = as_v1(clean[..mid(4)].to_vec());
+    v1_sealed.push(0);
+    v1_sealed.extend_from_slice(&resumed);
+    push(
+        "v1_torn_tail_sealed_and_resumed.cslog",
+        v1_sealed,
+        Expected::Recovered(5),
+        "a v1 file: a torn fifth frame sealed by a lone 0x00 (the v1 seal), then sequence 4",
     );
     push(
         "bitflip_middle_frame.cslog",
@@ -178,9 +204,23 @@ pub fn cases() -> Vec<Case> {
     push(
         "bitflip_last_frame.cslog",
         flip(clean.clone(), mid(4), 5),
+        Expected::Refused(starts[4] as u64),
+        "one bit of the last record: a damaged frame with no record after it that is no sealed \
+         torn frame, so an acknowledged record may be lost",
+    );
+    push(
+        "terminator_flipped_last_frame.cslog",
+        flip(clean.clone(), starts[5] - 1, 4),
+        Expected::Refused(starts[4] as u64),
+        "the last record's 0x00 reads 0x10: a whole good frame and one byte, which no \
+         interrupted append leaves",
+    );
+    push(
+        "v1_bitflip_last_frame.cslog",
+        as_v1(flip(clean.clone(), mid(4), 5)),
         Expected::Recovered(4),
-        "one bit of the last record: indistinguishable from a crash during a sealing append, \
-         so it reads as a torn tail and the scan lists the skipped frame",
+        "one bit of the last record of a v1 file: the v1 reading, since a v1 seal (a lone \
+         0x00) cannot be told from damage; the scan lists the skipped frame",
     );
     push(
         "bitflip_magic.cslog",
@@ -190,7 +230,7 @@ pub fn cases() -> Vec<Case> {
     );
     push(
         "bitflip_version.cslog",
-        flip(clean.clone(), HEADER_LEN - 1, 1),
+        flip(clean.clone(), HEADER_LEN - 1, 0),
         Expected::Refused((HEADER_LEN - 1) as u64),
         "the version byte reads 3: a format this build does not know",
     );
@@ -247,8 +287,9 @@ pub fn cases() -> Vec<Case> {
             bytes.extend_from_slice(b"\x05abcd\x00\xff\xff\xff\x00\x01\x00");
             bytes
         },
-        Expected::Recovered(5),
-        "terminated frames of garbage after the last record: skipped, nothing after them",
+        Expected::Refused(starts[5] as u64),
+        "terminated frames of garbage after the last record: no sealed torn frame, so it may be \
+         an acknowledged record damaged",
     );
     push(
         "garbage_then_record.cslog",
@@ -268,9 +309,20 @@ pub fn cases() -> Vec<Case> {
             let _ = encode_frame(&five[4], &mut bytes);
             bytes
         },
+        Expected::Refused(starts[5] as u64),
+        "record 4 written twice, both frames whole: a v2 writer refuses a sequence that does \
+         not increase, so something else wrote it",
+    );
+    push(
+        "v1_duplicate_sequence.cslog",
+        {
+            let mut bytes = as_v1(clean.clone());
+            let _ = encode_frame(&five[4], &mut bytes);
+            bytes
+        },
         Expected::Clean(6),
-        "record 4 written twice, both frames whole: every frame is good, so the scan is clean \
-         and the replay holds both (the file never lies about its bytes)",
+        "the same in a v1 file, whose writer stored sequences as given: loads, and the scan \
+         reports the repeated sequence as a finding",
     );
     push(
         "frame_removed.cslog",
@@ -281,8 +333,8 @@ pub fn cases() -> Vec<Case> {
         },
         Expected::Clean(4),
         "record 2 cut out exactly at its frame boundaries: every byte left is a good frame, and \
-         backends store the sequences a plugin chose as given, so v1 cannot tell this from a \
-         chosen gap (a limitation, documented in docs/reliability.md)",
+         a gap in the sequence is one a writer may choose, so no reader can tell this from it \
+         (a limitation, documented in docs/reliability.md)",
     );
     push(
         "two_files_concatenated.cslog",

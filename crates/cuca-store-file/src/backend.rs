@@ -13,12 +13,12 @@ use cuca_events::{
     SessionEvent, SessionRecord,
 };
 
-use crate::codec::{decode_frame, encode_frame_with, HEADER, HEADER_LEN, MAX_FRAME_LEN};
+use crate::codec::{check_frame_len, encode_frame_with, HEADER, HEADER_LEN, SEAL};
 use crate::compact::{
     compact_file, expand_file, open_compacted, scan_compacted, Compaction, COMPACTED_EXTENSION,
     COMPACTION_TMP_SUFFIX,
 };
-use crate::scan::{replay_file, replay_reader, scan, ScanReport};
+use crate::scan::{replay_file, replay_reader, scan_session, ScanReport};
 use crate::sequence::{check_sequence, last_sequence};
 
 mod create;
@@ -219,7 +219,7 @@ impl FileBackend {
                 compact_file(&live, &packed, &self.dir, try_lock)
             }
             Some(Stored::Compacted(packed)) => {
-                let report = scan_compacted(&packed)?;
+                let report = scan_compacted(&packed, Some(session_id))?;
                 let bytes_after = std::fs::metadata(&packed)
                     .map_err(|error| PluginError::io("stat", &packed, error))?
                     .len();
@@ -243,9 +243,9 @@ impl FileBackend {
     /// A session with no file is [`PluginError::NotFound`].
     pub fn verify(&self, session_id: &str) -> Result<ScanReport, PluginError> {
         match self.stored(session_id)? {
-            Some(Stored::Live(path)) => scan(&path),
+            Some(Stored::Live(path)) => scan_session(&path, session_id),
             // The report of the `.cslog` bytes inside, naming the compacted file.
-            Some(Stored::Compacted(path)) => scan_compacted(&path),
+            Some(Stored::Compacted(path)) => scan_compacted(&path, Some(session_id)),
             None => Err(PluginError::NotFound {
                 what: "session".into(),
                 id: session_id.into(),
@@ -416,7 +416,7 @@ pub(crate) fn write_once(writer: &mut impl Write, bytes: &[u8]) -> std::io::Resu
     }
 }
 
-fn try_lock(file: &File, path: &Path) -> Result<(), PluginError> {
+pub(crate) fn try_lock(file: &File, path: &Path) -> Result<(), PluginError> {
     match file.try_lock() {
         Ok(()) => Ok(()),
         Err(std::fs::TryLockError::WouldBlock) => Err(PluginError::Locked {
@@ -433,7 +433,7 @@ pub(crate) struct Handle {
     file: File,
     path: PathBuf,
     /// What the next append writes before its frame to seal torn bytes at the file's end:
-    /// nothing, [`SEAL`], or [`SEAL_WHOLE_FRAME`].
+    /// nothing or [`SEAL`].
     seal: &'static [u8],
     /// A write failed part-way or the file is unknown: read the tail before the next append.
     probe_tail: bool,
@@ -520,11 +520,21 @@ impl Handle {
         let n_header =
             read_at(&file, 0, &mut header).map_err(|error| PluginError::io("read", path, error))?;
         let header = &header[..n_header];
-        if let Some(at) = header.iter().zip(HEADER.iter()).position(|(a, b)| a != b) {
+        // A v1 file is appended to as it is: its version byte is never rewritten.
+        let differs = |(at, (a, b)): (usize, (&u8, &u8))| {
+            a != b && !(at == HEADER_LEN - 1 && *a == crate::VERSION_1)
+        };
+        if let Some(at) = header
+            .iter()
+            .zip(HEADER.iter())
+            .enumerate()
+            .position(differs)
+        {
             let message = if at == HEADER_LEN - 1 {
                 format!(
-                    "unknown .cslog version {}; this build reads and appends version {}",
+                    "unknown .cslog version {}; this build reads and appends versions {} and {}",
                     header[at],
+                    crate::VERSION_1,
                     crate::VERSION
                 )
             } else {
@@ -618,45 +628,17 @@ pub(crate) fn read_at(mut file: &File, offset: u64, buf: &mut [u8]) -> std::io::
     Ok(filled)
 }
 
-/// The seal for torn bytes: a lone `0x00` ends them as a frame of their own, which fails to
-/// decode and is skipped because the records around it continue the sequence.
-pub(crate) const SEAL: &[u8] = &[0x00];
-
-/// The seal when the torn bytes are a whole frame short only of its terminator. A lone `0x00`
-/// would turn them into a valid record that was never acknowledged (the resumed writer then
-/// reuses its sequence number). `0x02 0x01` first adds a one-byte COBS group, so the bytes
-/// decode one or two bytes longer than the frame that was cut, its CRC-32 no longer matches,
-/// and it is skipped like any other torn frame. (A lone `0x01` is not enough: after a full
-/// 254-byte group it decodes to nothing.)
-pub(crate) const SEAL_WHOLE_FRAME: &[u8] = &[0x02, 0x01, 0x00];
-
 /// What must be written before the next frame: nothing when the file ends in a terminator
 /// (or the header), else the seal that keeps the torn bytes from ever reading as a record.
 fn tail_seal(file: &File, len: u64) -> std::io::Result<&'static [u8]> {
-    let header_end = HEADER_LEN as u64;
-    if len <= header_end {
+    if len <= HEADER_LEN as u64 {
         return Ok(&[]);
     }
     let mut last = [0u8; 1];
     if read_at(file, len - 1, &mut last)? != 1 || last[0] == 0 {
         return Ok(&[]);
     }
-    // Read back to the last terminator, but never more than one frame's worth: a longer
-    // tail cannot be a whole frame.
-    let window = (len - header_end).min(MAX_FRAME_LEN as u64 + 1);
-    let mut tail = vec![0u8; window as usize];
-    let n = read_at(file, len - window, &mut tail)?;
-    tail.truncate(n);
-    let torn_start = match memchr::memrchr(0, &tail) {
-        Some(at) => at + 1,
-        None if window == len - header_end => 0,
-        None => return Ok(SEAL),
-    };
-    if decode_frame(&mut tail[torn_start..]).is_ok() {
-        Ok(SEAL_WHOLE_FRAME)
-    } else {
-        Ok(SEAL)
-    }
+    Ok(&SEAL)
 }
 
 impl SessionBackend for FileBackend {
@@ -665,6 +647,14 @@ impl SessionBackend for FileBackend {
     }
 
     fn append(&self, record: SessionRecord) -> Result<(), PluginError> {
+        // Before the handle, which creates the file: a record too large to store leaves
+        // nothing behind, not even an empty session.
+        check_frame_len(&record).map_err(|error| {
+            PluginError::validation(
+                "SessionRecord",
+                format!("{} cannot be stored: {error}", record.point_id()),
+            )
+        })?;
         let handle = self.handle(&record.session_id)?;
         let mut handle = lock_handle(&handle);
         handle.append(&record, self.durability)
@@ -672,8 +662,10 @@ impl SessionBackend for FileBackend {
 
     fn replay(&self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {
         match self.stored(session_id)? {
-            Some(Stored::Live(path)) => scan(&path)?.into_records(),
-            Some(Stored::Compacted(path)) => scan_compacted(&path)?.into_records(),
+            Some(Stored::Live(path)) => scan_session(&path, session_id)?.into_records(),
+            Some(Stored::Compacted(path)) => {
+                scan_compacted(&path, Some(session_id))?.into_records()
+            }
             None => Ok(Vec::new()),
         }
     }
@@ -691,8 +683,10 @@ impl SessionBackend for FileBackend {
         visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
     ) -> Result<(), PluginError> {
         match self.stored(session_id)? {
-            Some(Stored::Live(path)) => replay_file(&path, visit),
-            Some(Stored::Compacted(path)) => replay_reader(open_compacted(&path)?, &path, visit),
+            Some(Stored::Live(path)) => replay_file(&path, Some(session_id), visit),
+            Some(Stored::Compacted(path)) => {
+                replay_reader(open_compacted(&path)?, &path, Some(session_id), visit)
+            }
             None => Ok(()),
         }
     }
@@ -711,7 +705,7 @@ impl SessionBackend for FileBackend {
         // between reading its tail and writing the audit record at tail + 1.
         let original = self.handle(session_id)?;
         let mut original = lock_handle(&original);
-        let records = scan(&path)?.into_records()?;
+        let records = scan_session(&path, session_id)?.into_records()?;
         let Some(cut) = records.iter().position(|record| record.sequence == point) else {
             return Err(PluginError::NotFound {
                 what: "point".into(),

@@ -1,4 +1,5 @@
-//! The `.cslog` v1 codec: the header, one frame per record, and the limits that keep decoding strict.
+//! The `.cslog` codec (v2, and v1 which frames records the same way): the header, one frame
+//! per record, the torn-tail seal, and the limits that keep decoding strict.
 
 use cuca_events::SessionRecord;
 use serde::Deserialize;
@@ -8,8 +9,29 @@ use crate::error::FrameError;
 /// The first eight bytes of every `.cslog` file.
 pub const MAGIC: [u8; 8] = *b"CUCASLOG";
 
-/// The format version this build writes and the only one it reads.
-pub const VERSION: u8 = 1;
+/// The format version this build writes: v2 frames records exactly as v1 does; what changed
+/// is the promise behind the bytes. A v2 writer ends torn bytes with [`SEAL_MARK`] and never
+/// writes a record whose sequence does not increase or whose session id is not the file's, so
+/// a v2 reader refuses what a v1 reader had to let pass (`docs/cslog-format.md`).
+pub const VERSION: u8 = 2;
+
+/// The first format version, still read (with its own, looser reading of a damaged last
+/// frame) and still appended to: the version byte is written once, when a file is created.
+pub const VERSION_1: u8 = 1;
+
+/// What a writer puts after torn bytes (a crash mid-append left them after the last `0x00`)
+/// before the `0x00` that ends them as a frame of their own: `FE 7E 53 45 41 4C 7E FE`
+/// (`~SEAL~` between two `0xFE`).
+///
+/// A damaged frame that ends in these bytes is a *sealed torn frame*: an append that never
+/// completed, so never acknowledged. No zero inside (it must not end the frame early); the
+/// first byte has seven bits set, so no single-bit flip of a terminator reads as the start
+/// of a seal; and after a whole frame the `0xFE` is a COBS code that runs past the frame's end,
+/// so a sealed whole frame never decodes as the record it almost was.
+pub const SEAL_MARK: [u8; 8] = [0xFE, b'~', b'S', b'E', b'A', b'L', b'~', 0xFE];
+
+/// The seal as written: [`SEAL_MARK`] and the `0x00` that ends the torn bytes' frame.
+pub(crate) const SEAL: [u8; 9] = [0xFE, b'~', b'S', b'E', b'A', b'L', b'~', 0xFE, 0x00];
 
 /// Length of the header: [`MAGIC`] then the [`VERSION`] byte.
 pub const HEADER_LEN: usize = 9;
@@ -107,6 +129,26 @@ pub(crate) fn encode_frame_with(
     out.reserve(encoded_len + 1);
     cobs_encode(payload, out);
     out.push(0);
+    Ok(())
+}
+
+/// Checks, without encoding it, that `record`'s frame fits in [`MAX_FRAME_LEN`]: what an
+/// append asks before it creates a file, so a record too large to store leaves nothing behind.
+///
+/// postcard only counts here (its size flavour adds up lengths, copies no string), so the
+/// check costs a walk over the record's fields, not a second encoding.
+pub(crate) fn check_frame_len(record: &SessionRecord) -> Result<(), FrameError> {
+    let len = postcard::serialize_with_flavor(record, postcard::ser_flavors::Size::default())
+        .map_err(|error| FrameError::Encode {
+            message: error.to_string(),
+        })?;
+    let encoded_len = cobs_encoded_len(len + CRC_LEN);
+    if encoded_len > MAX_FRAME_LEN {
+        return Err(FrameError::TooLong {
+            len: encoded_len as u64,
+            max: MAX_FRAME_LEN as u64,
+        });
+    }
     Ok(())
 }
 

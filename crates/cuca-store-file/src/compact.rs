@@ -15,7 +15,7 @@ use cuca_events::PluginError;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 
-use crate::scan::{open_regular_file, scan_reader, ScanReport, Verdict};
+use crate::scan::{open_regular_file, scan_reader, scan_reader_as, ScanReport, Verdict};
 
 /// The file name extension of a compacted session: `{dir}/{session_id}.cslog.gz`.
 pub const COMPACTED_EXTENSION: &str = "cslog.gz";
@@ -57,8 +57,11 @@ pub(crate) fn open_compacted(path: &Path) -> Result<GzDecoder<BufReader<File>>, 
 /// A gzip stream that is damaged (a bad deflate block, a CRC-32 or length that does not
 /// match) is an error naming the file: unlike a `.cslog`, a compressed file cannot be read
 /// past damage.
-pub(crate) fn scan_compacted(path: &Path) -> Result<ScanReport, PluginError> {
-    scan_reader(open_compacted(path)?, path)
+pub(crate) fn scan_compacted(
+    path: &Path,
+    session_id: Option<&str>,
+) -> Result<ScanReport, PluginError> {
+    scan_reader_as(open_compacted(path)?, path, session_id)
 }
 
 /// Flushes a directory's entries (a rename, a link, an unlink) to disk.
@@ -95,7 +98,7 @@ pub(crate) fn compact_file(
     let tmp = with_suffix(packed, COMPACTION_TMP_SUFFIX);
     let written = write_gzip(&mut file, &tmp);
     let checked = written.and_then(|()| {
-        let again = scan_compacted(&tmp)?;
+        let again = scan_compacted(&tmp, None)?;
         if again.file_len == report.file_len
             && again.records == report.records
             && again.verdict == report.verdict

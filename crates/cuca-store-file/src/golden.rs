@@ -6,7 +6,7 @@
 
 use cuca_events::{Message, MessageContentBlock, Role, SessionEvent, SessionRecord};
 
-use crate::codec::{encode_frame, HEADER};
+use crate::codec::{encode_frame, HEADER, HEADER_LEN, SEAL, VERSION_1};
 use crate::error::FrameError;
 
 /// One golden file: its name under `tests/fixtures/`, its bytes, and what it shows.
@@ -97,6 +97,14 @@ fn file(records: &[SessionRecord]) -> Result<Vec<u8>, FrameError> {
     Ok(bytes)
 }
 
+/// The same bytes as a v1 file: only the version byte differs.
+fn as_v1(mut bytes: Vec<u8>) -> Vec<u8> {
+    if let Some(version) = bytes.get_mut(HEADER_LEN - 1) {
+        *version = VERSION_1;
+    }
+    bytes
+}
+
 /// Every golden file, built from scratch.
 pub fn golden_files() -> Result<Vec<GoldenFile>, FrameError> {
     let records = all_variants();
@@ -111,20 +119,30 @@ pub fn golden_files() -> Result<Vec<GoldenFile>, FrameError> {
     let mut torn = all.clone();
     torn.extend_from_slice(&next[..next.len() / 2]);
 
-    // The torn file after the next append: a lone 0x00 seals the torn bytes, then the
-    // frame of the record that reuses sequence 10 (the torn one was never acknowledged).
+    // The torn file after the next append: the seal ends the torn bytes, then the frame of
+    // the record that reuses sequence 10 (the torn one was never acknowledged).
+    let resumed = record(
+        "golden",
+        10,
+        SessionEvent::Output {
+            text: "resumed".into(),
+        },
+    );
     let mut sealed = torn.clone();
-    sealed.push(0);
-    encode_frame(
-        &record(
-            "golden",
-            10,
-            SessionEvent::Output {
-                text: "resumed".into(),
-            },
-        ),
-        &mut sealed,
-    )?;
+    sealed.extend_from_slice(&SEAL);
+    encode_frame(&resumed, &mut sealed)?;
+
+    // The same in a v1 file, sealed as a v1 writer did: a lone 0x00.
+    let mut v1_sealed = as_v1(torn.clone());
+    v1_sealed.push(0);
+    encode_frame(&resumed, &mut v1_sealed)?;
+
+    // One bit of the last record flipped: an acknowledged record damaged, with no record
+    // after it to show a gap.
+    let mut damaged_last = all.clone();
+    if let Some(byte) = damaged_last.get_mut(all.len() - 3) {
+        *byte ^= 0x04;
+    }
 
     // A damaged frame between sequence 2 and 4: record 3 is lost, so a load refuses.
     let mut gap = file(&records[..3])?;
@@ -158,12 +176,27 @@ pub fn golden_files() -> Result<Vec<GoldenFile>, FrameError> {
         GoldenFile {
             name: "sealed.cslog",
             bytes: sealed,
-            about: "torn_tail after one more append: recovered, 11 records, one skipped frame",
+            about: "torn_tail after one more append: recovered, 11 records, one skipped (sealed) frame",
         },
         GoldenFile {
             name: "gap.cslog",
             bytes: gap,
             about: "all_variants with frame 3 damaged: refused, a record would be lost",
+        },
+        GoldenFile {
+            name: "damaged_last.cslog",
+            bytes: damaged_last.clone(),
+            about: "all_variants with one bit of the last frame flipped: refused, an acknowledged record would be lost",
+        },
+        GoldenFile {
+            name: "v1_sealed.cslog",
+            bytes: v1_sealed,
+            about: "a v1 file: torn_tail sealed by a lone 0x00 and one more append: recovered, 11 records",
+        },
+        GoldenFile {
+            name: "v1_damaged_last.cslog",
+            bytes: as_v1(damaged_last),
+            about: "damaged_last as a v1 file: the v1 reading, recovered with 9 records (a v1 seal cannot be told from damage)",
         },
     ])
 }

@@ -1,7 +1,8 @@
 //! `FileBackend`: a [`SessionBackend`] that keeps each session in its own append-only
 //! `.cslog` file, and the `.cslog` v1 codec.
 //!
-//! A file is the 9-byte header (`CUCASLOG`, version `1`) followed by one frame per append:
+//! A file is the 9-byte header (`CUCASLOG`, version `2`; version `1` files are still read and
+//! appended to) followed by one frame per append:
 //! `COBS(postcard(SessionRecord) ‖ CRC-32 LE)` and a `0x00` terminator, written with one
 //! `write` on a file opened with `append(true)`. Files are never truncated or rewritten.
 //! `docs/cslog-format.md` has the layout byte by byte.
@@ -35,20 +36,26 @@
 //!
 //! # Recovery
 //!
-//! Damage is tolerated only where nothing recorded was lost. A torn tail (bytes after the
+//! Damage is tolerated only where nothing acknowledged was lost. A torn tail (bytes after the
 //! last `0x00`, what a crash mid-append leaves) replays as the records before it, and the next
-//! append seals it with a lone `0x00` before its own frame. A frame that fails to decode is
-//! skipped when the records around it continue the sequence without a gap, or when no good
-//! record follows it (an interrupted append). Anything else — a gap, a bad magic, an unknown
-//! version — refuses the load with [`PluginError::Corrupt`] naming the file and byte offset.
-//! [`scan`] and [`FileBackend::verify`] report what was found in a [`ScanReport`].
+//! append seals it with [`SEAL_MARK`] and a `0x00` before its own frame, so the sealed bytes
+//! are recognisably an append that never completed. A frame that fails to decode is skipped
+//! when it is such a sealed frame, or when the records around it continue the sequence without
+//! a gap. In a v2 file (every file this build creates) a damaged frame after the last good
+//! record that is not sealed, a last record whose terminator is damaged, and a sequence that
+//! repeats or goes back refuse the load; a v1 file keeps the v1 reading of those (see
+//! `docs/cslog-format.md`). Anything else — a gap, a bad magic, an unknown version — refuses
+//! the load with [`PluginError::Corrupt`] naming the file and byte offset. [`scan`] and
+//! [`FileBackend::verify`] report what was found in a [`ScanReport`], whose size is bounded
+//! whatever the file holds; [`FileBackend::repair`] accepts a refused loss deliberately.
 //!
 //! # What it does not do
 //!
 //! It does not cache records: every replay reads the file. It does not count records for
 //! [`SessionBackend::gauge`] (that would mean reading every file); it reports bytes on disk.
-//! It never truncates, rewrites or repairs a file in place: damage is reported, and the only
-//! bytes it adds to a damaged file are the sealing `0x00`. [`FileBackend::compact`] gzips a
+//! It never truncates, rewrites or repairs a file in place: damage is reported, the only bytes
+//! it adds to a damaged file are the seal, and [`FileBackend::repair`] writes a new file and
+//! keeps the damaged one aside. [`FileBackend::compact`] gzips a
 //! finished session into a new `{session_id}.cslog.gz` (read transparently, expanded back into
 //! a `.cslog` when written to) and removes the `.cslog` only once the new file reads back the
 //! same. Its lock is advisory
@@ -65,6 +72,7 @@ mod codec;
 mod compact;
 mod error;
 pub mod golden;
+mod repair;
 mod scan;
 mod sequence;
 
@@ -73,8 +81,13 @@ mod tests;
 
 pub use backend::{validate_session_id, Durability, FileBackend, EXTENSION, MAX_FILE_NAME_LEN};
 pub use codec::{
-    decode_frame, encode_frame, CRC_LEN, HEADER, HEADER_LEN, MAGIC, MAX_FRAME_LEN, VERSION,
+    decode_frame, encode_frame, CRC_LEN, HEADER, HEADER_LEN, MAGIC, MAX_FRAME_LEN, SEAL_MARK,
+    VERSION, VERSION_1,
 };
 pub use compact::{Compaction, COMPACTED_EXTENSION};
 pub use error::FrameError;
-pub use scan::{scan, scan_bytes, scan_reader, ScanReport, SkippedFrame, Verdict};
+pub use repair::{DroppedRecord, Repair};
+pub use scan::{
+    scan, scan_bytes, scan_reader, scan_session, Finding, FindingKind, ScanReport, SkippedFrame,
+    Verdict, MAX_LISTED,
+};

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use cuca_events::{PluginError, ReplayedRecord, SessionRecord};
 use serde::Deserialize;
 
-use crate::codec::{decode_cut_frame, HEADER_LEN, MAGIC, MAX_FRAME_LEN, VERSION};
+use crate::codec::{
+    decode_cut_frame, HEADER_LEN, MAGIC, MAX_FRAME_LEN, SEAL_MARK, VERSION, VERSION_1,
+};
 use crate::error::FrameError;
 
 /// What a scan concluded about a file.
@@ -22,10 +24,12 @@ use crate::error::FrameError;
 pub enum Verdict {
     /// Every byte is a header or a good frame.
     Clean,
-    /// Damage was found where nothing recorded was lost (a torn tail, skipped frames whose
-    /// neighbours continue the sequence); the records are the whole session.
+    /// Damage was found where nothing recorded was lost (a torn tail, a sealed torn frame,
+    /// skipped frames whose neighbours continue the sequence); the records are the whole
+    /// session.
     Recovered,
-    /// Damage that may have lost a record, or a header this build cannot read: a load refuses.
+    /// Damage that may have lost a record, a record a v2 writer could not have written, or a
+    /// header this build cannot read: a load refuses.
     Refused {
         /// Where the damage starts.
         offset: u64,
@@ -34,16 +38,84 @@ pub enum Verdict {
     },
 }
 
-/// A frame the scan skipped.
+/// A run of adjacent frames the scan skipped (no good record between them): one entry however
+/// many frames or bytes it spans, so a report costs memory by runs, not by damaged bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SkippedFrame {
-    /// Byte offset of the frame's first byte in the file.
+    /// Byte offset of the run's first byte in the file.
     pub offset: u64,
-    /// The frame's length in bytes, without its terminator.
+    /// Bytes from the first frame's first byte to the last frame's last byte (the
+    /// terminators inside the run counted, the last one not): a single frame's length.
     pub len: u64,
-    /// Why it did not decode.
+    /// How many frames the run holds (a run of `n` zero bytes is `n` empty frames).
+    pub frames: u64,
+    /// How many of them are sealed torn frames (ending in [`crate::SEAL_MARK`]): appends that
+    /// never completed.
+    pub sealed: u64,
+    /// Why the run's first frame did not decode.
     pub reason: FrameError,
 }
+
+/// Something about the good records that a writer of this format never does: a record of
+/// another session, or a sequence that does not increase.
+///
+/// In a v2 file the first one refuses the load; a v1 writer could leave them (it stored
+/// sequences as given, and two processes could interleave), so in a v1 file they are reported
+/// and the load goes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Byte offset of the record's frame.
+    pub offset: u64,
+    /// The record's sequence.
+    pub sequence: u64,
+    /// What is wrong with it.
+    pub kind: FindingKind,
+}
+
+/// What a [`Finding`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FindingKind {
+    /// The record carries another session id than the file's session (a renamed or copied
+    /// file, or two sessions' records in one file).
+    ForeignSession {
+        /// The id in the record.
+        found: String,
+        /// The session the file is read as (its name, or its first record's id).
+        expected: String,
+    },
+    /// The record repeats the sequence of the record before it.
+    RepeatedSequence,
+    /// The record's sequence is lower than the one before it.
+    BackwardSequence {
+        /// The sequence of the record before it.
+        previous: u64,
+    },
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (offset, sequence) = (self.offset, self.sequence);
+        match &self.kind {
+            FindingKind::ForeignSession { found, expected } => write!(
+                f,
+                "record at byte {offset} (sequence {sequence}) belongs to session {found:?}, not {expected:?}: the file was renamed or copied, or holds two sessions"
+            ),
+            FindingKind::RepeatedSequence => write!(
+                f,
+                "record at byte {offset} repeats sequence {sequence}: two writers numbered records alike"
+            ),
+            FindingKind::BackwardSequence { previous } => write!(
+                f,
+                "record at byte {offset} goes back from sequence {previous} to {sequence}"
+            ),
+        }
+    }
+}
+
+/// How many skipped runs and findings a report lists; the rest are counted. A report of a
+/// hostile file costs this much memory, not memory per damaged byte.
+pub const MAX_LISTED: usize = 64;
 
 /// Everything a scan of one `.cslog` file found: what `cuca verify` prints.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,13 +124,26 @@ pub struct ScanReport {
     pub path: PathBuf,
     /// The file's length in bytes when it was read.
     pub file_len: u64,
+    /// The header's version byte ([`crate::VERSION_1`] or [`crate::VERSION`]); `None` when
+    /// the header is cut short or not a `.cslog` header.
+    pub version: Option<u8>,
     /// Every record that decoded, in file order (also when the verdict is refused, for
     /// inspection; a load never hands these out then).
     pub records: Vec<SessionRecord>,
-    /// Frames that did not decode, with their offsets and reasons.
+    /// The first [`MAX_LISTED`] runs of damaged frames, in file order.
     pub skipped: Vec<SkippedFrame>,
+    /// Runs of damaged frames in all, listed or not.
+    pub skipped_runs: u64,
+    /// Damaged frames in all.
+    pub skipped_frames: u64,
+    /// Bytes in damaged runs in all.
+    pub skipped_bytes: u64,
     /// Bytes after the last `0x00` (or a header cut short): what a crash mid-append leaves.
     pub torn_tail_bytes: u64,
+    /// The first [`MAX_LISTED`] findings, in file order.
+    pub findings: Vec<Finding>,
+    /// Findings in all, listed or not.
+    pub findings_total: u64,
     /// The conclusion.
     pub verdict: Verdict,
 }
@@ -79,12 +164,17 @@ impl ScanReport {
     }
 }
 
-/// Scans the `.cslog` file at `path`.
+/// Scans the `.cslog` file at `path`, read as whatever session its first record names.
 ///
 /// Errors only when the file cannot be read (it is missing, is a directory, or the OS
 /// refuses); damage inside the file is described by the report.
 pub fn scan(path: &Path) -> Result<ScanReport, PluginError> {
     scan_reader(open_session_file(path)?, path)
+}
+
+/// [`scan`] for the file of `session_id`: a record of another session is a [`Finding`].
+pub fn scan_session(path: &Path, session_id: &str) -> Result<ScanReport, PluginError> {
+    scan_reader_as(open_session_file(path)?, path, Some(session_id))
 }
 
 /// Opens a session file for reading, refusing what is not a regular file.
@@ -109,20 +199,34 @@ pub(crate) fn open_regular_file(path: &Path, expected: &str) -> Result<std::fs::
 /// Scans `.cslog` bytes from any reader; `path` only names the source in the report.
 ///
 /// Memory is bounded by the records it returns plus one frame of at most
-/// [`MAX_FRAME_LEN`] bytes, whatever the input.
+/// [`MAX_FRAME_LEN`] bytes, whatever the input: damage is counted in runs, and at most
+/// [`MAX_LISTED`] runs and findings are listed.
 pub fn scan_reader(reader: impl Read, path: &Path) -> Result<ScanReport, PluginError> {
+    scan_reader_as(reader, path, None)
+}
+
+/// [`scan_reader`] read as `session_id`'s file when it is given.
+pub(crate) fn scan_reader_as(
+    reader: impl Read,
+    path: &Path,
+    session_id: Option<&str>,
+) -> Result<ScanReport, PluginError> {
     // `Collect` never stops a scan, so the inner result cannot be an error.
-    let Ok(scanner) = read_frames(reader, path, Collect(Vec::new()))?;
+    let Ok(scanner) = read_frames(reader, path, session_id, Collect(Vec::new()))?;
     Ok(scanner.finish().into_report())
 }
 
-/// Scans `.cslog` bytes held in memory.
+/// Scans `.cslog` bytes held in memory (a read chunk at a time, so never a copy of them all).
 pub fn scan_bytes(bytes: &[u8], path: &Path) -> ScanReport {
-    let mut scanner = Scanner::new(path, Collect(Vec::new()));
+    let mut scanner = Scanner::new(path, None, Collect(Vec::new()));
     let n_header = bytes.len().min(HEADER_LEN);
     if !scanner.check_header(&bytes[..n_header]) {
-        let mut rest = bytes[HEADER_LEN..].to_vec();
-        let Ok(()) = scanner.feed(&mut rest);
+        let mut chunk = Vec::with_capacity(READ_CHUNK.min(bytes.len()));
+        for window in bytes[HEADER_LEN..].chunks(READ_CHUNK) {
+            chunk.clear();
+            chunk.extend_from_slice(window);
+            let Ok(()) = scanner.feed(&mut chunk);
+        }
     }
     let mut report = scanner.finish().into_report();
     report.file_len = bytes.len() as u64;
@@ -130,7 +234,8 @@ pub fn scan_bytes(bytes: &[u8], path: &Path) -> ScanReport {
 }
 
 /// Replays the `.cslog` file at `path` into `visit`, with [`scan`]'s recovery rule: what
-/// `scan(path)?.into_records()` returns, record by record, without collecting the records.
+/// `scan_session(path, session_id)?.into_records()` returns, record by record, without
+/// collecting the records.
 ///
 /// Each frame is decoded where it lies in the read chunk into a [`ReplayedRecord`] whose
 /// session id borrows from the chunk. It returns [`PluginError::Corrupt`] as soon as the scan
@@ -139,9 +244,10 @@ pub fn scan_bytes(bytes: &[u8], path: &Path) -> ScanReport {
 /// from `visit` stops the read and is returned as it is.
 pub(crate) fn replay_file(
     path: &Path,
+    session_id: Option<&str>,
     visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
 ) -> Result<(), PluginError> {
-    replay_reader(open_session_file(path)?, path, visit)
+    replay_reader(open_session_file(path)?, path, session_id, visit)
 }
 
 /// [`replay_file`] over `.cslog` bytes from any reader (a compacted file's decoder); `path`
@@ -149,9 +255,10 @@ pub(crate) fn replay_file(
 pub(crate) fn replay_reader(
     reader: impl Read,
     path: &Path,
+    session_id: Option<&str>,
     visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
 ) -> Result<(), PluginError> {
-    let finished = read_frames(reader, path, Visit(visit))??.finish();
+    let finished = read_frames(reader, path, session_id, Visit(visit))??.finish();
     match finished.verdict {
         Verdict::Refused { offset, reason } => Err(refusal(path, offset, reason)),
         Verdict::Clean | Verdict::Recovered => Ok(()),
@@ -172,9 +279,10 @@ fn refusal(path: &Path, offset: u64, reason: String) -> PluginError {
 fn read_frames<T: Take>(
     mut reader: impl Read,
     path: &Path,
+    session_id: Option<&str>,
     take: T,
 ) -> Result<Result<Scanner<T>, T::Stop>, PluginError> {
-    let mut scanner = Scanner::new(path, take);
+    let mut scanner = Scanner::new(path, session_id, take);
     let mut header = [0u8; HEADER_LEN];
     let n_header = read_full(&mut reader, &mut header, path)?;
     if scanner.check_header(&header[..n_header]) {
@@ -204,6 +312,11 @@ fn read_frames<T: Take>(
 /// Size of one read: large enough that a replay is a few syscalls per megabyte.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// How far past [`MAX_FRAME_LEN`] the scanner still keeps a frame's bytes: a torn frame of
+/// nearly the maximum length plus a few seals (one per interrupted sealing append) must still
+/// be seen to end in [`SEAL_MARK`].
+const SEAL_SLACK: usize = 8 * SEAL_MARK.len();
+
 fn read_full(reader: &mut impl Read, buf: &mut [u8], path: &Path) -> Result<usize, PluginError> {
     let mut filled = 0;
     while filled < buf.len() {
@@ -231,6 +344,9 @@ pub(crate) trait Take {
     /// The record's sequence number, for the recovery rule.
     fn sequence(record: &Self::Record<'_>) -> u64;
 
+    /// The record's session id, for the findings.
+    fn session_id<'r>(record: &'r Self::Record<'_>) -> &'r str;
+
     /// Takes one good record, in file order. An error stops the scan.
     fn take(&mut self, record: Self::Record<'_>) -> Result<(), Self::Stop>;
 
@@ -249,6 +365,10 @@ impl Take for Collect {
 
     fn sequence(record: &SessionRecord) -> u64 {
         record.sequence
+    }
+
+    fn session_id(record: &SessionRecord) -> &str {
+        &record.session_id
     }
 
     fn take(&mut self, record: SessionRecord) -> Result<(), Infallible> {
@@ -273,6 +393,10 @@ impl Take for Visit<'_> {
         record.sequence
     }
 
+    fn session_id<'r>(record: &'r ReplayedRecord<'_>) -> &'r str {
+        record.session_id
+    }
+
     fn take(&mut self, record: ReplayedRecord<'_>) -> Result<(), PluginError> {
         (self.0)(record)
     }
@@ -286,9 +410,12 @@ impl Take for Visit<'_> {
 struct Finished<T> {
     path: PathBuf,
     file_len: u64,
+    version: Option<u8>,
     take: T,
-    skipped: Vec<SkippedFrame>,
+    damage: Damage,
     torn_tail_bytes: u64,
+    findings: Vec<Finding>,
+    findings_total: u64,
     verdict: Verdict,
 }
 
@@ -297,12 +424,45 @@ impl Finished<Collect> {
         ScanReport {
             path: self.path,
             file_len: self.file_len,
+            version: self.version,
             records: self.take.0,
-            skipped: self.skipped,
+            skipped: self.damage.listed,
+            skipped_runs: self.damage.runs,
+            skipped_frames: self.damage.frames,
+            skipped_bytes: self.damage.bytes,
             torn_tail_bytes: self.torn_tail_bytes,
+            findings: self.findings,
+            findings_total: self.findings_total,
             verdict: self.verdict,
         }
     }
+}
+
+/// The damaged runs a scan closed: the first [`MAX_LISTED`], and totals.
+#[derive(Default)]
+struct Damage {
+    listed: Vec<SkippedFrame>,
+    runs: u64,
+    frames: u64,
+    bytes: u64,
+}
+
+/// The damaged frames since the last good record.
+struct Run {
+    skipped: SkippedFrame,
+    /// The first frame in the run that is neither a sealed torn frame nor empty: the one a v2
+    /// reader cannot explain by an interrupted append or a power cut.
+    unexplained: Option<(u64, FrameError)>,
+}
+
+/// One damaged frame as the scanner met it.
+struct Damaged {
+    offset: u64,
+    len: u64,
+    /// How many frames: more than one only for a run of zero bytes.
+    frames: u64,
+    sealed: bool,
+    reason: FrameError,
 }
 
 struct Scanner<T> {
@@ -311,19 +471,26 @@ struct Scanner<T> {
     /// Bytes of a frame that began in an earlier chunk.
     partial: Vec<u8>,
     partial_start: u64,
-    /// The current frame passed [`MAX_FRAME_LEN`]: its bytes are counted, not kept.
+    /// The current frame passed [`MAX_FRAME_LEN`] (and the seal slack): its bytes are
+    /// counted, not kept.
     overlong: bool,
     /// What happens to good records. Frames are judged as they are read (no list of
     /// intermediate outcomes): a second growing vector of every record cost a replay
     /// measurable time in page faults.
     take: T,
+    /// The header's version byte, once read.
+    version: Option<u8>,
+    /// The session the file is read as: given, or the first record's.
+    session: Option<String>,
     /// Whether a good record was taken yet, and the sequence of the last one: all the
     /// recovery rule needs to know about the records before a damaged run.
     last_sequence: Option<u64>,
-    skipped: Vec<SkippedFrame>,
-    /// Index in `skipped` of the first damaged frame since the last good record: the run
-    /// waiting for the next good record to show whether the sequence continues across it.
-    run_start: Option<usize>,
+    damage: Damage,
+    /// The damaged frames since the last good record, waiting for the next good record to
+    /// show whether the sequence continues across them.
+    run: Option<Run>,
+    findings: Vec<Finding>,
+    findings_total: u64,
     /// The first place where damage may have lost a record.
     refusal: Option<(u64, String)>,
     /// The header ended the scan: the torn bytes and the verdict it reached.
@@ -331,7 +498,7 @@ struct Scanner<T> {
 }
 
 impl<T: Take> Scanner<T> {
-    fn new(path: &Path, take: T) -> Self {
+    fn new(path: &Path, session_id: Option<&str>, take: T) -> Self {
         Scanner {
             path: path.to_path_buf(),
             offset: HEADER_LEN as u64,
@@ -339,12 +506,21 @@ impl<T: Take> Scanner<T> {
             partial_start: HEADER_LEN as u64,
             overlong: false,
             take,
+            version: None,
+            session: session_id.map(str::to_owned),
             last_sequence: None,
-            skipped: Vec::new(),
-            run_start: None,
+            damage: Damage::default(),
+            run: None,
+            findings: Vec::new(),
+            findings_total: 0,
             refusal: None,
             header_end: None,
         }
+    }
+
+    /// Whether the file is read by the v2 rules (see `docs/cslog-format.md`).
+    fn strict(&self) -> bool {
+        self.version == Some(VERSION)
     }
 
     /// Whether the header ends the scan (short or bad); the verdict is then already made.
@@ -379,25 +555,45 @@ impl<T: Take> Scanner<T> {
             self.header_end = Some((len, verdict));
             return true;
         }
-        if header[HEADER_LEN - 1] != VERSION {
+        let version = header[HEADER_LEN - 1];
+        if version != VERSION && version != VERSION_1 {
             self.header_end = Some((
                 0,
                 Verdict::Refused {
                     offset: (HEADER_LEN - 1) as u64,
                     reason: format!(
-                        "unknown .cslog version {}; this build reads version {VERSION}",
-                        header[HEADER_LEN - 1]
+                        "unknown .cslog version {version}; this build reads versions {VERSION_1} and {VERSION}"
                     ),
                 },
             ));
             return true;
         }
+        self.version = Some(version);
         false
     }
 
     fn feed(&mut self, chunk: &mut [u8]) -> Result<(), T::Stop> {
         let mut start = 0;
         while start < chunk.len() {
+            if chunk[start] == 0 && !self.overlong && self.partial.is_empty() {
+                // A run of zero bytes is that many empty frames: counted in one step, so a
+                // file of zeros costs neither a frame's work nor a report entry per byte.
+                let zeros = chunk[start..]
+                    .iter()
+                    .position(|&byte| byte != 0)
+                    .unwrap_or(chunk.len() - start);
+                self.damaged(Damaged {
+                    offset: self.offset,
+                    len: zeros as u64 - 1,
+                    frames: zeros as u64,
+                    sealed: false,
+                    reason: FrameError::Empty,
+                });
+                self.offset += zeros as u64;
+                self.partial_start = self.offset;
+                start += zeros;
+                continue;
+            }
             let Some(end) = memchr::memchr(0, &chunk[start..]) else {
                 self.keep(&chunk[start..]);
                 self.offset += (chunk.len() - start) as u64;
@@ -425,7 +621,7 @@ impl<T: Take> Scanner<T> {
         if self.overlong {
             return;
         }
-        if self.partial.len() + bytes.len() > MAX_FRAME_LEN {
+        if self.partial.len() + bytes.len() > MAX_FRAME_LEN + SEAL_SLACK {
             self.overlong = true;
             self.partial = Vec::new();
         } else {
@@ -438,9 +634,11 @@ impl<T: Take> Scanner<T> {
         if self.overlong {
             self.overlong = false;
             let len = self.offset - frame_start;
-            self.damaged(SkippedFrame {
+            self.damaged(Damaged {
                 offset: frame_start,
                 len,
+                frames: 1,
+                sealed: false,
                 reason: FrameError::TooLong {
                     len,
                     max: MAX_FRAME_LEN as u64,
@@ -451,6 +649,10 @@ impl<T: Take> Scanner<T> {
             let mut frame = std::mem::take(&mut self.partial);
             let result = self.push_frame(frame_start, &mut frame);
             frame.clear();
+            if frame.capacity() > READ_CHUNK {
+                // A long frame's buffer is not kept for the rest of the file.
+                frame = Vec::new();
+            }
             self.partial = frame;
             result
         }
@@ -460,12 +662,16 @@ impl<T: Take> Scanner<T> {
     /// search it again).
     fn push_frame(&mut self, offset: u64, frame: &mut [u8]) -> Result<(), T::Stop> {
         let len = frame.len() as u64;
+        // Looked at before decoding, which rewrites the bytes in place.
+        let sealed = frame.len() > SEAL_MARK.len() && frame.ends_with(&SEAL_MARK);
         match decode_cut_frame::<T::Record<'_>>(frame) {
-            Ok(record) => self.good(record),
+            Ok(record) => self.good(offset, record),
             Err(reason) => {
-                self.damaged(SkippedFrame {
+                self.damaged(Damaged {
                     offset,
                     len,
+                    frames: 1,
+                    sealed,
                     reason,
                 });
                 Ok(())
@@ -473,54 +679,186 @@ impl<T: Take> Scanner<T> {
         }
     }
 
-    fn damaged(&mut self, frame: SkippedFrame) {
-        self.run_start.get_or_insert(self.skipped.len());
-        self.skipped.push(frame);
+    fn damaged(&mut self, frame: Damaged) {
+        let explained = frame.sealed || frame.reason == FrameError::Empty;
+        let end = frame.offset + frame.len;
+        match &mut self.run {
+            Some(run) => {
+                run.skipped.len = end - run.skipped.offset;
+                run.skipped.frames += frame.frames;
+                run.skipped.sealed += u64::from(frame.sealed);
+                if !explained && run.unexplained.is_none() {
+                    run.unexplained = Some((frame.offset, frame.reason));
+                }
+            }
+            None => {
+                let unexplained = (!explained).then(|| (frame.offset, frame.reason.clone()));
+                self.run = Some(Run {
+                    skipped: SkippedFrame {
+                        offset: frame.offset,
+                        len: frame.len,
+                        frames: frame.frames,
+                        sealed: u64::from(frame.sealed),
+                        reason: frame.reason,
+                    },
+                    unexplained,
+                });
+            }
+        }
+    }
+
+    /// Ends the damaged run, if any, into the report's counts and list.
+    fn close_run(&mut self) -> Option<Run> {
+        let run = self.run.take()?;
+        self.damage.runs += 1;
+        self.damage.frames += run.skipped.frames;
+        self.damage.bytes += run.skipped.len;
+        if self.damage.listed.len() < MAX_LISTED {
+            self.damage.listed.push(run.skipped.clone());
+        }
+        Some(run)
+    }
+
+    /// Refuses the file at `offset` (the first refusal only).
+    fn refuse(&mut self, offset: u64, reason: String) -> Result<(), T::Stop> {
+        if self.refusal.is_none() {
+            self.take.refused(&self.path, offset, &reason)?;
+            self.refusal = Some((offset, reason));
+        }
+        Ok(())
     }
 
     /// The recovery rule, as each good record arrives: a run of damaged frames before it is
-    /// tolerated only when the sequence continues across the run without a gap.
-    fn good(&mut self, record: T::Record<'_>) -> Result<(), T::Stop> {
+    /// tolerated when it holds only sealed torn frames (never acknowledged) or when the
+    /// sequence continues across it without a gap. Then the record itself is checked against
+    /// the ones before it (its session, its sequence).
+    fn good(&mut self, offset: u64, record: T::Record<'_>) -> Result<(), T::Stop> {
         let sequence = T::sequence(&record);
-        if let Some(first) = self.run_start.take() {
+        if let Some(run) = self.close_run() {
             let expected = self
                 .last_sequence
                 .map_or(Some(0), |previous| previous.checked_add(1));
-            if self.refusal.is_none() && expected != Some(sequence) {
-                if let Some(frame) = self.skipped.get(first) {
-                    let before = self.last_sequence.map_or_else(
-                        || "the start of the file".to_owned(),
-                        |previous| format!("sequence {previous}"),
-                    );
-                    let (offset, reason) = (
-                        frame.offset,
-                        format!(
-                            "frame at byte {} is damaged ({}) and the records around it go from {before} to sequence {sequence}: a recorded event may be lost",
-                            frame.offset, frame.reason
-                        ),
-                    );
-                    self.take.refused(&self.path, offset, &reason)?;
-                    self.refusal = Some((offset, reason));
-                }
+            let only_sealed = run.skipped.sealed == run.skipped.frames;
+            if !only_sealed && expected != Some(sequence) {
+                let before = self.last_sequence.map_or_else(
+                    || "the start of the file".to_owned(),
+                    |previous| format!("sequence {previous}"),
+                );
+                let at = run.skipped.offset;
+                self.refuse(
+                    at,
+                    format!(
+                        "frame at byte {at} is damaged ({}) and the records around it go from {before} to sequence {sequence}: a recorded event may be lost",
+                        run.skipped.reason
+                    ),
+                )?;
             }
+        }
+        let kind = match self.last_sequence {
+            Some(previous) if sequence == previous => Some(FindingKind::RepeatedSequence),
+            Some(previous) if sequence < previous => {
+                Some(FindingKind::BackwardSequence { previous })
+            }
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            self.finding(Finding {
+                offset,
+                sequence,
+                kind,
+            })?;
+        }
+        let id = T::session_id(&record);
+        match &self.session {
+            None => self.session = Some(id.to_owned()),
+            Some(expected) if expected != id => {
+                let kind = FindingKind::ForeignSession {
+                    found: id.to_owned(),
+                    expected: expected.clone(),
+                };
+                self.finding(Finding {
+                    offset,
+                    sequence,
+                    kind,
+                })?;
+            }
+            Some(_) => {}
         }
         self.last_sequence = Some(sequence);
         self.take.take(record)
     }
 
-    /// Concludes. A damaged run with no good record after it has no gap to show. The writer
-    /// leaves exactly this when a process dies during an append that was sealing an earlier
-    /// torn tail (seal + frame in one write), so it is read like a torn tail: the records
-    /// before it are the acknowledged session. The report still lists every such frame.
-    fn finish(self) -> Finished<T> {
-        let (torn_tail_bytes, verdict) = match self.header_end {
+    /// Records a finding. In a v2 file a sequence that does not increase refuses the file: its
+    /// writer refuses such an append, so something else changed the file, and no order a
+    /// reader could pick is known to be right. A record of another session does not: it is
+    /// still exactly what was recorded, under the id it carries (a renamed or copied file).
+    fn finding(&mut self, finding: Finding) -> Result<(), T::Stop> {
+        self.findings_total += 1;
+        let sequence_kind = !matches!(finding.kind, FindingKind::ForeignSession { .. });
+        if self.strict() && sequence_kind {
+            self.refuse(
+                finding.offset,
+                format!("{finding}; a v2 writer never writes this, so the file was changed by something else"),
+            )?;
+        }
+        if self.findings.len() < MAX_LISTED {
+            self.findings.push(finding);
+        }
+        Ok(())
+    }
+
+    /// The v2 reading of what follows the last good record. Damaged frames there have no
+    /// record after them to show a gap, so each must explain itself: a sealed torn frame is an
+    /// append that never completed, and zero bytes are what a power cut leaves where data never
+    /// reached the disk; any other damaged frame may be an acknowledged record, and refuses.
+    /// A torn tail that is a whole good frame and one more byte is a last frame whose
+    /// terminator was damaged (no interrupted append leaves that: a frame is followed by its
+    /// `0x00`, or, when a seal started, by [`SEAL_MARK`]'s first byte).
+    fn judge_tail(&mut self, run: Option<Run>) -> Option<(u64, String)> {
+        if let Some((at, reason)) = run.and_then(|run| run.unexplained) {
+            return Some((
+                at,
+                format!(
+                    "frame at byte {at} is damaged ({reason}) and no record follows it: it is not an interrupted append (a resumed writer seals those), so an acknowledged record may be lost; `cuca repair` drops it deliberately"
+                ),
+            ));
+        }
+        if self.overlong || self.partial.len() < 2 {
+            return None;
+        }
+        let cut = self.partial.len() - 1;
+        let (frame, last) = self.partial.split_at_mut(cut);
+        if last[0] == SEAL_MARK[0] || decode_cut_frame::<SessionRecord>(frame).is_err() {
+            return None;
+        }
+        let at = self.partial_start;
+        Some((
+            at,
+            format!(
+                "the frame at byte {at} is a whole record whose terminator reads {:#04x} instead of 0x00: an acknowledged record with a damaged last byte; `cuca repair` drops it deliberately",
+                last[0]
+            ),
+        ))
+    }
+
+    /// Concludes.
+    fn finish(mut self) -> Finished<T> {
+        let (torn_tail_bytes, verdict) = match self.header_end.take() {
             Some(end) => end,
             None => {
                 let torn_tail_bytes = self.offset - self.partial_start;
-                let verdict = match self.refusal {
+                let run = self.close_run();
+                if self.refusal.is_none() && self.strict() {
+                    // A v1 file keeps the v1 reading: a damaged run with no good record after
+                    // it is read like a torn tail, since a v1 seal (a lone `0x00`) cannot be
+                    // told from damage.
+                    self.refusal = self.judge_tail(run);
+                }
+                let damaged = self.damage.runs > 0 || torn_tail_bytes > 0;
+                let verdict = match self.refusal.take() {
                     Some((offset, reason)) => Verdict::Refused { offset, reason },
-                    None if self.skipped.is_empty() && torn_tail_bytes == 0 => Verdict::Clean,
-                    None => Verdict::Recovered,
+                    None if damaged => Verdict::Recovered,
+                    None => Verdict::Clean,
                 };
                 (torn_tail_bytes, verdict)
             }
@@ -528,9 +866,12 @@ impl<T: Take> Scanner<T> {
         Finished {
             path: self.path,
             file_len: self.offset,
+            version: self.version,
             take: self.take,
-            skipped: self.skipped,
+            damage: self.damage,
             torn_tail_bytes,
+            findings: self.findings,
+            findings_total: self.findings_total,
             verdict,
         }
     }

@@ -153,9 +153,9 @@ fn bytes_on_disk_are_the_session_files_sizes() {
 }
 
 /// "the next append first writes a lone 0x00 to seal the torn bytes into their own frame,
-/// then its own frame"
+/// then its own frame" — since v2 the seal is recognisable: `SEAL_MARK` then the `0x00`.
 #[test]
-fn the_next_append_seals_a_torn_tail_with_a_lone_zero() {
+fn the_next_append_seals_a_torn_tail_with_the_recognisable_seal() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.cslog");
     let turn = demo_turn("s", 0);
@@ -177,17 +177,17 @@ fn the_next_append_seals_a_torn_tail_with_a_lone_zero() {
     append_all(&backend, &turn[2..4]);
     let after = std::fs::read(&path).unwrap();
     assert_eq!(&after[..clean_len + 3], bytes.as_slice());
-    assert_eq!(after[clean_len + 3], 0, "the seal");
+    let seal = clean_len + 3 + cuca_store_file::SEAL_MARK.len();
+    assert_eq!(&after[clean_len + 3..seal], &cuca_store_file::SEAL_MARK);
+    assert_eq!(after[seal], 0, "the seal's terminator");
     let mut frame = Vec::new();
     cuca_store_file::encode_frame(&turn[2], &mut frame).unwrap();
-    assert_eq!(
-        &after[clean_len + 4..clean_len + 4 + frame.len()],
-        frame.as_slice()
-    );
+    assert_eq!(&after[seal + 1..seal + 1 + frame.len()], frame.as_slice());
     let report = backend.verify("s").unwrap();
     assert_eq!(report.records, turn[..4].to_vec());
     assert_eq!(report.skipped.len(), 1);
     assert_eq!(report.skipped[0].offset, clean_len as u64);
+    assert_eq!(report.skipped[0].sealed, 1);
     assert_eq!(report.torn_tail_bytes, 0);
 }
 

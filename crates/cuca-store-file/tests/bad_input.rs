@@ -88,13 +88,13 @@ fn a_file_with_the_wrong_magic_is_refused_and_left_as_it_is() {
     assert_eq!(snapshot(dir.path()), before);
 }
 
-/// "a format change bumps the version byte and keeps a reader for v1": a v2 file is refused
-/// by this v1 reader, not misread.
+/// "a format change bumps the version byte and keeps a reader for v1": a v3 file is refused
+/// by this v1/v2 reader, not misread.
 #[test]
 fn an_unknown_version_is_refused_and_left_as_it_is() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.cslog");
-    std::fs::write(&path, b"CUCASLOG\x02\x05\x01\x01\x01\x01\x00").unwrap();
+    std::fs::write(&path, b"CUCASLOG\x03\x05\x01\x01\x01\x01\x00").unwrap();
     let before = snapshot(dir.path());
     let backend = FileBackend::new(dir.path()).unwrap();
     assert_corrupt(backend.replay("s"), &path, 8);
@@ -109,7 +109,7 @@ fn an_unknown_version_is_refused_and_left_as_it_is() {
         .into_records()
         .unwrap_err()
         .to_string();
-    assert!(message.contains("unknown .cslog version 2"), "{message}");
+    assert!(message.contains("unknown .cslog version 3"), "{message}");
     assert_eq!(snapshot(dir.path()), before);
 }
 
@@ -229,4 +229,25 @@ fn a_fork_whose_id_is_too_long_for_a_file_name_is_refused_and_touches_nothing() 
     }
     assert_eq!(snapshot(dir.path()), before);
     assert_eq!(backend.replay(&long).unwrap().len(), 1);
+}
+
+/// Issue 18.7: "An append over the frame limit still creates an empty session file. Refuse
+/// before creating anything."
+#[test]
+fn an_append_over_the_frame_limit_is_refused_before_any_file_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let before = snapshot(dir.path());
+    let huge = SessionEvent::Output {
+        text: "x".repeat(cuca_store_file::MAX_FRAME_LEN),
+    };
+    match backend.append(record("big", 0, huge)) {
+        Err(PluginError::Validation { schema, message }) => {
+            assert_eq!(schema, "SessionRecord");
+            assert!(message.contains("longer than"), "{message}");
+        }
+        other => panic!("expected a validation error, got {other:?}"),
+    }
+    assert_eq!(snapshot(dir.path()), before);
+    assert_eq!(backend.sessions().unwrap(), Vec::<String>::new());
 }

@@ -15,7 +15,7 @@ fn fixtures_dir() -> PathBuf {
 #[test]
 fn committed_fixtures_match_the_generator_byte_for_byte() {
     let files = golden_files().unwrap();
-    assert_eq!(files.len(), 5);
+    assert_eq!(files.len(), 8);
     for golden in files {
         let path = fixtures_dir().join(golden.name);
         let on_disk = std::fs::read(&path).unwrap_or_else(|error| {
@@ -48,11 +48,13 @@ fn fixtures_read_back_as_their_descriptions_say() {
     assert!(torn.skipped.is_empty());
 
     let sealed = scan(&dir.join("sealed.cslog")).unwrap();
+    assert_eq!(sealed.version, Some(2));
     assert_eq!(sealed.verdict, Verdict::Recovered);
     assert_eq!(sealed.records.len(), 11);
     assert_eq!(sealed.records[10].sequence, 10);
     assert_eq!(sealed.skipped.len(), 1);
     assert_eq!(sealed.skipped[0].offset, all.file_len);
+    assert_eq!(sealed.skipped[0].sealed, 1);
     assert_eq!(sealed.torn_tail_bytes, 0);
 
     let gap = scan(&dir.join("gap.cslog")).unwrap();
@@ -64,6 +66,26 @@ fn fixtures_read_back_as_their_descriptions_say() {
     let error = gap.into_records().unwrap_err().to_string();
     assert!(error.contains("gap.cslog is damaged at byte"), "{error}");
     assert!(error.contains("from sequence 2 to sequence 4"), "{error}");
+
+    // v2: the last frame damaged has no record after it, and is no sealed torn frame.
+    let damaged_last = scan(&dir.join("damaged_last.cslog")).unwrap();
+    let Verdict::Refused { offset, .. } = damaged_last.verdict else {
+        panic!("{:?}", damaged_last.verdict)
+    };
+    let last_frame_start = damaged_last.skipped[0].offset;
+    assert_eq!(offset, last_frame_start);
+    assert_eq!(damaged_last.records, records[..9].to_vec());
+
+    // v1 files keep the v1 reading: a lone 0x00 seal, and a damaged last frame read like a
+    // torn tail (a v1 seal cannot be told from damage).
+    let v1_sealed = scan(&dir.join("v1_sealed.cslog")).unwrap();
+    assert_eq!(v1_sealed.version, Some(1));
+    assert_eq!(v1_sealed.verdict, Verdict::Recovered);
+    assert_eq!(v1_sealed.records.len(), 11);
+    let v1_damaged_last = scan(&dir.join("v1_damaged_last.cslog")).unwrap();
+    assert_eq!(v1_damaged_last.verdict, Verdict::Recovered);
+    assert_eq!(v1_damaged_last.records, records[..9].to_vec());
+    assert_eq!(v1_damaged_last.skipped[0].offset, last_frame_start);
 }
 
 /// An independent reader: header, split at 0x00, COBS by hand, CRC-32 by hand (bitwise, not
@@ -117,7 +139,7 @@ mod minimal {
     /// (session_id, sequence, timestamp_ms, variant index) of every frame.
     pub(super) fn read(file: &[u8]) -> Vec<(String, u64, u64, u64)> {
         assert_eq!(&file[..8], b"CUCASLOG");
-        assert_eq!(file[8], 1);
+        assert_eq!(file[8], 2, "v2: frames as in v1");
         let body = &file[9..];
         assert_eq!(body.last(), Some(&0), "every frame is terminated");
         body[..body.len() - 1]

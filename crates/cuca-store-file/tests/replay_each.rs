@@ -85,7 +85,12 @@ fn every_golden_file_replays_each_as_replay_does() {
         match golden.name {
             // Clean; recovered past a torn tail; recovered past a sealed (skipped) frame whose
             // neighbours continue the sequence.
-            "empty.cslog" | "all_variants.cslog" | "torn_tail.cslog" | "sealed.cslog" => {
+            "empty.cslog"
+            | "all_variants.cslog"
+            | "torn_tail.cslog"
+            | "sealed.cslog"
+            | "v1_sealed.cslog"
+            | "v1_damaged_last.cslog" => {
                 result.unwrap();
                 assert_eq!(
                     records,
@@ -96,6 +101,15 @@ fn every_golden_file_replays_each_as_replay_does() {
             }
             // Refused: frame 3 is damaged and the next good record is sequence 4. Records 0..=2
             // were visited before the refusal could be known; the error is replay's own.
+            // Refused when the last good record is read: the damaged frame after it is not
+            // a sealed torn frame. Every record was visited; the error is replay's own.
+            "damaged_last.cslog" => {
+                let error = result.unwrap_err();
+                let expected = backend.replay(session_id).unwrap_err();
+                assert!(same_error(&error, &expected), "{error:?} != {expected:?}");
+                assert!(matches!(error, PluginError::Corrupt { .. }), "{error:?}");
+                assert_eq!(records.len(), 9);
+            }
             "gap.cslog" => {
                 let error = result.unwrap_err();
                 let expected = backend.replay(session_id).unwrap_err();
@@ -150,7 +164,7 @@ fn unknown_invalid_and_unreadable_sessions_fail_or_succeed_as_replay_does() {
         "{error:?}"
     );
     let mut future = HEADER.to_vec();
-    future[HEADER.len() - 1] = 2;
+    future[HEADER.len() - 1] = 3;
     write_session(dir.path(), "future", &future);
     let error = assert_agrees(&backend, "future").unwrap();
     assert!(

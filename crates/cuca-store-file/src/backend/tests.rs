@@ -75,17 +75,23 @@ fn after_a_failed_write_the_next_append_probes_the_tail_and_seals_it() {
     handle.append(&second, Durability::Buffered).unwrap();
     let after = std::fs::read(&path).unwrap();
     assert_eq!(&after[..clean_len + 4], bytes.as_slice());
-    assert_eq!(after[clean_len + 4], 0, "a lone seal");
+    assert_eq!(
+        &after[clean_len + 4..clean_len + 4 + crate::codec::SEAL.len()],
+        &crate::codec::SEAL,
+        "the recognisable seal"
+    );
     let report = crate::scan(&path).unwrap();
     assert_eq!(report.records, vec![first, second]);
     assert_eq!(report.skipped.len(), 1);
     assert_eq!(report.skipped[0].offset, clean_len as u64);
+    assert_eq!(report.skipped[0].sealed, 1);
 }
 
-/// A torn tail that is a whole frame short only of its terminator is sealed with `02 01 00`,
-/// so it never reads as a record nobody acknowledged.
+/// A torn tail that is a whole frame short only of its terminator is sealed like any other:
+/// the seal's first byte is a COBS code that runs past the frame, so it never reads as a
+/// record nobody acknowledged.
 #[test]
-fn a_whole_frame_missing_its_terminator_gets_the_long_seal() {
+fn a_whole_frame_missing_its_terminator_never_reads_as_a_record_once_sealed() {
     let dir = tempfile::tempdir().unwrap();
     let (mut handle, path) = handle_in(dir.path());
     let mut frame = Vec::new();
@@ -106,6 +112,11 @@ fn a_whole_frame_missing_its_terminator_gets_the_long_seal() {
     let resumed = record("s", 0, SessionEvent::Output { text: "y".into() });
     handle.append(&resumed, Durability::Buffered).unwrap();
     let after = std::fs::read(&path).unwrap();
-    assert_eq!(&after[bytes.len()..bytes.len() + 3], &[0x02, 0x01, 0x00]);
-    assert_eq!(crate::scan(&path).unwrap().records, vec![resumed]);
+    assert_eq!(
+        &after[bytes.len()..bytes.len() + crate::codec::SEAL.len()],
+        &crate::codec::SEAL
+    );
+    let report = crate::scan(&path).unwrap();
+    assert_eq!(report.records, vec![resumed]);
+    assert_eq!(report.skipped[0].reason, crate::FrameError::Cobs);
 }
