@@ -66,5 +66,5 @@ pub mod salvage;
 pub mod serve;
 
 pub use assemble::{assemble, AssembleError, AssembleReport, Outcome};
-pub use record::{read_record, RecordSummary};
+pub use record::{read_record, RecordSummary, TimelineEntry};
 pub use salvage::salvage;

@@ -56,6 +56,24 @@ pub struct RecordSummary {
     pub entries_by_kind: BTreeMap<String, u64>,
     /// The seq of the last entry, when there is one.
     pub last_seq: Option<u64>,
+    /// The input log's first [`MAX_TIMELINE`] entries in order: which agent consumed which
+    /// kind of input, for a timeline (the count above covers every entry).
+    pub timeline: Vec<TimelineEntry>,
+}
+
+/// How many entries [`RecordSummary::timeline`] keeps: enough for a page, bounded whatever
+/// the run's length.
+pub const MAX_TIMELINE: usize = 1000;
+
+/// One input of the timeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimelineEntry {
+    /// The entry's global seq.
+    pub seq: u64,
+    /// The agent that consumed it.
+    pub agent: String,
+    /// Its kind (`model_io`, `shell`, …).
+    pub kind: &'static str,
 }
 
 /// Why a record could not be read.
@@ -215,6 +233,7 @@ impl<'de> Visitor<'de> for SummarySeed<'_> {
             n_entries: entries.n_entries,
             entries_by_kind: entries.by_kind,
             last_seq: entries.last_seq,
+            timeline: entries.timeline,
         })
     }
 }
@@ -294,6 +313,7 @@ struct EntryCounts {
     n_entries: u64,
     by_kind: BTreeMap<String, u64>,
     last_seq: Option<u64>,
+    timeline: Vec<TimelineEntry>,
 }
 
 /// Reads the `entries` array one typed entry at a time: an entry of a kind format 1 does not
@@ -321,6 +341,13 @@ impl<'de> Visitor<'de> for EntriesSeed {
             counts.n_entries += 1;
             counts.last_seq = Some(entry.seq);
             let kind = entry.input.kind();
+            if counts.timeline.len() < MAX_TIMELINE {
+                counts.timeline.push(TimelineEntry {
+                    seq: entry.seq,
+                    agent: entry.agent,
+                    kind,
+                });
+            }
             match counts.by_kind.get_mut(kind) {
                 Some(n) => *n += 1,
                 None => {

@@ -512,6 +512,14 @@ pub(crate) fn run(id: &str, s: &RecordSummary) -> Markup {
                 (plural(s.n_texts, "text", "texts")) ", " (plural(s.n_clips, "clip", "clips")) "." }
             table #entries { thead { tr { th { "Kind" } th.num { "Entries" } } }
                 tbody { @for (kind, n) in &s.entries_by_kind { tr { td { (kind) } td.num { (n) } } } } }
+            h2 { "Timeline" }
+            @if s.timeline.is_empty() { p.muted { "No input was recorded." } } @else {
+                @if (s.timeline.len() as u64) < s.n_entries {
+                    p.muted { "The first " (s.timeline.len()) " of " (s.n_entries) " entries." }
+                }
+                table #timeline { thead { tr { th.num { "Seq" } th { "Agent" } th { "Input" } } }
+                    tbody { @for e in &s.timeline { tr { td.num { (e.seq) } td { code { (e.agent) } } td { (e.kind) } } } } }
+            }
         },
     )
 }

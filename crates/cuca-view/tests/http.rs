@@ -205,6 +205,11 @@ async fn journal_runs_show_their_agents_inputs_and_outcome() {
         "{run}"
     );
     assert!(run.contains("complete"), "{run}");
+    // The timeline: both clock reads, in order, by the root agent.
+    assert!(
+        run.contains(r#"<tr><td class="num">0</td><td><code>root</code></td><td>clock</td></tr><tr><td class="num">1</td><td><code>root</code></td><td>clock</td></tr>"#),
+        "{run}"
+    );
     let (status, _, _) = get(&format!("{base}/runs/..%2Fsessions")).await;
     assert_eq!(status, 404);
 }
