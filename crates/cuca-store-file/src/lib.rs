@@ -64,7 +64,10 @@ mod backend;
 mod codec;
 mod compact;
 mod error;
+mod files;
 pub mod golden;
+mod handles;
+mod naming;
 mod scan;
 
 #[cfg(test)]
@@ -76,4 +79,6 @@ pub use codec::{
 };
 pub use compact::{Compaction, COMPACTED_EXTENSION};
 pub use error::FrameError;
+pub use handles::DEFAULT_MAX_OPEN_SESSIONS;
+pub use naming::MAX_SESSION_ID_LEN;
 pub use scan::{scan, scan_bytes, scan_reader, ScanReport, SkippedFrame, Verdict};

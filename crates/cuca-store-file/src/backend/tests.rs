@@ -7,9 +7,9 @@ use super::{Durability, Handle};
 
 fn handle_in(dir: &std::path::Path) -> (Handle, std::path::PathBuf) {
     let path = dir.join("s.cslog");
-    let handle = Handle::create(&path, dir, Durability::Buffered, &[])
-        .unwrap()
-        .unwrap();
+    let file = crate::files::open_regular(&path, crate::files::Mode::CreateNew).unwrap();
+    crate::files::try_lock(&file, &path).unwrap();
+    let handle = Handle::start(file, &path, dir, Durability::Buffered, &[]).unwrap();
     (handle, path)
 }
 
