@@ -25,6 +25,8 @@ use crate::naming::{compacted_name, is_overflow_stem, live_name, MAX_SESSION_ID_
 use crate::scan::{replay_reader, scan_reader, ScanReport};
 
 #[cfg(test)]
+mod races;
+#[cfg(test)]
 mod tests;
 
 /// The file name extension of a session file.

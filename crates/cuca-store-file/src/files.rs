@@ -65,6 +65,10 @@ pub(crate) fn open_regular(path: &Path, mode: Mode) -> std::io::Result<File> {
         Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
             return Err(not_regular("a symbolic link"))
         }
+        #[cfg(unix)]
+        Err(error) if error.raw_os_error() == Some(libc::EISDIR) => {
+            return Err(not_regular("a directory"))
+        }
         Err(error) => return Err(error),
     };
     let metadata = file.metadata()?;
