@@ -208,7 +208,6 @@ pub(crate) fn create_tmp(tmp: &Path) -> Result<File, PluginError> {
 pub(crate) mod hooks {
     /// A point in the protocol.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) enum Point {
         /// An open for append is about to open the live file's path.
         BeforeOpen,
@@ -222,10 +221,13 @@ pub(crate) mod hooks {
         CompactBeforeRemoveLive,
     }
 
+    /// A test's hook: what to run at each point.
+    #[cfg(test)]
+    type Hook = Box<dyn FnMut(Point)>;
+
     #[cfg(test)]
     thread_local! {
-        static HOOK: std::cell::RefCell<Option<Box<dyn FnMut(Point)>>> =
-            const { std::cell::RefCell::new(None) };
+        static HOOK: std::cell::RefCell<Option<Hook>> = const { std::cell::RefCell::new(None) };
     }
 
     /// Runs the test's hook, if one is set on this thread; the hook is taken out while it
