@@ -2,10 +2,12 @@
 //! through a decoder, and expanded back into a live `.cslog` the first time it is written to.
 //!
 //! The compacted file is the gzip of the `.cslog` bytes, unchanged: the same header, frames
-//! and torn tail, so a scan of it reports exactly what a scan of the live file did. Every
-//! step writes a new file and renames or links it into place, so a crash leaves either the
-//! old form, the new form, or both with the same content (the live `.cslog` wins a read), and
-//! a stray `….tmp` file that nothing reads.
+//! and torn tail, so a scan of it reports exactly what a scan of the live file did. Both
+//! directions run under the session's lock (see [`crate::files`]). Every step writes a new
+//! file and renames it into place, so a crash leaves either the old form, the new form, both
+//! with the same content (the live `.cslog` wins a read), or an empty live placeholder next to
+//! the compacted file (the compacted file wins), and maybe a stray hidden `.{hash}.tmp` file
+//! that nothing reads.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Seek, SeekFrom, Write};

@@ -273,3 +273,32 @@ fn an_id_too_long_for_a_compacted_name_compacts_under_an_overflow_name() {
     assert!(!compaction.path.exists());
     assert_eq!(backend.replay(&id).unwrap().len(), 4);
 }
+
+/// "A second compaction then overwrites the `.gz` and the 5 older records are gone for good":
+/// what the old race left (a live file of 1 record next to a `.gz` of 5 others) is never
+/// compacted over; both files are kept and the error names them.
+#[test]
+fn a_compacted_file_holding_records_the_live_file_lacks_is_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = filled(dir.path(), 5);
+    backend.compact("demo").unwrap();
+    let packed = dir.path().join("demo.cslog.gz");
+    let older = std::fs::read(&packed).unwrap();
+    // A live file started afresh beside it, as a writer racing the old compaction made.
+    let mut other = record("demo", 0);
+    other.event = SessionEvent::Output { text: "new".into() };
+    let mut live = HEADER.to_vec();
+    encode_frame(&other, &mut live).unwrap();
+    std::fs::write(dir.path().join("demo.cslog"), &live).unwrap();
+
+    let fresh = FileBackend::new(dir.path()).unwrap();
+    match fresh.compact("demo") {
+        Err(PluginError::Backend { message, .. }) => {
+            assert!(message.contains("demo.cslog.gz"), "{message}");
+            assert!(message.contains("holds records that"), "{message}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&packed).unwrap(), older);
+    assert_eq!(std::fs::read(dir.path().join("demo.cslog")).unwrap(), live);
+}
