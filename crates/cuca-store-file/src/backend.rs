@@ -16,6 +16,7 @@ use crate::codec::{decode_frame, encode_frame_with, HEADER, HEADER_LEN, MAX_FRAM
 use crate::compact::{
     compact_file, compacted_reader, expand_locked, scan_compacted, Compaction, COMPACTED_EXTENSION,
 };
+use crate::files::hooks::{self, Point};
 use crate::files::{
     changing, lock_live, open_regular, remove_if_present, still_named, try_lock, LockedLive, Mode,
     MAX_READ_TRIES,
@@ -462,6 +463,7 @@ impl FileBackend {
         if exists(&packed)? {
             return Ok(None);
         }
+        hooks::at(Point::ClaimBeforeCreate);
         let file = match open_regular(&live, Mode::CreateNew) {
             Ok(file) => file,
             Err(error) if error.kind() == ErrorKind::AlreadyExists => return Ok(None),

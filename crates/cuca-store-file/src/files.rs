@@ -219,6 +219,8 @@ pub(crate) mod hooks {
         ExpandBeforeRemovePacked,
         /// A compaction renamed the compacted file into place and is about to remove the live one.
         CompactBeforeRemoveLive,
+        /// A fork found no compacted file for a new id and is about to create its live file.
+        ClaimBeforeCreate,
     }
 
     /// A test's hook: what to run at each point.

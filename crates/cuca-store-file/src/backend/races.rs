@@ -188,3 +188,32 @@ fn a_fork_after_a_restart_never_shadows_a_compacted_branch() {
     assert!(!dir.path().join(format!("{first}.cslog")).exists());
     assert_eq!(restarted.replay(&second).unwrap().len(), 3);
 }
+
+/// A fork looks for a free id; between its look (no compacted file) and its create, another
+/// process compacts the branch that holds the id. The create then succeeds where the live
+/// file was, but the id is looked at again under the new file's lock, so the fork moves on
+/// to the next n and the compacted branch stays whole.
+#[test]
+fn a_fork_never_takes_an_id_compacted_between_its_look_and_its_create() {
+    let dir = tempfile::tempdir().unwrap();
+    five_records(dir.path());
+    let earlier = FileBackend::new(dir.path()).unwrap();
+    let taken = earlier.fork("s", "s:2").unwrap();
+    drop(earlier);
+    let forker = FileBackend::new(dir.path()).unwrap();
+    let compactor_dir = dir.path().to_path_buf();
+    let branch = taken.clone();
+    let ran = once_at(Point::ClaimBeforeCreate, move || {
+        let compactor = FileBackend::new(&compactor_dir).unwrap();
+        assert_eq!(compactor.compact(&branch).unwrap().records, 3);
+    });
+    // The forker's first look is at n = 0: no compacted file yet, so the hook runs there.
+    let new_id = forker.fork("s", "s:2").unwrap();
+    hooks::clear();
+    assert!(ran.get());
+    assert_ne!(new_id, taken);
+    assert!(forker.is_compacted(&taken).unwrap());
+    assert!(!dir.path().join(format!("{taken}.cslog")).exists());
+    assert_eq!(forker.replay(&taken).unwrap().len(), 3);
+    assert_eq!(forker.replay(&new_id).unwrap().len(), 3);
+}
