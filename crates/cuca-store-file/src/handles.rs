@@ -70,8 +70,8 @@ impl Handles {
         Some(handle)
     }
 
-    /// Adds a handle as the one used last, closing the least recently used ones beyond the
-    /// bound first. A handle closed while an append holds it stays open until that append ends.
+    /// Adds a handle as the one used last, closing the least recently used idle ones beyond
+    /// the bound first.
     pub(crate) fn insert(&mut self, session_id: String, handle: Arc<Mutex<Handle>>) {
         self.remove(&session_id);
         self.evict_to(self.max_open - 1);
@@ -90,11 +90,22 @@ impl Handles {
         Some(handle)
     }
 
+    /// Closes the least recently used handles until `keep` are left. A handle an append or a
+    /// fork is using right now is passed over (closing it would make this backend's next open
+    /// of that session find its own lock still held), so the bound can be passed by as many
+    /// handles as there are appends in flight.
     fn evict_to(&mut self, keep: usize) {
         while self.by_session.len() > keep {
-            let Some((_, oldest)) = self.by_use.pop_first() else {
+            let idle = self.by_use.iter().find_map(|(tick, id)| {
+                let (handle, _) = self.by_session.get(id)?;
+                let in_use_elsewhere = Arc::strong_count(handle)
+                    > 1 + usize::from(self.last.as_ref().is_some_and(|(last, _)| last == id));
+                (!in_use_elsewhere).then(|| (*tick, id.clone()))
+            });
+            let Some((tick, oldest)) = idle else {
                 return;
             };
+            self.by_use.remove(&tick);
             if self.last.as_ref().is_some_and(|(id, _)| *id == oldest) {
                 self.last = None;
             }
@@ -105,5 +116,57 @@ impl Handles {
     fn next_tick(&mut self) -> u64 {
         self.tick += 1;
         self.tick
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Durability;
+    use crate::files::{open_regular, try_lock, Mode};
+
+    fn handle(dir: &std::path::Path, name: &str) -> Arc<Mutex<Handle>> {
+        let path = dir.join(format!("{name}.cslog"));
+        let file = open_regular(&path, Mode::CreateNew).unwrap();
+        try_lock(&file, &path).unwrap();
+        Arc::new(Mutex::new(
+            Handle::start(file, &path, dir, Durability::Buffered, &[]).unwrap(),
+        ))
+    }
+
+    /// "Keep a bounded set of open writers (least recently used closed first)."
+    #[test]
+    fn the_least_recently_used_idle_handle_is_closed_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut handles = Handles::new(2);
+        handles.insert("a".into(), handle(dir.path(), "a"));
+        handles.insert("b".into(), handle(dir.path(), "b"));
+        assert!(handles.get("a").is_some()); // b is now the least recently used
+        handles.insert("c".into(), handle(dir.path(), "c"));
+        assert_eq!(handles.len(), 2);
+        assert!(handles.get("b").is_none());
+        assert!(handles.get("a").is_some() && handles.get("c").is_some());
+    }
+
+    /// A handle an append is using is passed over: closing it would leave its lock held by
+    /// the append while this backend opens the session again.
+    #[test]
+    fn a_handle_in_use_is_passed_over_and_the_next_idle_one_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut handles = Handles::new(2);
+        handles.insert("a".into(), handle(dir.path(), "a"));
+        handles.insert("b".into(), handle(dir.path(), "b"));
+        let in_flight = handles.get("a").unwrap();
+        handles.insert("c".into(), handle(dir.path(), "c"));
+        assert!(handles.get("b").is_none());
+        assert!(handles.get("a").is_some());
+        // With every handle in use, the bound is passed rather than a busy handle closed.
+        let c = handles.get("c").unwrap();
+        handles.insert("d".into(), handle(dir.path(), "d"));
+        assert_eq!(handles.len(), 3);
+        drop((in_flight, c));
+        handles.insert("e".into(), handle(dir.path(), "e"));
+        assert_eq!(handles.len(), 2);
+        assert!(handles.get("d").is_some() && handles.get("e").is_some());
     }
 }
