@@ -22,7 +22,10 @@ use cuca_testkit::snapshot_dir as snapshot;
 fn bad_session_ids() -> Vec<(&'static str, String)> {
     vec![
         ("empty", String::new()),
-        ("too long", "s".repeat(300)),
+        (
+            "too long",
+            "s".repeat(cuca_store_file::MAX_SESSION_ID_LEN + 1),
+        ),
         ("traversal", "../escape".into()),
         ("traversal by dots", "..".into()),
         ("absolute", "/etc/passwd".into()),

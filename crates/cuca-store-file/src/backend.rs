@@ -1,7 +1,6 @@
 //! `FileBackend`: one `.cslog` file per session, appended to under an advisory lock.
 
-use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,21 +14,30 @@ use cuca_events::{
 
 use crate::codec::{check_frame_len, encode_frame_with, HEADER, HEADER_LEN, SEAL};
 use crate::compact::{
-    compact_file, expand_file, open_compacted, scan_compacted, Compaction, COMPACTED_EXTENSION,
-    COMPACTION_TMP_SUFFIX,
+    compact_file, compacted_reader, expand_locked, scan_compacted, Compaction, COMPACTED_EXTENSION,
 };
-use crate::scan::{replay_file, replay_reader, scan_session, ScanReport};
+use crate::files::hooks::{self, Point};
+use crate::files::{
+    changing, lock_live, open_regular, remove_if_present, still_named, try_lock, LockedLive, Mode,
+    MAX_READ_TRIES,
+};
+use crate::handles::{Handles, DEFAULT_MAX_OPEN_SESSIONS};
+use crate::naming::{compacted_name, is_overflow_stem, live_name, MAX_SESSION_ID_LEN};
+use crate::scan::{replay_reader, scan_reader_as, ScanReport};
 use crate::sequence::{check_sequence, last_sequence};
 
 mod create;
+#[cfg(test)]
+mod races;
 #[cfg(test)]
 mod tests;
 
 /// The file name extension of a session file.
 pub const EXTENSION: &str = "cslog";
 
-/// The longest file name the common Linux and macOS file systems accept, in bytes; a session
-/// id must fit in it together with `.cslog`.
+/// The longest file name the common Linux and macOS file systems accept, in bytes. A session
+/// whose `{session_id}.cslog` does not fit is stored under an overflow name (see
+/// `docs/cslog-format.md`).
 pub const MAX_FILE_NAME_LEN: usize = 255;
 
 /// How hard an append works to get its record onto the disk.
@@ -50,8 +58,8 @@ pub enum Durability {
 /// Refused with [`PluginError::Validation`]: what [`cuca_events::validate_session_id`] refuses
 /// in every store (an empty id, a control character: NUL, `\n`, ESC, DEL, C1 …); an id
 /// containing `/` or `\` (it would name a subdirectory); an id made only of dots
-/// (`.`, `..`: path components, not names); an id longer than
-/// [`MAX_FILE_NAME_LEN`] bytes once `.cslog` is added.
+/// (`.`, `..`: path components, not names); an id longer than [`MAX_SESSION_ID_LEN`] bytes.
+/// An id too long for one file name is valid: it is stored under an overflow name.
 ///
 /// ```
 /// use cuca_store_file::validate_session_id;
@@ -75,10 +83,9 @@ pub fn validate_session_id(session_id: &str) -> Result<(), PluginError> {
     if session_id.chars().all(|c| c == '.') {
         return refuse("is made only of dots, which file systems read as a path component");
     }
-    let name_len = session_id.len() + 1 + EXTENSION.len();
-    if name_len > MAX_FILE_NAME_LEN {
+    if session_id.len() > MAX_SESSION_ID_LEN {
         return refuse(&format!(
-            "is {} bytes; with \".cslog\" that is {name_len} bytes, over the {MAX_FILE_NAME_LEN}-byte file name limit",
+            "is {} bytes, over the {MAX_SESSION_ID_LEN}-byte limit on session ids",
             session_id.len()
         ));
     }
@@ -92,7 +99,8 @@ pub fn validate_session_id(session_id: &str) -> Result<(), PluginError> {
 pub struct FileBackend {
     dir: PathBuf,
     durability: Durability,
-    /// One open, locked append handle per session this instance has written to.
+    /// The open, locked append handles of the sessions this instance wrote to last, at most
+    /// [`FileBackend::max_open_sessions`].
     handles: Mutex<Handles>,
     /// Counts forks made by this instance: the `n` of `{session_id}:fork:{point_id}:{n}`.
     forks: AtomicU64,
@@ -107,7 +115,7 @@ impl FileBackend {
         Ok(FileBackend {
             dir,
             durability: Durability::default(),
-            handles: Mutex::new(Handles::default()),
+            handles: Mutex::new(Handles::new(DEFAULT_MAX_OPEN_SESSIONS)),
             forks: AtomicU64::new(0),
         })
     }
@@ -116,6 +124,27 @@ impl FileBackend {
     pub fn with_durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
         self
+    }
+
+    /// The same backend keeping at most `max` sessions open for append (at least one); the
+    /// default is [`crate::DEFAULT_MAX_OPEN_SESSIONS`].
+    ///
+    /// Each open session holds one file descriptor and its file's lock. Past the bound, the
+    /// least recently used session is closed, which releases its lock: another writer may then
+    /// take the session, and this backend's next append to it gets [`PluginError::Locked`].
+    pub fn with_max_open_sessions(self, max: usize) -> Self {
+        self.lock_handles().set_max_open(max);
+        self
+    }
+
+    /// How many sessions this backend keeps open for append at most.
+    pub fn max_open_sessions(&self) -> usize {
+        self.lock_handles().max_open()
+    }
+
+    /// How many sessions this backend has open for append now.
+    pub fn open_sessions(&self) -> usize {
+        self.lock_handles().len()
     }
 
     /// The directory the session files live in.
@@ -128,36 +157,74 @@ impl FileBackend {
         self.durability
     }
 
-    /// The file a session is stored in, `{dir}/{session_id}.cslog`, once the id is valid.
+    /// The file a session is stored in, `{dir}/{session_id}.cslog` (or its overflow name when
+    /// that does not fit one file name), once the id is valid.
     pub fn session_path(&self, session_id: &str) -> Result<PathBuf, PluginError> {
         validate_session_id(session_id)?;
-        Ok(self.dir.join(format!("{session_id}.{EXTENSION}")))
+        Ok(self.dir.join(live_name(session_id)))
     }
 
-    /// The file a compacted session is stored in, `{dir}/{session_id}.cslog.gz`.
+    /// The file a compacted session is stored in, `{dir}/{session_id}.cslog.gz` (or its
+    /// overflow name when that does not fit one file name).
     pub fn compacted_path(&self, session_id: &str) -> Result<PathBuf, PluginError> {
         validate_session_id(session_id)?;
-        Ok(self.dir.join(format!("{session_id}.{COMPACTED_EXTENSION}")))
+        Ok(self.dir.join(compacted_name(session_id)))
     }
 
     /// Where a session is stored: its live file, else its compacted file, else nowhere.
     ///
-    /// Both exist only after a crash during a compaction or an expansion, when both hold the
-    /// same bytes; the live file is then the one read and written.
+    /// Both exist after a crash during a compaction or an expansion. When the live file holds
+    /// less than a header it is the placeholder of an expansion that did not finish, and the
+    /// compacted file is the session; otherwise both hold the same bytes and the live file is
+    /// the one read and written.
     fn stored(&self, session_id: &str) -> Result<Option<Stored>, PluginError> {
         let live = self.session_path(session_id)?;
-        if exists(&live)? {
-            return Ok(Some(Stored::Live(live)));
-        }
-        if !compactable(session_id) {
-            // Its compacted name would be too long to exist (asking the OS would be an error).
-            return Ok(None);
-        }
         let packed = self.compacted_path(session_id)?;
-        if exists(&packed)? {
-            return Ok(Some(Stored::Compacted(packed)));
+        match std::fs::symlink_metadata(&live) {
+            Ok(metadata) => {
+                if metadata.len() < HEADER_LEN as u64 && exists(&packed)? {
+                    Ok(Some(Stored::Compacted(packed)))
+                } else {
+                    Ok(Some(Stored::Live(live)))
+                }
+            }
+            Err(error) if error.kind() == ErrorKind::NotFound => {
+                Ok(exists(&packed)?.then_some(Stored::Compacted(packed)))
+            }
+            Err(error) => Err(PluginError::io("stat", &live, error)),
         }
-        Ok(None)
+    }
+
+    /// A session's stored file opened for reading (a regular file only), or `None`. A file
+    /// that vanishes between the look and the open was compacted or expanded meanwhile: the
+    /// look starts again, and finds the session in its other form.
+    fn open_stored(&self, session_id: &str) -> Result<Option<(File, Stored)>, PluginError> {
+        for _ in 0..MAX_READ_TRIES {
+            let Some(stored) = self.stored(session_id)? else {
+                return Ok(None);
+            };
+            match open_regular(stored.path(), Mode::Read) {
+                Ok(file) => return Ok(Some((file, stored))),
+                Err(error) if error.kind() == ErrorKind::NotFound => continue,
+                Err(error) => return Err(PluginError::io("open", stored.path(), error)),
+            }
+        }
+        Err(changing(&self.session_path(session_id)?))
+    }
+
+    /// The report of a session compacted already (nothing is written).
+    fn already_compacted(packed: PathBuf) -> Result<Compaction, PluginError> {
+        let report = scan_compacted(&packed, None)?;
+        let bytes_after = std::fs::metadata(&packed)
+            .map_err(|error| PluginError::io("stat", &packed, error))?
+            .len();
+        Ok(Compaction {
+            path: packed,
+            records: report.records.len(),
+            bytes_before: 0,
+            bytes_after,
+            already_compacted: true,
+        })
     }
 
     /// Compacts a finished session: its `.cslog` is gzipped into `{session_id}.cslog.gz`,
@@ -202,50 +269,60 @@ impl FileBackend {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn compact(&self, session_id: &str) -> Result<Compaction, PluginError> {
-        validate_session_id(session_id)?;
-        if !compactable(session_id) {
-            return Err(PluginError::validation(
-                "session_id",
-                format!(
-                    "{session_id:?} is too long to compact: {{id}}.{COMPACTED_EXTENSION}{COMPACTION_TMP_SUFFIX} would be {} bytes, over the {MAX_FILE_NAME_LEN}-byte file name limit",
-                    session_id.len() + 1 + COMPACTED_EXTENSION.len() + COMPACTION_TMP_SUFFIX.len()
-                ),
-            ));
-        }
+        let live = self.session_path(session_id)?;
+        let packed = self.compacted_path(session_id)?;
         self.close(session_id);
-        match self.stored(session_id)? {
-            Some(Stored::Live(live)) => {
-                let packed = self.compacted_path(session_id)?;
-                compact_file(&live, &packed, &self.dir, try_lock)
+        for _ in 0..MAX_READ_TRIES {
+            let file = match open_regular(&live, Mode::Read) {
+                Ok(file) => file,
+                Err(error) if error.kind() == ErrorKind::NotFound => {
+                    if !exists(&packed)? {
+                        return Err(PluginError::NotFound {
+                            what: "session".into(),
+                            id: session_id.into(),
+                        });
+                    }
+                    match Self::already_compacted(packed.clone()) {
+                        // Expanded meanwhile: look again.
+                        Err(PluginError::Io { source, .. })
+                            if source.kind() == ErrorKind::NotFound =>
+                        {
+                            continue
+                        }
+                        other => return other,
+                    }
+                }
+                Err(error) => return Err(PluginError::io("open", &live, error)),
+            };
+            // The session's lock: no writer appends, expands or compacts while it is held.
+            try_lock(&file, &live)?;
+            if !still_named(&live, &file).map_err(|error| PluginError::io("stat", &live, error))? {
+                continue;
             }
-            Some(Stored::Compacted(packed)) => {
-                let report = scan_compacted(&packed, Some(session_id))?;
-                let bytes_after = std::fs::metadata(&packed)
-                    .map_err(|error| PluginError::io("stat", &packed, error))?
-                    .len();
-                Ok(Compaction {
-                    path: packed,
-                    records: report.records.len(),
-                    bytes_before: 0,
-                    bytes_after,
-                    already_compacted: true,
-                })
+            let len = file
+                .metadata()
+                .map_err(|error| PluginError::io("stat", &live, error))?
+                .len();
+            if len < HEADER_LEN as u64 && exists(&packed)? {
+                // The placeholder of an expansion that never finished: it holds nothing, and
+                // the compacted file is the session.
+                remove_if_present(&live)?;
+                drop(file);
+                return Self::already_compacted(packed);
             }
-            None => Err(PluginError::NotFound {
-                what: "session".into(),
-                id: session_id.into(),
-            }),
+            return compact_file(file, &live, &packed, &self.dir);
         }
+        Err(changing(&live))
     }
 
     /// Scans a session's file: records, skipped frames, torn tail, verdict.
     ///
     /// A session with no file is [`PluginError::NotFound`].
     pub fn verify(&self, session_id: &str) -> Result<ScanReport, PluginError> {
-        match self.stored(session_id)? {
-            Some(Stored::Live(path)) => scan_session(&path, session_id),
+        match self.open_stored(session_id)? {
+            Some((file, Stored::Live(path))) => scan_reader_as(file, &path, Some(session_id)),
             // The report of the `.cslog` bytes inside, naming the compacted file.
-            Some(Stored::Compacted(path)) => scan_compacted(&path, Some(session_id)),
+            Some((file, Stored::Compacted(path))) => scan_reader_as(compacted_reader(file), &path, Some(session_id)),
             None => Err(PluginError::NotFound {
                 what: "session".into(),
                 id: session_id.into(),
@@ -295,28 +372,118 @@ impl FileBackend {
         if let Some(handle) = handles.get(session_id) {
             return Ok(handle);
         }
-        // The id is checked here, once, when its file is first opened: an id with an open
-        // handle has passed.
-        let path = self.session_path(session_id)?;
-        if let Some(Stored::Compacted(packed)) = self.stored(session_id)? {
-            // Written to again: back to a live file, which appends as any other.
-            expand_file(&packed, &path, &self.dir)?;
-        }
-        let handle = match Handle::create(&path, &self.dir, self.durability, &[])? {
-            Some(handle) => handle,
-            None => Handle::open_existing(&path)?,
-        };
-        let handle = Arc::new(Mutex::new(handle));
+        // The id is checked here, when its file is opened: an id with an open handle has passed.
+        let handle = Arc::new(Mutex::new(self.open_for_append(session_id)?));
         handles.insert(session_id.to_owned(), Arc::clone(&handle));
+        Ok(handle)
+    }
+
+    /// Opens a session's live file for append under the session's lock, creating it, or
+    /// expanding the compacted file into it, as what is on disk asks (see [`crate::files`]).
+    fn open_for_append(&self, session_id: &str) -> Result<Handle, PluginError> {
+        let live = self.session_path(session_id)?;
+        let packed = self.compacted_path(session_id)?;
+        let handle = match lock_live(&live)? {
+            LockedLive::Created(file) => {
+                if exists(&packed)? {
+                    // Written to again: back to a live file, which appends as any other.
+                    Handle::open_existing(expand_locked(file, &packed, &live, &self.dir)?, &live)?
+                } else {
+                    Handle::start(file, &live, &self.dir, self.durability, &[])?
+                }
+            }
+            LockedLive::Existing(file) => {
+                let len = file
+                    .metadata()
+                    .map_err(|error| PluginError::io("stat", &live, error))?
+                    .len();
+                if len < HEADER_LEN as u64 && exists(&packed)? {
+                    // The placeholder of an expansion that never finished.
+                    Handle::open_existing(expand_locked(file, &packed, &live, &self.dir)?, &live)?
+                } else {
+                    Handle::open_existing(file, &live)?
+                }
+            }
+        };
+        if is_overflow_name(&live) {
+            check_owner(&handle.file, &live, session_id)?;
+        }
         Ok(handle)
     }
 }
 
-/// Whether a session's compacted file, and the temporary name it is written under, fit in a
-/// file name. The longest ids a `.cslog` allows do not: such sessions stay live.
-fn compactable(session_id: &str) -> bool {
-    session_id.len() + 1 + COMPACTED_EXTENSION.len() + COMPACTION_TMP_SUFFIX.len()
-        <= MAX_FILE_NAME_LEN
+/// Whether a session file's name is an overflow name, whose true id is inside.
+fn is_overflow_name(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .and_then(|name| {
+            name.strip_suffix(&format!(".{COMPACTED_EXTENSION}"))
+                .or_else(|| name.strip_suffix(&format!(".{EXTENSION}")))
+        })
+        .is_some_and(is_overflow_stem)
+}
+
+/// The session id the first readable record of `.cslog` bytes carries: the true id of a file
+/// with an overflow name. `None` when no record reads.
+pub(crate) fn first_session_id(reader: impl Read, path: &Path) -> Option<String> {
+    let mut found = None;
+    let _stopped = replay_reader(reader, path, None, &mut |record| {
+        found = Some(record.session_id.to_owned());
+        // Stop at the first record: the rest of the file is not needed.
+        Err(PluginError::NotFound {
+            what: "more records".into(),
+            id: String::new(),
+        })
+    });
+    found
+}
+
+/// Refuses a file under an overflow name whose records carry another session's id: two ids
+/// never share a file.
+fn check_owner(mut file: &File, path: &Path, session_id: &str) -> Result<(), PluginError> {
+    file.seek(SeekFrom::Start(0))
+        .map_err(|error| PluginError::io("read", path, error))?;
+    match first_session_id(file, path) {
+        Some(owner) if owner != session_id => Err(PluginError::Backend {
+            backend: "file".into(),
+            message: format!(
+                "{} holds session {owner:?}, not {session_id:?}: two ids share one overflow name; nothing was written",
+                path.display()
+            ),
+            source: None,
+        }),
+        _ => Ok(()),
+    }
+}
+
+impl FileBackend {
+    /// Takes `session_id` for a new session: creates its live file, empty and locked, when the
+    /// session exists in no form (live, compacted, placeholder). `None` when it exists.
+    fn claim_new(&self, session_id: &str) -> Result<Option<File>, PluginError> {
+        let live = self.session_path(session_id)?;
+        let packed = self.compacted_path(session_id)?;
+        if exists(&packed)? {
+            return Ok(None);
+        }
+        hooks::at(Point::ClaimBeforeCreate);
+        let file = match open_regular(&live, Mode::CreateNew) {
+            Ok(file) => file,
+            Err(error) if error.kind() == ErrorKind::AlreadyExists => return Ok(None),
+            Err(error) => return Err(PluginError::io("create", &live, error)),
+        };
+        if try_lock(&file, &live).is_err()
+            || !still_named(&live, &file).map_err(|error| PluginError::io("stat", &live, error))?
+        {
+            // Another writer opened the new file first: it is theirs.
+            return Ok(None);
+        }
+        // Looked at again under the lock: a compaction may have finished meanwhile.
+        if exists(&packed)? {
+            remove_if_present(&live)?;
+            return Ok(None);
+        }
+        Ok(Some(file))
+    }
 }
 
 /// Where a session's records are: a live `.cslog` or a compacted `.cslog.gz`.
@@ -331,41 +498,6 @@ impl Stored {
         match self {
             Stored::Live(path) | Stored::Compacted(path) => path,
         }
-    }
-}
-
-/// The open append handles, by session id, and the one used last.
-///
-/// A session log writes one session at a time, so the last handle answers most appends with
-/// one string comparison instead of hashing the id.
-#[derive(Debug, Default)]
-struct Handles {
-    by_session: HashMap<String, Arc<Mutex<Handle>>>,
-    last: Option<(String, Arc<Mutex<Handle>>)>,
-}
-
-impl Handles {
-    fn get(&mut self, session_id: &str) -> Option<Arc<Mutex<Handle>>> {
-        if let Some((id, handle)) = &self.last {
-            if id == session_id {
-                return Some(Arc::clone(handle));
-            }
-        }
-        let handle = Arc::clone(self.by_session.get(session_id)?);
-        self.last = Some((session_id.to_owned(), Arc::clone(&handle)));
-        Some(handle)
-    }
-
-    fn insert(&mut self, session_id: String, handle: Arc<Mutex<Handle>>) {
-        self.last = None;
-        self.by_session.insert(session_id, handle);
-    }
-
-    fn remove(&mut self, session_id: &str) -> Option<Arc<Mutex<Handle>>> {
-        if self.last.as_ref().is_some_and(|(id, _)| id == session_id) {
-            self.last = None;
-        }
-        self.by_session.remove(session_id)
     }
 }
 
@@ -416,17 +548,6 @@ pub(crate) fn write_once(writer: &mut impl Write, bytes: &[u8]) -> std::io::Resu
     }
 }
 
-pub(crate) fn try_lock(file: &File, path: &Path) -> Result<(), PluginError> {
-    match file.try_lock() {
-        Ok(()) => Ok(()),
-        Err(std::fs::TryLockError::WouldBlock) => Err(PluginError::Locked {
-            path: path.to_path_buf(),
-            message: "another FileBackend, in this process or another, has this session open for append; close it (FileBackend::close or drop) or record to another session id".into(),
-        }),
-        Err(std::fs::TryLockError::Error(error)) => Err(PluginError::io("lock", path, error)),
-    }
-}
-
 /// An open, locked session file and what the next append must know about its tail.
 #[derive(Debug)]
 pub(crate) struct Handle {
@@ -446,6 +567,10 @@ pub(crate) struct Handle {
     scratch: Vec<u8>,
     /// The frame bytes of the last append, kept for their allocation.
     frame: Vec<u8>,
+    /// The process that took the lock. After `fork(2)` a child shares the parent's open file
+    /// and its lock, so the lock cannot keep the two apart: the handle refuses appends in any
+    /// other process.
+    pid: u32,
 }
 
 impl Handle {
@@ -459,29 +584,20 @@ impl Handle {
             last_sequence: None,
             scratch: Vec::new(),
             frame: Vec::new(),
+            pid: std::process::id(),
         }
     }
 
-    /// Creates a new session file holding the header and `body` (whole frames), locked.
-    /// `None` when the file already exists: it is never written into.
-    fn create(
+    /// Starts the new, empty session file `file` at `path`, which this call created and
+    /// locked (before the header goes in, so a racing opener fails on a file it could finish),
+    /// with the header and `body` (whole frames).
+    pub(crate) fn start(
+        file: File,
         path: &Path,
         dir: &Path,
         durability: Durability,
         body: &[u8],
-    ) -> Result<Option<Handle>, PluginError> {
-        let file = match OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .open(path)
-        {
-            Ok(file) => file,
-            Err(error) if error.kind() == ErrorKind::AlreadyExists => return Ok(None),
-            Err(error) => return Err(PluginError::io("create", path, error)),
-        };
-        // Lock before the header goes in, so a racing opener waits on a file it can finish.
-        try_lock(&file, path)?;
+    ) -> Result<Handle, PluginError> {
         let mut bytes = Vec::with_capacity(HEADER_LEN + body.len());
         bytes.extend_from_slice(&HEADER);
         bytes.extend_from_slice(body);
@@ -501,17 +617,12 @@ impl Handle {
             let _ = std::fs::remove_file(path);
             return Err(PluginError::io(operation, path, error));
         }
-        Ok(Some(handle))
+        Ok(handle)
     }
 
-    /// Opens an existing session file for append, locked, after checking its header.
-    fn open_existing(path: &Path) -> Result<Handle, PluginError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .open(path)
-            .map_err(|error| PluginError::io("open for append", path, error))?;
-        try_lock(&file, path)?;
+    /// Takes over the existing session file `file` at `path`, opened for append and locked,
+    /// after checking its header.
+    pub(crate) fn open_existing(file: File, path: &Path) -> Result<Handle, PluginError> {
         let len = file
             .metadata()
             .map_err(|error| PluginError::io("stat", path, error))?
@@ -566,6 +677,16 @@ impl Handle {
         record: &SessionRecord,
         durability: Durability,
     ) -> Result<(), PluginError> {
+        if self.pid != std::process::id() {
+            return Err(PluginError::Locked {
+                path: self.path.clone(),
+                message: format!(
+                    "this append handle was opened by process {}, and this is process {}: after fork(2) a child shares its parent's lock, so it must open its own FileBackend",
+                    self.pid,
+                    std::process::id()
+                ),
+            });
+        }
         if let Some(reason) = &self.failed {
             return Err(PluginError::Backend {
                 backend: "file".into(),
@@ -661,10 +782,10 @@ impl SessionBackend for FileBackend {
     }
 
     fn replay(&self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {
-        match self.stored(session_id)? {
-            Some(Stored::Live(path)) => scan_session(&path, session_id)?.into_records(),
-            Some(Stored::Compacted(path)) => {
-                scan_compacted(&path, Some(session_id))?.into_records()
+        match self.open_stored(session_id)? {
+            Some((file, Stored::Live(path))) => scan_reader_as(file, &path, Some(session_id))?.into_records(),
+            Some((file, Stored::Compacted(path))) => {
+                scan_reader_as(compacted_reader(file), &path, Some(session_id))?.into_records()
             }
             None => Ok(Vec::new()),
         }
@@ -682,10 +803,10 @@ impl SessionBackend for FileBackend {
         session_id: &str,
         visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
     ) -> Result<(), PluginError> {
-        match self.stored(session_id)? {
-            Some(Stored::Live(path)) => replay_file(&path, Some(session_id), visit),
-            Some(Stored::Compacted(path)) => {
-                replay_reader(open_compacted(&path)?, &path, Some(session_id), visit)
+        match self.open_stored(session_id)? {
+            Some((file, Stored::Live(path))) => replay_reader(file, &path, Some(session_id), visit),
+            Some((file, Stored::Compacted(path))) => {
+                replay_reader(compacted_reader(file), &path, Some(session_id), visit)
             }
             None => Ok(()),
         }
@@ -705,7 +826,11 @@ impl SessionBackend for FileBackend {
         // between reading its tail and writing the audit record at tail + 1.
         let original = self.handle(session_id)?;
         let mut original = lock_handle(&original);
-        let records = scan_session(&path, session_id)?.into_records()?;
+        // Read through the locked handle: the file appended to is the file read.
+        (&original.file)
+            .seek(SeekFrom::Start(0))
+            .map_err(|error| PluginError::io("read", &path, error))?;
+        let records = scan_reader_as(&original.file, &path, Some(session_id))?.into_records()?;
         let Some(cut) = records.iter().position(|record| record.sequence == point) else {
             return Err(PluginError::NotFound {
                 what: "point".into(),
@@ -747,9 +872,9 @@ impl SessionBackend for FileBackend {
                     )
                 })?;
             }
-            // `create` never opens a file that exists: an existing id is not free.
-            if let Some(mut handle) = Handle::create(&new_path, &self.dir, self.durability, &body)?
-            {
+            // An id stored in any form is not free; see `claim_new`.
+            if let Some(file) = self.claim_new(&new_id)? {
+                let mut handle = Handle::start(file, &new_path, &self.dir, self.durability, &body)?;
                 handle.last_sequence = Some(records[cut].sequence);
                 break handle;
             }
@@ -785,15 +910,43 @@ impl SessionBackend for FileBackend {
             let Ok(name) = entry.file_name().into_string() else {
                 continue;
             };
-            let Some(id) = name
-                .strip_suffix(&suffix)
-                .or_else(|| name.strip_suffix(&compacted))
-            else {
-                continue;
+            let (stem, is_compacted) = match name.strip_suffix(&suffix) {
+                Some(stem) => (stem, false),
+                None => match name.strip_suffix(&compacted) {
+                    Some(stem) => (stem, true),
+                    None => continue,
+                },
             };
-            let is_file = std::fs::metadata(entry.path()).is_ok_and(|metadata| metadata.is_file());
-            if is_file && validate_session_id(id).is_ok() {
-                ids.push(id.to_owned());
+            // Regular files only: a link or a directory named like a session is none.
+            let is_file =
+                std::fs::symlink_metadata(entry.path()).is_ok_and(|metadata| metadata.is_file());
+            if !is_file {
+                continue;
+            }
+            if is_overflow_stem(stem) {
+                // The true id is inside; a file that names no session (no record reads) is
+                // left out, as is one whose id does not name this file.
+                let path = entry.path();
+                let Ok(file) = open_regular(&path, Mode::Read) else {
+                    continue;
+                };
+                let owner = if is_compacted {
+                    first_session_id(compacted_reader(file), &path)
+                } else {
+                    first_session_id(file, &path)
+                };
+                if let Some(id) = owner {
+                    let expected = if is_compacted {
+                        compacted_name(&id)
+                    } else {
+                        live_name(&id)
+                    };
+                    if validate_session_id(&id).is_ok() && expected == name {
+                        ids.push(id);
+                    }
+                }
+            } else if validate_session_id(stem).is_ok() {
+                ids.push(stem.to_owned());
             }
         }
         ids.sort();

@@ -2,10 +2,12 @@
 //! through a decoder, and expanded back into a live `.cslog` the first time it is written to.
 //!
 //! The compacted file is the gzip of the `.cslog` bytes, unchanged: the same header, frames
-//! and torn tail, so a scan of it reports exactly what a scan of the live file did. Every
-//! step writes a new file and renames or links it into place, so a crash leaves either the
-//! old form, the new form, or both with the same content (the live `.cslog` wins a read), and
-//! a stray `….tmp` file that nothing reads.
+//! and torn tail, so a scan of it reports exactly what a scan of the live file did. Both
+//! directions run under the session's lock (see [`crate::files`]). Every step writes a new
+//! file and renames it into place, so a crash leaves either the old form, the new form, both
+//! with the same content (the live `.cslog` wins a read), or an empty live placeholder next to
+//! the compacted file (the compacted file wins), and maybe a stray hidden `.{hash}.tmp` file
+//! that nothing reads.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Seek, SeekFrom, Write};
@@ -15,14 +17,12 @@ use cuca_events::PluginError;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 
-use crate::scan::{open_regular_file, scan_reader, scan_reader_as, ScanReport, Verdict};
+use crate::files::{create_tmp, hooks, open_regular, still_named, sync_dir, try_lock, Mode};
+use crate::naming::tmp_name;
+use crate::scan::{scan_reader, scan_reader_as, ScanReport, Verdict};
 
 /// The file name extension of a compacted session: `{dir}/{session_id}.cslog.gz`.
 pub const COMPACTED_EXTENSION: &str = "cslog.gz";
-
-/// The suffix of the temporary file a compaction or an expansion writes before renaming or
-/// linking it into place.
-pub(crate) const COMPACTION_TMP_SUFFIX: &str = ".tmp";
 
 /// What [`crate::FileBackend::compact`] did to one session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,17 +39,16 @@ pub struct Compaction {
     pub already_compacted: bool,
 }
 
-/// `path` with `suffix` appended to its file name (`a.cslog` → `a.cslog.tmp`).
-fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
-}
-
 /// A reader of the `.cslog` bytes inside a compacted file.
 pub(crate) fn open_compacted(path: &Path) -> Result<GzDecoder<BufReader<File>>, PluginError> {
-    let file = open_regular_file(path, "a compacted session is {dir}/{session_id}.cslog.gz")?;
-    Ok(GzDecoder::new(BufReader::new(file)))
+    let file =
+        open_regular(path, Mode::Read).map_err(|error| PluginError::io("open", path, error))?;
+    Ok(compacted_reader(file))
+}
+
+/// A reader of the `.cslog` bytes inside an open compacted file.
+pub(crate) fn compacted_reader(file: File) -> GzDecoder<BufReader<File>> {
+    GzDecoder::new(BufReader::new(file))
 }
 
 /// Scans a compacted file: the report of the `.cslog` inside, naming `path`.
@@ -64,26 +63,19 @@ pub(crate) fn scan_compacted(
     scan_reader_as(open_compacted(path)?, path, session_id)
 }
 
-/// Flushes a directory's entries (a rename, a link, an unlink) to disk.
-fn sync_dir(dir: &Path) -> Result<(), PluginError> {
-    File::open(dir)
-        .and_then(|dir| dir.sync_all())
-        .map_err(|error| PluginError::io("sync", dir, error))
-}
-
-/// Gzips the live file at `live` into `packed`, checks the result, then removes `live`.
+/// Gzips the live file `file` at `live` into `packed`, checks the result, then removes `live`.
 ///
-/// The caller has closed its own append handle; `lock` takes the file's advisory lock, so a
-/// writer elsewhere makes this fail rather than lose its appends. A file a load refuses is
-/// not compacted: its damage is reported by [`PluginError::Corrupt`] and the file is left.
+/// The caller holds `file`'s lock and has checked that `live` still names it, so no writer
+/// appends meanwhile and nobody else compacts or expands the session. A file a load refuses
+/// is not compacted: its damage is reported by [`PluginError::Corrupt`] and the file is left.
+/// A compacted file that is already there (left by a crash between the rename and the removal
+/// of the live file) is replaced only when its records are where the live file's start.
 pub(crate) fn compact_file(
+    mut file: File,
     live: &Path,
     packed: &Path,
     dir: &Path,
-    lock: impl FnOnce(&File, &Path) -> Result<(), PluginError>,
 ) -> Result<Compaction, PluginError> {
-    let mut file = File::open(live).map_err(|error| PluginError::io("open", live, error))?;
-    lock(&file, live)?;
     let report = scan_reader(&file, live)?;
     let bytes_before = report.file_len;
     if let Verdict::Refused { offset, reason } = &report.verdict {
@@ -94,8 +86,22 @@ pub(crate) fn compact_file(
             message: reason.clone(),
         });
     }
+    match scan_compacted(packed, None) {
+        Ok(older) if !report.records.starts_with(&older.records) => {
+            return Err(PluginError::Backend {
+                backend: "file".into(),
+                message: format!(
+                    "{} holds records that {} does not: both are kept as they are; compare them before compacting",
+                    packed.display(),
+                    live.display()
+                ),
+                source: None,
+            })
+        }
+        _ => {}
+    }
 
-    let tmp = with_suffix(packed, COMPACTION_TMP_SUFFIX);
+    let tmp = dir.join(tmp_name(&file_name(packed)));
     let written = write_gzip(&mut file, &tmp);
     let checked = written.and_then(|()| {
         let again = scan_compacted(&tmp, None)?;
@@ -122,9 +128,13 @@ pub(crate) fn compact_file(
     }
     std::fs::rename(&tmp, packed).map_err(|error| PluginError::io("rename", &tmp, error))?;
     sync_dir(dir)?;
-    // From here the compacted file holds the session; the live one is the same bytes.
+    hooks::at(hooks::Point::CompactBeforeRemoveLive);
+    // From here the compacted file holds the session; the live one is the same bytes. It is
+    // removed while its lock is still held: a writer waiting for it finds it gone and starts
+    // its open again.
     std::fs::remove_file(live).map_err(|error| PluginError::io("remove", live, error))?;
     sync_dir(dir)?;
+    drop(file);
     let bytes_after = std::fs::metadata(packed)
         .map_err(|error| PluginError::io("stat", packed, error))?
         .len();
@@ -137,12 +147,19 @@ pub(crate) fn compact_file(
     })
 }
 
+/// The file name of a path this crate built (always valid UTF-8).
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// Writes the gzip of `file`'s bytes (from its start) to `tmp`, synced.
 fn write_gzip(file: &mut File, tmp: &Path) -> Result<(), PluginError> {
     let io = |operation: &'static str| move |error| PluginError::io(operation, tmp, error);
     file.seek(SeekFrom::Start(0)).map_err(io("read"))?;
     // A stray file from an interrupted compaction is replaced, never appended to.
-    let out = File::create(tmp).map_err(io("create"))?;
+    let out = create_tmp(tmp)?;
     let mut encoder = GzEncoder::new(BufWriter::new(out), flate2::Compression::default());
     std::io::copy(file, &mut encoder).map_err(io("write"))?;
     let out = encoder
@@ -154,37 +171,53 @@ fn write_gzip(file: &mut File, tmp: &Path) -> Result<(), PluginError> {
 }
 
 /// Expands the compacted file at `packed` back into a live file at `live`, then removes
-/// `packed`. A live file that appeared meanwhile (another writer expanded it first) is kept
-/// as it is.
-pub(crate) fn expand_file(packed: &Path, live: &Path, dir: &Path) -> Result<(), PluginError> {
-    let tmp = with_suffix(live, COMPACTION_TMP_SUFFIX);
+/// `packed`; returns the new live file, opened for append and locked.
+///
+/// The caller holds `placeholder`'s lock, the empty live file `live` names, which is what
+/// makes it the only one expanding. The bytes go to a temporary file that is locked before it
+/// is renamed over the placeholder, so the lock never leaves this call's hands; a writer
+/// waiting on the placeholder finds it replaced and opens the new file (and gets `Locked`).
+pub(crate) fn expand_locked(
+    placeholder: File,
+    packed: &Path,
+    live: &Path,
+    dir: &Path,
+) -> Result<File, PluginError> {
+    let tmp = dir.join(tmp_name(&file_name(live)));
     let written = (|| {
         let mut reader = open_compacted(packed)?;
-        let out = File::create(&tmp).map_err(|error| PluginError::io("create", &tmp, error))?;
-        let mut out = BufWriter::new(out);
+        let out = create_tmp(&tmp)?;
+        try_lock(&out, &tmp)?;
+        let mut writer = BufWriter::new(&out);
         // The decoder checks the gzip CRC-32 and length at the end: damage is an error here.
-        copy(&mut reader, &mut out, packed, &tmp)?;
-        let out = out
+        copy(&mut reader, &mut writer, packed, &tmp)?;
+        writer
             .into_inner()
             .map_err(|error| PluginError::io("write", &tmp, error.into_error()))?;
         out.sync_all()
-            .map_err(|error| PluginError::io("sync", &tmp, error))
+            .map_err(|error| PluginError::io("sync", &tmp, error))?;
+        Ok(out)
     })();
-    if let Err(error) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(error);
-    }
-    // A hard link never replaces an existing file, where a rename would.
-    let linked = std::fs::hard_link(&tmp, live);
-    let _ = std::fs::remove_file(&tmp);
-    match linked {
-        Ok(()) => {}
-        Err(error) if error.kind() == ErrorKind::AlreadyExists => return Ok(()),
-        Err(error) => return Err(PluginError::io("link", live, error)),
-    }
+    let out = match written {
+        Ok(out) => out,
+        Err(error) => {
+            let _ = std::fs::remove_file(&tmp);
+            // The placeholder holds nothing: the session is left as it was, compacted.
+            if still_named(live, &placeholder).unwrap_or(false) {
+                let _ = std::fs::remove_file(live);
+            }
+            return Err(error);
+        }
+    };
+    hooks::at(hooks::Point::ExpandBeforeRename);
+    std::fs::rename(&tmp, live).map_err(|error| PluginError::io("rename", &tmp, error))?;
     sync_dir(dir)?;
+    drop(placeholder);
+    hooks::at(hooks::Point::ExpandBeforeRemovePacked);
+    // The live file now holds the same bytes: the compacted one is a copy.
     std::fs::remove_file(packed).map_err(|error| PluginError::io("remove", packed, error))?;
-    sync_dir(dir)
+    sync_dir(dir)?;
+    Ok(out)
 }
 
 /// Copies `reader` into `writer`, naming the source on a read error and the target on a write

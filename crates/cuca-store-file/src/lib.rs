@@ -59,8 +59,13 @@
 //! finished session into a new `{session_id}.cslog.gz` (read transparently, expanded back into
 //! a `.cslog` when written to) and removes the `.cslog` only once the new file reads back the
 //! same. Its lock is advisory
-//! (`flock`): it keeps FileBackends apart, not other programs that ignore locks. It does not
-//! fold case, so on a case-insensitive file system `Demo` and `demo` are one file.
+//! (`flock` on the live file, also guarding creation, compaction and expansion): it keeps
+//! FileBackends apart, not other programs that ignore locks. It keeps at most
+//! [`DEFAULT_MAX_OPEN_SESSIONS`] sessions open for append, closing (and unlocking) the least
+//! recently used first. It opens regular files only, never following a link. It does not
+//! fold case, so on a case-insensitive file system `Demo` and `demo` are one file. An id too
+//! long for one file name is stored under an overflow name whose true id is in its records
+//! (`docs/cslog-format.md`).
 //!
 //! [`SessionBackend`]: cuca_events::SessionBackend
 //! [`SessionBackend::gauge`]: cuca_events::SessionBackend::gauge
@@ -71,7 +76,10 @@ mod backend;
 mod codec;
 mod compact;
 mod error;
+mod files;
 pub mod golden;
+mod handles;
+mod naming;
 mod repair;
 mod scan;
 mod sequence;
@@ -86,6 +94,8 @@ pub use codec::{
 };
 pub use compact::{Compaction, COMPACTED_EXTENSION};
 pub use error::FrameError;
+pub use handles::DEFAULT_MAX_OPEN_SESSIONS;
+pub use naming::MAX_SESSION_ID_LEN;
 pub use repair::{DroppedRecord, Repair};
 pub use scan::{
     scan, scan_bytes, scan_reader, scan_session, Finding, FindingKind, ScanReport, SkippedFrame,

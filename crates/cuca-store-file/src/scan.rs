@@ -233,25 +233,16 @@ pub fn scan_bytes(bytes: &[u8], path: &Path) -> ScanReport {
     report
 }
 
-/// Replays the `.cslog` file at `path` into `visit`, with [`scan`]'s recovery rule: what
-/// `scan_session(path, session_id)?.into_records()` returns, record by record, without
-/// collecting the records.
+/// Replays `.cslog` bytes from any reader (an open session file, a compacted file's decoder)
+/// into `visit`, with [`scan`]'s recovery rule: what `scan_reader(reader, path)?.into_records()`
+/// returns, record by record, without collecting the records; `path` names the source in
+/// errors.
 ///
 /// Each frame is decoded where it lies in the read chunk into a [`ReplayedRecord`] whose
 /// session id borrows from the chunk. It returns [`PluginError::Corrupt`] as soon as the scan
 /// refuses the file (the same error [`ScanReport::into_records`] returns): the records visited
 /// before that are for the caller to discard (see `SessionBackend::replay_each`). An error
 /// from `visit` stops the read and is returned as it is.
-pub(crate) fn replay_file(
-    path: &Path,
-    session_id: Option<&str>,
-    visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
-) -> Result<(), PluginError> {
-    replay_reader(open_session_file(path)?, path, session_id, visit)
-}
-
-/// [`replay_file`] over `.cslog` bytes from any reader (a compacted file's decoder); `path`
-/// names the source in errors.
 pub(crate) fn replay_reader(
     reader: impl Read,
     path: &Path,
@@ -275,7 +266,7 @@ fn refusal(path: &Path, offset: u64, reason: String) -> PluginError {
 }
 
 /// Reads the header, then every chunk, through a scanner: the one read loop of [`scan`] and
-/// [`replay_file`]. The outer error is the reader's, the inner one the [`Take`]'s.
+/// [`replay_reader`]. The outer error is the reader's, the inner one the [`Take`]'s.
 fn read_frames<T: Take>(
     mut reader: impl Read,
     path: &Path,

@@ -82,7 +82,7 @@ fn a_write_error_is_returned_as_is() {
 /// "FileBackend rejects a session id containing / or \ rather than mapping it into a subdirectory."
 #[test]
 fn refused_session_ids_name_the_reason() {
-    let long = "x".repeat(250);
+    let long = "x".repeat(crate::MAX_SESSION_ID_LEN + 1);
     for (id, why) in [
         ("", "is empty"),
         ("a/b", "contains '/'"),
@@ -91,7 +91,7 @@ fn refused_session_ids_name_the_reason() {
         ("a\u{1b}[2Jb", "control character U+001B"),
         (".", "only of dots"),
         ("..", "only of dots"),
-        (long.as_str(), "over the 255-byte"),
+        (long.as_str(), "over the 1048576-byte limit"),
     ] {
         match validate_session_id(id) {
             Err(PluginError::Validation { schema, message }) => {
@@ -101,8 +101,9 @@ fn refused_session_ids_name_the_reason() {
             other => panic!("{id:?} gave {other:?}"),
         }
     }
-    // 249 bytes + ".cslog" is exactly 255: the longest id that fits.
-    assert!(validate_session_id(&"x".repeat(249)).is_ok());
+    // An id too long for one file name is stored under an overflow name.
+    assert!(validate_session_id(&"x".repeat(250)).is_ok());
+    assert!(validate_session_id(&"x".repeat(crate::MAX_SESSION_ID_LEN)).is_ok());
     assert!(validate_session_id("..x").is_ok());
 }
 

@@ -21,7 +21,7 @@ fn each_refused_session_id_is_a_validation_error_and_touches_nothing() {
     let backend = FileBackend::new(&store).unwrap();
     std::fs::write(root.path().join("outside.cslog"), b"keep").unwrap();
     let before = snapshot(root.path());
-    let long = "x".repeat(300);
+    let long = "x".repeat(cuca_store_file::MAX_SESSION_ID_LEN + 1);
     for id in [
         "",
         "../outside",
@@ -206,12 +206,14 @@ fn a_fork_of_a_session_ending_at_the_last_sequence_is_refused_and_touches_nothin
 }
 
 /// The fork id `{session_id}:fork:{point_id}:{n}` repeats the session id, so a long id can
-/// fork into a name no file system takes: a Validation error naming the id, nothing created.
+/// fork into an id over the store's limit on ids (`MAX_SESSION_ID_LEN`; ids too long for a
+/// file name are stored under an overflow name): a Validation error naming the id, nothing
+/// created.
 #[test]
-fn a_fork_whose_id_is_too_long_for_a_file_name_is_refused_and_touches_nothing() {
+fn a_fork_whose_id_is_too_long_for_the_store_is_refused_and_touches_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let backend = FileBackend::new(dir.path()).unwrap();
-    let long = "x".repeat(200);
+    let long = "x".repeat(cuca_store_file::MAX_SESSION_ID_LEN / 2);
     backend
         .append(record(&long, 0, SessionEvent::Output { text: "a".into() }))
         .unwrap();
@@ -221,8 +223,10 @@ fn a_fork_whose_id_is_too_long_for_a_file_name_is_refused_and_touches_nothing() 
         Err(PluginError::Validation { schema, message }) => {
             assert_eq!(schema, "session_id");
             assert!(
-                message.contains(&format!("{long}:fork:{long}:0:")),
-                "{message}"
+                message.contains(&format!("{long}:fork:{long}:0:"))
+                    && message.contains("limit on session ids"),
+                "{}",
+                &message[message.len() - 80..]
             );
         }
         other => panic!("expected Validation, got {other:?}"),

@@ -238,10 +238,11 @@ fn a_damaged_compacted_file_is_an_error_naming_it_never_a_panic() {
     assert!(!dir.path().join("demo.cslog").exists());
 }
 
-/// The longest id a `.cslog` name allows leaves no room for `.cslog.gz.tmp`: such a session
-/// appends, replays and forks as before, and only compaction refuses it, by name.
+/// The longest id a `.cslog` name allows leaves no room for `.cslog.gz`: its live file keeps
+/// the seed's name and its compacted file takes the overflow name; it compacts, reads back,
+/// lists once under its true id and expands like any other.
 #[test]
-fn an_id_too_long_for_a_compacted_name_still_works_and_is_refused_compaction() {
+fn an_id_too_long_for_a_compacted_name_compacts_under_an_overflow_name() {
     let dir = tempfile::tempdir().unwrap();
     let backend = FileBackend::new(dir.path()).unwrap();
     let id = "s".repeat(cuca_store_file::MAX_FILE_NAME_LEN - ".cslog".len());
@@ -249,14 +250,55 @@ fn an_id_too_long_for_a_compacted_name_still_works_and_is_refused_compaction() {
     for sequence in 0..3 {
         backend.append(record(&id, sequence)).unwrap();
     }
+    assert!(dir.path().join(format!("{id}.cslog")).is_file());
+    let compaction = backend.compact(&id).unwrap();
+    let name = compaction
+        .path
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        name.starts_with(&"s".repeat(64)) && name.ends_with(".cslog.gz"),
+        "{name}"
+    );
+    assert!(name.len() <= cuca_store_file::MAX_FILE_NAME_LEN);
+    assert!(backend.is_compacted(&id).unwrap());
     assert_eq!(backend.replay(&id).unwrap().len(), 3);
     assert_eq!(visited(&backend, &id).len(), 3);
-    assert!(!backend.is_compacted(&id).unwrap());
     assert_eq!(backend.sessions().unwrap(), vec![id.clone()]);
-    let error = backend.compact(&id).unwrap_err();
-    assert!(
-        matches!(&error, PluginError::Validation { .. }) && error.to_string().contains("too long"),
-        "{error}"
-    );
-    assert_eq!(backend.replay(&id).unwrap().len(), 3);
+    backend.append(record(&id, 3)).unwrap();
+    assert!(!backend.is_compacted(&id).unwrap());
+    assert!(!compaction.path.exists());
+    assert_eq!(backend.replay(&id).unwrap().len(), 4);
+}
+
+/// "A second compaction then overwrites the `.gz` and the 5 older records are gone for good":
+/// what the old race left (a live file of 1 record next to a `.gz` of 5 others) is never
+/// compacted over; both files are kept and the error names them.
+#[test]
+fn a_compacted_file_holding_records_the_live_file_lacks_is_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = filled(dir.path(), 5);
+    backend.compact("demo").unwrap();
+    let packed = dir.path().join("demo.cslog.gz");
+    let older = std::fs::read(&packed).unwrap();
+    // A live file started afresh beside it, as a writer racing the old compaction made.
+    let mut other = record("demo", 0);
+    other.event = SessionEvent::Output { text: "new".into() };
+    let mut live = HEADER.to_vec();
+    encode_frame(&other, &mut live).unwrap();
+    std::fs::write(dir.path().join("demo.cslog"), &live).unwrap();
+
+    let fresh = FileBackend::new(dir.path()).unwrap();
+    match fresh.compact("demo") {
+        Err(PluginError::Backend { message, .. }) => {
+            assert!(message.contains("demo.cslog.gz"), "{message}");
+            assert!(message.contains("holds records that"), "{message}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&packed).unwrap(), older);
+    assert_eq!(std::fs::read(dir.path().join("demo.cslog")).unwrap(), live);
 }

@@ -463,6 +463,59 @@ pub fn session_ids_with_control_characters_are_refused(backend: Arc<dyn SessionB
     );
 }
 
+/// Seed 000: "fork_session branches from any historical point", at any depth: a fork id
+/// repeats its parent's id twice, so forks nested ten deep from a 36-byte UUID session make
+/// ids of about 47 KB. Each branch replays its prefix, takes appends and is listed by its true
+/// id.
+pub fn forks_nest_ten_deep_from_a_uuid_session(backend: Arc<dyn SessionBackend>) {
+    let root = "0b3c5a6e-9d2f-4f1a-8c7b-2e4d6f8a0c1e";
+    append_all(backend.as_ref(), &demo_turn(root, 0));
+    let mut ids = vec![root.to_owned()];
+    for depth in 1..=10 {
+        let parent = ids.last().cloned().unwrap_or_default();
+        let child = match backend.fork(&parent, &format!("{parent}:1")) {
+            Ok(id) => id,
+            Err(error) => panic!("fork at depth {depth} ({} bytes): {error}", parent.len()),
+        };
+        assert!(child.starts_with(&format!("{parent}:fork:{parent}:1:")));
+        // The branch holds points 0 and 1; it takes the next record after them.
+        let next = record(
+            &child,
+            2,
+            SessionEvent::Output {
+                text: format!("depth {depth}"),
+            },
+        );
+        if let Err(error) = backend.append(next.clone()) {
+            panic!("append at depth {depth} ({} bytes): {error}", child.len());
+        }
+        let branch = replay(backend.as_ref(), &child);
+        assert_eq!(branch.len(), 3, "depth {depth}");
+        assert_eq!(branch.last(), Some(&next));
+        assert!(branch.iter().all(|record| record.session_id == child));
+        ids.push(child);
+    }
+    let deepest = ids.last().cloned().unwrap_or_default();
+    assert!(deepest.len() > 40_000, "{} bytes", deepest.len());
+    let mut listed = backend.sessions().unwrap_or_default();
+    listed.sort();
+    let mut expected = ids.clone();
+    expected.sort();
+    assert_eq!(listed, expected);
+    // Every parent carries its Fork audit record naming the child by its true id.
+    for pair in ids.windows(2) {
+        let parent = replay(backend.as_ref(), &pair[0]);
+        assert!(
+            parent.iter().any(|record| matches!(
+                &record.event,
+                SessionEvent::Fork { to_session, .. } if *to_session == pair[1]
+            )),
+            "{} bytes: no audit record",
+            pair[0].len()
+        );
+    }
+}
+
 /// Generates one `#[test]` per conformance law for a backend factory expression.
 #[macro_export]
 macro_rules! conformance_tests {
@@ -480,7 +533,8 @@ macro_rules! conformance_tests {
             a_branch_takes_appends,
             append_refuses_a_sequence_at_or_below_the_last,
             the_fork_audit_record_takes_its_sequence,
-            session_ids_with_control_characters_are_refused
+            session_ids_with_control_characters_are_refused,
+            forks_nest_ten_deep_from_a_uuid_session
         );
     };
     (@each $factory:expr; $($law:ident),+) => {

@@ -45,15 +45,17 @@ impl FileBackend {
         // Held throughout, so this instance's own appends and forks cannot open the session
         // in between.
         let mut handles = self.lock_handles();
-        if handles.get(session_id).is_some() || self.stored(session_id)?.is_some() {
+        if handles.get(session_id).is_some() {
             return Ok(false);
         }
-        match Handle::create(&path, &self.dir, self.durability, &[])? {
-            Some(handle) => {
+        // `claim_new` creates the live file exclusively and locks it, and refuses an id
+        // stored in any form (live, compacted, or made by another writer a moment ago).
+        match self.claim_new(session_id)? {
+            Some(file) => {
+                let handle = Handle::start(file, &path, &self.dir, self.durability, &[])?;
                 handles.insert(session_id.to_owned(), Arc::new(Mutex::new(handle)));
                 Ok(true)
             }
-            // Made by another writer after the check: it exists, and it is not ours.
             None => Ok(false),
         }
     }

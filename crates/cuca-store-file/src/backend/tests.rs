@@ -7,9 +7,9 @@ use super::{Durability, Handle};
 
 fn handle_in(dir: &std::path::Path) -> (Handle, std::path::PathBuf) {
     let path = dir.join("s.cslog");
-    let handle = Handle::create(&path, dir, Durability::Buffered, &[])
-        .unwrap()
-        .unwrap();
+    let file = crate::files::open_regular(&path, crate::files::Mode::CreateNew).unwrap();
+    crate::files::try_lock(&file, &path).unwrap();
+    let handle = Handle::start(file, &path, dir, Durability::Buffered, &[]).unwrap();
     (handle, path)
 }
 
@@ -119,4 +119,38 @@ fn a_whole_frame_missing_its_terminator_never_reads_as_a_record_once_sealed() {
     let report = crate::scan(&path).unwrap();
     assert_eq!(report.records, vec![resumed]);
     assert_eq!(report.skipped[0].reason, crate::FrameError::Cobs);
+}
+
+/// "After `fork(2)` without exec, a child shares the parent's lock and can append between its
+/// records": the handle remembers the process that locked it and refuses appends from any
+/// other. (A child made by `fork(2)` sees the handle unchanged, with its parent's pid.)
+#[test]
+fn a_handle_refuses_appends_in_a_process_other_than_the_one_that_locked_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut handle, path) = handle_in(dir.path());
+    handle
+        .append(
+            &record("s", 0, SessionEvent::Output { text: "a".into() }),
+            Durability::Buffered,
+        )
+        .unwrap();
+    let before = std::fs::read(&path).unwrap();
+    // What a forked child's copy of the handle looks like from inside the child.
+    handle.pid = std::process::id().wrapping_add(1);
+    let refused = handle.append(
+        &record("s", 1, SessionEvent::Output { text: "b".into() }),
+        Durability::Buffered,
+    );
+    match refused {
+        Err(PluginError::Locked { path: at, message }) => {
+            assert_eq!(at, path);
+            assert!(message.contains("fork(2)"), "{message}");
+            assert!(
+                message.contains(&std::process::id().to_string()),
+                "{message}"
+            );
+        }
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before);
 }
