@@ -265,7 +265,11 @@ fn push_call(spans: &mut Vec<Span>, call: &[Attempt<'_>], options: &ExportOption
     span = span
         .str_nonempty(c::GEN_AI_REQUEST_MODEL, model)
         .str_nonempty(c::GEN_AI_RESPONSE_MODEL, &last_row.served)
-        .int_nonzero(c::GEN_AI_REQUEST_MAX_TOKENS, last_row.max_tokens)
+        // The request's shape is on the start row; the end row repeats only its identity.
+        .int_nonzero(
+            c::GEN_AI_REQUEST_MAX_TOKENS,
+            last.start.or(first.start).map_or(0, |row| row.max_tokens),
+        )
         .str_nonempty(c::CUCA_RUN, run)
         .str_nonempty(c::CUCA_TAG, &first_row.tag)
         .str_nonempty(c::CUCA_NODE, &first_row.node)
