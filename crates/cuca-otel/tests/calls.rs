@@ -1,6 +1,9 @@
 //! A call log with retries, failures, a cancelled call and calls in flight, exported to a
 //! loopback OTLP/HTTP receiver and checked span by span.
 
+// Test helpers outside #[test] functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

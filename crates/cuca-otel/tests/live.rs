@@ -2,6 +2,9 @@
 //! chat server, with the collector up (spans arrive with the conventions) and down (the call
 //! is not failed, the drop is counted).
 
+// Test helpers outside #[test] functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::collections::VecDeque;

@@ -1,6 +1,9 @@
 //! The committed fixture sessions exported to a loopback OTLP/HTTP receiver, decoded with
 //! `opentelemetry-proto`, and checked against the GenAI conventions.
 
+// Test helpers outside #[test] functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::{Path, PathBuf};
