@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use cuca::otel::opentelemetry_proto::tonic::trace::v1::Span;
 use cuca::otel::{self, ExportOptions, Exporter};
 use cuca::{FileBackend, SessionBackend};
 use serde_json::json;
@@ -91,25 +92,24 @@ pub(crate) fn run(args: &ExportOtlpArgs) -> Result<(), CliError> {
         }),
     };
 
-    let mut summary = Summary::default();
-    let mut spans = Vec::new();
-    if let Some(dir) = &args.sessions {
-        session_spans(dir, &options, &mut spans, &mut summary)?;
-    }
-    if let Some(file) = &args.calls {
-        call_spans(file, &options, &mut spans, &mut summary)?;
-    }
-
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|error| CliError::Failed(format!("start the async runtime: {error}")))?;
-    let report = runtime
-        .block_on(exporter.send(spans))
-        .map_err(|error| CliError::Failed(error.to_string()))?;
-    summary.spans = report.spans;
-    summary.requests = report.requests;
-    summary.rejected = report.rejected;
+    let mut sink = Sink {
+        runtime,
+        exporter: &exporter,
+        pending: Vec::new(),
+        summary: Summary::default(),
+    };
+    if let Some(dir) = &args.sessions {
+        session_spans(dir, &options, &mut sink)?;
+    }
+    if let Some(file) = &args.calls {
+        call_spans(file, &options, &mut sink)?;
+    }
+    sink.flush()?;
+    let summary = sink.summary;
     print_summary(args, exporter.url(), &summary)?;
     if summary.rejected > 0 {
         return Err(CliError::Failed(format!(
@@ -126,12 +126,38 @@ pub(crate) fn run(args: &ExportOtlpArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn session_spans(
-    dir: &Path,
-    options: &ExportOptions,
-    spans: &mut Vec<otel::opentelemetry_proto::tonic::trace::v1::Span>,
-    summary: &mut Summary,
-) -> Result<(), CliError> {
+/// Spans on their way out: sent a request's worth at a time, so a directory of many sessions
+/// is never held whole in memory.
+struct Sink<'a> {
+    runtime: tokio::runtime::Runtime,
+    exporter: &'a Exporter,
+    pending: Vec<Span>,
+    summary: Summary,
+}
+
+impl Sink<'_> {
+    fn push(&mut self, spans: Vec<Span>) -> Result<(), CliError> {
+        self.pending.extend(spans);
+        if self.pending.len() >= otel::MAX_SPANS_PER_REQUEST {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), CliError> {
+        let spans = std::mem::take(&mut self.pending);
+        let report = self
+            .runtime
+            .block_on(self.exporter.send(spans))
+            .map_err(|error| CliError::Failed(error.to_string()))?;
+        self.summary.spans += report.spans;
+        self.summary.requests += report.requests;
+        self.summary.rejected += report.rejected;
+        Ok(())
+    }
+}
+
+fn session_spans(dir: &Path, options: &ExportOptions, sink: &mut Sink<'_>) -> Result<(), CliError> {
     // A typo in a directory name must not read as an empty store (FileBackend would create it).
     if !dir.is_dir() {
         return Err(CliError::Usage(format!(
@@ -144,27 +170,22 @@ fn session_spans(
     let backend: Arc<dyn SessionBackend> = Arc::new(backend);
     for id in ids {
         match otel::session_spans(Arc::clone(&backend), &id, options) {
-            Ok(export) if export.skipped_by_since => summary.sessions_skipped += 1,
+            Ok(export) if export.skipped_by_since => sink.summary.sessions_skipped += 1,
             Ok(export) => {
-                summary.sessions += 1;
-                summary.turns += export.n_turns;
-                spans.extend(export.spans);
+                sink.summary.sessions += 1;
+                sink.summary.turns += export.n_turns;
+                sink.push(export.spans)?;
             }
             Err(error) => {
                 ui::warn(&error.to_string());
-                summary.sessions_failed += 1;
+                sink.summary.sessions_failed += 1;
             }
         }
     }
     Ok(())
 }
 
-fn call_spans(
-    file: &Path,
-    options: &ExportOptions,
-    spans: &mut Vec<otel::opentelemetry_proto::tonic::trace::v1::Span>,
-    summary: &mut Summary,
-) -> Result<(), CliError> {
+fn call_spans(file: &Path, options: &ExportOptions, sink: &mut Sink<'_>) -> Result<(), CliError> {
     if !file.is_file() {
         return Err(CliError::Usage(format!(
             "call log {} is not a file",
@@ -196,12 +217,11 @@ fn call_spans(
             export.n_untimed
         ));
     }
-    summary.runs += export.n_runs;
-    summary.calls += export.n_calls;
-    summary.attempts += export.n_attempts;
-    summary.in_flight += export.n_in_flight;
-    spans.extend(export.spans);
-    Ok(())
+    sink.summary.runs += export.n_runs;
+    sink.summary.calls += export.n_calls;
+    sink.summary.attempts += export.n_attempts;
+    sink.summary.in_flight += export.n_in_flight;
+    sink.push(export.spans)
 }
 
 fn print_summary(args: &ExportOtlpArgs, url: &str, summary: &Summary) -> Result<(), CliError> {

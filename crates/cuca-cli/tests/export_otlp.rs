@@ -89,3 +89,59 @@ fn export_otlp_with_nothing_to_export_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--sessions DIR, --calls FILE"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_otlp_sends_a_call_log_with_a_call_in_flight() {
+    use cuca::calllog::{CallLog, Record, PHASE_START};
+    let (url, received) = receiver().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("calls.jsonl");
+    let log = CallLog::builder().path(Some(path.clone())).build();
+    let row = |id: &str, phase: &str, ts: &str| Record {
+        id: id.into(),
+        run: "r1".into(),
+        model: "qwen3".into(),
+        phase: phase.into(),
+        ts: ts.into(),
+        attempt: 1,
+        ..Record::default()
+    };
+    log.append(row("a1", PHASE_START, "2026-11-30T10:00:00.000Z"));
+    log.append(Record {
+        status: 200,
+        finish: "stop".into(),
+        ..row("a1", "", "2026-11-30T10:00:01.000Z")
+    });
+    log.append(row("b1", PHASE_START, "2026-11-30T10:00:02.000Z"));
+    log.close();
+    let output = tokio::task::spawn_blocking(move || {
+        cuca()
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .args(["export-otlp", "--endpoint", &url, "--json", "--calls"])
+            .arg(&path)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(summary["runs"], 1);
+    assert_eq!(summary["calls"], 2);
+    assert_eq!(summary["in_flight"], 1);
+    // A root, and a call span with one attempt span for each call.
+    assert_eq!(summary["spans"], 5);
+    let n: usize = received
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|r| &r.resource_spans)
+        .flat_map(|rs| &rs.scope_spans)
+        .map(|ss| ss.spans.len())
+        .sum();
+    assert_eq!(n, 5);
+}
