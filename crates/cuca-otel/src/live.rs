@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 
 use crate::content;
 use crate::conventions as c;
-use crate::export::{Exporter, DEFAULT_REQUEST_TIMEOUT};
+use crate::export::{Exporter, DEFAULT_REQUEST_TIMEOUT, MAX_SPANS_PER_REQUEST};
 use crate::ids;
 use crate::span::SpanBuilder;
 use crate::Error;
@@ -97,8 +97,10 @@ impl LiveConfig {
         if self.queue_capacity == 0 {
             return Err(invalid("queue_capacity must be at least 1"));
         }
-        if self.max_batch == 0 {
-            return Err(invalid("max_batch must be at least 1"));
+        if self.max_batch == 0 || self.max_batch > MAX_SPANS_PER_REQUEST {
+            return Err(invalid(&format!(
+                "max_batch must be from 1 to {MAX_SPANS_PER_REQUEST} (one request a batch)"
+            )));
         }
         Exporter::new(&self.endpoint, &self.service_name, self.request_timeout).map(|_| ())
     }
@@ -161,6 +163,27 @@ struct Pending {
     agent: String,
     /// The messages, kept only with content on.
     messages: Vec<Message>,
+}
+
+impl Pending {
+    fn from_request(request: &UnifiedRequest, start_ms: u64, with_content: bool) -> Pending {
+        let metadata = &request.metadata;
+        Pending {
+            start_ms,
+            model: request.model.clone(),
+            max_tokens: request.max_tokens,
+            temperature: request.temperature,
+            run: metadata.run.clone().unwrap_or_default(),
+            tag: metadata.tag.clone().unwrap_or_default(),
+            node: metadata.node.clone().unwrap_or_default(),
+            agent: metadata.agent.clone().unwrap_or_default(),
+            messages: if with_content {
+                request.messages.clone()
+            } else {
+                Vec::new()
+            },
+        }
+    }
 }
 
 /// The live exporter: register it on a `CucaClient` and every call's span goes to the
@@ -404,22 +427,7 @@ impl CucaPlugin for OtelPlugin {
         let Some(call_id) = request.metadata.call_id.clone() else {
             return Ok(());
         };
-        let metadata = &request.metadata;
-        let pending = Pending {
-            start_ms: now_ms(),
-            model: request.model.clone(),
-            max_tokens: request.max_tokens,
-            temperature: request.temperature,
-            run: metadata.run.clone().unwrap_or_default(),
-            tag: metadata.tag.clone().unwrap_or_default(),
-            node: metadata.node.clone().unwrap_or_default(),
-            agent: metadata.agent.clone().unwrap_or_default(),
-            messages: if self.config.with_content {
-                request.messages.clone()
-            } else {
-                Vec::new()
-            },
-        };
+        let pending = Pending::from_request(request, now_ms(), self.config.with_content);
         let mut table = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         if table.len() >= self.config.queue_capacity {
             // The oldest entry is a call whose end was never seen (its stream was dropped):
@@ -488,10 +496,19 @@ impl CucaPlugin for OtelPlugin {
         error: &PluginError,
     ) -> Result<(), PluginError> {
         let call_id = request.metadata.call_id.as_deref();
-        let pending = self.take_pending(call_id);
         let end_ms = now_ms();
-        let start_ms = pending.as_ref().map_or(end_ms, |p| p.start_ms);
-        let mut span = self.call_span(call_id, pending.as_ref(), &request.model, start_ms, end_ms);
+        // A call that failed before `on_request` ran (or carried no call id) is still
+        // described by the request the error hook is handed.
+        let pending = self
+            .take_pending(call_id)
+            .unwrap_or_else(|| Pending::from_request(request, end_ms, self.config.with_content));
+        let mut span = self.call_span(
+            call_id,
+            Some(&pending),
+            &request.model,
+            pending.start_ms,
+            end_ms,
+        );
         span = self.provider(span, "");
         if let PluginError::Provider { status, .. } = error {
             span = span.int(c::HTTP_RESPONSE_STATUS_CODE, u64::from(*status));

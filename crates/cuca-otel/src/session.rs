@@ -96,27 +96,44 @@ pub fn session_spans(
     let trace = ids::session_trace_id(session_id);
     let root_id = ids::session_root_span_id(session_id);
     let mut spans = Vec::with_capacity(trajectory.len() + 1);
-    spans.push(
-        SpanBuilder::new(
-            trace,
-            root_id,
-            None,
-            format!("session {session_id}"),
-            SpanKind::Internal,
-        )
-        .times_ms(first_ms, clock.last_ms)
-        .str(c::CUCA_SESSION_ID, session_id)
-        .str(c::GEN_AI_CONVERSATION_ID, session_id)
-        .int(c::CUCA_SESSION_RECORDS, clock.n_records as u64)
-        .int(c::CUCA_SESSION_TURNS, trajectory.len() as u64)
-        .build(),
-    );
+    let mut root = SpanBuilder::new(
+        trace,
+        root_id,
+        None,
+        format!("session {session_id}"),
+        SpanKind::Internal,
+    )
+    .times_ms(first_ms, clock.last_ms)
+    .str(c::CUCA_SESSION_ID, session_id)
+    .str(c::GEN_AI_CONVERSATION_ID, session_id)
+    .int(c::CUCA_SESSION_RECORDS, clock.n_records as u64);
+    if let Some((parent, point)) = fork_parent(session_id) {
+        // A branch links to the session it was taken from, whose trace the same export (or an
+        // earlier one) sent under the parent's derived ids.
+        root = root.str(c::CUCA_SESSION_FORKED_FROM, point).link(
+            ids::session_trace_id(parent),
+            ids::session_root_span_id(parent),
+        );
+    }
 
     let mut model: Option<String> = None;
     let mut conversation: Vec<&Message> = Vec::new();
+    let mut turn_spans = Vec::with_capacity(trajectory.len());
     for (turn_idx, turn) in trajectory.turns().iter().enumerate() {
+        let notes_only = turn.messages().is_empty()
+            && turn.blocks().is_empty()
+            && turn.system_prompts().is_empty()
+            && turn.completion().is_none();
+        if notes_only {
+            // A stretch of records that sent nothing and got nothing back (a Fork audit
+            // record appended after the last call, a model swap between calls) is not a model
+            // call: its notes belong to the session.
+            let at = clock.at(*turn.sequence_range().start());
+            root = note_events(root, turn, at, &mut model);
+            continue;
+        }
         conversation.extend(turn.messages());
-        let span = turn_span(
+        turn_spans.push(turn_span(
             TurnContext {
                 session_id,
                 trace,
@@ -128,15 +145,85 @@ pub fn session_spans(
             },
             turn,
             &mut model,
-        );
-        spans.push(span);
+        ));
     }
+    let n_turns = turn_spans.len();
+    spans.push(root.int(c::CUCA_SESSION_TURNS, n_turns as u64).build());
+    spans.extend(turn_spans);
     Ok(SessionSpans {
         spans,
         n_records: clock.n_records,
-        n_turns: trajectory.len(),
+        n_turns,
         skipped_by_since: false,
     })
+}
+
+/// The parent session and fork point of a fork's session id, which backends mint as
+/// `{parent}:fork:{parent}:{sequence}:{n}` (`cuca_events::fork_session_id`); `None` for any
+/// other id. The parent appears twice, so the split is exact even when the parent itself
+/// holds `:` or `:fork:` (a fork of a fork).
+pub(crate) fn fork_parent(session_id: &str) -> Option<(&str, &str)> {
+    const MARK: &str = ":fork:";
+    let (rest, n) = session_id.rsplit_once(':')?;
+    n.parse::<u64>().ok()?;
+    let (doubled, sequence) = rest.rsplit_once(':')?;
+    sequence.parse::<u64>().ok()?;
+    let half = doubled.len().checked_sub(MARK.len())? / 2;
+    let parent = doubled.get(..half)?;
+    let mark = doubled.get(half..half + MARK.len())?;
+    let again = doubled.get(half + MARK.len()..)?;
+    (mark == MARK && again == parent).then_some((parent, &rest[half + MARK.len()..]))
+}
+
+/// Takes the model a [`ReplayNote::ModelSwap`] in `turn` switched to.
+fn apply_swaps(turn: &ReplayTurn, model: &mut Option<String>) {
+    for note in turn.notes() {
+        if let ReplayNote::ModelSwap { to, .. } = note {
+            *model = Some(to.clone());
+        }
+    }
+}
+
+/// `turn`'s model swaps and fork audits as span events at `at_ms`, and the model the last
+/// swap switched to.
+fn note_events(
+    mut span: SpanBuilder,
+    turn: &ReplayTurn,
+    at_ms: u64,
+    model: &mut Option<String>,
+) -> SpanBuilder {
+    apply_swaps(turn, model);
+    for note in turn.notes() {
+        match note {
+            ReplayNote::ModelSwap { from, to, reason } => {
+                span = span.event(
+                    c::EVENT_MODEL_SWAP,
+                    at_ms,
+                    &[
+                        ("cuca.model.from", from),
+                        ("cuca.model.to", to),
+                        ("cuca.reason", reason),
+                    ],
+                );
+            }
+            ReplayNote::Fork {
+                from_point,
+                to_session,
+            } => {
+                span = span.event(
+                    c::EVENT_FORK,
+                    at_ms,
+                    &[
+                        ("cuca.fork.from_point", from_point),
+                        ("cuca.fork.to_session", to_session),
+                    ],
+                );
+            }
+            // Unpaired Latency/TokenUsage records, and notes added later, carry no event.
+            _ => {}
+        }
+    }
+    span
 }
 
 /// What a turn's span needs from its session.
@@ -164,22 +251,8 @@ fn turn_span(cx: TurnContext<'_>, turn: &ReplayTurn, model: &mut Option<String>)
     // An unfinished turn only has its records' own clock.
     let start_ms = completion.map_or(first_ms, |done| end_ms.saturating_sub(done.duration_ms));
 
-    let mut swaps = Vec::new();
-    let mut forks = Vec::new();
-    for note in turn.notes() {
-        match note {
-            ReplayNote::ModelSwap { from, to, reason } => {
-                *model = Some(to.clone());
-                swaps.push((from.as_str(), to.as_str(), reason.as_str()));
-            }
-            ReplayNote::Fork {
-                from_point,
-                to_session,
-            } => forks.push((from_point.as_str(), to_session.as_str())),
-            _ => {}
-        }
-    }
-
+    // A swap recorded in this turn came before its call: it names the call's model.
+    apply_swaps(turn, model);
     let name = match model.as_deref() {
         Some(model) => format!("{} {model}", c::OPERATION_CHAT),
         None => c::OPERATION_CHAT.to_owned(),
@@ -215,27 +288,7 @@ fn turn_span(cx: TurnContext<'_>, turn: &ReplayTurn, model: &mut Option<String>)
         .bool(c::CUCA_TURN_COMPLETE, completion.is_some())
         .int(c::CUCA_BLOCKS, turn.blocks().len() as u64)
         .int_nonzero(c::CUCA_TOOL_CALLS, n_tool_calls as u64);
-    for (from, to, reason) in swaps {
-        span = span.event(
-            c::EVENT_MODEL_SWAP,
-            first_ms,
-            &[
-                ("cuca.model.from", from),
-                ("cuca.model.to", to),
-                ("cuca.reason", reason),
-            ],
-        );
-    }
-    for (from_point, to_session) in forks {
-        span = span.event(
-            c::EVENT_FORK,
-            end_ms,
-            &[
-                ("cuca.fork.from_point", from_point),
-                ("cuca.fork.to_session", to_session),
-            ],
-        );
-    }
+    span = note_events(span, turn, first_ms, model);
     if cx.options.with_content {
         if !turn.system_prompts().is_empty() {
             span = span.str(
@@ -255,3 +308,6 @@ fn turn_span(cx: TurnContext<'_>, turn: &ReplayTurn, model: &mut Option<String>)
     }
     span.build()
 }
+
+#[cfg(test)]
+mod tests;

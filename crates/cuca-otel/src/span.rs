@@ -131,6 +131,16 @@ impl SpanBuilder {
         self
     }
 
+    /// A link to a span in another trace (a fork's parent session).
+    pub(crate) fn link(mut self, trace: TraceId, id: SpanId) -> SpanBuilder {
+        self.span.links.push(span::Link {
+            trace_id: trace.to_vec(),
+            span_id: id.to_vec(),
+            ..span::Link::default()
+        });
+        self
+    }
+
     pub(crate) fn build(self) -> Span {
         self.span
     }

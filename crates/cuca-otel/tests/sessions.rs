@@ -337,3 +337,66 @@ async fn a_collector_that_refuses_is_an_error_naming_the_status() {
         Err(cuca_otel::Error::Endpoint { .. })
     ));
 }
+
+#[tokio::test]
+async fn a_fork_links_to_the_session_it_was_taken_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = FileBackend::new(dir.path()).unwrap();
+    cuca_testkit::append_all(&file, &cuca_testkit::demo_turn("demo", 0));
+    let branch = file.fork("demo", "demo:1").unwrap();
+    let backend: Arc<dyn SessionBackend> = Arc::new(file);
+
+    let (url, received) = start_receiver().await;
+    let exporter = Exporter::new(&url, "cuca", DEFAULT_REQUEST_TIMEOUT).unwrap();
+    let mut spans = session_spans(Arc::clone(&backend), "demo", &ExportOptions::default())
+        .unwrap()
+        .spans;
+    spans.extend(
+        session_spans(backend, &branch, &ExportOptions::default())
+            .unwrap()
+            .spans,
+    );
+    exporter.send(spans).await.unwrap();
+    let spans = received.spans();
+    let root = spans
+        .iter()
+        .find(|s| s.name == format!("session {branch}"))
+        .unwrap();
+    assert_eq!(str_attr(root, "cuca.session.forked_from"), "demo:1");
+    assert_eq!(root.links.len(), 1);
+    assert_eq!(
+        root.links[0].trace_id,
+        ids::session_trace_id("demo").to_vec()
+    );
+    assert_eq!(
+        root.links[0].span_id,
+        ids::session_root_span_id("demo").to_vec()
+    );
+    assert_ne!(
+        root.trace_id, root.links[0].trace_id,
+        "a branch is a trace of its own"
+    );
+    // The Fork audit record, appended after the parent's last call, is no model call: it is
+    // an event on the parent's session span.
+    let demo_trace = ids::session_trace_id("demo").to_vec();
+    let chats = spans
+        .iter()
+        .filter(|s| s.trace_id == demo_trace && s.name == "chat")
+        .count();
+    assert_eq!(chats, 1);
+    let parent_root = spans.iter().find(|s| s.name == "session demo").unwrap();
+    assert_eq!(int_attr(parent_root, "cuca.session.turns"), 1);
+    let fork = parent_root
+        .events
+        .iter()
+        .find(|e| e.name == "cuca.fork")
+        .expect("the Fork audit record is an event");
+    assert_eq!(
+        attr(&fork.attributes, "cuca.fork.to_session"),
+        Some(
+            &cuca_otel::opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(
+                branch.clone()
+            )
+        )
+    );
+}
