@@ -269,3 +269,37 @@ fn spawning_outside_a_runtime_is_an_error_not_a_panic() {
         Err(cuca_otel::Error::Runtime { .. })
     ));
 }
+
+#[tokio::test]
+async fn a_collector_that_hangs_holds_no_call_and_is_given_up_on() {
+    // A collector that accepts connections and never answers: the call does not wait for
+    // it, and the worker gives the request up after `request_timeout`.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hung = format!("http://{}", listener.local_addr().unwrap());
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let keep = Arc::clone(&held);
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            keep.lock().unwrap().push(socket);
+        }
+    });
+    let chat = chat_server(vec![(200, STREAM_BASIC)]).await;
+    let config = LiveConfig {
+        request_timeout: std::time::Duration::from_millis(300),
+        ..LiveConfig::new(&hung).unwrap()
+    };
+    let plugin = Arc::new(OtelPlugin::spawn(config).unwrap());
+    let client = client(&chat, Arc::clone(&plugin));
+    let text = call(&client, "run-hung")
+        .await
+        .expect("the call is not failed");
+    assert!(!text.is_empty());
+    let stats = plugin.shutdown().await;
+    assert_eq!(stats.queued, 1);
+    assert_eq!(stats.dropped_send_failed, 1);
+    assert_eq!(stats.failed_requests, 1);
+    assert!(
+        !held.lock().unwrap().is_empty(),
+        "the request did reach the hung collector"
+    );
+}
