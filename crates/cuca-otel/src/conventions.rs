@@ -56,7 +56,8 @@ pub const CUCA_SESSION_RECORDS: &str = "cuca.session.records";
 pub const CUCA_SESSION_TURNS: &str = "cuca.session.turns";
 /// The session this one was forked from, on a fork's root span.
 pub const CUCA_SESSION_FORKED_FROM: &str = "cuca.session.forked_from";
-/// The 0-based turn index of a model call in its session.
+/// The 0-based turn index of a model call in its session, as `SessionReplay` (and
+/// `cuca replay --turn`) counts turns.
 pub const CUCA_TURN_INDEX: &str = "cuca.turn.index";
 /// The sequence of the turn's first record.
 pub const CUCA_SEQUENCE_FIRST: &str = "cuca.sequence.first";
