@@ -68,6 +68,11 @@
 //! paths send identical shapes, and its queue can count every span it drops, which the
 //! SDK's batch processor does not expose.
 //!
+//! The live exporter is a [`cuca_events::CucaPlugin`] rather than a `tracing` layer through
+//! `tracing-opentelemetry`: the hooks hand over the request, the response and the error as
+//! typed values, it needs no global subscriber, and the plugin contract already keeps its
+//! failures out of the call (see [`OtelPlugin`]).
+//!
 //! # What it does not do
 //!
 //! It does not send metrics or logs, and does not speak OTLP/gRPC (collectors take
