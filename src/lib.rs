@@ -14,6 +14,7 @@
 //! | `calllog` | the JSONL call log, as `cuca::calllog` |
 //! | `journal` | the capture journal, host assembly and serving, as `cuca::journal` |
 //! | `store-postgres` | `PostgresBackend`, as `cuca::store_postgres` |
+//! | `otel` | OTLP export of sessions and call-log rows, and the live `OtelPlugin`, as `cuca::otel` |
 //! | `full` | all of the above |
 //!
 //! Features are additive. `provider-llamacpp` and `provider-openai` bring the same client:
@@ -108,6 +109,11 @@ pub use cuca_calllog as calllog;
 #[cfg(feature = "journal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "journal")))]
 pub use cuca_journal as journal;
+
+/// OTLP export with the OpenTelemetry GenAI conventions ([`cuca_otel`]).
+#[cfg(feature = "otel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
+pub use cuca_otel as otel;
 
 /// Sessions in PostgreSQL ([`cuca_store_postgres`]).
 #[cfg(feature = "store-postgres")]

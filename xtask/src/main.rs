@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod ci;
 mod e2e;
+mod e2e_phoenix;
 mod fixtures;
 mod fuzz;
 
@@ -31,6 +32,10 @@ enum Task {
     /// Run both seed example commands against a real llama-server and check their .cslog
     /// files (opt-in, not in CI: needs CUCA_BASE_URL, or llama-server on PATH and CUCA_GGUF).
     E2e,
+    /// Export the fixture sessions and a call log into a real Arize Phoenix server and read
+    /// model, token counts and latency back through its API (opt-in, not in CI: needs
+    /// `pip install arize-phoenix==20.26.1`, found as CUCA_PHOENIX or `phoenix` on PATH).
+    E2ePhoenix,
     /// Run every criterion bench and print one table: each figure beside its baseline
     /// measured in the same run, the ratio, the target and whether it is met.
     Bench {
@@ -62,6 +67,7 @@ fn main() -> anyhow::Result<()> {
         Task::Ci => ci::run(),
         Task::Fixtures { check } => fixtures::run(check),
         Task::E2e => e2e::run(),
+        Task::E2ePhoenix => e2e_phoenix::run(),
         Task::Bench { quick, no_run } => bench::run(quick, no_run),
         Task::Fuzz {
             seconds,

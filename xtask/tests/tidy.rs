@@ -133,8 +133,9 @@ fn crate_folders_match_package_names_and_inherit_lints() {
     }
 }
 
-/// ARCHITECTURE.md: every edge points towards `cuca-events`; the one leaf-to-leaf edge is
-/// `cuca-client → cuca-calllog`; stores are never normal dependencies of a library crate.
+/// ARCHITECTURE.md: every edge points towards `cuca-events`; the leaf-to-leaf edges are
+/// `cuca-client → cuca-calllog` and the exporter's `cuca-otel → cuca-replay`/`cuca-calllog`;
+/// stores are never normal dependencies of a library crate.
 #[test]
 fn crate_edges_are_the_ones_architecture_md_allows() {
     let output = std::process::Command::new(env!("CARGO"))
@@ -149,6 +150,8 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
             // The facade re-exports everything; the CLI and the test/bench crates sit on top.
             "cuca" | "cuca-cli" | "cuca-reliability" | "cuca-bench" | "xtask" => true,
             "cuca-client" => matches!(to, "cuca-events" | "cuca-calllog"),
+            // The exporter reads like the CLI: replay's turns and the call log's rows.
+            "cuca-otel" => matches!(to, "cuca-events" | "cuca-replay" | "cuca-calllog"),
             "cuca-calllog" => false,
             // The viewer sits on top like the CLI: it reads through the crates that own the
             // formats (ARCHITECTURE.md, cuca-view).

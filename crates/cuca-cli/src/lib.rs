@@ -50,6 +50,7 @@ mod error;
 mod journal;
 mod logs;
 mod repair;
+mod otel;
 mod serve;
 mod sessions;
 mod ui;
@@ -183,6 +184,8 @@ enum Command {
     /// Capture journals: assemble, salvage, show a record.
     #[command(subcommand)]
     Journal(journal::JournalCommand),
+    /// Send sessions and call-log rows to an OpenTelemetry collector as OTLP traces.
+    ExportOtlp(otel::ExportOtlpArgs),
     /// Serve `GET /runs/{id}/replay` from a directory of run directories.
     Serve {
         /// The directory holding one subdirectory per run (`{id}/replay.json.gz`).
@@ -281,5 +284,6 @@ fn dispatch(command: Command) -> Result<(), CliError> {
         Command::Journal(command) => journal::run(command),
         Command::Serve { runs, listen } => serve::run(&runs, &listen),
         Command::View(args) => view::run(args),
+        Command::ExportOtlp(args) => otel::run(&args),
     }
 }

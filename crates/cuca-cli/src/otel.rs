@@ -1,0 +1,274 @@
+//! `cuca export-otlp`: sessions and call-log rows sent to an OpenTelemetry collector through `cuca::otel`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cuca::otel::opentelemetry_proto::tonic::trace::v1::Span;
+use cuca::otel::{self, ExportOptions, Exporter};
+use cuca::{FileBackend, SessionBackend};
+use serde_json::json;
+
+use crate::error::CliError;
+use crate::ui;
+
+/// The options of `cuca export-otlp`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ExportOtlpArgs {
+    /// The collector's OTLP/HTTP endpoint (`http://localhost:4318`; `/v1/traces` is appended
+    /// unless the URL already ends with it).
+    #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    endpoint: String,
+    /// A directory of `.cslog` files: every session in it becomes a trace.
+    #[arg(long, value_name = "DIR")]
+    sessions: Option<PathBuf>,
+    /// A call log (`calls.jsonl`): every run in it becomes a trace.
+    #[arg(long, value_name = "FILE")]
+    calls: Option<PathBuf>,
+    /// Only what happened within this long before now (`90s`, `15m`, `2h`, `1day`):
+    /// sessions whose last record is that recent, call-log rows written that recently.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    since: Option<Duration>,
+    /// Also send messages, system prompts and answers (and call-log bodies recorded under
+    /// the bodies pin), as the GenAI conventions' opt-in content attributes.
+    #[arg(long)]
+    with_content: bool,
+    /// `gen_ai.provider.name` for every call (`openai`, `llamacpp`, …); the records do not
+    /// hold it, so it is left off unless named.
+    #[arg(long, value_name = "NAME")]
+    provider: Option<String>,
+    /// The resource's `service.name`.
+    #[arg(long, value_name = "NAME", default_value = "cuca")]
+    service_name: String,
+    /// Print one JSON summary object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What was gathered and sent.
+#[derive(Debug, Default)]
+struct Summary {
+    sessions: usize,
+    sessions_skipped: usize,
+    sessions_failed: usize,
+    turns: usize,
+    runs: usize,
+    calls: usize,
+    attempts: usize,
+    in_flight: usize,
+    spans: usize,
+    requests: usize,
+    rejected: u64,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// `cuca export-otlp`.
+pub(crate) fn run(args: &ExportOtlpArgs) -> Result<(), CliError> {
+    if args.sessions.is_none() && args.calls.is_none() {
+        return Err(CliError::Usage(
+            "nothing to export: give --sessions DIR, --calls FILE, or both".to_owned(),
+        ));
+    }
+    let exporter = Exporter::new(
+        &args.endpoint,
+        &args.service_name,
+        otel::DEFAULT_REQUEST_TIMEOUT,
+    )
+    .map_err(|error| match error {
+        otel::Error::Endpoint { .. } => CliError::Usage(error.to_string()),
+        other => CliError::Failed(other.to_string()),
+    })?;
+    let options = ExportOptions {
+        with_content: args.with_content,
+        provider: args.provider.clone(),
+        since_ms: args.since.map(|since| {
+            now_ms().saturating_sub(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+        }),
+    };
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| CliError::Failed(format!("start the async runtime: {error}")))?;
+    let mut sink = Sink {
+        runtime,
+        exporter: &exporter,
+        pending: Vec::new(),
+        summary: Summary::default(),
+    };
+    if let Some(dir) = &args.sessions {
+        session_spans(dir, &options, &mut sink)?;
+    }
+    if let Some(file) = &args.calls {
+        call_spans(file, &options, &mut sink)?;
+    }
+    sink.flush()?;
+    let summary = sink.summary;
+    print_summary(args, exporter.url(), &summary)?;
+    if summary.rejected > 0 {
+        return Err(CliError::Failed(format!(
+            "the collector rejected {} of {} spans",
+            summary.rejected, summary.spans
+        )));
+    }
+    if summary.sessions_failed > 0 {
+        return Err(CliError::Failed(format!(
+            "{} sessions could not be read and were not sent (see the lines above)",
+            summary.sessions_failed
+        )));
+    }
+    Ok(())
+}
+
+/// Spans on their way out: sent a request's worth at a time, so a directory of many sessions
+/// is never held whole in memory.
+struct Sink<'a> {
+    runtime: tokio::runtime::Runtime,
+    exporter: &'a Exporter,
+    pending: Vec<Span>,
+    summary: Summary,
+}
+
+impl Sink<'_> {
+    fn push(&mut self, spans: Vec<Span>) -> Result<(), CliError> {
+        self.pending.extend(spans);
+        if self.pending.len() >= otel::MAX_SPANS_PER_REQUEST {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), CliError> {
+        let spans = std::mem::take(&mut self.pending);
+        let report = self
+            .runtime
+            .block_on(self.exporter.send(spans))
+            .map_err(|error| CliError::Failed(error.to_string()))?;
+        self.summary.spans += report.spans;
+        self.summary.requests += report.requests;
+        self.summary.rejected += report.rejected;
+        Ok(())
+    }
+}
+
+fn session_spans(dir: &Path, options: &ExportOptions, sink: &mut Sink<'_>) -> Result<(), CliError> {
+    // A typo in a directory name must not read as an empty store (FileBackend would create it).
+    if !dir.is_dir() {
+        return Err(CliError::Usage(format!(
+            "sessions directory {} is not a directory",
+            dir.display()
+        )));
+    }
+    let backend = FileBackend::new(dir)?;
+    let ids = backend.sessions()?;
+    let backend: Arc<dyn SessionBackend> = Arc::new(backend);
+    for id in ids {
+        match otel::session_spans(Arc::clone(&backend), &id, options) {
+            Ok(export) if export.skipped_by_since => sink.summary.sessions_skipped += 1,
+            Ok(export) => {
+                sink.summary.sessions += 1;
+                sink.summary.turns += export.n_turns;
+                sink.push(export.spans)?;
+            }
+            Err(error) => {
+                ui::warn(&error.to_string());
+                sink.summary.sessions_failed += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn call_spans(file: &Path, options: &ExportOptions, sink: &mut Sink<'_>) -> Result<(), CliError> {
+    if !file.is_file() {
+        return Err(CliError::Usage(format!(
+            "call log {} is not a file",
+            file.display()
+        )));
+    }
+    let read =
+        cuca::calllog::read_rows(file).map_err(|error| CliError::Failed(error.to_string()))?;
+    if let Some(torn) = read.torn_tail {
+        ui::warn(&format!(
+            "{}: a torn last line at byte {} ({} bytes) was not sent",
+            file.display(),
+            torn.offset,
+            torn.len
+        ));
+    }
+    if !read.skipped.is_empty() {
+        ui::warn(&format!(
+            "{}: {} lines that are not rows were not sent",
+            file.display(),
+            read.skipped.len()
+        ));
+    }
+    let export = otel::call_spans(&read.rows, options);
+    if export.n_untimed > 0 {
+        ui::warn(&format!(
+            "{}: {} attempts have no readable timestamp and were not sent",
+            file.display(),
+            export.n_untimed
+        ));
+    }
+    sink.summary.runs += export.n_runs;
+    sink.summary.calls += export.n_calls;
+    sink.summary.attempts += export.n_attempts;
+    sink.summary.in_flight += export.n_in_flight;
+    sink.push(export.spans)
+}
+
+fn print_summary(args: &ExportOtlpArgs, url: &str, summary: &Summary) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let value = json!({
+            "url": url,
+            "spans": summary.spans,
+            "requests": summary.requests,
+            "rejected": summary.rejected,
+            "sessions": summary.sessions,
+            "sessions_skipped": summary.sessions_skipped,
+            "sessions_failed": summary.sessions_failed,
+            "turns": summary.turns,
+            "runs": summary.runs,
+            "calls": summary.calls,
+            "attempts": summary.attempts,
+            "in_flight": summary.in_flight,
+            "with_content": args.with_content,
+        });
+        writeln!(out, "{value}")?;
+        return Ok(());
+    }
+    if args.sessions.is_some() {
+        writeln!(
+            out,
+            "{} sessions, {} model calls ({} older than --since left out)",
+            summary.sessions, summary.turns, summary.sessions_skipped
+        )?;
+    }
+    if args.calls.is_some() {
+        writeln!(
+            out,
+            "{} runs, {} calls, {} attempts ({} in flight)",
+            summary.runs, summary.calls, summary.attempts, summary.in_flight
+        )?;
+    }
+    writeln!(
+        out,
+        "sent {} spans in {} requests to {url}{}",
+        summary.spans,
+        summary.requests,
+        if args.with_content {
+            ", with content"
+        } else {
+            " (no message content; --with-content sends it)"
+        }
+    )?;
+    Ok(())
+}

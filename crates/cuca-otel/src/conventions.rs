@@ -1,0 +1,112 @@
+//! The attribute keys and values cuca sends: the OpenTelemetry GenAI semantic conventions, and cuca's own `cuca.*` keys.
+//!
+//! The GenAI keys are spelled out here rather than taken from
+//! `opentelemetry-semantic-conventions`, because that crate marks them deprecated: they moved
+//! to the conventions' own GenAI repository, which ships no Rust constants. The names follow
+//! the GenAI span conventions (semantic conventions 1.37 and later: `gen_ai.provider.name`,
+//! the opt-in `gen_ai.input.messages`/`gen_ai.output.messages`/`gen_ai.system_instructions`).
+//! `gen_ai.system`, the name before 1.37, is sent beside `gen_ai.provider.name` with the same
+//! value, so backends that read either one see the provider.
+
+/// Required: what the span does (`chat` for every model call cuca records).
+pub const GEN_AI_OPERATION_NAME: &str = "gen_ai.operation.name";
+/// The provider (`openai`, `llamacpp`, …), where the record names one.
+pub const GEN_AI_PROVIDER_NAME: &str = "gen_ai.provider.name";
+/// The provider under its name before semantic conventions 1.37.
+pub const GEN_AI_SYSTEM: &str = "gen_ai.system";
+/// The model asked for.
+pub const GEN_AI_REQUEST_MODEL: &str = "gen_ai.request.model";
+/// The model that answered.
+pub const GEN_AI_RESPONSE_MODEL: &str = "gen_ai.response.model";
+/// The answer ceiling that travelled.
+pub const GEN_AI_REQUEST_MAX_TOKENS: &str = "gen_ai.request.max_tokens";
+/// The sampling temperature asked for.
+pub const GEN_AI_REQUEST_TEMPERATURE: &str = "gen_ai.request.temperature";
+/// Prompt tokens.
+pub const GEN_AI_USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
+/// Completion tokens.
+pub const GEN_AI_USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+/// Why generation stopped, as a string array.
+pub const GEN_AI_RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
+/// The conversation (for cuca: the session id) a call belongs to.
+pub const GEN_AI_CONVERSATION_ID: &str = "gen_ai.conversation.id";
+/// The agent making the call, where the request names one.
+pub const GEN_AI_AGENT_NAME: &str = "gen_ai.agent.name";
+/// Opt-in content: the system prompts, as a JSON array of parts.
+pub const GEN_AI_SYSTEM_INSTRUCTIONS: &str = "gen_ai.system_instructions";
+/// Opt-in content: the conversation sent, as a JSON array of messages.
+pub const GEN_AI_INPUT_MESSAGES: &str = "gen_ai.input.messages";
+/// Opt-in content: the answer, as a JSON array of messages.
+pub const GEN_AI_OUTPUT_MESSAGES: &str = "gen_ai.output.messages";
+/// The class of error that ended the operation (an HTTP status code, or a cuca word).
+pub const ERROR_TYPE: &str = "error.type";
+/// The HTTP status the server answered with.
+pub const HTTP_RESPONSE_STATUS_CODE: &str = "http.response.status_code";
+/// The resource's service name.
+pub const SERVICE_NAME: &str = "service.name";
+
+/// The one operation cuca records: an OpenAI-compatible chat completion.
+pub const OPERATION_CHAT: &str = "chat";
+
+/// The session id, on the session's root span.
+pub const CUCA_SESSION_ID: &str = "cuca.session.id";
+/// Records the session holds.
+pub const CUCA_SESSION_RECORDS: &str = "cuca.session.records";
+/// Turns (model calls) the session holds.
+pub const CUCA_SESSION_TURNS: &str = "cuca.session.turns";
+/// The session this one was forked from, on a fork's root span.
+pub const CUCA_SESSION_FORKED_FROM: &str = "cuca.session.forked_from";
+/// The 0-based turn index of a model call in its session, as `SessionReplay` (and
+/// `cuca replay --turn`) counts turns.
+pub const CUCA_TURN_INDEX: &str = "cuca.turn.index";
+/// The sequence of the turn's first record.
+pub const CUCA_SEQUENCE_FIRST: &str = "cuca.sequence.first";
+/// The sequence of the turn's last record.
+pub const CUCA_SEQUENCE_LAST: &str = "cuca.sequence.last";
+/// Whether the turn closed on a Latency-then-TokenUsage pair.
+pub const CUCA_TURN_COMPLETE: &str = "cuca.turn.complete";
+/// The recorded wall time of a call in milliseconds.
+pub const CUCA_DURATION_MS: &str = "cuca.duration_ms";
+/// Blocks the answer streamed.
+pub const CUCA_BLOCKS: &str = "cuca.blocks";
+/// Tool calls the answer held.
+pub const CUCA_TOOL_CALLS: &str = "cuca.tool_calls";
+/// The run id a call belongs to.
+pub const CUCA_RUN: &str = "cuca.run";
+/// What a call was for (`turn`, `compile`, …).
+pub const CUCA_TAG: &str = "cuca.tag";
+/// The unit of work a call belongs to.
+pub const CUCA_NODE: &str = "cuca.node";
+/// Attempts a call took on the wire.
+pub const CUCA_ATTEMPTS: &str = "cuca.attempts";
+/// The 1-based attempt number.
+pub const CUCA_ATTEMPT: &str = "cuca.attempt";
+/// The call log's row id pairing an attempt's two rows.
+pub const CUCA_ATTEMPT_ID: &str = "cuca.attempt.id";
+/// Who closed an attempt its own path did not end (`hopped`, `cancelled`, `deadline`, `abandoned`).
+pub const CUCA_ENDED: &str = "cuca.ended";
+/// A call whose start row has no end row: still in flight when the log was read.
+pub const CUCA_IN_FLIGHT: &str = "cuca.in_flight";
+/// Time to first token in milliseconds.
+pub const CUCA_TTFT_MS: &str = "cuca.ttft_ms";
+/// Reasoning tokens, where the server reported them.
+pub const CUCA_USAGE_REASONING_TOKENS: &str = "cuca.usage.reasoning_tokens";
+/// Prompt tokens served from the cache, where reported.
+pub const CUCA_USAGE_CACHED_TOKENS: &str = "cuca.usage.cached_tokens";
+/// What the provider said the call cost.
+pub const CUCA_COST: &str = "cuca.cost";
+/// The reasoning effort that travelled.
+pub const CUCA_EFFORT: &str = "cuca.effort";
+/// The thinking-ate-the-answer signature.
+pub const CUCA_EMPTY_AT_CEILING: &str = "cuca.empty_at_ceiling";
+/// The provider's clipped error sentence.
+pub const CUCA_ERROR: &str = "cuca.error";
+/// Opt-in content: the call log's recorded request body (only under the bodies pin).
+pub const CUCA_REQUEST_BODY: &str = "cuca.request.body";
+/// Opt-in content: the call log's recorded response body (only under the bodies pin).
+pub const CUCA_RESPONSE_BODY: &str = "cuca.response.body";
+
+/// The span event a [`cuca_events::SessionEvent::ModelSwap`] becomes.
+pub const EVENT_MODEL_SWAP: &str = "cuca.model_swap";
+/// The span event a [`cuca_events::SessionEvent::Fork`] audit record becomes.
+pub const EVENT_FORK: &str = "cuca.fork";
