@@ -81,7 +81,7 @@ pub use env::{
     HOME_ENV_VAR, MAX_BYTES, OFF_VALUE, PREVIOUS_FILE_NAME,
 };
 pub use error::Error;
-pub use log::{Builder, CallLog, LastCall, WarnSink};
+pub use log::{Builder, CallLog, LastCall, SilenceScope, WarnSink};
 pub use read::{calls_per_run, in_flight, read_rows, ReadReport, SkippedLine, TornTail};
 pub use record::{clip_error, new_id, Ended, Record, MAX_ERROR_CHARS, PHASE_START};
 

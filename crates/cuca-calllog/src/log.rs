@@ -19,6 +19,82 @@ use crate::Attempt;
 /// inject one that collects the lines.
 pub type WarnSink = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// Who goes quiet together after a write failure, and hears the one line about it.
+///
+/// The seed: a write failure "silences the log for the rest of the process and prints one
+/// line". Every handle is in [`SilenceScope::process`] unless its builder names another (or
+/// names its own [`Builder::warn_sink`]), so a second [`CallLog`], a later [`crate::open`]
+/// and the global log all stay quiet once any of them failed, and stderr gets one line in
+/// all. A test that breaks a log on purpose gives its handles a [`SilenceScope::new`] of
+/// their own, so it does not silence the other tests of its binary.
+///
+/// ```
+/// use cuca_calllog::{CallLog, Record, SilenceScope};
+/// let scope = SilenceScope::new();
+/// let broken = CallLog::builder()
+///     .path(Some("/proc/version/calls.jsonl".into())) // cannot be created
+///     .silence_scope(scope.clone())
+///     .warn_sink(std::sync::Arc::new(|_: &str| {}))
+///     .build();
+/// let other = CallLog::builder()
+///     .path(Some(std::env::temp_dir().join("never-written.jsonl")))
+///     .silence_scope(scope.clone())
+///     .build();
+/// broken.append(Record::default());
+/// assert!(scope.is_silenced());
+/// assert!(other.is_silenced());
+/// ```
+#[derive(Clone)]
+pub struct SilenceScope {
+    silenced: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for SilenceScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SilenceScope")
+            .field("process", &self.is_process())
+            .field("silenced", &self.is_silenced())
+            .finish()
+    }
+}
+
+/// The process's scope, shared by every handle that does not name its own.
+static PROCESS_SILENCED: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+
+impl SilenceScope {
+    /// The one scope of this process: the default of every handle.
+    pub fn process() -> SilenceScope {
+        SilenceScope {
+            silenced: Arc::clone(PROCESS_SILENCED.get_or_init(Arc::default)),
+        }
+    }
+
+    /// A scope of its own, for handles that must not silence (or be silenced by) the rest of
+    /// the process: tests that break a log on purpose.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> SilenceScope {
+        SilenceScope {
+            silenced: Arc::default(),
+        }
+    }
+
+    /// Whether a write failure has silenced the handles in this scope.
+    pub fn is_silenced(&self) -> bool {
+        self.silenced.load(Ordering::Relaxed)
+    }
+
+    fn is_process(&self) -> bool {
+        PROCESS_SILENCED
+            .get()
+            .is_some_and(|process| Arc::ptr_eq(process, &self.silenced))
+    }
+
+    /// Silences the scope; true for the one caller that did it (and so prints the line).
+    fn silence(&self) -> bool {
+        !self.silenced.swap(true, Ordering::AcqRel)
+    }
+}
+
 /// The newest call this process has heard back from: the model that answered and the moment
 /// it did. The in-memory half of the log, kept whether or not the file is being written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,8 +132,9 @@ struct Inner {
     bodies: bool,
     max_bytes: u64,
     warn: WarnSink,
-    /// Set by the first write failure; every later append returns before the lock.
-    silenced: AtomicBool,
+    /// Set by the first write failure of any handle in the scope; every later append
+    /// returns before the lock.
+    silence: SilenceScope,
     /// The open file. Appends take the shared side and write concurrently: the file is opened
     /// for appending, and the kernel writes each `write` to a local file whole at its end
     /// (the guarantee that already keeps the rows of two processes apart). Opening, rotating
@@ -84,7 +161,10 @@ pub struct Builder {
     bodies: bool,
     max_bytes: Option<u64>,
     warn: WarnSink,
+    /// Whether [`Builder::warn_sink`] replaced stderr.
+    own_sink: bool,
     memory: Option<Arc<Memory>>,
+    silence: Option<SilenceScope>,
 }
 
 impl std::fmt::Debug for Builder {
@@ -118,8 +198,20 @@ impl Builder {
     }
 
     /// Where the one line a write failure prints goes (stderr by default).
+    ///
+    /// A handle that names its own sink and no [`SilenceScope`] gets a scope of its own: the
+    /// "one line per process" is a promise about stderr, and a handle reporting elsewhere (a
+    /// test collecting the line) must neither silence nor be silenced by the process's log.
     pub fn warn_sink(mut self, warn: WarnSink) -> Self {
         self.warn = warn;
+        self.own_sink = true;
+        self
+    }
+
+    /// Which handles go quiet together after a write failure ([`SilenceScope::process`] by
+    /// default).
+    pub fn silence_scope(mut self, scope: SilenceScope) -> Self {
+        self.silence = Some(scope);
         self
     }
 
@@ -141,7 +233,13 @@ impl Builder {
                 bodies: self.bodies,
                 max_bytes,
                 warn: self.warn,
-                silenced: AtomicBool::new(false),
+                silence: self.silence.unwrap_or_else(|| {
+                    if self.own_sink {
+                        SilenceScope::new()
+                    } else {
+                        SilenceScope::process()
+                    }
+                }),
                 file: RwLock::new(None),
                 size: AtomicU64::new(0),
                 memory: self.memory.unwrap_or_default(),
@@ -158,7 +256,9 @@ impl CallLog {
             bodies: false,
             max_bytes: None,
             warn: Arc::new(|line: &str| eprintln!("{line}")),
+            own_sink: false,
             memory: None,
+            silence: None,
         }
     }
 
@@ -198,9 +298,10 @@ impl CallLog {
         self.inner.path.as_deref()
     }
 
-    /// Whether a write failure has silenced this log for the rest of the process.
+    /// Whether a write failure (of this handle, or of any other in its [`SilenceScope`]) has
+    /// silenced this log for the rest of the process.
     pub fn is_silenced(&self) -> bool {
-        self.inner.silenced.load(Ordering::Relaxed)
+        self.inner.silence.is_silenced()
     }
 
     /// Whether this log records the request and response bodies as well as the shape.
@@ -405,9 +506,9 @@ impl CallLog {
         }
     }
 
-    /// Turns the log off for the rest of this handle's life and says so once.
+    /// Turns the log off for the rest of the process (its [`SilenceScope`]) and says so once.
     fn silence(&self, error: &str) {
-        if self.inner.silenced.swap(true, Ordering::AcqRel) {
+        if !self.inner.silence.silence() {
             return;
         }
         let path = self
