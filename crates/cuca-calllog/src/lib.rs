@@ -77,8 +77,8 @@ use std::sync::{Mutex, PoisonError};
 
 pub use attempt::Attempt;
 pub use env::{
-    previous_path, Env, BODIES_ENV_VAR, BODIES_MAX_BYTES, DIR_NAME, ENV_VAR, FILE_NAME,
-    HOME_ENV_VAR, MAX_BYTES, OFF_VALUE, PREVIOUS_FILE_NAME,
+    is_cargo_test_binary, previous_path, Env, OffReason, BODIES_ENV_VAR, BODIES_MAX_BYTES,
+    DIR_NAME, ENV_VAR, FILE_NAME, HOME_ENV_VAR, MAX_BYTES, OFF_VALUE, PREVIOUS_FILE_NAME,
 };
 pub use error::Error;
 pub use log::{Builder, CallLog, LastCall, SilenceScope, WarnSink};
