@@ -373,13 +373,23 @@ impl CallLog {
             record.id = new_id();
         }
         let started = Instant::now();
+        // The identity and the request's shape: what an end row nobody on the path wrote
+        // still carries (`Attempt::known`).
         let template = Record {
             id: record.id.clone(),
             run: record.run.clone(),
             tag: record.tag.clone(),
             node: record.node.clone(),
             model: record.model.clone(),
+            effort: record.effort.clone(),
+            effort_pin: record.effort_pin.clone(),
+            max_tokens: record.max_tokens,
+            messages: record.messages,
+            tools: record.tools,
+            stream: record.stream,
             attempt: record.attempt,
+            relaxed: record.relaxed.clone(),
+            lane: record.lane.clone(),
             ..Record::default()
         };
         self.append(record);
