@@ -16,6 +16,7 @@ use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use tokio::time::Instant;
 
 use crate::client::Inner;
+use crate::conn::ConnUse;
 use crate::decode::{clip, server_message, StreamSummary};
 
 /// The most bytes of an error body read for its message: a JSON error is a few hundred
@@ -114,6 +115,11 @@ pub(crate) struct AttemptRecord {
     pub(crate) status: Option<u16>,
     /// Time from sending to the first decoded block.
     pub(crate) ttft: Option<Duration>,
+    /// Whether the response came over a connection opened for it, once headers arrived.
+    conn: Option<ConnUse>,
+    /// The deadline the caller stated, if any: a drop after it is the caller's deadline
+    /// ending the call, not the caller changing its mind.
+    caller_deadline: Option<CallerDeadline>,
     /// The call this attempt belongs to.
     call_id: String,
     /// What was sent, for the end row.
@@ -138,6 +144,7 @@ impl AttemptRecord {
         shape: &AttemptShape,
         log: &CallLog,
         body: &Bytes,
+        caller_deadline: Option<CallerDeadline>,
     ) -> Self {
         tracing::debug!(
             call_id,
@@ -161,11 +168,37 @@ impl AttemptRecord {
             sent_at: Instant::now(),
             status: None,
             ttft: None,
+            conn: None,
+            caller_deadline,
             call_id: call_id.to_owned(),
             shape: shape.clone(),
             guard: Some(guard),
             response: bodies.then(Vec::new),
             response_len: 0,
+        }
+    }
+
+    /// The status line arrived: on the end row from now on, even one the guard writes.
+    pub(crate) fn set_status(&mut self, status: u16) {
+        self.status = Some(status);
+        if let Some(guard) = self.guard.as_mut() {
+            guard.known().status = status;
+        }
+    }
+
+    /// The first block decoded.
+    pub(crate) fn set_ttft(&mut self, ttft: Duration) {
+        self.ttft = Some(ttft);
+        if let Some(guard) = self.guard.as_mut() {
+            guard.known().ttft_ms = ceil_ms(ttft);
+        }
+    }
+
+    /// How the response's connection came to be.
+    pub(crate) fn set_conn(&mut self, conn: Option<ConnUse>) {
+        self.conn = conn;
+        if let Some(guard) = self.guard.as_mut() {
+            conn_fields(guard.known(), conn);
         }
     }
 
@@ -223,6 +256,7 @@ impl AttemptRecord {
         row.status = self.status.unwrap_or(0);
         row.ms = ms;
         row.ttft_ms = ttft_ms.unwrap_or(0);
+        conn_fields(&mut row, self.conn);
         match end {
             AttemptEnd::Finished { summary, answered } => {
                 finished_row(&mut row, summary, answered);
@@ -242,6 +276,21 @@ impl AttemptRecord {
             row.response_body = String::from_utf8_lossy(&kept).into_owned();
         }
         guard.finish(row);
+    }
+}
+
+/// The seed's connection fields: `conn_reused` written out either way, and the parts of
+/// opening one only where one was opened for this attempt ("every one of them is absent on a
+/// reused connection because none of them happened"). No trace (no response arrived): none.
+fn conn_fields(row: &mut Record, conn: Option<ConnUse>) {
+    match conn {
+        None => {}
+        Some(ConnUse::Reused) => row.conn_reused = Some(true),
+        Some(ConnUse::Fresh(opened)) => {
+            row.conn_reused = Some(false);
+            row.dns_ms = opened.dns.map_or(0, ceil_ms);
+            row.connect_ms = ceil_ms(opened.connect);
+        }
     }
 }
 
@@ -304,6 +353,7 @@ fn failed_row(row: &mut Record, error: &PluginError) {
 /// The [`crate::Timeouts`] field behind a timeout's phase word.
 fn timeout_setting(phase: &str) -> &str {
     match phase {
+        CALLER_DEADLINE_PHASE => "caller",
         "connection" => "connect",
         "first token" => "first_token",
         "data" => "idle",
@@ -319,10 +369,32 @@ fn ceil_ms(duration: Duration) -> u64 {
     u64::try_from(micros.div_ceil(1000)).unwrap_or(u64::MAX)
 }
 
+/// The phase word of a [`PluginError::Timeout`] the caller's own deadline caused.
+pub(crate) const CALLER_DEADLINE_PHASE: &str = "answer by the caller's deadline";
+
+/// A deadline the caller stated for one call ([`crate::CucaClient::generate_stream_by`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CallerDeadline {
+    /// When it falls.
+    pub(crate) at: Instant,
+    /// Its length from the start of the call, for `applied_ms`.
+    pub(crate) after: Duration,
+}
+
 impl Drop for AttemptRecord {
     /// An attempt nobody ended was cancelled: the caller dropped the stream mid-call. The
-    /// guard, dropped right after, writes the `cancelled` end row.
+    /// guard, dropped right after, writes the `cancelled` end row, or `deadline` when the
+    /// drop came at or after a deadline the caller stated (its own `tokio::time::timeout`
+    /// around the call firing).
     fn drop(&mut self) {
+        if let (Some(guard), Some(deadline)) = (self.guard.as_mut(), self.caller_deadline) {
+            if Instant::now() >= deadline.at {
+                guard.on_drop(Ended::Deadline);
+                let known = guard.known();
+                known.applied = "caller".to_owned();
+                known.applied_ms = ceil_ms(deadline.after);
+            }
+        }
         if self.guard.is_some() {
             tracing::debug!(
                 call_id = %self.call_id,
@@ -386,7 +458,8 @@ pub(crate) async fn send(
         Ok(Ok(response)) => response,
     };
     let status = response.status();
-    record.status = Some(status.as_u16());
+    record.set_status(status.as_u16());
+    record.set_conn(inner.conn_trace.claim(&response));
     if status.is_success() {
         let content_type = response
             .headers()

@@ -51,7 +51,7 @@ fn end_row(path: &std::path::Path) -> Record {
 fn a_response_past_the_cap_keeps_its_first_bytes_and_says_how_many_there_were() {
     let (_dir, path, log) = temp_log(true);
     let (shape, body) = shape();
-    let mut record = AttemptRecord::start(1, "c", &shape, &log, &body);
+    let mut record = AttemptRecord::start(1, "c", &shape, &log, &body, None);
     record.capture(&vec![b'a'; MAX_LOGGED_RESPONSE - 10]);
     record.capture(&[b'b'; 30]);
     record.capture(b"cc");
@@ -75,7 +75,7 @@ fn a_response_past_the_cap_keeps_its_first_bytes_and_says_how_many_there_were() 
 fn without_the_bodies_pin_nothing_of_the_response_is_kept() {
     let (_dir, path, log) = temp_log(false);
     let (shape, body) = shape();
-    let mut record = AttemptRecord::start(1, "c", &shape, &log, &body);
+    let mut record = AttemptRecord::start(1, "c", &shape, &log, &body, None);
     record.capture(b"data: {\"secret\":1}\n\n");
     assert!(record.response.is_none());
     record.end(AttemptEnd::Finished {
@@ -95,7 +95,7 @@ fn a_long_transport_error_is_clipped_to_the_logs_bound() {
     // Seed 003: "an upstream that answered with a page does not get to own a line of the log."
     let (_dir, path, log) = temp_log(false);
     let (shape, body) = shape();
-    let mut record = AttemptRecord::start(2, "c", &shape, &log, &body);
+    let mut record = AttemptRecord::start(2, "c", &shape, &log, &body, None);
     let error = PluginError::Transport {
         url: "http://x".into(),
         message: "é".repeat(1000),
