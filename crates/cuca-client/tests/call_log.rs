@@ -455,3 +455,89 @@ async fn with_the_bodies_pin_the_rows_carry_the_request_sent_and_the_response_by
     assert_eq!(rows[2].request_body.as_bytes(), sent[1].body.as_slice());
     assert_eq!(rows[3].response_body.as_bytes(), support::ERROR_NO_MESSAGES);
 }
+
+#[tokio::test]
+async fn a_deadline_the_caller_stated_ends_the_call_as_deadline_not_cancelled() {
+    // Issue 19.4: "a caller's own deadline ... is written as `cancelled`; give callers a way
+    // to state a deadline so it reads `deadline`". Seed: "`cancelled` and `deadline` when the
+    // caller's own context ended the call".
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let server = TestServer::start(vec![Reply::SseHold(vec![first_events(4)], tx)]).await;
+    let log = TempLog::new(false);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(200);
+    let err = client.generate_by(request(12), deadline).await.unwrap_err();
+    match &err {
+        PluginError::Timeout {
+            phase, after_ms, ..
+        } => {
+            assert_eq!(phase, "answer by the caller's deadline");
+            assert!((195..=200).contains(after_ms), "{after_ms}");
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    let rows = log.rows();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    let end = &rows[1];
+    assert_eq!(end.ended, "deadline");
+    assert_eq!(end.applied, "caller");
+    assert!((195..=200).contains(&end.applied_ms), "{end:?}");
+    assert_eq!(end.status, 200);
+    assert!(end.ttft_ms >= 1, "the first blocks came: {end:?}");
+    assert_eq!((end.messages, end.max_tokens, end.tools), (2, 12, 1));
+}
+
+#[tokio::test]
+async fn a_callers_own_timeout_at_its_stated_deadline_reads_deadline_and_keeps_what_was_known() {
+    // The caller wraps the call in its own timer and states the same deadline: the drop
+    // comes at the deadline, and the guard's row says `deadline` with the status, ttft and
+    // shape already known (issue 19.4).
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let server = TestServer::start(vec![Reply::SseHold(vec![first_events(4)], tx)]).await;
+    let log = TempLog::new(false);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(200);
+    let mut stream = client.generate_stream_by(request(12), deadline);
+    // Read the blocks the server sent; then the stream waits for more, which never come.
+    assert_eq!(
+        stream.next().await.unwrap().unwrap(),
+        cuca_events::MessageContentBlock::text("phas")
+    );
+    // The caller stops polling and its own timer fires at the deadline: it drops the stream.
+    tokio::time::sleep_until(deadline).await;
+    drop(stream);
+
+    let rows = log.rows();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    let end = &rows[1];
+    assert_eq!(end.ended, "deadline");
+    assert_eq!(end.applied, "caller");
+    assert_eq!(end.status, 200);
+    assert!(end.ttft_ms >= 1, "{end:?}");
+    assert_eq!(end.conn_reused, Some(false));
+    assert_eq!(
+        (end.effort.as_str(), end.max_tokens, end.messages, end.tools),
+        ("low", 12, 2, 1)
+    );
+}
+
+#[tokio::test]
+async fn a_drop_before_the_stated_deadline_is_still_cancelled_with_what_was_known() {
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let server = TestServer::start(vec![Reply::SseHold(vec![first_events(4)], tx)]).await;
+    let log = TempLog::new(false);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    let mut stream = client.generate_stream_by(request(12), deadline);
+    stream.next().await.unwrap().unwrap();
+    drop(stream);
+    let rows = log.rows();
+    let end = &rows[1];
+    assert_eq!(end.ended, "cancelled");
+    assert_eq!(end.applied, "");
+    // Issue 19.4: the `cancelled` row keeps the status, ttft and request shape.
+    assert_eq!(end.status, 200);
+    assert!(end.ttft_ms >= 1, "{end:?}");
+    assert_eq!((end.max_tokens, end.messages, end.tools), (12, 2, 1));
+    assert!(end.stream);
+}
