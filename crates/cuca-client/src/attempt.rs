@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::client::Inner;
 use crate::conn::ConnUse;
-use crate::decode::{clip, server_message, StreamSummary};
+use crate::decode::{clip, server_error_type, server_message, server_text, StreamSummary};
 
 /// The most bytes of an error body read for its message: a JSON error is a few hundred
 /// bytes, and an HTML error page needs no more than its first screen to be recognised.
@@ -29,6 +29,87 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// bodies pin rotates at; the first bytes are kept and the row's `note` says how many there
 /// were.
 pub(crate) const MAX_LOGGED_RESPONSE: usize = 4 << 20;
+
+/// Where a failed attempt's error came from, which decides what of it the call log's `error`
+/// may hold.
+///
+/// Seed 003: "WHAT IS NEVER IN IT: the prompts ... the bodies only when someone deliberately
+/// asks for them". A server's message can quote the request (llama-server's "Failed to parse
+/// messages: …; messages = [the whole conversation]"), a chunk that did not parse is the
+/// answer's own bytes, a nameless tool call's arguments are the model's output, and a
+/// plugin's error is whatever the plugin said. So without the bodies pin those are named by
+/// kind only; with it, the row keeps the words, clipped once by `clip_error`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) enum ErrorSource {
+    /// The client's own words (a timeout, a refused connection, a broken stream, a
+    /// truncated body): no request or response content.
+    #[default]
+    Client,
+    /// An HTTP error body: `text` is its message unclipped, `kind` its `error.type` word.
+    Server { text: String, kind: Option<String> },
+    /// The stream's own bytes (an in-stream error, a chunk that did not parse, a nameless
+    /// tool call): `text` quotes them unclipped.
+    Stream { text: String },
+    /// A plugin hook failed with its own error.
+    Plugin,
+}
+
+/// The `error` of a failed attempt's end row.
+fn error_field(error: &PluginError, source: &ErrorSource, bodies: bool) -> String {
+    const WITHHELD: &str = "withheld without CUCA_CALL_LOG_BODIES";
+    match (source, bodies) {
+        (ErrorSource::Client, _) | (ErrorSource::Plugin, true) => clip_error(&error.to_string()),
+        (ErrorSource::Server { text, .. } | ErrorSource::Stream { text }, true) => clip_error(text),
+        (ErrorSource::Server { kind, .. }, false) => {
+            let status = match error {
+                PluginError::Provider { status, .. } => format!("HTTP {status}"),
+                _ => "an error".to_owned(),
+            };
+            match kind {
+                Some(kind) => format!(
+                    "the server answered {status} ({kind}); its message is {WITHHELD} (it can quote the request)"
+                ),
+                None => format!(
+                    "the server answered {status}; its message is {WITHHELD} (it can quote the request)"
+                ),
+            }
+        }
+        (ErrorSource::Stream { .. }, false) => match error {
+            PluginError::Provider { .. } => {
+                format!("the server sent an error in the stream; its message is {WITHHELD}")
+            }
+            _ => format!("the server sent a response cuca cannot read; its bytes are {WITHHELD}"),
+        },
+        (ErrorSource::Plugin, false) => match error {
+            PluginError::Plugin { plugin, .. } => {
+                format!("plugin {plugin} failed; its message is {WITHHELD}")
+            }
+            other => format!(
+                "a plugin failed ({}); its message is {WITHHELD}",
+                error_kind(other)
+            ),
+        },
+    }
+}
+
+/// The variant's name, in words: a kind that carries no content.
+fn error_kind(error: &PluginError) -> &'static str {
+    match error {
+        PluginError::Validation { .. } => "validation",
+        PluginError::CapacityExceeded { .. } => "capacity exceeded",
+        PluginError::NotFound { .. } => "not found",
+        PluginError::Io { .. } => "i/o",
+        PluginError::Corrupt { .. } => "corrupt data",
+        PluginError::Locked { .. } => "locked",
+        PluginError::Backend { .. } => "backend",
+        PluginError::Provider { .. } => "provider",
+        PluginError::Transport { .. } => "transport",
+        PluginError::Decode { .. } => "decode",
+        PluginError::Timeout { .. } => "timeout",
+        PluginError::Plugin { .. } => "plugin",
+        _ => "other",
+    }
+}
 
 /// What was sent, in the call log's terms: the fields both rows of every attempt carry.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,6 +214,10 @@ pub(crate) struct AttemptRecord {
     response: Option<Vec<u8>>,
     /// Every response byte seen under the bodies pin, kept or not.
     response_len: u64,
+    /// Where a failure came from, for the end row's `error`.
+    pub(crate) error_source: ErrorSource,
+    /// Whether the log keeps bodies (and so the words of errors that quote them).
+    bodies: bool,
 }
 
 impl AttemptRecord {
@@ -175,6 +260,8 @@ impl AttemptRecord {
             guard: Some(guard),
             response: bodies.then(Vec::new),
             response_len: 0,
+            error_source: ErrorSource::Client,
+            bodies,
         }
     }
 
@@ -263,6 +350,7 @@ impl AttemptRecord {
             }
             AttemptEnd::Retrying(error, _) | AttemptEnd::Failed(error) => {
                 failed_row(&mut row, error);
+                row.error = error_field(error, &self.error_source, self.bodies);
             }
         }
         if let Some(kept) = self.response.take() {
@@ -324,15 +412,10 @@ fn finished_row(row: &mut Record, summary: &StreamSummary, answered: bool) {
         && row.completion_tokens >= row.max_tokens;
 }
 
-/// What a failure adds to the end row: the clipped error, the server's comeback
+/// What a failure adds to the end row besides its `error`: the server's comeback
 /// instruction, and, when one of the client's own timeouts ended it, `ended: "deadline"`
 /// with the bound that fired.
 fn failed_row(row: &mut Record, error: &PluginError) {
-    row.error = match error {
-        // The provider's own sentence; the URL and status are on the row or beside it.
-        PluginError::Provider { message, .. } => clip_error(message),
-        other => clip_error(&other.to_string()),
-    };
     if let PluginError::Provider {
         retry_after_s: Some(seconds),
         ..
@@ -485,6 +568,10 @@ pub(crate) async fn send(
     let retry_after = retry_after(response.headers());
     let body = read_error_body(response, at).await;
     record.capture(body.as_bytes());
+    record.error_source = ErrorSource::Server {
+        text: server_text(&body),
+        kind: server_error_type(&body),
+    };
     let code = status.as_u16();
     Err(AttemptFailure {
         error: PluginError::Provider {

@@ -13,7 +13,7 @@ use cuca_events::{
 };
 use tokio::time::Instant;
 
-use crate::attempt::{self, AttemptEnd, AttemptRecord, AttemptShape, CallerDeadline};
+use crate::attempt::{self, AttemptEnd, AttemptRecord, AttemptShape, CallerDeadline, ErrorSource};
 use crate::config::{RetryPolicy, Timeouts};
 use crate::conn::{ConnTrace, TimedResolver, TraceLayer};
 use crate::decode::{ChatStreamDecoder, StreamSummary};
@@ -497,7 +497,12 @@ impl Turn {
         loop {
             if let Some(block) = self.pending.pop_front() {
                 for plugin in &self.inner.plugins {
-                    plugin.on_stream_chunk(&block).await?;
+                    if let Err(error) = plugin.on_stream_chunk(&block).await {
+                        if let Some(record) = self.attempt.as_mut() {
+                            record.error_source = ErrorSource::Plugin;
+                        }
+                        return Err(error);
+                    }
                 }
                 self.content.push(block.clone());
                 return Ok(Some(block));
@@ -668,7 +673,19 @@ impl Turn {
             }
             None => self.decoder.finish(&mut self.decoded).map(Some),
         };
-        let summary = decoded.map_err(|error| self.decode_error(error))?;
+        let summary = match decoded {
+            Ok(summary) => summary,
+            Err(error) => {
+                if let (Some(record), Some(text)) =
+                    (self.attempt.as_mut(), self.decoder.error_detail())
+                {
+                    record.error_source = ErrorSource::Stream {
+                        text: text.to_owned(),
+                    };
+                }
+                return Err(self.decode_error(error));
+            }
+        };
         if !self.decoded.is_empty() && !self.first_block_decoded {
             self.first_block_decoded = true;
             if let Some(record) = self.attempt.as_mut() {
