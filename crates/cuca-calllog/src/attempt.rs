@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::record::{Ended, Record};
-use crate::CallLog;
+use crate::{CallLog, ResponseBody};
 
 /// One attempt in flight: its start row is written, and this guard writes its end row.
 ///
@@ -95,6 +95,14 @@ impl Attempt {
         self.done = true;
         let row = self.end_row(record);
         self.log.append(row);
+    }
+
+    /// [`Attempt::finish`] with the response body in a [`ResponseBody`]: under the bodies pin
+    /// it is the row's `response_body`, whole, written without being copied into the row.
+    pub fn finish_with_response(mut self, record: Record, body: ResponseBody) {
+        self.done = true;
+        let row = self.end_row(record);
+        self.log.append_with_response(row, Some(body));
     }
 
     /// Writes an end row that says who closed the attempt and why (`hopped` when a retry

@@ -61,6 +61,7 @@
 #![forbid(unsafe_code)]
 
 mod attempt;
+mod body;
 mod env;
 mod error;
 mod finite;
@@ -76,6 +77,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 pub use attempt::Attempt;
+pub use body::ResponseBody;
 pub use env::{
     is_cargo_test_binary, previous_path, Env, OffReason, BODIES_ENV_VAR, BODIES_MAX_BYTES,
     DIR_NAME, ENV_VAR, FILE_NAME, HOME_ENV_VAR, MAX_BYTES, OFF_VALUE, PREVIOUS_FILE_NAME,

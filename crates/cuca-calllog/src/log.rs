@@ -13,7 +13,7 @@ use crate::env::{previous_path, Env, BODIES_MAX_BYTES, MAX_BYTES};
 use crate::finite::take_non_finite;
 use crate::record::{clip_error, new_id, Record, MAX_ERROR_CHARS, PHASE_START};
 use crate::time::format_rfc3339_millis;
-use crate::Attempt;
+use crate::{Attempt, ResponseBody};
 
 /// Where the one line a silenced log prints goes. The default writes it to stderr; tests
 /// inject one that collects the lines.
@@ -334,7 +334,14 @@ impl CallLog {
     /// [`Record::note`], and clips an [`Record::error`] longer than [`MAX_ERROR_CHARS`] with
     /// [`clip_error`]. The line is serialized before the lock is taken and written with one
     /// `write`, so rows from concurrent threads and tasks never interleave.
-    pub fn append(&self, mut record: Record) {
+    pub fn append(&self, record: Record) {
+        self.append_with_response(record, None);
+    }
+
+    /// [`CallLog::append`], with the response body held in a [`ResponseBody`] rather than in
+    /// [`Record::response_body`]: the body is written as the row's `response_body` (under the
+    /// bodies pin; dropped otherwise) in the same single `write`, without another copy of it.
+    pub(crate) fn append_with_response(&self, mut record: Record, body: Option<ResponseBody>) {
         let now = SystemTime::now();
         if record.ts.is_empty() {
             record.ts = format_rfc3339_millis(now);
@@ -353,14 +360,30 @@ impl CallLog {
         if self.inner.path.is_none() || self.is_silenced() {
             return;
         }
+        let body = body.filter(|body| self.inner.bodies && !body.is_empty());
+        if body.is_some() {
+            // The held body replaces whatever the field had.
+            record.response_body = String::new();
+        }
         let mut line = match serde_json::to_vec(&record) {
             Ok(line) => line,
             // Unreachable for this struct once the floats are finite; if it ever happens the
             // log says so once rather than failing the call.
             Err(error) => return self.silence(&error.to_string()),
         };
-        line.push(b'\n');
-        self.write_line(&line);
+        let Some(body) = body else {
+            line.push(b'\n');
+            return self.write_line(&[&line]);
+        };
+        // `response_body` is the last field of a row, so splicing it in before the closing
+        // brace gives the very line serde would have written.
+        line.pop();
+        if line.len() > 1 {
+            line.push(b',');
+        }
+        line.extend_from_slice(br#""response_body":""#);
+        let escaped = body.into_escaped();
+        self.write_line(&[&line, &escaped, b"\"}\n"]);
     }
 
     /// Writes a start row for `record` and returns the [`Attempt`] that will write its end
@@ -438,11 +461,11 @@ impl CallLog {
         }
     }
 
-    fn write_line(&self, line: &[u8]) {
+    fn write_line(&self, line: &[&[u8]]) {
         let Some(path) = self.inner.path.as_deref() else {
             return;
         };
-        let len = line.len() as u64;
+        let len: u64 = line.iter().map(|part| part.len() as u64).sum();
         // The fast path: the file is open and the row fits, so write under the shared lock.
         {
             let guard = self
@@ -538,18 +561,25 @@ fn answered(record: &Record) -> bool {
     record.ended.is_empty() && record.error.is_empty() && record.status < 400
 }
 
-/// One `write` of the whole line. A short write (a nearly full disk) is a failure: the rest
-/// is not written after it, because by then another writer's row may follow, and the torn
-/// bytes are sealed onto their own line by the next process that opens the file.
-fn write_once(mut file: &File, bytes: &[u8]) -> io::Result<()> {
-    let written = file.write(bytes)?;
-    if written < bytes.len() {
+/// One `write` of the whole line (a `writev` when it is in parts: an appending `writev` lands
+/// whole like a `write`). A short write (a nearly full disk) is a failure: the rest is not
+/// written after it, because by then another writer's row may follow, and the torn bytes are
+/// sealed onto their own line by the next process that opens the file.
+fn write_once(mut file: &File, parts: &[&[u8]]) -> io::Result<()> {
+    let total: usize = parts.iter().map(|part| part.len()).sum();
+    let written = match parts {
+        [one] => file.write(one)?,
+        _ => {
+            let slices: Vec<io::IoSlice<'_>> = parts.iter().map(|p| io::IoSlice::new(p)).collect();
+            file.write_vectored(&slices)?
+        }
+    };
+    if written < total {
         return Err(io::Error::new(
             io::ErrorKind::WriteZero,
             format!(
-                        "short write: {written} of {} bytes (the disk is likely full, or a file size limit was reached)",
-                        bytes.len()
-                    ),
+                "short write: {written} of {total} bytes (the disk is likely full, or a file size limit was reached)"
+            ),
         ));
     }
     Ok(())
@@ -575,7 +605,7 @@ fn open_live(path: &Path) -> io::Result<(File, u64)> {
         file.seek(SeekFrom::End(-1))?;
         file.read_exact(&mut last)?;
         if last[0] != b'\n' {
-            write_once(&file, b"\n")?;
+            write_once(&file, &[b"\n"])?;
             size += 1;
         }
     }
