@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use cuca_calllog::{clip_error, CallLog, Ended, Record};
+use cuca_calllog::{clip_error, CallLog, Ended, Record, ResponseBody};
 use cuca_events::{PluginError, UnifiedRequest};
 use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use tokio::time::Instant;
@@ -21,14 +21,8 @@ use crate::decode::{clip, server_error_type, server_message, server_text, Stream
 
 /// The most bytes of an error body read for its message: a JSON error is a few hundred
 /// bytes, and an HTML error page needs no more than its first screen to be recognised.
+/// Under the bodies pin the rest is read too, for the row's `response_body` only.
 const MAX_ERROR_BODY: usize = 64 * 1024;
-
-/// The most bytes of one attempt's response kept for the call log's `response_body` (bodies
-/// pin only). Four mebibytes is a long reasoning answer many times over (a token's event is
-/// ~250 bytes of SSE, so 16,000 tokens), and it keeps one row far under the 256 MiB the
-/// bodies pin rotates at; the first bytes are kept and the row's `note` says how many there
-/// were.
-pub(crate) const MAX_LOGGED_RESPONSE: usize = 4 << 20;
 
 /// Where a failed attempt's error came from, which decides what of it the call log's `error`
 /// may hold.
@@ -209,11 +203,9 @@ pub(crate) struct AttemptRecord {
     /// writes an end row saying `cancelled` (set at start: from then on the attempt lives
     /// inside a future its caller may drop).
     guard: Option<cuca_calllog::Attempt>,
-    /// The response bytes so far, kept only under the bodies pin, at most
-    /// [`MAX_LOGGED_RESPONSE`].
-    response: Option<Vec<u8>>,
-    /// Every response byte seen under the bodies pin, kept or not.
-    response_len: u64,
+    /// The response bytes so far, kept only under the bodies pin: whole (the seed's "whole
+    /// and unclipped"), held once, already escaped for the row.
+    response: Option<ResponseBody>,
     /// Where a failure came from, for the end row's `error`.
     pub(crate) error_source: ErrorSource,
     /// Whether the log keeps bodies (and so the words of errors that quote them).
@@ -258,8 +250,7 @@ impl AttemptRecord {
             call_id: call_id.to_owned(),
             shape: shape.clone(),
             guard: Some(guard),
-            response: bodies.then(Vec::new),
-            response_len: 0,
+            response: bodies.then(ResponseBody::new),
             error_source: ErrorSource::Client,
             bodies,
         }
@@ -290,13 +281,16 @@ impl AttemptRecord {
     }
 
     /// Keeps `bytes` of the response for the end row's `response_body`, under the bodies
-    /// pin only and up to [`MAX_LOGGED_RESPONSE`].
+    /// pin only.
     pub(crate) fn capture(&mut self, bytes: &[u8]) {
         if let Some(kept) = self.response.as_mut() {
-            self.response_len += bytes.len() as u64;
-            let room = MAX_LOGGED_RESPONSE.saturating_sub(kept.len());
-            kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            kept.push(bytes);
         }
+    }
+
+    /// Whether the response is kept (the bodies pin).
+    pub(crate) fn keeps_response(&self) -> bool {
+        self.response.is_some()
     }
 
     /// Ends the attempt once and writes its end row; later calls are ignored.
@@ -353,17 +347,10 @@ impl AttemptRecord {
                 row.error = error_field(error, &self.error_source, self.bodies);
             }
         }
-        if let Some(kept) = self.response.take() {
-            if self.response_len > kept.len() as u64 {
-                row.note = format!(
-                    "response_body keeps the first {} of {} bytes",
-                    kept.len(),
-                    self.response_len
-                );
-            }
-            row.response_body = String::from_utf8_lossy(&kept).into_owned();
+        match self.response.take() {
+            Some(kept) => guard.finish_with_response(row, kept),
+            None => guard.finish(row),
         }
-        guard.finish(row);
     }
 }
 
@@ -566,8 +553,7 @@ pub(crate) async fn send(
         return Ok(response);
     }
     let retry_after = retry_after(response.headers());
-    let body = read_error_body(response, at).await;
-    record.capture(body.as_bytes());
+    let body = read_error_body(response, at, record).await;
     record.error_source = ErrorSource::Server {
         text: server_text(&body),
         kind: server_error_type(&body),
@@ -673,15 +659,24 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
 }
 
-async fn read_error_body(mut response: reqwest::Response, deadline: Instant) -> String {
+/// The first [`MAX_ERROR_BODY`] bytes of an error body, for its message. Under the bodies pin
+/// the whole body is read (by the same deadline) and kept for the row's `response_body`.
+async fn read_error_body(
+    mut response: reqwest::Response,
+    deadline: Instant,
+    record: &mut AttemptRecord,
+) -> String {
     let mut body = Vec::new();
-    while body.len() < MAX_ERROR_BODY {
+    while body.len() < MAX_ERROR_BODY || record.keeps_response() {
         match tokio::time::timeout_at(deadline, response.chunk()).await {
-            Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
+            Ok(Ok(Some(chunk))) => {
+                record.capture(&chunk);
+                let room = MAX_ERROR_BODY.saturating_sub(body.len());
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
             _ => break,
         }
     }
-    body.truncate(MAX_ERROR_BODY);
     String::from_utf8_lossy(&body).into_owned()
 }
 

@@ -751,3 +751,41 @@ async fn a_drop_before_the_stated_deadline_is_still_cancelled_with_what_was_know
     assert_eq!((end.max_tokens, end.messages, end.tools), (12, 2, 1));
     assert!(end.stream);
 }
+
+#[tokio::test]
+async fn with_the_bodies_pin_a_long_stream_and_a_long_error_body_are_kept_whole() {
+    // Issue 19.2: `response_body` stopped at 4 MiB (with a note) and error bodies at 64 KiB.
+    // Seed 003: "They are whole and unclipped, because the reason to turn them on is that
+    // something in the exact bytes is what is wrong."
+    let mut stream = Vec::new();
+    while stream.len() < 5 << 20 {
+        stream
+            .extend_from_slice(b": keep-alive comment the decoder skips, as llama-server's are\n");
+    }
+    stream.extend_from_slice(support::STREAM_BASIC);
+    let error_page = format!(
+        "<html><body><pre>{}</pre></body></html>",
+        "stack frame\n".repeat(10_000)
+    );
+    assert!(error_page.len() > 100 * 1024);
+    let server = TestServer::start(vec![
+        Reply::Sse(support::split_at(&stream, &[7, 70_000, 3_000_000])),
+        Reply::Status {
+            status: 500,
+            content_type: "text/html",
+            headers: Vec::new(),
+            body: error_page.clone().into_bytes(),
+        },
+    ])
+    .await;
+    let log = TempLog::new(true);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    client.generate(request(12)).await.unwrap();
+    client.generate(request(12)).await.unwrap_err();
+    let rows = log.rows();
+    assert_eq!(rows.len(), 4);
+    assert_eq!(rows[1].response_body.len(), stream.len());
+    assert_eq!(rows[1].response_body.as_bytes(), stream.as_slice());
+    assert_eq!(rows[1].note, "");
+    assert_eq!(rows[3].response_body, error_page);
+}
