@@ -51,6 +51,8 @@ pub(crate) fn run() -> anyhow::Result<()> {
         "e2e: session_log recorded {records} records in {}",
         dir.display()
     );
+    let reuse = check_call_log(&dir.join("calls.jsonl"))?;
+    println!("e2e: session_log's call log: {reuse}");
 
     let dir = work.join("replay");
     let out = run_example(&root, "replay", REPLAY_FEATURES, &base_url, &dir)?;
@@ -203,6 +205,10 @@ fn run_example(
         .args(["run", "--example", name, "--features", features])
         .env("CUCA_BASE_URL", base_url)
         .env("CUCA_SESSION_DIR", dir)
+        // The example's call log beside its session, not in the state root of whoever runs
+        // e2e; no bodies, whatever the caller's environment says.
+        .env("CUCA_CALL_LOG", dir.join("calls.jsonl"))
+        .env_remove("CUCA_CALL_LOG_BODIES")
         .stderr(Stdio::inherit())
         .output()
         .with_context(|| format!("running the {name} example"))?;
@@ -252,6 +258,46 @@ fn check_cslog(path: &Path, turns: usize) -> anyhow::Result<usize> {
     Ok(report.records.len())
 }
 
+/// Checks the session-log example's call log: its two turns went through one client, so the
+/// first turn's end row opened a connection (`conn_reused:false`, with `connect_ms`) and the
+/// second rode it (`conn_reused:true`). Returns a one-line summary.
+fn check_call_log(path: &Path) -> anyhow::Result<String> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut ends = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let row: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("{}: line {} is not a row", path.display(), n + 1))?;
+        if row.get("phase").is_none() {
+            ends.push(row);
+        }
+    }
+    let reused: Vec<Option<bool>> = ends
+        .iter()
+        .map(|row| row.get("conn_reused").and_then(serde_json::Value::as_bool))
+        .collect();
+    if reused != [Some(false), Some(true)] {
+        bail!(
+            "{}: the two turns' end rows say conn_reused {reused:?}, expected [false, true] \
+             (one client, one kept-alive connection)",
+            path.display()
+        );
+    }
+    let connect_ms = ends[0]
+        .get("connect_ms")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    if connect_ms == 0 {
+        bail!(
+            "{}: the first turn opened a connection but has no connect_ms",
+            path.display()
+        );
+    }
+    Ok(format!(
+        "turn 1 conn_reused:false connect_ms:{connect_ms}, turn 2 conn_reused:true"
+    ))
+}
+
 fn expect_line(output: &str, line: &str) -> anyhow::Result<()> {
     if output.lines().any(|l| l == line) {
         Ok(())
@@ -265,5 +311,43 @@ fn expect_contains(output: &str, text: &str) -> anyhow::Result<()> {
         Ok(())
     } else {
         bail!("the example's report lacks {text:?}")
+    }
+}
+
+#[cfg(test)]
+mod call_log_tests {
+    use super::check_call_log;
+
+    fn log_of(lines: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("calls.jsonl");
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("{e}"));
+        (dir, path)
+    }
+
+    #[test]
+    fn the_second_turn_must_ride_the_first_turns_connection() {
+        let (_dir, good) = log_of(&[
+            r#"{"id":"a","phase":"start","attempt":1}"#,
+            r#"{"id":"a","status":200,"conn_reused":false,"connect_ms":2}"#,
+            r#"{"id":"b","phase":"start","attempt":1}"#,
+            r#"{"id":"b","status":200,"conn_reused":true}"#,
+        ]);
+        let summary = check_call_log(&good).unwrap_or_else(|e| panic!("{e:#}"));
+        assert_eq!(
+            summary,
+            "turn 1 conn_reused:false connect_ms:2, turn 2 conn_reused:true"
+        );
+        let (_dir, cold) = log_of(&[
+            r#"{"id":"a","status":200,"conn_reused":false,"connect_ms":2}"#,
+            r#"{"id":"b","status":200,"conn_reused":false,"connect_ms":1}"#,
+        ]);
+        let error = check_call_log(&cold).err().map(|e| e.to_string());
+        assert!(
+            error
+                .as_deref()
+                .is_some_and(|e| e.contains("[Some(false), Some(false)]")),
+            "{error:?}"
+        );
     }
 }

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::record::{Ended, Record};
-use crate::CallLog;
+use crate::{CallLog, ResponseBody};
 
 /// One attempt in flight: its start row is written, and this guard writes its end row.
 ///
@@ -76,6 +76,18 @@ impl Attempt {
         self.on_drop = word;
     }
 
+    /// What is known so far about this attempt, for the end row nobody on the path wrote.
+    ///
+    /// It starts as the start row's identity and request shape (`id`, `run`, `tag`, `node`,
+    /// `model`, `effort`, `effort_pin`, `max_tokens`, `messages`, `tools`, `stream`,
+    /// `attempt`, `relaxed`, `lane`). Fields the owning path sets here as the call goes on
+    /// (the status once headers arrive, `ttft_ms` at the first token, `conn_reused`) are on
+    /// the row a drop or [`Attempt::end`] writes, so a call the caller abandoned still says
+    /// how far it got. [`Attempt::finish`] writes its own row and does not read them.
+    pub fn known(&mut self) -> &mut Record {
+        &mut self.template
+    }
+
     /// Writes the end row the owning path assembled: the identity of the start row fills
     /// what `record` leaves empty, [`Record::phase`] is cleared, and `ms` is the elapsed time
     /// when zero. [`Record::ended`] is kept as given (normally empty).
@@ -85,15 +97,28 @@ impl Attempt {
         self.log.append(row);
     }
 
-    /// Writes an end row that says only who closed the attempt and why (`hopped` when a
-    /// retry begins, `deadline` on the client's timeout, ...).
+    /// [`Attempt::finish`] with the response body in a [`ResponseBody`]: under the bodies pin
+    /// it is the row's `response_body`, whole, written without being copied into the row.
+    pub fn finish_with_response(mut self, record: Record, body: ResponseBody) {
+        self.done = true;
+        let row = self.end_row(record);
+        self.log.append_with_response(row, Some(body));
+    }
+
+    /// Writes an end row that says who closed the attempt and why (`hopped` when a retry
+    /// begins, `deadline` on the client's timeout, ...), with what was [`Attempt::known`].
     pub fn end(mut self, word: Ended) {
         self.done = true;
-        let row = self.end_row(Record {
-            ended: word.as_str().to_owned(),
-            ..Record::default()
-        });
+        let row = self.known_row(word);
         self.log.append(row);
+    }
+
+    fn known_row(&self, word: Ended) -> Record {
+        let mut row = self.template.clone();
+        row.ts = String::new();
+        row.ended = word.as_str().to_owned();
+        row.ms = 0;
+        self.end_row(row)
     }
 
     fn end_row(&self, mut record: Record) -> Record {
@@ -120,10 +145,7 @@ impl Drop for Attempt {
             return;
         }
         self.done = true;
-        let row = self.end_row(Record {
-            ended: self.on_drop.as_str().to_owned(),
-            ..Record::default()
-        });
+        let row = self.known_row(self.on_drop);
         self.log.append(row);
     }
 }

@@ -80,27 +80,25 @@ pub struct Env {
     pub xdg_state_home: Option<PathBuf>,
     /// The person's home directory (`HOME`).
     pub home: Option<PathBuf>,
-    /// Set when this process is a test or bench binary (see [`Env::from_process`]). Then
-    /// [`Env::path_for`] answers `None` for any path inside the state root, so a test binary
-    /// cannot write into the log of the person who started it; a test that wants a log names
-    /// a temporary path (its own `Env`, or `CUCA_CALL_LOG` pointing outside the root).
+    /// Set when this process is a cargo test or bench binary (see [`is_cargo_test_binary`]).
+    /// Then [`Env::path_for`] answers `None` for any path inside the state root, so a test
+    /// binary cannot write into the log of the person who started it; a test that wants a
+    /// log names a temporary path (its own `Env`, or `CUCA_CALL_LOG` pointing outside the
+    /// root).
     pub under_test: bool,
 }
 
 impl Env {
     /// The real environment of this process.
     ///
-    /// [`Env::under_test`] is set when the executable sits in a directory named `deps`,
-    /// which is where cargo puts the test and bench binaries it builds (`target/<profile>/
-    /// deps/<name>-<hash>`) and never a binary it runs or installs. It is a safety net for a
-    /// test that forgets to inject its own `Env`, not the way tests are meant to get one.
+    /// [`Env::under_test`] is set when the executable is a test or bench binary cargo built
+    /// (see [`is_cargo_test_binary`]). It is a safety net for a test that forgets to inject
+    /// its own `Env`, not the way tests are meant to get one.
     pub fn from_process() -> Env {
         let var = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
-        let under_test = std::env::current_exe().ok().is_some_and(|exe| {
-            exe.parent()
-                .and_then(Path::file_name)
-                .is_some_and(|dir| dir == "deps")
-        });
+        let under_test = std::env::current_exe()
+            .ok()
+            .is_some_and(|exe| is_cargo_test_binary(&exe));
         Env {
             call_log: var(ENV_VAR),
             bodies: var(BODIES_ENV_VAR),
@@ -138,16 +136,38 @@ impl Env {
     /// The live file for a profile directory (`dir`), or for the state root when there is
     /// none, with [`ENV_VAR`] on top: `None` when it says `off`, its value when it names a
     /// path. `None` too when nothing names a place to write (no root, no home), and, under
-    /// test, for any path inside the state root.
+    /// test, for any path inside the state root. [`Env::off_reason`] says which.
     pub fn path_for(&self, dir: Option<&Path>) -> Option<PathBuf> {
+        self.resolve(dir).ok()
+    }
+
+    /// Why [`Env::path_for`] answers `None` for `dir`, or `None` when the log is on: the
+    /// words a "the call log is off" message should say, naming the real cause.
+    ///
+    /// ```
+    /// use cuca_calllog::{Env, OffReason};
+    /// let mut env = Env::default();
+    /// assert_eq!(env.off_reason(None), Some(OffReason::NoStateRoot));
+    /// env.home = Some("/home/ada".into());
+    /// assert_eq!(env.off_reason(None), None);
+    /// env.under_test = true;
+    /// assert!(matches!(env.off_reason(None), Some(OffReason::UnderTest { .. })));
+    /// ```
+    pub fn off_reason(&self, dir: Option<&Path>) -> Option<OffReason> {
+        self.resolve(dir).err()
+    }
+
+    fn resolve(&self, dir: Option<&Path>) -> Result<PathBuf, OffReason> {
         let pinned = self.call_log.as_ref().filter(|value| !value.is_empty());
         let path = match pinned {
-            Some(value) if value.to_string_lossy().trim() == OFF_VALUE => return None,
+            Some(value) if value.to_string_lossy().trim() == OFF_VALUE => {
+                return Err(OffReason::SwitchedOff)
+            }
             Some(value) => PathBuf::from(value),
             None => {
                 let base = match nonempty(dir) {
                     Some(dir) => dir.to_path_buf(),
-                    None => self.state_root()?,
+                    None => self.state_root().ok_or(OffReason::NoStateRoot)?,
                 };
                 base.join(DIR_NAME).join(FILE_NAME)
             }
@@ -155,12 +175,77 @@ impl Env {
         if self.under_test {
             if let Some(root) = self.state_root() {
                 if path.starts_with(&root) {
-                    return None;
+                    return Err(OffReason::UnderTest { path });
                 }
             }
         }
-        Some(path)
+        Ok(path)
     }
+}
+
+/// Why a log resolved from an [`Env`] writes nothing ([`Env::off_reason`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OffReason {
+    /// [`ENV_VAR`] says [`OFF_VALUE`].
+    SwitchedOff,
+    /// Nothing names a state root: no `CUCA_HOME`, no absolute `XDG_STATE_HOME`, no `HOME`.
+    NoStateRoot,
+    /// This process is a cargo test or bench binary, and `path` is inside the state root,
+    /// which a test binary never writes into.
+    UnderTest {
+        /// The file the log would otherwise have written.
+        path: PathBuf,
+    },
+}
+
+impl std::fmt::Display for OffReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OffReason::SwitchedOff => write!(f, "{ENV_VAR}={OFF_VALUE}"),
+            OffReason::NoStateRoot => write!(
+                f,
+                "no state root: none of {HOME_ENV_VAR}, XDG_STATE_HOME (absolute) or HOME is set"
+            ),
+            OffReason::UnderTest { path } => write!(
+                f,
+                "this program is a cargo test binary, and a test never writes into the state \
+                 root ({}); set {ENV_VAR} to a path outside it",
+                path.display()
+            ),
+        }
+    }
+}
+
+/// Whether `exe` is a test or bench binary cargo built: `target/<profile>/deps/<crate>-<hash>`
+/// where `<hash>` is cargo's 16 lowercase hex digits and the profile directory holds cargo's
+/// `.cargo-lock`.
+///
+/// All three must hold. A directory named `deps` alone is no sign of a test: vendored trees
+/// and Nix or Bazel layouts put real applications in one, and the call log must stay on for
+/// them. Binaries cargo runs (`cargo run`, examples) sit outside `deps/`, and installed ones
+/// have no `.cargo-lock` beside them.
+pub fn is_cargo_test_binary(exe: &Path) -> bool {
+    let Some(deps) = exe.parent() else {
+        return false;
+    };
+    if deps.file_name().is_none_or(|name| name != "deps") {
+        return false;
+    }
+    let Some(stem) = exe.file_stem().and_then(|s| s.to_str()) else {
+        return false;
+    };
+    let hashed = stem.rsplit_once('-').is_some_and(|(name, hash)| {
+        !name.is_empty()
+            && hash.len() == 16
+            && hash
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    });
+    hashed
+        && deps
+            .parent()
+            .is_some_and(|profile| profile.join(".cargo-lock").is_file())
 }
 
 /// The predecessor a rotation keeps for `live`: `calls.jsonl` becomes `calls.1.jsonl`, and a

@@ -61,6 +61,7 @@
 #![forbid(unsafe_code)]
 
 mod attempt;
+mod body;
 mod env;
 mod error;
 mod finite;
@@ -76,12 +77,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 pub use attempt::Attempt;
+pub use body::ResponseBody;
 pub use env::{
-    previous_path, Env, BODIES_ENV_VAR, BODIES_MAX_BYTES, DIR_NAME, ENV_VAR, FILE_NAME,
-    HOME_ENV_VAR, MAX_BYTES, OFF_VALUE, PREVIOUS_FILE_NAME,
+    is_cargo_test_binary, previous_path, Env, OffReason, BODIES_ENV_VAR, BODIES_MAX_BYTES,
+    DIR_NAME, ENV_VAR, FILE_NAME, HOME_ENV_VAR, MAX_BYTES, OFF_VALUE, PREVIOUS_FILE_NAME,
 };
 pub use error::Error;
-pub use log::{Builder, CallLog, LastCall, WarnSink};
+pub use log::{Builder, CallLog, LastCall, SilenceScope, WarnSink};
 pub use read::{calls_per_run, in_flight, read_rows, ReadReport, SkippedLine, TornTail};
 pub use record::{clip_error, new_id, Ended, Record, MAX_ERROR_CHARS, PHASE_START};
 

@@ -13,11 +13,87 @@ use crate::env::{previous_path, Env, BODIES_MAX_BYTES, MAX_BYTES};
 use crate::finite::take_non_finite;
 use crate::record::{clip_error, new_id, Record, MAX_ERROR_CHARS, PHASE_START};
 use crate::time::format_rfc3339_millis;
-use crate::Attempt;
+use crate::{Attempt, ResponseBody};
 
 /// Where the one line a silenced log prints goes. The default writes it to stderr; tests
 /// inject one that collects the lines.
 pub type WarnSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Who goes quiet together after a write failure, and hears the one line about it.
+///
+/// The seed: a write failure "silences the log for the rest of the process and prints one
+/// line". Every handle is in [`SilenceScope::process`] unless its builder names another (or
+/// names its own [`Builder::warn_sink`]), so a second [`CallLog`], a later [`crate::open`]
+/// and the global log all stay quiet once any of them failed, and stderr gets one line in
+/// all. A test that breaks a log on purpose gives its handles a [`SilenceScope::new`] of
+/// their own, so it does not silence the other tests of its binary.
+///
+/// ```
+/// use cuca_calllog::{CallLog, Record, SilenceScope};
+/// let scope = SilenceScope::new();
+/// let broken = CallLog::builder()
+///     .path(Some("/proc/version/calls.jsonl".into())) // cannot be created
+///     .silence_scope(scope.clone())
+///     .warn_sink(std::sync::Arc::new(|_: &str| {}))
+///     .build();
+/// let other = CallLog::builder()
+///     .path(Some(std::env::temp_dir().join("never-written.jsonl")))
+///     .silence_scope(scope.clone())
+///     .build();
+/// broken.append(Record::default());
+/// assert!(scope.is_silenced());
+/// assert!(other.is_silenced());
+/// ```
+#[derive(Clone)]
+pub struct SilenceScope {
+    silenced: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for SilenceScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SilenceScope")
+            .field("process", &self.is_process())
+            .field("silenced", &self.is_silenced())
+            .finish()
+    }
+}
+
+/// The process's scope, shared by every handle that does not name its own.
+static PROCESS_SILENCED: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+
+impl SilenceScope {
+    /// The one scope of this process: the default of every handle.
+    pub fn process() -> SilenceScope {
+        SilenceScope {
+            silenced: Arc::clone(PROCESS_SILENCED.get_or_init(Arc::default)),
+        }
+    }
+
+    /// A scope of its own, for handles that must not silence (or be silenced by) the rest of
+    /// the process: tests that break a log on purpose.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> SilenceScope {
+        SilenceScope {
+            silenced: Arc::default(),
+        }
+    }
+
+    /// Whether a write failure has silenced the handles in this scope.
+    pub fn is_silenced(&self) -> bool {
+        self.silenced.load(Ordering::Relaxed)
+    }
+
+    fn is_process(&self) -> bool {
+        PROCESS_SILENCED
+            .get()
+            .is_some_and(|process| Arc::ptr_eq(process, &self.silenced))
+    }
+
+    /// Silences the scope; true for the one caller that did it (and so prints the line).
+    fn silence(&self) -> bool {
+        !self.silenced.swap(true, Ordering::AcqRel)
+    }
+}
 
 /// The newest call this process has heard back from: the model that answered and the moment
 /// it did. The in-memory half of the log, kept whether or not the file is being written.
@@ -56,8 +132,9 @@ struct Inner {
     bodies: bool,
     max_bytes: u64,
     warn: WarnSink,
-    /// Set by the first write failure; every later append returns before the lock.
-    silenced: AtomicBool,
+    /// Set by the first write failure of any handle in the scope; every later append
+    /// returns before the lock.
+    silence: SilenceScope,
     /// The open file. Appends take the shared side and write concurrently: the file is opened
     /// for appending, and the kernel writes each `write` to a local file whole at its end
     /// (the guarantee that already keeps the rows of two processes apart). Opening, rotating
@@ -84,7 +161,10 @@ pub struct Builder {
     bodies: bool,
     max_bytes: Option<u64>,
     warn: WarnSink,
+    /// Whether [`Builder::warn_sink`] replaced stderr.
+    own_sink: bool,
     memory: Option<Arc<Memory>>,
+    silence: Option<SilenceScope>,
 }
 
 impl std::fmt::Debug for Builder {
@@ -118,8 +198,20 @@ impl Builder {
     }
 
     /// Where the one line a write failure prints goes (stderr by default).
+    ///
+    /// A handle that names its own sink and no [`SilenceScope`] gets a scope of its own: the
+    /// "one line per process" is a promise about stderr, and a handle reporting elsewhere (a
+    /// test collecting the line) must neither silence nor be silenced by the process's log.
     pub fn warn_sink(mut self, warn: WarnSink) -> Self {
         self.warn = warn;
+        self.own_sink = true;
+        self
+    }
+
+    /// Which handles go quiet together after a write failure ([`SilenceScope::process`] by
+    /// default).
+    pub fn silence_scope(mut self, scope: SilenceScope) -> Self {
+        self.silence = Some(scope);
         self
     }
 
@@ -141,7 +233,13 @@ impl Builder {
                 bodies: self.bodies,
                 max_bytes,
                 warn: self.warn,
-                silenced: AtomicBool::new(false),
+                silence: self.silence.unwrap_or_else(|| {
+                    if self.own_sink {
+                        SilenceScope::new()
+                    } else {
+                        SilenceScope::process()
+                    }
+                }),
                 file: RwLock::new(None),
                 size: AtomicU64::new(0),
                 memory: self.memory.unwrap_or_default(),
@@ -158,7 +256,9 @@ impl CallLog {
             bodies: false,
             max_bytes: None,
             warn: Arc::new(|line: &str| eprintln!("{line}")),
+            own_sink: false,
             memory: None,
+            silence: None,
         }
     }
 
@@ -198,9 +298,10 @@ impl CallLog {
         self.inner.path.as_deref()
     }
 
-    /// Whether a write failure has silenced this log for the rest of the process.
+    /// Whether a write failure (of this handle, or of any other in its [`SilenceScope`]) has
+    /// silenced this log for the rest of the process.
     pub fn is_silenced(&self) -> bool {
-        self.inner.silenced.load(Ordering::Relaxed)
+        self.inner.silence.is_silenced()
     }
 
     /// Whether this log records the request and response bodies as well as the shape.
@@ -233,7 +334,14 @@ impl CallLog {
     /// [`Record::note`], and clips an [`Record::error`] longer than [`MAX_ERROR_CHARS`] with
     /// [`clip_error`]. The line is serialized before the lock is taken and written with one
     /// `write`, so rows from concurrent threads and tasks never interleave.
-    pub fn append(&self, mut record: Record) {
+    pub fn append(&self, record: Record) {
+        self.append_with_response(record, None);
+    }
+
+    /// [`CallLog::append`], with the response body held in a [`ResponseBody`] rather than in
+    /// [`Record::response_body`]: the body is written as the row's `response_body` (under the
+    /// bodies pin; dropped otherwise) in the same single `write`, without another copy of it.
+    pub(crate) fn append_with_response(&self, mut record: Record, body: Option<ResponseBody>) {
         let now = SystemTime::now();
         if record.ts.is_empty() {
             record.ts = format_rfc3339_millis(now);
@@ -252,14 +360,30 @@ impl CallLog {
         if self.inner.path.is_none() || self.is_silenced() {
             return;
         }
+        let body = body.filter(|body| self.inner.bodies && !body.is_empty());
+        if body.is_some() {
+            // The held body replaces whatever the field had.
+            record.response_body = String::new();
+        }
         let mut line = match serde_json::to_vec(&record) {
             Ok(line) => line,
             // Unreachable for this struct once the floats are finite; if it ever happens the
             // log says so once rather than failing the call.
             Err(error) => return self.silence(&error.to_string()),
         };
-        line.push(b'\n');
-        self.write_line(&line);
+        let Some(body) = body else {
+            line.push(b'\n');
+            return self.write_line(&[&line]);
+        };
+        // `response_body` is the last field of a row, so splicing it in before the closing
+        // brace gives the very line serde would have written.
+        line.pop();
+        if line.len() > 1 {
+            line.push(b',');
+        }
+        line.extend_from_slice(br#""response_body":""#);
+        let escaped = body.into_escaped();
+        self.write_line(&[&line, &escaped, b"\"}\n"]);
     }
 
     /// Writes a start row for `record` and returns the [`Attempt`] that will write its end
@@ -272,13 +396,23 @@ impl CallLog {
             record.id = new_id();
         }
         let started = Instant::now();
+        // The identity and the request's shape: what an end row nobody on the path wrote
+        // still carries (`Attempt::known`).
         let template = Record {
             id: record.id.clone(),
             run: record.run.clone(),
             tag: record.tag.clone(),
             node: record.node.clone(),
             model: record.model.clone(),
+            effort: record.effort.clone(),
+            effort_pin: record.effort_pin.clone(),
+            max_tokens: record.max_tokens,
+            messages: record.messages,
+            tools: record.tools,
+            stream: record.stream,
             attempt: record.attempt,
+            relaxed: record.relaxed.clone(),
+            lane: record.lane.clone(),
             ..Record::default()
         };
         self.append(record);
@@ -327,11 +461,11 @@ impl CallLog {
         }
     }
 
-    fn write_line(&self, line: &[u8]) {
+    fn write_line(&self, line: &[&[u8]]) {
         let Some(path) = self.inner.path.as_deref() else {
             return;
         };
-        let len = line.len() as u64;
+        let len: u64 = line.iter().map(|part| part.len() as u64).sum();
         // The fast path: the file is open and the row fits, so write under the shared lock.
         {
             let guard = self
@@ -405,9 +539,9 @@ impl CallLog {
         }
     }
 
-    /// Turns the log off for the rest of this handle's life and says so once.
+    /// Turns the log off for the rest of the process (its [`SilenceScope`]) and says so once.
     fn silence(&self, error: &str) {
-        if self.inner.silenced.swap(true, Ordering::AcqRel) {
+        if !self.inner.silence.silence() {
             return;
         }
         let path = self
@@ -427,18 +561,25 @@ fn answered(record: &Record) -> bool {
     record.ended.is_empty() && record.error.is_empty() && record.status < 400
 }
 
-/// One `write` of the whole line. A short write (a nearly full disk) is a failure: the rest
-/// is not written after it, because by then another writer's row may follow, and the torn
-/// bytes are sealed onto their own line by the next process that opens the file.
-fn write_once(mut file: &File, bytes: &[u8]) -> io::Result<()> {
-    let written = file.write(bytes)?;
-    if written < bytes.len() {
+/// One `write` of the whole line (a `writev` when it is in parts: an appending `writev` lands
+/// whole like a `write`). A short write (a nearly full disk) is a failure: the rest is not
+/// written after it, because by then another writer's row may follow, and the torn bytes are
+/// sealed onto their own line by the next process that opens the file.
+fn write_once(mut file: &File, parts: &[&[u8]]) -> io::Result<()> {
+    let total: usize = parts.iter().map(|part| part.len()).sum();
+    let written = match parts {
+        [one] => file.write(one)?,
+        _ => {
+            let slices: Vec<io::IoSlice<'_>> = parts.iter().map(|p| io::IoSlice::new(p)).collect();
+            file.write_vectored(&slices)?
+        }
+    };
+    if written < total {
         return Err(io::Error::new(
             io::ErrorKind::WriteZero,
             format!(
-                        "short write: {written} of {} bytes (the disk is likely full, or a file size limit was reached)",
-                        bytes.len()
-                    ),
+                "short write: {written} of {total} bytes (the disk is likely full, or a file size limit was reached)"
+            ),
         ));
     }
     Ok(())
@@ -464,7 +605,7 @@ fn open_live(path: &Path) -> io::Result<(File, u64)> {
         file.seek(SeekFrom::End(-1))?;
         file.read_exact(&mut last)?;
         if last[0] != b'\n' {
-            write_once(&file, b"\n")?;
+            write_once(&file, &[b"\n"])?;
             size += 1;
         }
     }

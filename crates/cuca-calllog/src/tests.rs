@@ -263,3 +263,56 @@ fn failed_and_unfinished_calls_are_not_the_last_answer() {
     }));
     assert_eq!(log.last_call(), None);
 }
+
+#[test]
+fn a_real_application_in_a_directory_named_deps_keeps_its_call_log() {
+    // Issue 19.6: vendored trees and Nix/Bazel layouts put real applications in `deps/`;
+    // only cargo's own test binaries (`target/<profile>/deps/<name>-<16 hex>` beside the
+    // profile's `.cargo-lock`) count as tests.
+    let tmp = tempfile::tempdir().unwrap();
+    let touch = |rel: &str| {
+        let path = tmp.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, b"").unwrap();
+        path
+    };
+    let vendored = touch("opt/agent/deps/agent");
+    let nix_like = touch("nix/store/abc-agent/deps/agent-0123456789abcdef");
+    let bazel_like = touch("bazel-bin/deps/agent-runner");
+    touch("target/debug/.cargo-lock");
+    let cargo_test = touch("target/debug/deps/calls-0123456789abcdef");
+    let cargo_named_plainly = touch("target/debug/deps/calls");
+    let cargo_upper_hex = touch("target/debug/deps/calls-0123456789ABCDEF");
+    assert!(!crate::is_cargo_test_binary(&vendored));
+    assert!(
+        !crate::is_cargo_test_binary(&nix_like),
+        "no .cargo-lock beside it"
+    );
+    assert!(!crate::is_cargo_test_binary(&bazel_like));
+    assert!(crate::is_cargo_test_binary(&cargo_test));
+    assert!(!crate::is_cargo_test_binary(&cargo_named_plainly));
+    assert!(!crate::is_cargo_test_binary(&cargo_upper_hex));
+}
+
+#[test]
+fn the_off_reason_names_the_real_cause() {
+    use crate::OffReason;
+    let mut env = Env::default();
+    assert_eq!(env.off_reason(None), Some(OffReason::NoStateRoot));
+    env.home = Some(PathBuf::from("/h"));
+    assert_eq!(env.off_reason(None), None);
+    env.under_test = true;
+    let reason = env.off_reason(None).unwrap();
+    assert_eq!(
+        reason,
+        OffReason::UnderTest {
+            path: PathBuf::from("/h/.local/state/cuca/logs/calls.jsonl")
+        }
+    );
+    let words = reason.to_string();
+    assert!(words.contains("cargo test binary"), "{words}");
+    assert!(!words.contains("set CUCA_HOME or HOME"), "{words}");
+    env.call_log = Some("off".into());
+    assert_eq!(env.off_reason(None), Some(OffReason::SwitchedOff));
+    assert_eq!(OffReason::SwitchedOff.to_string(), "CUCA_CALL_LOG=off");
+}

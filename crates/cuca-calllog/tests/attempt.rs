@@ -45,11 +45,51 @@ fn a_guard_dropped_unfinished_writes_an_abandoned_end_row() {
         (id.as_str(), "run-7", "turn", "n1")
     );
     assert_eq!((end.model.as_str(), end.attempt), ("glm", 2));
-    assert_eq!(
-        end.messages, 0,
-        "the end row does not repeat the request's shape"
-    );
+    // Issue 19.4: the row nobody on the path wrote keeps the request's shape.
+    assert_eq!(end.messages, 4, "the end row keeps the request's shape");
     assert!(in_flight(&rows).is_empty());
+}
+
+#[test]
+fn a_dropped_guard_keeps_the_status_ttft_and_shape_already_known() {
+    // Issue 19.4: "The `cancelled` row written by the drop guard loses the status, ttft and
+    // request shape already known: keep them."
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("calls.jsonl");
+    let (log, _) = common::log_at(&path);
+    let mut call = log.start(Record {
+        effort: "high".into(),
+        max_tokens: 512,
+        tools: 2,
+        stream: true,
+        ..started()
+    });
+    call.on_drop(Ended::Cancelled);
+    call.known().status = 200;
+    call.known().ttft_ms = 41;
+    call.known().conn_reused = Some(false);
+    call.known().connect_ms = 3;
+    drop(call);
+    let rows = read_rows(&path).unwrap().rows;
+    let end = &rows[1];
+    assert_eq!(end.ended, "cancelled");
+    assert_eq!((end.status, end.ttft_ms), (200, 41));
+    assert_eq!((end.conn_reused, end.connect_ms), (Some(false), 3));
+    assert_eq!(
+        (
+            end.effort.as_str(),
+            end.max_tokens,
+            end.messages,
+            end.tools,
+            end.stream
+        ),
+        ("high", 512, 4, 2, true)
+    );
+    assert_eq!(
+        (end.model.as_str(), end.attempt, end.run.as_str()),
+        ("glm", 2, "run-7")
+    );
+    assert_eq!(end.phase, "", "an end row has no phase");
 }
 
 #[test]

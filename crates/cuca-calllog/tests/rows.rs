@@ -295,3 +295,85 @@ fn an_unclipped_error_is_clipped_on_the_way_in() {
     assert!(rows[0].error.ends_with('…'));
     assert_eq!(rows[1].error, " short, kept as given ");
 }
+
+#[test]
+fn a_held_response_body_is_written_whole_and_reads_back_as_the_bytes_sent() {
+    // Seed 003: RequestBody and ResponseBody "are whole and unclipped, because the reason to
+    // turn them on is that something in the exact bytes is what is wrong." (Issue 19.2.)
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("calls.jsonl");
+    let log = CallLog::builder()
+        .path(Some(path.clone()))
+        .bodies(true)
+        .build();
+    // Six mebibytes of events with quotes, backslashes, control bytes and multi-byte
+    // characters, pushed in pieces that split characters, plus one byte that is not UTF-8.
+    let event = "data: {\"content\":\"caf\u{e9} \\\\ \u{1F600}\t\u{1}\"}\n\n".as_bytes();
+    let mut sent = Vec::new();
+    while sent.len() < 6 << 20 {
+        sent.extend_from_slice(event);
+    }
+    sent.push(0xff);
+    sent.extend_from_slice("tail \u{e9}".as_bytes());
+    let mut body = cuca_calllog::ResponseBody::new();
+    for piece in sent.chunks(4093) {
+        body.push(piece);
+    }
+    assert_eq!(body.len(), sent.len() as u64);
+    let call = log.start(Record {
+        model: "m".into(),
+        ..Record::default()
+    });
+    call.finish_with_response(
+        Record {
+            status: 200,
+            ..Record::default()
+        },
+        body,
+    );
+    let rows = cuca_calllog::read_rows(&path).unwrap().rows;
+    assert_eq!(rows.len(), 2);
+    let end = &rows[1];
+    assert_eq!(end.response_body, String::from_utf8_lossy(&sent));
+    assert_eq!(end.note, "", "nothing was cut");
+    assert_eq!((end.status, end.model.as_str()), (200, "m"));
+    // The spliced line is byte for byte what serde would have written for the same row.
+    let line = std::fs::read_to_string(&path).unwrap();
+    let written = line.lines().nth(1).unwrap();
+    assert_eq!(written, serde_json::to_string(end).unwrap());
+
+    // Without the pin the held body is dropped like any body.
+    let plain_path = tmp.path().join("plain.jsonl");
+    let plain = CallLog::builder().path(Some(plain_path.clone())).build();
+    let mut body = cuca_calllog::ResponseBody::new();
+    body.push(b"data: secret\n\n");
+    plain
+        .start(Record::default())
+        .finish_with_response(Record::default(), body);
+    let text = std::fs::read_to_string(&plain_path).unwrap();
+    assert!(
+        !text.contains("secret") && !text.contains("response_body"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_character_split_over_many_pieces_and_a_truncated_one_decode_like_from_utf8_lossy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("calls.jsonl");
+    let log = CallLog::builder()
+        .path(Some(path.clone()))
+        .bodies(true)
+        .build();
+    let mut sent = "a\u{1F600}b".as_bytes().to_vec();
+    sent.extend_from_slice(&"\u{1F600}".as_bytes()[..2]); // cut short at the end
+    let mut body = cuca_calllog::ResponseBody::new();
+    for byte in &sent {
+        body.push(std::slice::from_ref(byte));
+    }
+    log.start(Record::default())
+        .finish_with_response(Record::default(), body);
+    let rows = cuca_calllog::read_rows(&path).unwrap().rows;
+    assert_eq!(rows[1].response_body, String::from_utf8_lossy(&sent));
+    assert_eq!(rows[1].response_body, "a\u{1F600}b\u{FFFD}");
+}

@@ -108,9 +108,12 @@ pub(crate) fn run(args: &LogsArgs) -> Result<(), CliError> {
             out.flush()?;
             return Ok(());
         }
+        // The real cause, not a guess: switched off, no state root, or a test binary.
+        let reason = Env::from_process()
+            .off_reason(None)
+            .map_or_else(|| "no path".to_owned(), |reason| reason.to_string());
         return Err(CliError::Usage(format!(
-            "the call log is off ({}=off, or no state root: set CUCA_HOME or HOME); --file PATH reads a log anywhere",
-            calllog::ENV_VAR
+            "the call log is off ({reason}); --file PATH reads a log anywhere"
         )));
     };
     if args.path {

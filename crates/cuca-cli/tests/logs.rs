@@ -94,6 +94,9 @@ fn path_follows_the_call_log_resolution() {
     let (code, _, stderr) = run(&["logs"], &[("CUCA_CALL_LOG", "off")]);
     assert_eq!(code, 2);
     assert!(stderr.starts_with("cuca: the call log is off"), "{stderr}");
+    // Issue 19.6: the message names the real cause, not a guess at CUCA_HOME/HOME.
+    assert!(stderr.contains("(CUCA_CALL_LOG=off)"), "{stderr}");
+    assert!(!stderr.contains("set CUCA_HOME or HOME"), "{stderr}");
 }
 
 #[test]

@@ -10,24 +10,100 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use cuca_calllog::{clip_error, CallLog, Ended, Record};
+use cuca_calllog::{clip_error, CallLog, Ended, Record, ResponseBody};
 use cuca_events::{PluginError, UnifiedRequest};
 use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use tokio::time::Instant;
 
 use crate::client::Inner;
-use crate::decode::{clip, server_message, StreamSummary};
+use crate::conn::ConnUse;
+use crate::decode::{clip, server_error_type, server_message, server_text, StreamSummary};
 
 /// The most bytes of an error body read for its message: a JSON error is a few hundred
 /// bytes, and an HTML error page needs no more than its first screen to be recognised.
+/// Under the bodies pin the rest is read too, for the row's `response_body` only.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
-/// The most bytes of one attempt's response kept for the call log's `response_body` (bodies
-/// pin only). Four mebibytes is a long reasoning answer many times over (a token's event is
-/// ~250 bytes of SSE, so 16,000 tokens), and it keeps one row far under the 256 MiB the
-/// bodies pin rotates at; the first bytes are kept and the row's `note` says how many there
-/// were.
-pub(crate) const MAX_LOGGED_RESPONSE: usize = 4 << 20;
+/// Where a failed attempt's error came from, which decides what of it the call log's `error`
+/// may hold.
+///
+/// Seed 003: "WHAT IS NEVER IN IT: the prompts ... the bodies only when someone deliberately
+/// asks for them". A server's message can quote the request (llama-server's "Failed to parse
+/// messages: …; messages = [the whole conversation]"), a chunk that did not parse is the
+/// answer's own bytes, a nameless tool call's arguments are the model's output, and a
+/// plugin's error is whatever the plugin said. So without the bodies pin those are named by
+/// kind only; with it, the row keeps the words, clipped once by `clip_error`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) enum ErrorSource {
+    /// The client's own words (a timeout, a refused connection, a broken stream, a
+    /// truncated body): no request or response content.
+    #[default]
+    Client,
+    /// An HTTP error body: `text` is its message unclipped, `kind` its `error.type` word.
+    Server { text: String, kind: Option<String> },
+    /// The stream's own bytes (an in-stream error, a chunk that did not parse, a nameless
+    /// tool call): `text` quotes them unclipped.
+    Stream { text: String },
+    /// A plugin hook failed with its own error.
+    Plugin,
+}
+
+/// The `error` of a failed attempt's end row.
+fn error_field(error: &PluginError, source: &ErrorSource, bodies: bool) -> String {
+    const WITHHELD: &str = "withheld without CUCA_CALL_LOG_BODIES";
+    match (source, bodies) {
+        (ErrorSource::Client, _) | (ErrorSource::Plugin, true) => clip_error(&error.to_string()),
+        (ErrorSource::Server { text, .. } | ErrorSource::Stream { text }, true) => clip_error(text),
+        (ErrorSource::Server { kind, .. }, false) => {
+            let status = match error {
+                PluginError::Provider { status, .. } => format!("HTTP {status}"),
+                _ => "an error".to_owned(),
+            };
+            match kind {
+                Some(kind) => format!(
+                    "the server answered {status} ({kind}); its message is {WITHHELD} (it can quote the request)"
+                ),
+                None => format!(
+                    "the server answered {status}; its message is {WITHHELD} (it can quote the request)"
+                ),
+            }
+        }
+        (ErrorSource::Stream { .. }, false) => match error {
+            PluginError::Provider { .. } => {
+                format!("the server sent an error in the stream; its message is {WITHHELD}")
+            }
+            _ => format!("the server sent a response cuca cannot read; its bytes are {WITHHELD}"),
+        },
+        (ErrorSource::Plugin, false) => match error {
+            PluginError::Plugin { plugin, .. } => {
+                format!("plugin {plugin} failed; its message is {WITHHELD}")
+            }
+            other => format!(
+                "a plugin failed ({}); its message is {WITHHELD}",
+                error_kind(other)
+            ),
+        },
+    }
+}
+
+/// The variant's name, in words: a kind that carries no content.
+fn error_kind(error: &PluginError) -> &'static str {
+    match error {
+        PluginError::Validation { .. } => "validation",
+        PluginError::CapacityExceeded { .. } => "capacity exceeded",
+        PluginError::NotFound { .. } => "not found",
+        PluginError::Io { .. } => "i/o",
+        PluginError::Corrupt { .. } => "corrupt data",
+        PluginError::Locked { .. } => "locked",
+        PluginError::Backend { .. } => "backend",
+        PluginError::Provider { .. } => "provider",
+        PluginError::Transport { .. } => "transport",
+        PluginError::Decode { .. } => "decode",
+        PluginError::Timeout { .. } => "timeout",
+        PluginError::Plugin { .. } => "plugin",
+        _ => "other",
+    }
+}
 
 /// What was sent, in the call log's terms: the fields both rows of every attempt carry.
 #[derive(Debug, Clone, PartialEq)]
@@ -114,6 +190,11 @@ pub(crate) struct AttemptRecord {
     pub(crate) status: Option<u16>,
     /// Time from sending to the first decoded block.
     pub(crate) ttft: Option<Duration>,
+    /// Whether the response came over a connection opened for it, once headers arrived.
+    conn: Option<ConnUse>,
+    /// The deadline the caller stated, if any: a drop after it is the caller's deadline
+    /// ending the call, not the caller changing its mind.
+    caller_deadline: Option<CallerDeadline>,
     /// The call this attempt belongs to.
     call_id: String,
     /// What was sent, for the end row.
@@ -122,11 +203,13 @@ pub(crate) struct AttemptRecord {
     /// writes an end row saying `cancelled` (set at start: from then on the attempt lives
     /// inside a future its caller may drop).
     guard: Option<cuca_calllog::Attempt>,
-    /// The response bytes so far, kept only under the bodies pin, at most
-    /// [`MAX_LOGGED_RESPONSE`].
-    response: Option<Vec<u8>>,
-    /// Every response byte seen under the bodies pin, kept or not.
-    response_len: u64,
+    /// The response bytes so far, kept only under the bodies pin: whole (the seed's "whole
+    /// and unclipped"), held once, already escaped for the row.
+    response: Option<ResponseBody>,
+    /// Where a failure came from, for the end row's `error`.
+    pub(crate) error_source: ErrorSource,
+    /// Whether the log keeps bodies (and so the words of errors that quote them).
+    bodies: bool,
 }
 
 impl AttemptRecord {
@@ -138,6 +221,7 @@ impl AttemptRecord {
         shape: &AttemptShape,
         log: &CallLog,
         body: &Bytes,
+        caller_deadline: Option<CallerDeadline>,
     ) -> Self {
         tracing::debug!(
             call_id,
@@ -161,22 +245,52 @@ impl AttemptRecord {
             sent_at: Instant::now(),
             status: None,
             ttft: None,
+            conn: None,
+            caller_deadline,
             call_id: call_id.to_owned(),
             shape: shape.clone(),
             guard: Some(guard),
-            response: bodies.then(Vec::new),
-            response_len: 0,
+            response: bodies.then(ResponseBody::new),
+            error_source: ErrorSource::Client,
+            bodies,
+        }
+    }
+
+    /// The status line arrived: on the end row from now on, even one the guard writes.
+    pub(crate) fn set_status(&mut self, status: u16) {
+        self.status = Some(status);
+        if let Some(guard) = self.guard.as_mut() {
+            guard.known().status = status;
+        }
+    }
+
+    /// The first block decoded.
+    pub(crate) fn set_ttft(&mut self, ttft: Duration) {
+        self.ttft = Some(ttft);
+        if let Some(guard) = self.guard.as_mut() {
+            guard.known().ttft_ms = ceil_ms(ttft);
+        }
+    }
+
+    /// How the response's connection came to be.
+    pub(crate) fn set_conn(&mut self, conn: Option<ConnUse>) {
+        self.conn = conn;
+        if let Some(guard) = self.guard.as_mut() {
+            conn_fields(guard.known(), conn);
         }
     }
 
     /// Keeps `bytes` of the response for the end row's `response_body`, under the bodies
-    /// pin only and up to [`MAX_LOGGED_RESPONSE`].
+    /// pin only.
     pub(crate) fn capture(&mut self, bytes: &[u8]) {
         if let Some(kept) = self.response.as_mut() {
-            self.response_len += bytes.len() as u64;
-            let room = MAX_LOGGED_RESPONSE.saturating_sub(kept.len());
-            kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            kept.push(bytes);
         }
+    }
+
+    /// Whether the response is kept (the bodies pin).
+    pub(crate) fn keeps_response(&self) -> bool {
+        self.response.is_some()
     }
 
     /// Ends the attempt once and writes its end row; later calls are ignored.
@@ -223,25 +337,35 @@ impl AttemptRecord {
         row.status = self.status.unwrap_or(0);
         row.ms = ms;
         row.ttft_ms = ttft_ms.unwrap_or(0);
+        conn_fields(&mut row, self.conn);
         match end {
             AttemptEnd::Finished { summary, answered } => {
                 finished_row(&mut row, summary, answered);
             }
             AttemptEnd::Retrying(error, _) | AttemptEnd::Failed(error) => {
                 failed_row(&mut row, error);
+                row.error = error_field(error, &self.error_source, self.bodies);
             }
         }
-        if let Some(kept) = self.response.take() {
-            if self.response_len > kept.len() as u64 {
-                row.note = format!(
-                    "response_body keeps the first {} of {} bytes",
-                    kept.len(),
-                    self.response_len
-                );
-            }
-            row.response_body = String::from_utf8_lossy(&kept).into_owned();
+        match self.response.take() {
+            Some(kept) => guard.finish_with_response(row, kept),
+            None => guard.finish(row),
         }
-        guard.finish(row);
+    }
+}
+
+/// The seed's connection fields: `conn_reused` written out either way, and the parts of
+/// opening one only where one was opened for this attempt ("every one of them is absent on a
+/// reused connection because none of them happened"). No trace (no response arrived): none.
+fn conn_fields(row: &mut Record, conn: Option<ConnUse>) {
+    match conn {
+        None => {}
+        Some(ConnUse::Reused) => row.conn_reused = Some(true),
+        Some(ConnUse::Fresh(opened)) => {
+            row.conn_reused = Some(false);
+            row.dns_ms = opened.dns.map_or(0, ceil_ms);
+            row.connect_ms = ceil_ms(opened.connect);
+        }
     }
 }
 
@@ -275,15 +399,10 @@ fn finished_row(row: &mut Record, summary: &StreamSummary, answered: bool) {
         && row.completion_tokens >= row.max_tokens;
 }
 
-/// What a failure adds to the end row: the clipped error, the server's comeback
+/// What a failure adds to the end row besides its `error`: the server's comeback
 /// instruction, and, when one of the client's own timeouts ended it, `ended: "deadline"`
 /// with the bound that fired.
 fn failed_row(row: &mut Record, error: &PluginError) {
-    row.error = match error {
-        // The provider's own sentence; the URL and status are on the row or beside it.
-        PluginError::Provider { message, .. } => clip_error(message),
-        other => clip_error(&other.to_string()),
-    };
     if let PluginError::Provider {
         retry_after_s: Some(seconds),
         ..
@@ -304,6 +423,7 @@ fn failed_row(row: &mut Record, error: &PluginError) {
 /// The [`crate::Timeouts`] field behind a timeout's phase word.
 fn timeout_setting(phase: &str) -> &str {
     match phase {
+        CALLER_DEADLINE_PHASE => "caller",
         "connection" => "connect",
         "first token" => "first_token",
         "data" => "idle",
@@ -319,10 +439,32 @@ fn ceil_ms(duration: Duration) -> u64 {
     u64::try_from(micros.div_ceil(1000)).unwrap_or(u64::MAX)
 }
 
+/// The phase word of a [`PluginError::Timeout`] the caller's own deadline caused.
+pub(crate) const CALLER_DEADLINE_PHASE: &str = "answer by the caller's deadline";
+
+/// A deadline the caller stated for one call ([`crate::CucaClient::generate_stream_by`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CallerDeadline {
+    /// When it falls.
+    pub(crate) at: Instant,
+    /// Its length from the start of the call, for `applied_ms`.
+    pub(crate) after: Duration,
+}
+
 impl Drop for AttemptRecord {
     /// An attempt nobody ended was cancelled: the caller dropped the stream mid-call. The
-    /// guard, dropped right after, writes the `cancelled` end row.
+    /// guard, dropped right after, writes the `cancelled` end row, or `deadline` when the
+    /// drop came at or after a deadline the caller stated (its own `tokio::time::timeout`
+    /// around the call firing).
     fn drop(&mut self) {
+        if let (Some(guard), Some(deadline)) = (self.guard.as_mut(), self.caller_deadline) {
+            if Instant::now() >= deadline.at {
+                guard.on_drop(Ended::Deadline);
+                let known = guard.known();
+                known.applied = "caller".to_owned();
+                known.applied_ms = ceil_ms(deadline.after);
+            }
+        }
         if self.guard.is_some() {
             tracing::debug!(
                 call_id = %self.call_id,
@@ -386,7 +528,8 @@ pub(crate) async fn send(
         Ok(Ok(response)) => response,
     };
     let status = response.status();
-    record.status = Some(status.as_u16());
+    record.set_status(status.as_u16());
+    record.set_conn(inner.conn_trace.claim(&response));
     if status.is_success() {
         let content_type = response
             .headers()
@@ -410,8 +553,11 @@ pub(crate) async fn send(
         return Ok(response);
     }
     let retry_after = retry_after(response.headers());
-    let body = read_error_body(response, at).await;
-    record.capture(body.as_bytes());
+    let body = read_error_body(response, at, record).await;
+    record.error_source = ErrorSource::Server {
+        text: server_text(&body),
+        kind: server_error_type(&body),
+    };
     let code = status.as_u16();
     Err(AttemptFailure {
         error: PluginError::Provider {
@@ -513,15 +659,24 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
 }
 
-async fn read_error_body(mut response: reqwest::Response, deadline: Instant) -> String {
+/// The first [`MAX_ERROR_BODY`] bytes of an error body, for its message. Under the bodies pin
+/// the whole body is read (by the same deadline) and kept for the row's `response_body`.
+async fn read_error_body(
+    mut response: reqwest::Response,
+    deadline: Instant,
+    record: &mut AttemptRecord,
+) -> String {
     let mut body = Vec::new();
-    while body.len() < MAX_ERROR_BODY {
+    while body.len() < MAX_ERROR_BODY || record.keeps_response() {
         match tokio::time::timeout_at(deadline, response.chunk()).await {
-            Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
+            Ok(Ok(Some(chunk))) => {
+                record.capture(&chunk);
+                let room = MAX_ERROR_BODY.saturating_sub(body.len());
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
             _ => break,
         }
     }
-    body.truncate(MAX_ERROR_BODY);
     String::from_utf8_lossy(&body).into_owned()
 }
 

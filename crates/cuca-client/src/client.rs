@@ -13,8 +13,9 @@ use cuca_events::{
 };
 use tokio::time::Instant;
 
-use crate::attempt::{self, AttemptEnd, AttemptRecord, AttemptShape};
+use crate::attempt::{self, AttemptEnd, AttemptRecord, AttemptShape, CallerDeadline, ErrorSource};
 use crate::config::{RetryPolicy, Timeouts};
+use crate::conn::{ConnTrace, TimedResolver, TraceLayer};
 use crate::decode::{ChatStreamDecoder, StreamSummary};
 use crate::endpoint::{ApiKey, ProviderEndpoint};
 use crate::error::ClientError;
@@ -176,10 +177,15 @@ impl CucaClientBuilder {
             },
             (None, _) => None,
         };
+        let conn_trace = Arc::new(ConnTrace::default());
         let http = reqwest::Client::builder()
             .connect_timeout(self.timeouts.connect)
             // Each streamed event is a small write; Nagle's algorithm would hold them back.
             .tcp_nodelay(true)
+            // The call log's `conn_reused`, `dns_ms` and `connect_ms`: every connection the
+            // pool opens is timed and filed for the response that first comes over it.
+            .connector_layer(TraceLayer(Arc::clone(&conn_trace)))
+            .dns_resolver(Arc::new(TimedResolver))
             .build()
             .map_err(|source| ClientError::HttpClient { source })?;
         Ok(CucaClient {
@@ -195,6 +201,7 @@ impl CucaClientBuilder {
                 http,
                 run_id: format!("{:08x}", rand::random::<u32>()),
                 call_log: self.call_log,
+                conn_trace,
             }),
         })
     }
@@ -256,6 +263,8 @@ pub(crate) struct Inner {
     pub(crate) run_id: String,
     /// The call log given to the builder; `None` is the process-global one.
     pub(crate) call_log: Option<CallLog>,
+    /// The connections the pool opened, for the call log's `conn_reused`.
+    pub(crate) conn_trace: Arc<ConnTrace>,
 }
 
 impl Inner {
@@ -325,8 +334,30 @@ impl CucaClient {
     /// not returned); a failure anywhere else ends the stream with that error, after the
     /// `on_error` hooks saw it. Dropping the stream cancels the HTTP request.
     pub fn generate_stream(&self, request: UnifiedRequest) -> AgentResponseStream {
+        self.stream_turn(Turn::new(Arc::clone(&self.inner), request))
+    }
+
+    /// [`CucaClient::generate_stream`] with a deadline of the caller's own.
+    ///
+    /// The call ends at `deadline` (or at the client's total timeout, whichever is first)
+    /// with [`PluginError::Timeout`] whose phase is "answer by the caller's deadline", and
+    /// the call log's end row says `ended: "deadline"`, `applied: "caller"`. A caller that
+    /// also wraps the stream in its own `tokio::time::timeout` for the same instant gets the
+    /// same row when that fires first: a drop at or after the stated deadline is written as
+    /// `deadline`, and only a drop before it as `cancelled`.
+    pub fn generate_stream_by(
+        &self,
+        request: UnifiedRequest,
+        deadline: impl Into<Instant>,
+    ) -> AgentResponseStream {
+        let mut turn = Turn::new(Arc::clone(&self.inner), request);
+        turn.caller_deadline = Some(deadline.into());
+        self.stream_turn(turn)
+    }
+
+    fn stream_turn(&self, turn: Turn) -> AgentResponseStream {
         // Boxed so that `unfold` moves a pointer, not the whole turn, on every block.
-        let turn = Box::new(Turn::new(Arc::clone(&self.inner), request));
+        let turn = Box::new(turn);
         Box::pin(futures::stream::unfold(turn, |mut turn| async move {
             turn.next_block().await.map(|item| (item, turn))
         }))
@@ -335,7 +366,23 @@ impl CucaClient {
     /// Runs one call to its end and returns the aggregated response: the same value the
     /// `on_response_complete` hooks saw.
     pub async fn generate(&self, request: UnifiedRequest) -> Result<UnifiedResponse, PluginError> {
+        self.run_turn(Turn::new(Arc::clone(&self.inner), request))
+            .await
+    }
+
+    /// [`CucaClient::generate`] with a deadline of the caller's own; see
+    /// [`CucaClient::generate_stream_by`].
+    pub async fn generate_by(
+        &self,
+        request: UnifiedRequest,
+        deadline: impl Into<Instant>,
+    ) -> Result<UnifiedResponse, PluginError> {
         let mut turn = Turn::new(Arc::clone(&self.inner), request);
+        turn.caller_deadline = Some(deadline.into());
+        self.run_turn(turn).await
+    }
+
+    async fn run_turn(&self, mut turn: Turn) -> Result<UnifiedResponse, PluginError> {
         while let Some(item) = turn.next_block().await {
             item?;
         }
@@ -344,6 +391,30 @@ impl CucaClient {
             message: "the call ended without a response".into(),
             source: None,
         })
+    }
+}
+
+/// How long the client waits, after `[DONE]`, for the body's end. A server ends the body
+/// right after its last event (llama-server writes the terminating chunk straight after
+/// `[DONE]`), so this is only ever spent on a server that holds the body open; then the
+/// connection is closed instead of pooled, and the next call opens a new one.
+const DRAIN_WAIT: Duration = Duration::from_millis(250);
+
+/// The most bytes read after `[DONE]` while waiting for the body's end: a server that keeps
+/// sending after it is not going to end soon.
+const DRAIN_BYTES: usize = 64 * 1024;
+
+/// Reads what is left of a finished stream's body, by `deadline`, so that hyper sees its end
+/// and returns the connection to the pool. Whatever comes is ignored (the decoder ignores
+/// anything after `[DONE]` too); a body that does not end in time is dropped, which closes
+/// its connection.
+async fn drain(mut http: reqwest::Response, deadline: Instant) {
+    let mut seen = 0;
+    while seen <= DRAIN_BYTES {
+        match tokio::time::timeout_at(deadline, http.chunk()).await {
+            Ok(Ok(Some(rest))) => seen += rest.len(),
+            Ok(Ok(None) | Err(_)) | Err(_) => return,
+        }
     }
 }
 
@@ -356,6 +427,8 @@ struct Turn {
     finished: bool,
     body: Option<Bytes>,
     started: Instant,
+    /// A deadline the caller stated ([`CucaClient::generate_stream_by`]).
+    caller_deadline: Option<Instant>,
     http: Option<reqwest::Response>,
     attempt: Option<AttemptRecord>,
     decoder: ChatStreamDecoder,
@@ -380,6 +453,7 @@ impl Turn {
             finished: false,
             body: None,
             started: Instant::now(),
+            caller_deadline: None,
             http: None,
             attempt: None,
             decoder: ChatStreamDecoder::new(),
@@ -423,7 +497,12 @@ impl Turn {
         loop {
             if let Some(block) = self.pending.pop_front() {
                 for plugin in &self.inner.plugins {
-                    plugin.on_stream_chunk(&block).await?;
+                    if let Err(error) = plugin.on_stream_chunk(&block).await {
+                        if let Some(record) = self.attempt.as_mut() {
+                            record.error_source = ErrorSource::Plugin;
+                        }
+                        return Err(error);
+                    }
                 }
                 self.content.push(block.clone());
                 return Ok(Some(block));
@@ -469,10 +548,25 @@ impl Turn {
         Ok(())
     }
 
-    /// The total deadline, as `(instant, phase, timeout)`.
+    /// The total deadline, as `(instant, phase, timeout)`: the client's total timeout, or
+    /// the caller's deadline when that is earlier.
     fn total_deadline(&self) -> (Instant, &'static str, Duration) {
         let total = self.inner.timeouts.total;
-        (self.started + total, "response", total)
+        let client = (self.started + total, "response", total);
+        match self.caller() {
+            Some(caller) => Self::earliest(
+                client,
+                (caller.at, attempt::CALLER_DEADLINE_PHASE, caller.after),
+            ),
+            None => client,
+        }
+    }
+
+    fn caller(&self) -> Option<CallerDeadline> {
+        self.caller_deadline.map(|at| CallerDeadline {
+            at,
+            after: at.saturating_duration_since(self.started),
+        })
     }
 
     fn earliest(
@@ -494,7 +588,8 @@ impl Turn {
         let mut n = 0;
         loop {
             n += 1;
-            let mut record = AttemptRecord::start(n, &self.call_id, &shape, &log, &body);
+            let mut record =
+                AttemptRecord::start(n, &self.call_id, &shape, &log, &body, self.caller());
             let first_token = self.inner.timeouts.first_token;
             let deadline = Self::earliest(
                 self.total_deadline(),
@@ -578,17 +673,34 @@ impl Turn {
             }
             None => self.decoder.finish(&mut self.decoded).map(Some),
         };
-        let summary = decoded.map_err(|error| self.decode_error(error))?;
+        let summary = match decoded {
+            Ok(summary) => summary,
+            Err(error) => {
+                if let (Some(record), Some(text)) =
+                    (self.attempt.as_mut(), self.decoder.error_detail())
+                {
+                    record.error_source = ErrorSource::Stream {
+                        text: text.to_owned(),
+                    };
+                }
+                return Err(self.decode_error(error));
+            }
+        };
         if !self.decoded.is_empty() && !self.first_block_decoded {
             self.first_block_decoded = true;
             if let Some(record) = self.attempt.as_mut() {
-                record.ttft = Some(record.sent_at.elapsed());
+                record.set_ttft(record.sent_at.elapsed());
             }
         }
         self.pending.extend(self.decoded.drain(..));
         if let Some(summary) = summary {
-            // The stream is over: release the connection before the last blocks are handed out.
-            self.http = None;
+            // The stream is over: release the connection before the last blocks are handed
+            // out. After `[DONE]` the body has not ended yet (the terminating chunk follows);
+            // reading it is what lets the connection go back to the pool for the next call.
+            if let Some(http) = self.http.take() {
+                let (at, _, _) = self.total_deadline();
+                drain(http, at.min(Instant::now() + DRAIN_WAIT)).await;
+            }
             self.summary = Some(summary);
         }
         Ok(())

@@ -88,6 +88,9 @@ pub struct ChatStreamDecoder {
 struct ChatState {
     summary: StreamSummary,
     tools: Vec<PartialToolCall>,
+    /// The last error's text with the server's bytes unclipped (see
+    /// [`ChatStreamDecoder::error_detail`]).
+    detail: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -127,6 +130,14 @@ impl ChatStreamDecoder {
             Err(_) if self.state.summary.saw_done => Ok(()),
             other => other,
         }
+    }
+
+    /// The last error's text with the server's own bytes in it unclipped (up to what the call
+    /// log's `clip_error` needs), when the error quoted them: the in-stream error's message,
+    /// the chunk that did not parse, a nameless tool call's arguments. `None` for errors made
+    /// of the decoder's own words alone (offsets, counts).
+    pub(crate) fn error_detail(&self) -> Option<&str> {
+        self.state.detail.as_deref()
     }
 
     /// Whether `data: [DONE]` has arrived: the caller may stop reading.
@@ -175,9 +186,10 @@ impl ChatState {
         }
         let data = event.data.trim();
         if event.event == "error" {
-            return Err(ClientError::StreamError {
-                message: server_message(data),
-            });
+            let text = server_text(data);
+            let message = clip(&text);
+            self.detail = Some(for_clip_error(text));
+            return Err(ClientError::StreamError { message });
         }
         if data.is_empty() {
             return Ok(());
@@ -188,17 +200,24 @@ impl ChatState {
             self.summary.saw_done = true;
             return Ok(());
         }
-        let chunk: WireChunk<'_> = serde_json::from_str(data).map_err(|e| ClientError::Decode {
-            message: format!(
-                "event {} is not a chat.completion.chunk ({e}): {}",
-                self.summary.n_events,
-                clip(data)
-            ),
-        })?;
+        let chunk: WireChunk<'_> = match serde_json::from_str(data) {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                let what = format!(
+                    "event {} is not a chat.completion.chunk ({e})",
+                    self.summary.n_events
+                );
+                self.detail = Some(for_clip_error(format!("{what}: {data}")));
+                return Err(ClientError::Decode {
+                    message: format!("{what}: {}", clip(data)),
+                });
+            }
+        };
         if let Some(error) = chunk.error {
-            return Err(ClientError::StreamError {
-                message: error_value_message(&error).unwrap_or_else(|| clip(data)),
-            });
+            let text = error_value_text(&error).unwrap_or_else(|| data.to_owned());
+            let message = clip(&text);
+            self.detail = Some(for_clip_error(text));
+            return Err(ClientError::StreamError { message });
         }
         if self.summary.model.is_none() {
             if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
@@ -294,12 +313,13 @@ impl ChatState {
         tools.sort_by_key(|t| t.index);
         for call in tools {
             if call.name.is_empty() {
+                let what = format!("tool call {} ended without a function name", call.index);
+                self.detail = Some(for_clip_error(format!(
+                    "{what} (arguments: {})",
+                    call.arguments
+                )));
                 return Err(ClientError::Decode {
-                    message: format!(
-                        "tool call {} ended without a function name (arguments: {})",
-                        call.index,
-                        clip(&call.arguments)
-                    ),
+                    message: format!("{what} (arguments: {})", clip(&call.arguments)),
                 });
             }
             let id = if call.id.is_empty() {
@@ -329,15 +349,20 @@ pub(crate) fn clip(text: &str) -> String {
 /// OpenAI both send `{"error":{"message":…}}`), the text of an HTML page with its tags
 /// stripped, or the body itself; whitespace-collapsed and clipped.
 pub(crate) fn server_message(body: &str) -> String {
+    clip(&server_text(body))
+}
+
+/// [`server_message`] unclipped: what the call log clips once, its own way.
+pub(crate) fn server_text(body: &str) -> String {
     let body = body.trim();
     if body.is_empty() {
         return "(empty body)".to_owned();
     }
     if let Ok(value) = serde_json::from_str::<serde_json::Value>(body) {
-        if let Some(message) = value.get("error").and_then(error_value_message) {
+        if let Some(message) = value.get("error").and_then(error_value_text) {
             return message;
         }
-        if let Some(message) = error_value_message(&value) {
+        if let Some(message) = error_value_text(&value) {
             return message;
         }
     }
@@ -346,17 +371,41 @@ pub(crate) fn server_message(body: &str) -> String {
     } else {
         body.to_owned()
     };
-    clip(&text.split_whitespace().collect::<Vec<_>>().join(" "))
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn error_value_message(value: &serde_json::Value) -> Option<String> {
+/// The machine word a JSON error body names its kind with (`error.type`:
+/// `invalid_request_error`, `exceed_context_size_error`), when it is one: a short
+/// lowercase word of letters, digits and `_`, which cannot carry request text.
+pub(crate) fn server_error_type(body: &str) -> Option<String> {
+    let value = serde_json::from_str::<serde_json::Value>(body.trim()).ok()?;
+    let word = value.get("error")?.get("type")?.as_str()?;
+    let machine = !word.is_empty()
+        && word.len() <= 64
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    machine.then(|| word.to_owned())
+}
+
+/// Enough of `text` for the call log's `clip_error` to clip it the same way it would clip
+/// the whole (one character past its bound), so a huge payload is not held for a row.
+fn for_clip_error(text: String) -> String {
+    let text = text.trim_start();
+    match text.char_indices().nth(cuca_calllog::MAX_ERROR_CHARS + 1) {
+        None => text.to_owned(),
+        Some((cut, _)) => text[..cut].to_owned(),
+    }
+}
+
+fn error_value_text(value: &serde_json::Value) -> Option<String> {
     if let Some(text) = value.as_str() {
-        return Some(clip(text));
+        return Some(text.to_owned());
     }
     ["message", "detail", "error"]
         .iter()
         .find_map(|key| value.get(key).and_then(|v| v.as_str()))
-        .map(clip)
+        .map(str::to_owned)
 }
 
 fn strip_tags(html: &str) -> String {

@@ -77,6 +77,7 @@
 mod attempt;
 mod client;
 mod config;
+mod conn;
 mod decode;
 mod endpoint;
 mod error;

@@ -146,11 +146,12 @@ async fn a_streamed_call_leaves_one_start_row_and_one_end_row_with_its_shape_and
         assert_eq!(row.tools, 1);
         assert!(row.stream);
         assert_eq!(row.attempt, 1);
-        assert_eq!(
-            row.conn_reused, None,
-            "the client cannot see the pool: not measured"
-        );
     }
+    // The test server closes every connection: the one this attempt rode was opened for it
+    // (tests/conn_reuse.rs has the keep-alive side).
+    assert_eq!(start.conn_reused, None, "nothing is known before sending");
+    assert_eq!(end.conn_reused, Some(false));
+    assert!(end.connect_ms >= 1, "{end:?}");
     assert_eq!(start.status, 0);
     assert_eq!(end.status, 200);
     assert_eq!(end.served, "cuca-tiny-random");
@@ -173,12 +174,7 @@ async fn a_streamed_call_leaves_one_start_row_and_one_end_row_with_its_shape_and
     let lines = log.lines();
     assert_no_prompt_text(&lines);
     for line in &lines {
-        for absent in [
-            "conn_reused",
-            "request_body",
-            "response_body",
-            "cached_tokens",
-        ] {
+        for absent in ["request_body", "response_body", "cached_tokens"] {
             assert!(!line.contains(absent), "{absent} in {line}");
         }
     }
@@ -320,7 +316,12 @@ async fn a_429_then_200_leaves_attempts_1_and_2_and_the_first_end_row_carries_th
     assert_ne!(rows[0].id, rows[2].id);
     let refused = &rows[1];
     assert_eq!(refused.status, 429);
-    assert_eq!(refused.error, "slots busy");
+    // Without the bodies pin the server's words are withheld (issue 18.13).
+    assert_eq!(
+        refused.error,
+        "the server answered HTTP 429; its message is withheld without CUCA_CALL_LOG_BODIES \
+         (it can quote the request)"
+    );
     assert_eq!(refused.retry_after, 0.05);
     assert_eq!(refused.ended, "");
     assert_eq!(rows[3].status, 200);
@@ -402,15 +403,220 @@ async fn a_server_error_gives_its_status_and_its_clipped_sentence() {
     let rows = log.rows();
     assert_eq!(rows.len(), 4, "{rows:#?}");
     assert_eq!(rows[1].status, 400);
-    assert_eq!(rows[1].error, "'messages' is required");
+    // Without the bodies pin the server's words stay out (issue 18.13): its kind only.
+    assert_eq!(
+        rows[1].error,
+        "the server answered HTTP 400 (invalid_request_error); its message is withheld \
+         without CUCA_CALL_LOG_BODIES (it can quote the request)"
+    );
     assert_eq!(rows[1].ended, "");
     assert_eq!(rows[1].served, "");
     assert_eq!(rows[3].status, 500);
-    assert!(rows[3].error.starts_with("overloaded overloaded"));
-    assert!(rows[3].error.chars().count() <= MAX_ERROR_CHARS);
-    assert!(rows[3].error.contains('…'), "{}", rows[3].error);
+    assert_eq!(
+        rows[3].error,
+        "the server answered HTTP 500; its message is withheld without CUCA_CALL_LOG_BODIES \
+         (it can quote the request)"
+    );
     // A failed call is not "heard back from".
     assert_eq!(log.log.last_call(), None);
+    assert_no_prompt_text(&log.lines());
+}
+
+#[tokio::test]
+async fn with_the_bodies_pin_a_provider_error_is_clipped_once_the_seeds_way() {
+    // Issue 19.3: the server's message was clipped to 240 characters with "… (N bytes in
+    // all)" and then by `clip_error`. Seed 003: ClipError is here "so that every writer
+    // clips the same way and a reader can trust what a trailing ellipsis means."
+    let page = format!(
+        r#"{{"error":{{"code":500,"message":"{}"}}}}"#,
+        "overloaded ".repeat(200)
+    );
+    let html = format!(
+        "<html><body><h1>502 Bad Gateway</h1><p>{}</p></body></html>",
+        "upstream down ".repeat(100)
+    );
+    let server = TestServer::start(vec![
+        Reply::json_error(500, page.as_bytes()),
+        Reply::Status {
+            status: 502,
+            content_type: "text/html",
+            headers: Vec::new(),
+            body: html.into_bytes(),
+        },
+        Reply::json_error(400, support::ERROR_NO_MESSAGES),
+    ])
+    .await;
+    let log = TempLog::new(true);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    for _ in 0..3 {
+        client.generate(request(12)).await.unwrap_err();
+    }
+    let rows = log.rows();
+    assert_eq!(rows.len(), 6, "{rows:#?}");
+    let json = &rows[1].error;
+    assert_eq!(json.chars().count(), MAX_ERROR_CHARS, "{json}");
+    assert!(json.ends_with('…'), "{json}");
+    assert!(!json.contains("bytes in all"), "{json}");
+    assert_eq!(json, &cuca_calllog::clip_error(&"overloaded ".repeat(200)));
+    let page = &rows[3].error;
+    assert_eq!(page.chars().count(), MAX_ERROR_CHARS, "{page}");
+    assert!(page.starts_with("502 Bad Gateway upstream down"), "{page}");
+    assert!(
+        page.ends_with('…') && !page.contains("bytes in all"),
+        "{page}"
+    );
+    // A message within the bound is the server's sentence, whole.
+    assert_eq!(rows[5].error, "'messages' is required");
+}
+
+#[tokio::test]
+async fn without_the_bodies_pin_an_error_row_carries_its_kind_and_no_content() {
+    // Issue 18.13: "The call log holds prompt or answer text without CUCA_CALL_LOG_BODIES:
+    // it arrives through the error field (server errors that quote the input, malformed
+    // stream chunks, tool-call arguments)." Seed 003: "WHAT IS NEVER IN IT: the prompts."
+    const ANSWER: &str = "the vault code is 4471";
+    let malformed =
+        format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{ANSWER}\"}}}}]\n\n");
+    let error_event =
+        format!("data: {{\"error\":{{\"message\":\"cannot continue after: {ANSWER}\"}}}}\n\n");
+    // The documented OpenAI tool-call chunk shape (llama-server does not stream tool calls
+    // for the test model), with the function name missing.
+    let nameless_tool = format!(
+        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":0,\"function\":{{\"arguments\":\"{{\\\"code\\\":\\\"{ANSWER}\\\"}}\"}}}}]}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n"
+    );
+    let replies = || {
+        vec![
+            Reply::json_error(400, support::ERROR_PARSE_MESSAGES),
+            Reply::json_error(400, support::ERROR_CONTEXT_OVERFLOW),
+            Reply::json_error(400, support::ERROR_BAD_JSON),
+            Reply::sse(malformed.as_bytes()),
+            Reply::sse(error_event.as_bytes()),
+            Reply::sse(nameless_tool.as_bytes()),
+        ]
+    };
+    let server = TestServer::start(replies()).await;
+    let log = TempLog::new(false);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    let mut errors = Vec::new();
+    for _ in 0..6 {
+        errors.push(client.generate(request(12)).await.unwrap_err());
+    }
+    // The caller's error keeps the server's words: only the log withholds them.
+    assert!(errors[0].to_string().contains("Failed to parse messages"));
+
+    let rows = log.rows();
+    assert_eq!(rows.len(), 12, "{rows:#?}");
+    let ends: Vec<&str> = rows
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .map(|r| r.error.as_str())
+        .collect();
+    let withheld = "withheld without CUCA_CALL_LOG_BODIES";
+    assert_eq!(
+        ends[0],
+        format!(
+            "the server answered HTTP 400 (invalid_request_error); its message is {withheld} \
+             (it can quote the request)"
+        )
+    );
+    assert!(
+        ends[1].contains("HTTP 400 (exceed_context_size_error)"),
+        "{}",
+        ends[1]
+    );
+    assert!(
+        ends[2].contains("HTTP 400 (invalid_request_error)"),
+        "{}",
+        ends[2]
+    );
+    assert_eq!(
+        ends[3],
+        format!("the server sent a response cuca cannot read; its bytes are {withheld}")
+    );
+    assert_eq!(
+        ends[4],
+        format!("the server sent an error in the stream; its message is {withheld}")
+    );
+    assert_eq!(
+        ends[5],
+        format!("the server sent a response cuca cannot read; its bytes are {withheld}")
+    );
+    let lines = log.lines();
+    assert_no_prompt_text(&lines);
+    for line in &lines {
+        assert!(!line.contains("4471"), "answer text in {line}");
+        assert!(!line.contains("Failed to parse"), "server words in {line}");
+        assert!(!line.contains("15014 tokens"), "server words in {line}");
+    }
+
+    // With the pin, the same errors keep their words, clipped once.
+    let server = TestServer::start(replies()).await;
+    let pinned = TempLog::new(true);
+    let client = pinned.client(&server.base_url, RetryPolicy::none());
+    for _ in 0..6 {
+        client.generate(request(12)).await.unwrap_err();
+    }
+    let rows = pinned.rows();
+    let ends: Vec<&str> = rows
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .map(|r| r.error.as_str())
+        .collect();
+    assert!(
+        ends[0].starts_with("Failed to parse messages: Expected 'content'"),
+        "{}",
+        ends[0]
+    );
+    assert!(ends[0].contains(USER_TEXT), "{}", ends[0]);
+    assert_eq!(
+        ends[1],
+        "request (15014 tokens) exceeds the available context size (2048 tokens), try increasing it"
+    );
+    assert!(ends[3].contains(ANSWER), "{}", ends[3]);
+    assert_eq!(ends[4], format!("cannot continue after: {ANSWER}"));
+    assert!(ends[5].contains(ANSWER), "{}", ends[5]);
+    for end in &ends {
+        assert!(!end.contains("bytes in all"), "{end}");
+    }
+}
+
+#[tokio::test]
+async fn a_plugins_error_is_named_without_its_words() {
+    // A plugin's message is whatever the plugin said (a redaction plugin may quote what it
+    // refused), so without the pin the row names the plugin only.
+    struct Refuser;
+    #[async_trait::async_trait]
+    impl cuca_events::CucaPlugin for Refuser {
+        fn name(&self) -> &str {
+            "refuser"
+        }
+        async fn on_stream_chunk(
+            &self,
+            block: &cuca_events::MessageContentBlock,
+        ) -> Result<(), PluginError> {
+            Err(PluginError::Plugin {
+                plugin: "refuser".into(),
+                message: format!("refused the block {block:?} for Lisbon"),
+            })
+        }
+    }
+    let server = TestServer::start(vec![Reply::sse(support::STREAM_BASIC)]).await;
+    let log = TempLog::new(false);
+    let client = CucaClient::builder()
+        .with_base_url(&server.base_url)
+        .with_retry_policy(RetryPolicy::none())
+        .with_call_log(log.log.clone())
+        .register_plugin(std::sync::Arc::new(Refuser))
+        .build()
+        .unwrap();
+    client.generate(request(12)).await.unwrap_err();
+    let rows = log.rows();
+    assert_eq!(
+        rows[1].error,
+        "plugin refuser failed; its message is withheld without CUCA_CALL_LOG_BODIES"
+    );
     assert_no_prompt_text(&log.lines());
 }
 
@@ -458,4 +664,128 @@ async fn with_the_bodies_pin_the_rows_carry_the_request_sent_and_the_response_by
     // An error answer's body too.
     assert_eq!(rows[2].request_body.as_bytes(), sent[1].body.as_slice());
     assert_eq!(rows[3].response_body.as_bytes(), support::ERROR_NO_MESSAGES);
+}
+
+#[tokio::test]
+async fn a_deadline_the_caller_stated_ends_the_call_as_deadline_not_cancelled() {
+    // Issue 19.4: "a caller's own deadline ... is written as `cancelled`; give callers a way
+    // to state a deadline so it reads `deadline`". Seed: "`cancelled` and `deadline` when the
+    // caller's own context ended the call".
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let server = TestServer::start(vec![Reply::SseHold(vec![first_events(4)], tx)]).await;
+    let log = TempLog::new(false);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(200);
+    let err = client.generate_by(request(12), deadline).await.unwrap_err();
+    match &err {
+        PluginError::Timeout {
+            phase, after_ms, ..
+        } => {
+            assert_eq!(phase, "answer by the caller's deadline");
+            assert!((195..=200).contains(after_ms), "{after_ms}");
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    let rows = log.rows();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    let end = &rows[1];
+    assert_eq!(end.ended, "deadline");
+    assert_eq!(end.applied, "caller");
+    assert!((195..=200).contains(&end.applied_ms), "{end:?}");
+    assert_eq!(end.status, 200);
+    assert!(end.ttft_ms >= 1, "the first blocks came: {end:?}");
+    assert_eq!((end.messages, end.max_tokens, end.tools), (2, 12, 1));
+}
+
+#[tokio::test]
+async fn a_callers_own_timeout_at_its_stated_deadline_reads_deadline_and_keeps_what_was_known() {
+    // The caller wraps the call in its own timer and states the same deadline: the drop
+    // comes at the deadline, and the guard's row says `deadline` with the status, ttft and
+    // shape already known (issue 19.4).
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let server = TestServer::start(vec![Reply::SseHold(vec![first_events(4)], tx)]).await;
+    let log = TempLog::new(false);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(200);
+    let mut stream = client.generate_stream_by(request(12), deadline);
+    // Read the blocks the server sent; then the stream waits for more, which never come.
+    assert_eq!(
+        stream.next().await.unwrap().unwrap(),
+        cuca_events::MessageContentBlock::text("phas")
+    );
+    // The caller stops polling and its own timer fires at the deadline: it drops the stream.
+    tokio::time::sleep_until(deadline).await;
+    drop(stream);
+
+    let rows = log.rows();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    let end = &rows[1];
+    assert_eq!(end.ended, "deadline");
+    assert_eq!(end.applied, "caller");
+    assert_eq!(end.status, 200);
+    assert!(end.ttft_ms >= 1, "{end:?}");
+    assert_eq!(end.conn_reused, Some(false));
+    assert_eq!(
+        (end.effort.as_str(), end.max_tokens, end.messages, end.tools),
+        ("low", 12, 2, 1)
+    );
+}
+
+#[tokio::test]
+async fn a_drop_before_the_stated_deadline_is_still_cancelled_with_what_was_known() {
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let server = TestServer::start(vec![Reply::SseHold(vec![first_events(4)], tx)]).await;
+    let log = TempLog::new(false);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    let mut stream = client.generate_stream_by(request(12), deadline);
+    stream.next().await.unwrap().unwrap();
+    drop(stream);
+    let rows = log.rows();
+    let end = &rows[1];
+    assert_eq!(end.ended, "cancelled");
+    assert_eq!(end.applied, "");
+    // Issue 19.4: the `cancelled` row keeps the status, ttft and request shape.
+    assert_eq!(end.status, 200);
+    assert!(end.ttft_ms >= 1, "{end:?}");
+    assert_eq!((end.max_tokens, end.messages, end.tools), (12, 2, 1));
+    assert!(end.stream);
+}
+
+#[tokio::test]
+async fn with_the_bodies_pin_a_long_stream_and_a_long_error_body_are_kept_whole() {
+    // Issue 19.2: `response_body` stopped at 4 MiB (with a note) and error bodies at 64 KiB.
+    // Seed 003: "They are whole and unclipped, because the reason to turn them on is that
+    // something in the exact bytes is what is wrong."
+    let mut stream = Vec::new();
+    while stream.len() < 5 << 20 {
+        stream
+            .extend_from_slice(b": keep-alive comment the decoder skips, as llama-server's are\n");
+    }
+    stream.extend_from_slice(support::STREAM_BASIC);
+    let error_page = format!(
+        "<html><body><pre>{}</pre></body></html>",
+        "stack frame\n".repeat(10_000)
+    );
+    assert!(error_page.len() > 100 * 1024);
+    let server = TestServer::start(vec![
+        Reply::Sse(support::split_at(&stream, &[7, 70_000, 3_000_000])),
+        Reply::Status {
+            status: 500,
+            content_type: "text/html",
+            headers: Vec::new(),
+            body: error_page.clone().into_bytes(),
+        },
+    ])
+    .await;
+    let log = TempLog::new(true);
+    let client = log.client(&server.base_url, RetryPolicy::none());
+    client.generate(request(12)).await.unwrap();
+    client.generate(request(12)).await.unwrap_err();
+    let rows = log.rows();
+    assert_eq!(rows.len(), 4);
+    assert_eq!(rows[1].response_body.len(), stream.len());
+    assert_eq!(rows[1].response_body.as_bytes(), stream.as_slice());
+    assert_eq!(rows[1].note, "");
+    assert_eq!(rows[3].response_body, error_page);
 }

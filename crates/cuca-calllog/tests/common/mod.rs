@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use cuca_calllog::{CallLog, WarnSink};
+use cuca_calllog::{CallLog, SilenceScope, WarnSink};
 
 /// The lines a log warned with.
 #[derive(Clone, Default)]
@@ -25,12 +25,14 @@ impl Warnings {
     }
 }
 
-/// A log writing to `path`, warning into the returned collector.
+/// A log writing to `path`, warning into the returned collector, in a silence scope of its
+/// own (a test that breaks it must not silence the other tests of its binary).
 pub fn log_at(path: &Path) -> (CallLog, Warnings) {
     let warnings = Warnings::default();
     let log = CallLog::builder()
         .path(Some(path.to_path_buf()))
         .warn_sink(warnings.sink())
+        .silence_scope(SilenceScope::new())
         .build();
     (log, warnings)
 }

@@ -1,5 +1,5 @@
 //! Unit tests of the call-log rows an attempt writes: the pieces a loopback server cannot
-//! reach (the response cap, a long non-provider error, rounding).
+//! reach (a response past the old cap, a long non-provider error, rounding).
 
 use std::time::Duration;
 
@@ -48,11 +48,14 @@ fn end_row(path: &std::path::Path) -> Record {
 }
 
 #[test]
-fn a_response_past_the_cap_keeps_its_first_bytes_and_says_how_many_there_were() {
+fn a_response_past_the_old_4_mib_cap_is_kept_whole() {
+    // Issue 19.2: with CUCA_CALL_LOG_BODIES, `response_body` stopped at 4 MiB with a note.
+    // Seed 003: the bodies "are whole and unclipped".
     let (_dir, path, log) = temp_log(true);
     let (shape, body) = shape();
-    let mut record = AttemptRecord::start(1, "c", &shape, &log, &body);
-    record.capture(&vec![b'a'; MAX_LOGGED_RESPONSE - 10]);
+    let mut record = AttemptRecord::start(1, "c", &shape, &log, &body, None);
+    let old_cap = 4 << 20;
+    record.capture(&vec![b'a'; old_cap - 10]);
     record.capture(&[b'b'; 30]);
     record.capture(b"cc");
     record.end(AttemptEnd::Finished {
@@ -60,22 +63,16 @@ fn a_response_past_the_cap_keeps_its_first_bytes_and_says_how_many_there_were() 
         answered: true,
     });
     let end = end_row(&path);
-    assert_eq!(end.response_body.len(), MAX_LOGGED_RESPONSE);
-    assert!(end.response_body.ends_with("abbbbbbbbbb"));
-    assert_eq!(
-        end.note,
-        format!(
-            "response_body keeps the first {MAX_LOGGED_RESPONSE} of {} bytes",
-            MAX_LOGGED_RESPONSE + 22
-        )
-    );
+    assert_eq!(end.response_body.len(), old_cap + 22);
+    assert!(end.response_body.ends_with("bbbbbcc"));
+    assert_eq!(end.note, "", "nothing was cut");
 }
 
 #[test]
 fn without_the_bodies_pin_nothing_of_the_response_is_kept() {
     let (_dir, path, log) = temp_log(false);
     let (shape, body) = shape();
-    let mut record = AttemptRecord::start(1, "c", &shape, &log, &body);
+    let mut record = AttemptRecord::start(1, "c", &shape, &log, &body, None);
     record.capture(b"data: {\"secret\":1}\n\n");
     assert!(record.response.is_none());
     record.end(AttemptEnd::Finished {
@@ -95,7 +92,7 @@ fn a_long_transport_error_is_clipped_to_the_logs_bound() {
     // Seed 003: "an upstream that answered with a page does not get to own a line of the log."
     let (_dir, path, log) = temp_log(false);
     let (shape, body) = shape();
-    let mut record = AttemptRecord::start(2, "c", &shape, &log, &body);
+    let mut record = AttemptRecord::start(2, "c", &shape, &log, &body, None);
     let error = PluginError::Transport {
         url: "http://x".into(),
         message: "é".repeat(1000),

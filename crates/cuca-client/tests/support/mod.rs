@@ -24,6 +24,13 @@ pub const STREAM_REASONING: &[u8] =
 pub const STREAM_NO_USAGE: &[u8] = include_bytes!("../fixtures/llama-server/stream-no-usage.body");
 pub const ERROR_NO_MESSAGES: &[u8] =
     include_bytes!("../fixtures/llama-server/error-no-messages.body");
+pub const ERROR_CONTEXT_OVERFLOW: &[u8] =
+    include_bytes!("../fixtures/llama-server/error-context-overflow.body");
+pub const ERROR_BAD_JSON: &[u8] = include_bytes!("../fixtures/llama-server/error-bad-json.body");
+/// Reconstructed from llama-server's sources, not captured (see the fixtures' README): it
+/// quotes the conversation of the test's `request` back.
+pub const ERROR_PARSE_MESSAGES: &[u8] =
+    include_bytes!("../fixtures/llama-server/error-parse-messages.body");
 
 /// What the server does with one connection.
 pub enum Reply {
