@@ -129,12 +129,16 @@ pub struct Header {
     pub recorder: RecorderBuild,
 }
 
-/// The recording build (the seed's `recorder.ggVersion` / `recorder.commit`; cuca names the
-/// version field `version`).
+/// The recording build: the seed's `recorder.ggVersion` and `recorder.commit`.
+///
+/// Written as `ggVersion`, the seed's name, which DESIGN keeps; `version`, which earlier
+/// builds wrote, is still read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RecorderBuild {
-    /// The recording crate's version. Explanatory only: a reader must not branch on it.
+    /// The recording crate's version (`ggVersion`). Explanatory only: a reader must not branch
+    /// on it.
+    #[serde(rename = "ggVersion", alias = "version")]
     pub version: String,
     /// The exact commit of the recording build, when known. Only for verifying a resolved
     /// binary.

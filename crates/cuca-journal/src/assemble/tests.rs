@@ -46,7 +46,7 @@ fn a_line_over_the_maximum_is_damage_not_an_allocation() {
 #[test]
 fn parse_line_agrees_with_the_derived_parser() {
     let examples = [
-        r#"{"line":"header","formatVersion":1,"sessionId":"demo","routingKey":null,"capabilities":{},"recorder":{"version":"0.1.0","commit":null}}"#,
+        r#"{"line":"header","formatVersion":1,"sessionId":"demo","routingKey":null,"capabilities":{},"recorder":{"ggVersion":"0.1.0","commit":null}}"#,
         r#"{"line":"seed","baselineCommit":null,"buildPrompt":"summarise README","slots":[{"slot":"main","model":"qwen3","contextWindow":32768,"modalities":["text"]}]}"#,
         r#"{"line":"agent","id":"root","profileId":"default","profileName":"default","origin":{"kind":"root"},"status":"started","ceiling":null}"#,
         r#"{"line":"text","index":0,"id":"00112233445566778899aabbccddeeff","text":"{\"path\":\"README.md\"}"}"#,

@@ -6,7 +6,7 @@ fn read(json: &str) -> Result<RecordSummary, RecordError> {
     read_record_from(json.as_bytes(), Path::new("r.json"))
 }
 
-const MINIMAL: &str = r#"{"formatVersion":1,"sessionId":"s","routingKey":"eu/s","recorder":{"version":"0.1.0","commit":null},"capabilities":{},"outcome":{"kind":"session_killed"},"seed":null,"agents":[],"pools":{"messages":[{"id":"00112233445566778899aabbccddeeff","body":{"role":"user","content":[]}}],"toolsets":[],"texts":[{"id":"00112233445566778899aabbccddeeff","text":"x"},{"id":"00112233445566778899aabbccddeeff","text":"y"}]},"clips":[],"entries":[{"seq":0,"agent":"a","kind":"clock","elapsedMs":1,"remainingMs":null},{"seq":1,"agent":"a","kind":"clock","elapsedMs":2}]}"#;
+const MINIMAL: &str = r#"{"formatVersion":1,"sessionId":"s","routingKey":"eu/s","recorder":{"ggVersion":"0.1.0","commit":null},"capabilities":{},"outcome":{"kind":"session_killed"},"seed":null,"agents":[],"pools":{"messages":[{"id":"00112233445566778899aabbccddeeff","body":{"role":"user","content":[]}}],"toolsets":[],"texts":[{"id":"00112233445566778899aabbccddeeff","text":"x"},{"id":"00112233445566778899aabbccddeeff","text":"y"}]},"clips":[],"entries":[{"seq":0,"agent":"a","kind":"clock","elapsedMs":1,"remainingMs":null},{"seq":1,"agent":"a","kind":"clock","elapsedMs":2}]}"#;
 
 #[test]
 fn a_format_one_record_is_summarised() {
