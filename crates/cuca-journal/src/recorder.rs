@@ -6,10 +6,11 @@
 //! queued whole (the byte ceiling, a full queue, a dead writer) stops capture for the rest of
 //! the run, so what reaches the file is always a contiguous prefix.
 
+mod open;
 mod queue;
 mod writer;
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -275,6 +276,9 @@ pub struct RecorderStatus {
     pub texts: u64,
     /// What went wrong, in words, when the writer failed or could not start.
     pub error: Option<String>,
+    /// Where an earlier run's journal, found at the journal's path, was kept aside instead of
+    /// being overwritten (it was never assembled; salvage it from there).
+    pub set_aside: Option<PathBuf>,
 }
 
 struct State {
@@ -311,6 +315,7 @@ struct Inner {
     workspace: PathBuf,
     max_bytes: u64,
     finish_timeout: Duration,
+    set_aside: Option<PathBuf>,
 }
 
 impl Drop for Inner {
@@ -512,9 +517,12 @@ impl Recorder {
             error: None,
         };
         let mut handle = None;
-        match open_journal(&path) {
+        let mut set_aside = None;
+        match open::open_journal(&path) {
             Err(error) => state.stop(StopReason::WriteFailed, Some(error)),
-            Ok(file) => {
+            Ok(opened) => {
+                set_aside = opened.set_aside;
+                let file = opened.file;
                 let sink: Box<dyn Write + Send> = match &config.sink_hook {
                     Some(hook) => hook(file),
                     None => Box::new(file),
@@ -539,6 +547,7 @@ impl Recorder {
                 workspace: config.workspace.clone(),
                 max_bytes: config.max_bytes,
                 finish_timeout: config.finish_timeout,
+                set_aside,
             }),
         };
         let header = JournalLine::Header(Header {
@@ -869,6 +878,7 @@ impl Recorder {
             toolsets,
             texts,
             error: guard.error.clone(),
+            set_aside: self.inner.set_aside.clone(),
         }
     }
 
@@ -976,14 +986,6 @@ impl Recorder {
         })();
         result.map_err(|error| format!("cannot terminate {}: {error}", path.display()))
     }
-}
-
-fn open_journal(path: &Path) -> Result<File, String> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)
-            .map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
-    }
-    File::create(path).map_err(|error| format!("cannot create {}: {error}", path.display()))
 }
 
 #[cfg(test)]
