@@ -170,14 +170,7 @@ enum Command {
     #[command(subcommand)]
     Journal(journal::JournalCommand),
     /// Serve `GET /runs/{id}/replay` from a directory of run directories.
-    Serve {
-        /// The directory holding one subdirectory per run (`{id}/replay.json.gz`).
-        #[arg(long)]
-        runs: PathBuf,
-        /// The address to listen on (port 0 picks a free port).
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        listen: String,
-    },
+    Serve(serve::ServeArgs),
 }
 
 /// The interchange formats of `cuca export`.
@@ -262,6 +255,6 @@ fn dispatch(command: Command) -> Result<(), CliError> {
         } => sessions::import(&file, &dir, &session, json),
         Command::Logs(args) => logs::run(&args),
         Command::Journal(command) => journal::run(command),
-        Command::Serve { runs, listen } => serve::run(&runs, &listen),
+        Command::Serve(args) => serve::run(&args),
     }
 }

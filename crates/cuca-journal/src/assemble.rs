@@ -25,7 +25,7 @@ use crate::format::{
     PooledRequest, Seed, StopReason, StoredBlock, StoredMessage, TextLine, ToolsetLine,
     DEFAULT_JOURNAL_DIR, FORMAT_VERSION, JOURNAL_FILE_NAME,
 };
-use crate::serve::RECORD_FILE_NAME;
+use crate::format::RECORD_FILE_NAME;
 
 /// The name of the post-run stage that runs [`assemble`] (the seed's `gg-session-record`).
 pub const STAGE_NAME: &str = "cuca-session-record";

@@ -29,6 +29,10 @@ pub const JOURNAL_FILE_NAME: &str = "replay.ndjson";
 /// out of git.
 pub const DEFAULT_JOURNAL_DIR: &str = ".cuca";
 
+/// The file an assembled record is stored under, at the root of the run directory (and served
+/// from by `cuca-serve`).
+pub const RECORD_FILE_NAME: &str = "replay.json.gz";
+
 /// A 128-bit content address: the first 16 bytes of a SHA-256, written as 32 lowercase hex
 /// digits.
 ///
