@@ -253,4 +253,20 @@ impl AsyncWrite for Watched {
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cap_of_zero_connections_is_taken_as_one() {
+        let limits = ServeLimits::new(Duration::from_secs(1), Duration::from_secs(2), 0);
+        assert_eq!(limits.max_connections, 1);
+        assert_eq!(
+            ServeLimits::default(),
+            ServeLimits::new(
+                Duration::from_secs(10),
+                Duration::from_secs(60),
+                ServeLimits::DEFAULT_MAX_CONNECTIONS
+            )
+        );
+    }
+}
