@@ -24,8 +24,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     idle_timeout: Duration,
     /// How many connections are served at once; more wait in the listen backlog.
-    #[arg(long, default_value_t = ServeLimits::DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize))]
-    max_connections: usize,
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
 }
 
 /// Binds `listen`, prints the URL on stdout (flushed, so a supervisor or a test can read it),
@@ -38,7 +38,8 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), CliError> {
             runs.display()
         )));
     }
-    let limits = ServeLimits::new(args.header_timeout, args.idle_timeout, args.max_connections);
+    let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
+    let limits = ServeLimits::new(args.header_timeout, args.idle_timeout, max_connections);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
