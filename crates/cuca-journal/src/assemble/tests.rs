@@ -262,3 +262,21 @@ fn entries_parse_and_write_as_the_derived_code_does() {
             .is_err()
     );
 }
+
+#[test]
+fn a_refused_assembly_leaves_no_run_directory_it_created() {
+    // Issue 20.7: "A failed `journal salvage`/`assemble` leaves an empty run directory behind".
+    let tree = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tree.path().join(".cuca")).unwrap();
+    std::fs::write(
+        tree.path().join(".cuca/replay.ndjson"),
+        b"{\"line\":\"header\",\"formatVersion\":2}\n",
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run_dir = out.path().join("run-1");
+    assert!(assemble(tree.path(), &run_dir).is_err());
+    assert!(!run_dir.exists());
+    // The refused journal stays where it is.
+    assert!(tree.path().join(".cuca/replay.ndjson").exists());
+}
