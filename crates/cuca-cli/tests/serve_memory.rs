@@ -29,10 +29,8 @@ impl Drop for Child {
 /// the file on disk is the full 64 MiB and a decoding client gets real JSON-sized output.
 fn write_record(path: &std::path::Path) {
     let file = std::fs::File::create(path).unwrap();
-    let mut gz = flate2::write::GzEncoder::new(
-        std::io::BufWriter::new(file),
-        flate2::Compression::none(),
-    );
+    let mut gz =
+        flate2::write::GzEncoder::new(std::io::BufWriter::new(file), flate2::Compression::none());
     let mut state = 0x9e37_79b9_7f4a_7c15_u64;
     let mut block = vec![0_u8; 1 << 20];
     for _ in 0..RECORD_BYTES >> 20 {
@@ -120,7 +118,9 @@ fn two_hundred_slow_clients_of_a_64_mib_record_keep_the_server_under_64_mib() {
     // A probe behind all of them: answered only once the server has taken every slow client
     // in (connections are accepted in order) and closed enough of them to make room.
     let mut probe = TcpStream::connect(&address).unwrap();
-    probe.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    probe
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
     probe
         .write_all(
             b"GET /runs/small/replay HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n",

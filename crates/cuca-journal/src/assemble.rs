@@ -20,12 +20,12 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use serde::{Deserialize, Serialize};
 
+use crate::format::RECORD_FILE_NAME;
 use crate::format::{
     AgentRow, AgentStatus, ContentId, End, Entry, Header, Input, JournalLine, MessageLine, Pool,
     PooledRequest, Seed, StopReason, StoredBlock, StoredMessage, TextLine, ToolsetLine,
     DEFAULT_JOURNAL_DIR, FORMAT_VERSION, JOURNAL_FILE_NAME,
 };
-use crate::format::RECORD_FILE_NAME;
 
 /// The name of the post-run stage that runs [`assemble`] (the seed's `gg-session-record`).
 pub const STAGE_NAME: &str = "cuca-session-record";

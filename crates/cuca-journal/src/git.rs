@@ -62,13 +62,20 @@ pub(crate) fn exclude_journal_dir(journal_dir: &Path) -> Result<Option<PathBuf>,
             // pattern can name reliably, and capture goes on without it.
             return Err(JournalError::InvalidConfig {
                 field: "journal_dir",
-                message: format!("{} is not a plain path below {}", relative.display(), root.display()),
+                message: format!(
+                    "{} is not a plain path below {}",
+                    relative.display(),
+                    root.display()
+                ),
             });
         };
         let Some(part) = part.to_str() else {
             return Err(JournalError::InvalidConfig {
                 field: "journal_dir",
-                message: format!("{} is not UTF-8; git exclude patterns are text", relative.display()),
+                message: format!(
+                    "{} is not UTF-8; git exclude patterns are text",
+                    relative.display()
+                ),
             });
         };
         pattern.push_str(&escape_pattern(part));
@@ -114,7 +121,7 @@ fn append_pattern(git_dir: &Path, pattern: &str) -> Result<bool, JournalError> {
         text.push('\n');
     }
     text.push_str("# the cuca capture journal (never committed)\n");
-    text.push_str(&pattern);
+    text.push_str(pattern);
     text.push('\n');
     OpenOptions::new()
         .create(true)

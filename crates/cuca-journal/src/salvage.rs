@@ -13,7 +13,8 @@
 use std::path::Path;
 
 use crate::assemble::{
-    assemble_file, create_run_dir, remove_if_created, AssembleError, AssembleOptions, AssembleReport,
+    assemble_file, create_run_dir, remove_if_created, AssembleError, AssembleOptions,
+    AssembleReport,
 };
 use crate::format::{DEFAULT_JOURNAL_DIR, JOURNAL_FILE_NAME};
 

@@ -1,6 +1,6 @@
 //! Opening the journal: never blocking on a special file, never destroying an earlier journal.
 // Test-crate helpers outside #[test] functions unwrap too, as tests do.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod capture_support;
 
@@ -42,7 +42,10 @@ fn a_fifo_at_the_journal_path_stops_capture_at_once_instead_of_hanging_the_run()
     let (_recorder, status) = start_and_finish(dir.path());
     assert_eq!(status.stopped, Some(StopReason::WriteFailed));
     let error = status.error.unwrap();
-    assert!(error.contains("FIFO") && error.contains("not a regular file"), "{error}");
+    assert!(
+        error.contains("FIFO") && error.contains("not a regular file"),
+        "{error}"
+    );
     // The FIFO is left as it was.
     use std::os::unix::fs::FileTypeExt;
     assert!(std::fs::symlink_metadata(&fifo)

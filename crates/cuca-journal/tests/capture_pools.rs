@@ -366,18 +366,15 @@ fn a_tool_output_shown_in_full_is_recorded_in_full_even_after_a_stream_clipped_t
     let lines = read_journal(recorder.path());
     check_laws(&lines);
     let entries = entries(&lines);
-    let (stream, output, stream_again) = match (
-        &entries[0].input,
-        &entries[1].input,
-        &entries[2].input,
-    ) {
-        (
-            cuca_journal::format::Input::Shell(a),
-            cuca_journal::format::Input::ToolResult(t),
-            cuca_journal::format::Input::Shell(b),
-        ) => (a.stdout, t.output, b.stdout),
-        other => panic!("{other:?}"),
-    };
+    let (stream, output, stream_again) =
+        match (&entries[0].input, &entries[1].input, &entries[2].input) {
+            (
+                cuca_journal::format::Input::Shell(a),
+                cuca_journal::format::Input::ToolResult(t),
+                cuca_journal::format::Input::Shell(b),
+            ) => (a.stdout, t.output, b.stdout),
+            other => panic!("{other:?}"),
+        };
     assert_eq!(text_at(&lines, output), bytes, "the tool output is whole");
     assert_ne!(stream, output);
     assert_eq!(stream, stream_again);

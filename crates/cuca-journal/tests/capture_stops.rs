@@ -1,7 +1,7 @@
 //! Stopping capture: the byte ceiling, a full queue, a failing or panicking writer — each a
 //! recorded fact, none of them felt by the run.
 // Test-crate helpers outside #[test] functions unwrap too, as tests do.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod capture_support;
 
@@ -408,7 +408,10 @@ fn finish_on_a_stalled_disk_returns_within_its_bound_and_stops_capture_as_write_
     assert_eq!(end.stop_reason, Some(StopReason::WriteFailed));
     assert_eq!(end.entries, entries(&lines).len() as u64);
     assert_eq!(status.entries, end.entries);
-    assert_eq!(end.entries, 0, "the queued batch was dropped, not written after the stop");
+    assert_eq!(
+        end.entries, 0,
+        "the queued batch was dropped, not written after the stop"
+    );
     assert!(matches!(lines.first(), Some(JournalLine::Header(_))));
     let raw = std::fs::read_to_string(recorder.path()).unwrap();
     assert!(!raw.contains("after finish") && !raw.contains("queued behind"));

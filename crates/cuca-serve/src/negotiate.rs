@@ -236,6 +236,5 @@ fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(filled)
 }
 
-
 #[cfg(test)]
 mod tests;

@@ -57,7 +57,11 @@ impl ServeLimits {
     pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
 
     /// The limits with every field set; `max_connections` of 0 is taken as 1.
-    pub fn new(header_read_timeout: Duration, idle_timeout: Duration, max_connections: usize) -> Self {
+    pub fn new(
+        header_read_timeout: Duration,
+        idle_timeout: Duration,
+        max_connections: usize,
+    ) -> Self {
         ServeLimits {
             header_read_timeout,
             idle_timeout,

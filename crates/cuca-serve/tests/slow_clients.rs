@@ -1,7 +1,7 @@
 //! Slow and hostile clients against a real loopback server: half-sent requests, clients that
 //! never read, more clients than the cap, and a FIFO where a record should be (issue 18.10–12).
 // Helpers outside `#[test]` functions unwrap too: a failure there is a failed test.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -18,7 +18,10 @@ enum Escape {
     /// After a backslash.
     Backslash,
     /// Inside `\uXXXX`: hex digits left and the value so far.
-    Unicode { left: u8, value: u32 },
+    Unicode {
+        left: u8,
+        value: u32,
+    },
 }
 
 /// Clips every JSON string read through it to at most `max` bytes of content (plus `…`).
@@ -179,9 +182,15 @@ mod tests {
 
     #[test]
     fn long_strings_are_cut_with_an_ellipsis_and_short_ones_pass_untouched() {
-        assert_eq!(clip(r#"{"a":"abcdef","b":"xy"}"#, 3), r#"{"a":"abc…","b":"xy"}"#);
+        assert_eq!(
+            clip(r#"{"a":"abcdef","b":"xy"}"#, 3),
+            r#"{"a":"abc…","b":"xy"}"#
+        );
         assert_eq!(clip(r#"{"abc":"abc"}"#, 3), r#"{"abc":"abc"}"#);
-        assert_eq!(clip(r#"[1, true, null, "x"]"#, 0), r#"[1, true, null, "…"]"#);
+        assert_eq!(
+            clip(r#"[1, true, null, "x"]"#, 0),
+            r#"[1, true, null, "…"]"#
+        );
     }
 
     #[test]
@@ -207,7 +216,8 @@ mod tests {
     #[test]
     fn a_gigantic_string_reads_back_as_its_first_bytes() {
         let json = format!(r#"{{"k":"{}","n":1}}"#, "x".repeat(1 << 20));
-        let value: serde_json::Value = serde_json::from_reader(ClipStrings::new(json.as_bytes(), 16)).unwrap();
+        let value: serde_json::Value =
+            serde_json::from_reader(ClipStrings::new(json.as_bytes(), 16)).unwrap();
         assert_eq!(value["k"], format!("{}…", "x".repeat(16)));
         assert_eq!(value["n"], 1);
     }

@@ -87,9 +87,8 @@ fn keep_aside(path: &Path) -> Result<PathBuf, String> {
         // A hard link fails with AlreadyExists instead of replacing: no race can lose a file.
         match fs::hard_link(path, &aside) {
             Ok(()) => {
-                fs::remove_file(path).map_err(|error| {
-                    format!("cannot move {} aside: {error}", path.display())
-                })?;
+                fs::remove_file(path)
+                    .map_err(|error| format!("cannot move {} aside: {error}", path.display()))?;
                 return Ok(aside);
             }
             Err(error) if error.kind() == ErrorKind::AlreadyExists => continue,

@@ -181,11 +181,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
-fn write_loop(
-    sink: Box<dyn Write + Send>,
-    queue: &Queue,
-    shared: &WriterShared,
-) -> io::Result<()> {
+fn write_loop(sink: Box<dyn Write + Send>, queue: &Queue, shared: &WriterShared) -> io::Result<()> {
     let mut out = BufWriter::with_capacity(BUF_BYTES, sink);
     let (mut len, mut entries) = (0u64, 0u64);
     loop {

@@ -54,7 +54,9 @@ fn a_failed_salvage_names_the_journal_leaves_no_run_directory_and_a_kept_journal
         ),
     )
     .unwrap();
-    let report = try_salvage(&good, &dir.path().join("run2")).unwrap().unwrap();
+    let report = try_salvage(&good, &dir.path().join("run2"))
+        .unwrap()
+        .unwrap();
     assert!(!report.journal_removed, "the journal is still there");
     assert!(good.exists());
     assert_eq!(report.outcome, crate::Outcome::SessionKilled);
