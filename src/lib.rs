@@ -12,7 +12,7 @@
 //! | `provider-llamacpp` | `CucaClient`, `ProviderEndpoint` (`LlamaCpp`) |
 //! | `provider-openai` | `CucaClient`, `ProviderEndpoint` (`OpenAi`, `OpenAiCompatible`) |
 //! | `calllog` | the JSONL call log, as `cuca::calllog` |
-//! | `journal` | the capture journal, host assembly and serving, as `cuca::journal` |
+//! | `journal` | the capture journal and host assembly, as `cuca::journal` (serving is the `cuca-serve` crate, so capturing compiles no web server) |
 //! | `store-postgres` | `PostgresBackend`, as `cuca::store_postgres` |
 //! | `otel` | OTLP export of sessions and call-log rows, and the live `OtelPlugin`, as `cuca::otel` |
 //! | `full` | all of the above |
@@ -105,7 +105,7 @@ pub use cuca_client::{
 #[cfg_attr(docsrs, doc(cfg(feature = "calllog")))]
 pub use cuca_calllog as calllog;
 
-/// The capture journal, host assembly and serving ([`cuca_journal`]).
+/// The capture journal and host assembly ([`cuca_journal`]).
 #[cfg(feature = "journal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "journal")))]
 pub use cuca_journal as journal;

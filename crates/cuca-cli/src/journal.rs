@@ -178,22 +178,19 @@ fn salvage(journal: &Path, run_dir: &Path, as_json: bool) -> Result<(), CliError
             journal.display()
         )));
     }
-    // Salvage swallows its failures by design (the run it serves is already failing) and
-    // says why through `tracing`; here a person is asking, so those lines go to stderr.
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
-        .with_ansi(ui::color())
-        .without_time()
-        .with_target(false)
-        .try_init();
+    // The library's `salvage` swallows its failures by design (the run it serves is already
+    // failing); here a person is asking, so the reason is the one line printed.
     let spinner = ui::spinner("salvaging");
-    let result = cuca::journal::salvage(journal, run_dir);
+    let result = cuca::journal::salvage::try_salvage(journal, run_dir);
     spinner.finish_and_clear();
     match result {
-        Some(report) => print_report(&report, as_json),
-        None => Err(CliError::Failed(format!(
-            "salvage of {} wrote no record (the line above says why)",
+        Ok(Some(report)) => print_report(&report, as_json),
+        Ok(None) => Err(CliError::Usage(format!(
+            "journal {} is not a file",
+            journal.display()
+        ))),
+        Err(error) => Err(CliError::Failed(format!(
+            "salvage of {} wrote no record: {error}",
             journal.display()
         ))),
     }

@@ -187,14 +187,7 @@ enum Command {
     /// Send sessions and call-log rows to an OpenTelemetry collector as OTLP traces.
     ExportOtlp(otel::ExportOtlpArgs),
     /// Serve `GET /runs/{id}/replay` from a directory of run directories.
-    Serve {
-        /// The directory holding one subdirectory per run (`{id}/replay.json.gz`).
-        #[arg(long)]
-        runs: PathBuf,
-        /// The address to listen on (port 0 picks a free port).
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        listen: String,
-    },
+    Serve(serve::ServeArgs),
     /// A local web viewer: sessions, turns, forks, live records, the call log, journal runs.
     View(view::ViewArgs),
 }
@@ -282,7 +275,7 @@ fn dispatch(command: Command) -> Result<(), CliError> {
         } => sessions::import(&file, &dir, &session, json),
         Command::Logs(args) => logs::run(&args),
         Command::Journal(command) => journal::run(command),
-        Command::Serve { runs, listen } => serve::run(&runs, &listen),
+        Command::Serve(args) => serve::run(&args),
         Command::View(args) => view::run(args),
         Command::ExportOtlp(args) => otel::run(&args),
     }

@@ -1,23 +1,50 @@
-//! `cuca serve`: the `GET /runs/{id}/replay` route of `cuca_journal::serve::router`.
+//! `cuca serve`: the `GET /runs/{id}/replay` route of `cuca_serve::router`, under its limits.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cuca_serve::ServeLimits;
 
 use crate::error::CliError;
 
+/// The arguments of `cuca serve`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// The directory holding one subdirectory per run (`{id}/replay.json.gz`).
+    #[arg(long)]
+    runs: PathBuf,
+    /// The address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// How long a client may take to send a request's head before it is closed.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    header_timeout: Duration,
+    /// How long a connection may go with no byte moving either way before it is closed.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    idle_timeout: Duration,
+    /// How many connections are served at once; more wait in the listen backlog.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+}
+
 /// Binds `listen`, prints the URL on stdout (flushed, so a supervisor or a test can read it),
 /// then serves until the process is stopped.
-pub(crate) fn run(runs: &Path, listen: &str) -> Result<(), CliError> {
+pub(crate) fn run(args: &ServeArgs) -> Result<(), CliError> {
+    let runs = &args.runs;
     if !runs.is_dir() {
         return Err(CliError::Usage(format!(
             "runs directory {} is not a directory",
             runs.display()
         )));
     }
+    let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
+    let limits = ServeLimits::new(args.header_timeout, args.idle_timeout, max_connections);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|error| CliError::Failed(format!("start the async runtime: {error}")))?;
+    let listen = &args.listen;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
@@ -37,7 +64,7 @@ pub(crate) fn run(runs: &Path, listen: &str) -> Result<(), CliError> {
             );
             let _ = out.flush();
         }
-        axum::serve(listener, cuca::journal::serve::router(runs))
+        cuca_serve::serve(listener, cuca_serve::router(runs), limits)
             .await
             .map_err(|error| CliError::Failed(format!("serve on {address}: {error}")))
     })

@@ -320,3 +320,35 @@ fn serve_refuses_a_missing_runs_directory_and_a_bad_address() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_failed_salvage_or_assembly_prints_one_line_naming_the_journal_and_leaves_no_run_directory() {
+    // Issue 20.7: "A failed `journal salvage`/`assemble` leaves an empty run directory behind
+    // and prints two lines, the first naming a scratch path that no longer exists; `salvage
+    // --json` says "journal_removed": true while the journal is still there."
+    let tree = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tree.path().join(".cuca")).unwrap();
+    let journal = tree.path().join(".cuca/replay.ndjson");
+    std::fs::write(&journal, b"{\"line\":\"header\",\"formatVersion\":2}\n").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run_dir = out.path().join("run-1");
+    for args in [
+        vec!["journal", "salvage", s(&journal), s(&run_dir)],
+        vec!["journal", "assemble", s(tree.path()), s(&run_dir)],
+    ] {
+        let (code, _, stderr) = run(&args);
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(&journal.display().to_string()), "{stderr}");
+        assert!(!stderr.contains(".cuca-salvage-"), "{stderr}");
+        assert!(!run_dir.exists(), "{args:?} left {}", run_dir.display());
+    }
+
+    let good_tree = tempfile::tempdir().unwrap();
+    let good = record_journal(good_tree.path());
+    let (code, stdout, stderr) = run(&["journal", "salvage", "--json", s(&good), s(&run_dir)]);
+    assert_eq!(code, 0, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(report["journal_removed"], false, "{stdout}");
+    assert!(good.exists());
+}

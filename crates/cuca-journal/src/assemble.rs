@@ -20,12 +20,12 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use serde::{Deserialize, Serialize};
 
+use crate::format::RECORD_FILE_NAME;
 use crate::format::{
     AgentRow, AgentStatus, ContentId, End, Entry, Header, Input, JournalLine, MessageLine, Pool,
     PooledRequest, Seed, StopReason, StoredBlock, StoredMessage, TextLine, ToolsetLine,
     DEFAULT_JOURNAL_DIR, FORMAT_VERSION, JOURNAL_FILE_NAME,
 };
-use crate::serve::RECORD_FILE_NAME;
 
 /// The name of the post-run stage that runs [`assemble`] (the seed's `gg-session-record`).
 pub const STAGE_NAME: &str = "cuca-session-record";
@@ -303,8 +303,29 @@ pub fn assemble_with(
     Ok(Some(report))
 }
 
+/// Creates `run_dir` if it is missing; whether it did. A caller that fails afterwards removes
+/// what it created ([`remove_if_created`]), so a failed assembly leaves no empty run directory.
+pub(crate) fn create_run_dir(run_dir: &Path) -> Result<bool, AssembleError> {
+    let created = matches!(
+        std::fs::symlink_metadata(run_dir),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound
+    );
+    std::fs::create_dir_all(run_dir)
+        .map_err(|err| AssembleError::io("create run directory", run_dir, err))?;
+    Ok(created)
+}
+
+/// Removes `run_dir` if this assembly created it and it is empty again.
+pub(crate) fn remove_if_created(run_dir: &Path, created: bool) {
+    if created {
+        // `remove_dir` removes only an empty directory: anything written there stays.
+        let _ = std::fs::remove_dir(run_dir);
+    }
+}
+
 /// Assembles an open journal into `run_dir`; the caller decides what happens to the journal.
-fn assemble_file(
+/// `journal` names the journal in errors and in the report.
+pub(crate) fn assemble_file(
     file: File,
     journal: &Path,
     run_dir: &Path,
@@ -314,8 +335,22 @@ fn assemble_file(
         .metadata()
         .map_err(|err| AssembleError::io("stat", journal, err))?
         .len();
-    std::fs::create_dir_all(run_dir)
-        .map_err(|err| AssembleError::io("create run directory", run_dir, err))?;
+    let created = create_run_dir(run_dir)?;
+    let result = assemble_into(file, journal, journal_bytes, run_dir, options);
+    if result.is_err() {
+        // The scratch directory is gone by now (it dropped inside `assemble_into`).
+        remove_if_created(run_dir, created);
+    }
+    result
+}
+
+fn assemble_into(
+    file: File,
+    journal: &Path,
+    journal_bytes: u64,
+    run_dir: &Path,
+    options: &AssembleOptions,
+) -> Result<AssembleReport, AssembleError> {
     // The scratch directory is removed when this value drops, on every path out of here,
     // refusals included.
     let scratch = tempfile::Builder::new()

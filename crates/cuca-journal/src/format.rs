@@ -29,6 +29,10 @@ pub const JOURNAL_FILE_NAME: &str = "replay.ndjson";
 /// out of git.
 pub const DEFAULT_JOURNAL_DIR: &str = ".cuca";
 
+/// The file an assembled record is stored under, at the root of the run directory (and served
+/// from by `cuca-serve`).
+pub const RECORD_FILE_NAME: &str = "replay.json.gz";
+
 /// A 128-bit content address: the first 16 bytes of a SHA-256, written as 32 lowercase hex
 /// digits.
 ///
@@ -129,12 +133,16 @@ pub struct Header {
     pub recorder: RecorderBuild,
 }
 
-/// The recording build (the seed's `recorder.ggVersion` / `recorder.commit`; cuca names the
-/// version field `version`).
+/// The recording build: the seed's `recorder.ggVersion` and `recorder.commit`.
+///
+/// Written as `ggVersion`, the seed's name, which DESIGN keeps; `version`, which earlier
+/// builds wrote, is still read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RecorderBuild {
-    /// The recording crate's version. Explanatory only: a reader must not branch on it.
+    /// The recording crate's version (`ggVersion`). Explanatory only: a reader must not branch
+    /// on it.
+    #[serde(rename = "ggVersion", alias = "version")]
     pub version: String,
     /// The exact commit of the recording build, when known. Only for verifying a resolved
     /// binary.

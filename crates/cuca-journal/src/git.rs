@@ -34,6 +34,77 @@ pub fn exclude_dir_from_git(workspace: &Path, dir: &str) -> Result<bool, Journal
     }
     let pattern = format!("/{dir}/");
     let git_dir = common_git_dir(workspace)?;
+    append_pattern(&git_dir, &pattern)
+}
+
+/// Excludes the journal directory `journal_dir` from the git work tree it lies in, if any.
+///
+/// [`crate::Recorder::start`] calls this for every journal directory, the default or a
+/// configured one, relative or absolute: the nearest ancestor holding a `.git` (directory or
+/// file) is the work tree, and the anchored pattern is the directory's path from its root.
+/// Returns the exclude file appended to, `None` when nothing was appended (no work tree, or
+/// the pattern is already there).
+pub(crate) fn exclude_journal_dir(journal_dir: &Path) -> Result<Option<PathBuf>, JournalError> {
+    let journal_dir = std::path::absolute(journal_dir)
+        .map_err(|error| JournalError::io("resolve", journal_dir, error))?;
+    let Some((root, relative)) = journal_dir.ancestors().skip(1).find_map(|dir| {
+        let relative = journal_dir.strip_prefix(dir).ok()?;
+        fs::symlink_metadata(dir.join(".git"))
+            .is_ok()
+            .then(|| (dir.to_path_buf(), relative.to_path_buf()))
+    }) else {
+        return Ok(None);
+    };
+    let mut pattern = String::from("/");
+    for component in relative.components() {
+        let std::path::Component::Normal(part) = component else {
+            // `absolute` keeps `..` as written; a path that leaves and re-enters is not one a
+            // pattern can name reliably, and capture goes on without it.
+            return Err(JournalError::InvalidConfig {
+                field: "journal_dir",
+                message: format!(
+                    "{} is not a plain path below {}",
+                    relative.display(),
+                    root.display()
+                ),
+            });
+        };
+        let Some(part) = part.to_str() else {
+            return Err(JournalError::InvalidConfig {
+                field: "journal_dir",
+                message: format!(
+                    "{} is not UTF-8; git exclude patterns are text",
+                    relative.display()
+                ),
+            });
+        };
+        pattern.push_str(&escape_pattern(part));
+        pattern.push('/');
+    }
+    let git_dir = common_git_dir(&root)?;
+    Ok(append_pattern(&git_dir, &pattern)?.then(|| git_dir.join("info").join("exclude")))
+}
+
+/// Escapes what gitignore patterns would read as glob or syntax in one path component, so a
+/// directory named `a*b` or `#notes` excludes exactly itself.
+fn escape_pattern(part: &str) -> String {
+    let mut out = String::with_capacity(part.len());
+    for (i, c) in part.chars().enumerate() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') || (i == 0 && matches!(c, '#' | '!')) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    // A trailing space is dropped by git unless escaped.
+    if out.ends_with(' ') {
+        out.pop();
+        out.push_str("\\ ");
+    }
+    out
+}
+
+/// Appends `pattern` to `<git_dir>/info/exclude` unless a line equal to it is there already.
+fn append_pattern(git_dir: &Path, pattern: &str) -> Result<bool, JournalError> {
     let info = git_dir.join("info");
     let exclude = info.join("exclude");
     let existing = match fs::read_to_string(&exclude) {
@@ -50,7 +121,7 @@ pub fn exclude_dir_from_git(workspace: &Path, dir: &str) -> Result<bool, Journal
         text.push('\n');
     }
     text.push_str("# the cuca capture journal (never committed)\n");
-    text.push_str(&pattern);
+    text.push_str(pattern);
     text.push('\n');
     OpenOptions::new()
         .create(true)

@@ -1,4 +1,4 @@
-//! The capture journal of a multi-agent run, its host assembly into replay.json.gz, and serving
+//! The capture journal of a multi-agent run and its host assembly into replay.json.gz
 //!
 //! # Capture
 //!
@@ -38,7 +38,8 @@
 //! and says so in the terminating line and in [`Recorder::status`]. It never holds a message
 //! body after queueing it, never assembles anything (that is the host's job, below), and does
 //! not record filesystem reads of prompts, memories or skills (they reach the journal as the
-//! messages and tool outcomes they become).
+//! messages and tool outcomes they become). Serving assembled records over HTTP is `cuca-serve`'s
+//! job, so a program that only captures compiles no web server.
 //!
 #![forbid(unsafe_code)]
 
@@ -63,7 +64,6 @@ pub use recorder::{
 pub mod assemble;
 pub mod record;
 pub mod salvage;
-pub mod serve;
 
 pub use assemble::{assemble, AssembleError, AssembleReport, Outcome};
 pub use record::{read_record, RecordSummary, TimelineEntry};

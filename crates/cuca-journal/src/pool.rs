@@ -132,12 +132,23 @@ pub fn base64_decoded_len(data: &str) -> u64 {
     }
 }
 
+/// How much of a text an entry holds: all of it, or the tail kept under a ceiling.
+///
+/// Part of the text pool's key, so a payload a shell stream clipped at 32 KiB and the same bytes
+/// shown to the model in full as a tool output are two entries: "a payload the model was shown
+/// in full is recorded in full".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kept {
+    Whole,
+    Tail(usize),
+}
+
 /// The three intern tables, plus how many entries of each were queued successfully.
 #[derive(Debug, Default)]
 pub(crate) struct Pools {
     messages: HashMap<ContentId, u64>,
     toolsets: HashMap<ContentId, u64>,
-    texts: HashMap<ContentId, u64>,
+    texts: HashMap<(ContentId, Kept), u64>,
 }
 
 impl Pools {
@@ -189,13 +200,25 @@ fn push_text_line(
 
 impl Interner<'_> {
     /// The text-pool index of `text` (address `id`), interning it clipped to `limit` bytes.
+    ///
+    /// Keyed by the address *and* by what is kept: a whole text and a clipped copy of the same
+    /// text are two entries (both lines carry the whole payload's `id`), so a payload recorded
+    /// whole never resolves to a clip made under a smaller ceiling.
     pub(crate) fn text(
         &mut self,
         text: &str,
         id: ContentId,
         limit: usize,
     ) -> Result<u64, serde_json::Error> {
-        if let Some(&index) = self.pools.texts.get(&id) {
+        let key = (
+            id,
+            if text.len() <= limit {
+                Kept::Whole
+            } else {
+                Kept::Tail(limit)
+            },
+        );
+        if let Some(&index) = self.pools.texts.get(&key) {
             return Ok(index);
         }
         let index = self.pools.texts.len() as u64;
@@ -212,7 +235,7 @@ impl Interner<'_> {
                 }),
             )?;
         }
-        self.pools.texts.insert(id, index);
+        self.pools.texts.insert(key, index);
         Ok(index)
     }
 

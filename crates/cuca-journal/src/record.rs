@@ -21,8 +21,19 @@ use std::path::{Path, PathBuf};
 use flate2::read::GzDecoder;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+mod clip_strings;
+
+use clip_strings::ClipStrings;
+
 use crate::assemble::Outcome;
 use crate::format::{AgentRow, Entry, RecorderBuild, Seed, FORMAT_VERSION};
+
+/// How many bytes of any one string a summary keeps (the first ones, then `…`).
+///
+/// A summary is for showing: 64 KiB is more of a prompt or a name than a terminal shows, and it
+/// bounds what reading a record costs — serde_json holds each string it parses whole, and a
+/// record with a 1 GiB field cost `cuca journal show` 2.1 GB before strings were clipped.
+pub const SUMMARY_STRING_BYTES: usize = 64 * 1024;
 
 /// What a record holds, counted while streaming through it.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,13 +142,17 @@ pub fn read_record(path: &Path) -> Result<RecordSummary, RecordError> {
         path: path.to_owned(),
         source,
     })?;
-    read_record_from(BufReader::new(GzDecoder::new(BufReader::new(file))), path)
+    read_record_from(GzDecoder::new(BufReader::new(file)), path)
 }
 
 /// Reads the summary of a record from its decoded JSON bytes; `path` only names it in errors.
+///
+/// Every string is clipped to its first [`SUMMARY_STRING_BYTES`] bytes (ending in `…`) before
+/// it is parsed, so the memory a summary costs is bounded whatever a field holds.
 pub fn read_record_from(reader: impl Read, path: &Path) -> Result<RecordSummary, RecordError> {
     let bad_format = RefCell::new(None);
-    let mut de = serde_json::Deserializer::from_reader(reader);
+    let clipped = ClipStrings::new(BufReader::new(reader), SUMMARY_STRING_BYTES);
+    let mut de = serde_json::Deserializer::from_reader(clipped);
     let parsed = SummarySeed {
         bad_format: &bad_format,
     }

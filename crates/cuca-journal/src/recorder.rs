@@ -6,12 +6,13 @@
 //! queued whole (the byte ceiling, a full queue, a dead writer) stops capture for the rest of
 //! the run, so what reaches the file is always a contiguous prefix.
 
+mod open;
+mod queue;
 mod writer;
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Component, Path, PathBuf};
-use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -27,6 +28,7 @@ use crate::format::{
     ToolResult, DEFAULT_JOURNAL_DIR, FORMAT_VERSION, JOURNAL_FILE_NAME,
 };
 use crate::pool::{message_id, parts_id, push_line, text_id, toolset_id, Interner, Pools};
+use queue::{PushError, Queue};
 use writer::{Batch, WriterShared};
 
 /// Wraps the journal file before the writer thread gets it. A test hook: it lets a test inject
@@ -44,6 +46,8 @@ pub struct RecorderConfig {
     capabilities: serde_json::Value,
     max_bytes: u64,
     queue_capacity: usize,
+    queue_bytes: u64,
+    finish_timeout: Duration,
     build_version: String,
     build_commit: Option<String>,
     sink_hook: Option<SinkHook>,
@@ -58,6 +62,8 @@ impl std::fmt::Debug for RecorderConfig {
             .field("routing_key", &self.routing_key)
             .field("max_bytes", &self.max_bytes)
             .field("queue_capacity", &self.queue_capacity)
+            .field("queue_bytes", &self.queue_bytes)
+            .field("finish_timeout", &self.finish_timeout)
             .field("build_version", &self.build_version)
             .field("build_commit", &self.build_commit)
             .field("sink_hook", &self.sink_hook.is_some())
@@ -79,6 +85,19 @@ impl RecorderConfig {
     /// an unbounded queue turns a stalled disk into unbounded memory growth inside the run.
     pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
 
+    /// How many bytes of batches may wait for the writer when none is configured.
+    ///
+    /// 32 MiB: seconds of a busy run's unique bytes, and an eighth of the default journal
+    /// ceiling, so a stalled disk costs the run container at most this much memory rather than
+    /// up to the whole ceiling (1024 batches of 256 KiB tool outputs would be 256 MiB).
+    pub const DEFAULT_QUEUE_BYTES: u64 = 32 * 1024 * 1024;
+
+    /// How long [`Recorder::finish`] waits for the writer when none is configured.
+    ///
+    /// A healthy disk drains a full queue in well under a second; 5 s keeps a stalled one from
+    /// holding the run's exit for longer than a person would notice as a hang.
+    pub const DEFAULT_FINISH_TIMEOUT: Duration = Duration::from_secs(5);
+
     /// A config journaling `session_id` into `<workspace>/.cuca/replay.ndjson`.
     pub fn new(
         workspace: impl Into<PathBuf>,
@@ -92,6 +111,8 @@ impl RecorderConfig {
             capabilities: serde_json::Value::Object(serde_json::Map::new()),
             max_bytes: Self::DEFAULT_MAX_BYTES,
             queue_capacity: Self::DEFAULT_QUEUE_CAPACITY,
+            queue_bytes: Self::DEFAULT_QUEUE_BYTES,
+            finish_timeout: Self::DEFAULT_FINISH_TIMEOUT,
             build_version: env!("CARGO_PKG_VERSION").to_owned(),
             build_commit: option_env!("CUCA_BUILD_COMMIT").map(str::to_owned),
             sink_hook: None,
@@ -127,6 +148,20 @@ impl RecorderConfig {
     /// How many batches may wait for the writer; must be at least 1.
     pub fn with_queue_capacity(mut self, capacity: usize) -> Self {
         self.queue_capacity = capacity;
+        self
+    }
+
+    /// How many bytes of batches may wait for the writer; must be at least 1. A batch larger
+    /// than this on its own still goes when nothing else waits.
+    pub fn with_queue_bytes(mut self, bytes: u64) -> Self {
+        self.queue_bytes = bytes;
+        self
+    }
+
+    /// How long [`Recorder::finish`] waits for the writer before it gives up on a stalled disk;
+    /// must not be zero.
+    pub fn with_finish_timeout(mut self, timeout: Duration) -> Self {
+        self.finish_timeout = timeout;
         self
     }
 
@@ -203,6 +238,18 @@ impl RecorderConfig {
                 "the queue capacity is 0; it must hold at least one batch",
             );
         }
+        if self.queue_bytes == 0 {
+            return invalid(
+                "queue_bytes",
+                "the queue's byte bound is 0; it must be at least 1",
+            );
+        }
+        if self.finish_timeout.is_zero() {
+            return invalid(
+                "finish_timeout",
+                "the finish timeout is 0; finish must be able to wait for the writer a little",
+            );
+        }
         if self.build_version.is_empty() {
             return invalid("build_version", "the recording build's version is empty");
         }
@@ -229,12 +276,16 @@ pub struct RecorderStatus {
     pub texts: u64,
     /// What went wrong, in words, when the writer failed or could not start.
     pub error: Option<String>,
+    /// Where an earlier run's journal, found at the journal's path, was kept aside instead of
+    /// being overwritten (it was never assembled; salvage it from there).
+    pub set_aside: Option<PathBuf>,
 }
 
 struct State {
-    sender: Option<SyncSender<Batch>>,
     stopped: Option<StopReason>,
     finished: bool,
+    /// `finish` has seen the writer end and settled the status; later calls only report.
+    settled: bool,
     seq: u64,
     bytes: u64,
     pools: Pools,
@@ -255,11 +306,24 @@ impl State {
 
 struct Inner {
     state: Mutex<State>,
+    queue: Arc<Queue>,
     writer: Arc<WriterShared>,
+    /// Whether a writer thread was started (else the recorder started stopped).
+    has_writer: bool,
     handle: Mutex<Option<JoinHandle<()>>>,
     path: PathBuf,
     workspace: PathBuf,
     max_bytes: u64,
+    finish_timeout: Duration,
+    set_aside: Option<PathBuf>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last handle is gone without `finish`: the writer drains and stops, and the
+        // journal ends without its terminating line, which is what says so.
+        self.queue.close_senders();
+    }
 }
 
 /// The capture side of the journal. Cheap to clone; every clone records into the same journal.
@@ -441,10 +505,11 @@ impl Recorder {
         config.validate()?;
         let path = config.journal_path();
         let writer = Arc::new(WriterShared::default());
+        let queue = Arc::new(Queue::new(config.queue_capacity, config.queue_bytes));
         let mut state = State {
-            sender: None,
             stopped: None,
             finished: false,
+            settled: false,
             seq: 0,
             bytes: 0,
             pools: Pools::default(),
@@ -452,19 +517,18 @@ impl Recorder {
             error: None,
         };
         let mut handle = None;
-        match open_journal(&path) {
+        let mut set_aside = None;
+        match open::open_journal(&path) {
             Err(error) => state.stop(StopReason::WriteFailed, Some(error)),
-            Ok(file) => {
+            Ok(opened) => {
+                set_aside = opened.set_aside;
+                let file = opened.file;
                 let sink: Box<dyn Write + Send> = match &config.sink_hook {
                     Some(hook) => hook(file),
                     None => Box::new(file),
                 };
-                let (sender, queue) = sync_channel(config.queue_capacity);
-                match writer::spawn(sink, queue, Arc::clone(&writer)) {
-                    Ok(joined) => {
-                        handle = Some(joined);
-                        state.sender = Some(sender);
-                    }
+                match writer::spawn(sink, Arc::clone(&queue), Arc::clone(&writer)) {
+                    Ok(joined) => handle = Some(joined),
                     Err(error) => state.stop(
                         StopReason::WriteFailed,
                         Some(format!("cannot start the journal writer thread: {error}")),
@@ -475,11 +539,15 @@ impl Recorder {
         let recorder = Recorder {
             inner: Arc::new(Inner {
                 state: Mutex::new(state),
+                queue,
                 writer,
+                has_writer: handle.is_some(),
                 handle: Mutex::new(handle),
                 path,
                 workspace: config.workspace.clone(),
                 max_bytes: config.max_bytes,
+                finish_timeout: config.finish_timeout,
+                set_aside,
             }),
         };
         let header = JournalLine::Header(Header {
@@ -547,10 +615,10 @@ impl Recorder {
             state.stop(StopReason::WriteFailed, self.inner.writer.error());
             return None;
         }
-        let Some(sender) = state.sender.as_ref() else {
+        if !self.inner.has_writer {
             state.stop(StopReason::WriteFailed, None);
             return None;
-        };
+        }
         let mut buf = Vec::new();
         let built = {
             let mut interner = Interner {
@@ -575,7 +643,7 @@ impl Recorder {
             state.stop(StopReason::ByteCeiling, None);
             return None;
         }
-        match sender.try_send(Batch::Lines {
+        match self.inner.queue.try_push(Batch::Lines {
             bytes: buf,
             entries,
         }) {
@@ -588,11 +656,11 @@ impl Recorder {
                 }
                 Some(value)
             }
-            Err(TrySendError::Full(_)) => {
+            Err(PushError::Full) => {
                 state.stop(StopReason::QueueFull, None);
                 None
             }
-            Err(TrySendError::Disconnected(_)) => {
+            Err(PushError::Closed) => {
                 let error = self.inner.writer.error();
                 state.stop(
                     StopReason::WriteFailed,
@@ -810,36 +878,63 @@ impl Recorder {
             toolsets,
             texts,
             error: guard.error.clone(),
+            set_aside: self.inner.set_aside.clone(),
         }
     }
 
     /// Writes the terminating line and waits for the writer to finish; call it on the normal
     /// exit path. Idempotent; every recording call after it is a no-op.
     ///
+    /// The wait is bounded by the configured finish timeout
+    /// ([`RecorderConfig::with_finish_timeout`], 5 s by default): a writer stuck on a stalled
+    /// disk does not hold the run's exit. When the bound passes, capture stops for good as
+    /// `write_failed` with the reason in [`RecorderStatus::error`], and the writer, if the disk
+    /// ever lets go, drops what is still queued and ends the journal with `write_failed` itself.
+    /// A later `finish` waits again, up to the same bound, for that to happen.
+    ///
     /// If the writer failed, the file is cut back to the last batch it wrote whole and the
     /// terminating line (`write_failed`, with the count of entries actually in the file) is
-    /// appended from this thread. This is the one call that may wait on the disk: it drains the
-    /// queue, which is what the exit path is for.
+    /// appended from this thread.
     pub fn finish(&self) -> RecorderStatus {
-        let (sender, reason) = {
+        let first = {
             let mut guard = self.lock();
-            if guard.finished {
+            if guard.settled {
                 drop(guard);
                 return self.status();
             }
+            let first = !guard.finished;
             guard.finished = true;
-            (guard.sender.take(), guard.stopped)
+            first.then_some(guard.stopped)
         };
-        let mut delivered = false;
-        if let Some(sender) = sender {
-            if !self.inner.writer.failed() {
-                delivered = sender.send(Batch::Finish { reason }).is_ok();
+        let mut delivered = true;
+        if let Some(reason) = first {
+            delivered = self.inner.has_writer
+                && !self.inner.writer.failed()
+                && self
+                    .inner
+                    .queue
+                    .push_finish(Batch::Finish { reason })
+                    .is_ok();
+        }
+        if self.inner.has_writer && !self.inner.writer.wait_done(self.inner.finish_timeout) {
+            self.inner.writer.abandon();
+            let mut guard = self.lock();
+            guard.stopped = Some(StopReason::WriteFailed);
+            if guard.error.is_none() {
+                guard.error = Some(format!(
+                    "the journal writer did not finish within {} ms (a stalled disk); capture \
+                     stopped, and the journal ends with write_failed if the disk recovers",
+                    millis(self.inner.finish_timeout)
+                ));
             }
+            drop(guard);
+            return self.status();
         }
         let handle = match self.inner.handle.lock() {
             Ok(mut slot) => slot.take(),
             Err(poisoned) => poisoned.into_inner().take(),
         };
+        // The writer has ended, so the join returns at once.
         let joined = handle.map(|h| h.join().is_ok()).unwrap_or(false);
         if !delivered || !joined || self.inner.writer.failed() {
             let rescue_error = self.rescue().err();
@@ -853,6 +948,14 @@ impl Recorder {
             if let Some(error) = self.inner.writer.error().or(rescue_error) {
                 guard.error = Some(error);
             }
+            guard.settled = true;
+        } else {
+            let mut guard = self.lock();
+            if self.inner.writer.abandoned() {
+                // The writer ended the journal itself after the disk let go, dropping the rest.
+                guard.seq = self.inner.writer.durable().1;
+            }
+            guard.settled = true;
         }
         self.status()
     }
@@ -883,14 +986,6 @@ impl Recorder {
         })();
         result.map_err(|error| format!("cannot terminate {}: {error}", path.display()))
     }
-}
-
-fn open_journal(path: &Path) -> Result<File, String> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)
-            .map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
-    }
-    File::create(path).map_err(|error| format!("cannot create {}: {error}", path.display()))
 }
 
 #[cfg(test)]

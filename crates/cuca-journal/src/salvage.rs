@@ -12,7 +12,10 @@
 
 use std::path::Path;
 
-use crate::assemble::{assemble_with, AssembleOptions, AssembleReport};
+use crate::assemble::{
+    assemble_file, create_run_dir, remove_if_created, AssembleError, AssembleOptions,
+    AssembleReport,
+};
 use crate::format::{DEFAULT_JOURNAL_DIR, JOURNAL_FILE_NAME};
 
 /// Salvages the journal at `journal_path` into `<run_dir>/replay.json.gz`.
@@ -46,41 +49,71 @@ pub fn salvage(journal_path: &Path, run_dir: &Path) -> Option<AssembleReport> {
     }
 }
 
-/// The fallible body of [`salvage`]; `Ok(None)` when there is no journal to salvage.
-fn try_salvage(journal_path: &Path, run_dir: &Path) -> Result<Option<AssembleReport>, String> {
+/// [`salvage`] for a caller that wants the reason: `Ok(None)` when there is no journal at
+/// `journal_path`, the error otherwise. The same guarantees hold: the journal is never modified,
+/// the scratch tree is removed on every path, and a run directory this call created is removed
+/// again when no record was written. Errors name `journal_path`, never the scratch copy.
+pub fn try_salvage(
+    journal_path: &Path,
+    run_dir: &Path,
+) -> Result<Option<AssembleReport>, AssembleError> {
     match std::fs::metadata(journal_path) {
         Ok(meta) if meta.is_file() => {}
-        Ok(_) => return Err("the journal path is not a file".to_owned()),
+        Ok(_) => {
+            return Err(AssembleError::Io {
+                operation: "salvage",
+                path: journal_path.to_owned(),
+                source: std::io::Error::other("the journal path is not a regular file"),
+            })
+        }
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             tracing::info!(journal = %journal_path.display(), "no journal to salvage");
             return Ok(None);
         }
-        Err(err) => return Err(format!("stat {}: {err}", journal_path.display())),
+        Err(source) => {
+            return Err(AssembleError::Io {
+                operation: "stat",
+                path: journal_path.to_owned(),
+                source,
+            })
+        }
     }
-    std::fs::create_dir_all(run_dir)
-        .map_err(|err| format!("create run directory {}: {err}", run_dir.display()))?;
+    let created = create_run_dir(run_dir)?;
+    let result = salvage_into(journal_path, run_dir);
+    if result.is_err() {
+        // The scratch tree dropped inside `salvage_into`; the run directory is empty again.
+        remove_if_created(run_dir, created);
+    }
+    result.map(Some)
+}
+
+fn salvage_into(journal_path: &Path, run_dir: &Path) -> Result<AssembleReport, AssembleError> {
+    let io = |operation, path: &Path| {
+        let path = path.to_owned();
+        move |source| AssembleError::Io {
+            operation,
+            path,
+            source,
+        }
+    };
     // Beside the output, like assembly's own scratch: the one volume known to have room.
     let scratch = tempfile::Builder::new()
         .prefix(".cuca-salvage-")
         .tempdir_in(run_dir)
-        .map_err(|err| format!("create scratch tree in {}: {err}", run_dir.display()))?;
+        .map_err(io("create scratch tree in", run_dir))?;
     let journal_dir = scratch.path().join(DEFAULT_JOURNAL_DIR);
-    std::fs::create_dir_all(&journal_dir)
-        .map_err(|err| format!("create {}: {err}", journal_dir.display()))?;
+    std::fs::create_dir_all(&journal_dir).map_err(io("create scratch tree in", run_dir))?;
     let copy = journal_dir.join(JOURNAL_FILE_NAME);
-    std::fs::copy(journal_path, &copy).map_err(|err| {
-        format!(
-            "copy {} to {}: {err}",
-            journal_path.display(),
-            copy.display()
-        )
-    })?;
-    let report = assemble_with(scratch.path(), run_dir, &AssembleOptions::default())
-        .map_err(|err| err.to_string())?;
+    // The copy is what a dying container leaves behind; it is what assembly reads, but every
+    // message names the journal the caller gave, which outlives the scratch tree.
+    std::fs::copy(journal_path, &copy).map_err(io("copy", journal_path))?;
+    let file = std::fs::File::open(&copy).map_err(io("open", journal_path))?;
+    let report = assemble_file(file, journal_path, run_dir, &AssembleOptions::default())?;
     if let Err(err) = scratch.close() {
         // The record is written; a scratch tree left behind is untidy, not a failure.
         tracing::warn!(run_dir = %run_dir.display(), error = %err, "salvage scratch tree could not be removed");
     }
+    // `journal_removed` stays false: the journal at `journal_path` is never touched.
     Ok(report)
 }
 

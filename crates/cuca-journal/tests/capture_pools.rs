@@ -319,3 +319,73 @@ fn a_non_finite_temperature_is_recorded_as_absent_not_a_failure() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_tool_output_shown_in_full_is_recorded_in_full_even_after_a_stream_clipped_the_same_bytes() {
+    // Seed: "a payload the model was shown in full is recorded in full". Issue 19.8: the same
+    // bytes first seen as a shell stream (clipped at 32 KiB) were reused, clipped, for the tool
+    // output. Clipped and whole entries are keyed apart.
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = start(dir.path());
+    let bytes = format!("{}end of the log\n", "log line\n".repeat(8 * 1024)); // ~72 KiB
+    assert!(bytes.len() > STREAM_CLIP_BYTES && bytes.len() < TOOL_CLIP_BYTES);
+    recorder.shell(
+        "root",
+        &ShellRun {
+            origin: ShellOrigin::ShellTool,
+            command: "cat build.log",
+            cwd: dir.path(),
+            exit_status: Some(0),
+            stdout: &bytes,
+            stderr: "",
+        },
+    );
+    recorder.tool_result(
+        "root",
+        &ToolOutcome {
+            call_id: "c1",
+            name: "read_file",
+            arguments: "{}",
+            output: &bytes,
+            is_error: false,
+        },
+    );
+    // And the stream again: it reuses its own clipped entry, not the whole one.
+    recorder.shell(
+        "root",
+        &ShellRun {
+            origin: ShellOrigin::ShellTool,
+            command: "cat build.log",
+            cwd: dir.path(),
+            exit_status: Some(0),
+            stdout: &bytes,
+            stderr: "",
+        },
+    );
+    recorder.finish();
+    let lines = read_journal(recorder.path());
+    check_laws(&lines);
+    let entries = entries(&lines);
+    let (stream, output, stream_again) =
+        match (&entries[0].input, &entries[1].input, &entries[2].input) {
+            (
+                cuca_journal::format::Input::Shell(a),
+                cuca_journal::format::Input::ToolResult(t),
+                cuca_journal::format::Input::Shell(b),
+            ) => (a.stdout, t.output, b.stdout),
+            other => panic!("{other:?}"),
+        };
+    assert_eq!(text_at(&lines, output), bytes, "the tool output is whole");
+    assert_ne!(stream, output);
+    assert_eq!(stream, stream_again);
+    assert!(text_at(&lines, stream).len() <= STREAM_CLIP_BYTES);
+    // One clip row, for the stream's entry only; both lines carry the whole payload's address.
+    let clips: Vec<_> = lines
+        .iter()
+        .filter_map(|l| match l {
+            JournalLine::Clip(c) => Some((c.index, c.original_id)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(clips, [(stream, text_id(&bytes))]);
+}

@@ -1,7 +1,7 @@
 //! Stopping capture: the byte ceiling, a full queue, a failing or panicking writer — each a
 //! recorded fact, none of them felt by the run.
 // Test-crate helpers outside #[test] functions unwrap too, as tests do.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod capture_support;
 
@@ -320,4 +320,128 @@ fn a_clean_finish_has_no_stop_reason() {
     );
     let raw = std::fs::read_to_string(recorder.path()).unwrap();
     assert!(raw.ends_with("{\"line\":\"end\",\"entries\":3}\n"), "{raw}");
+}
+
+/// A sink the test stalls: every write blocks until the test opens the gate, announcing on
+/// `entered` that it is stuck.
+struct Stallable {
+    file: File,
+    entered: mpsc::Sender<()>,
+    gate: mpsc::Receiver<()>,
+}
+
+impl Write for Stallable {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        {
+            let _ = self.entered.send(());
+            // Blocks until the test sends or drops the gate's sender: a disk that stalls.
+            let _ = self.gate.recv();
+        }
+        self.file.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// A recorder whose writer stalls on its first write (the header) until the gate opens.
+fn stallable(
+    dir: &std::path::Path,
+    config: impl FnOnce(RecorderConfig) -> RecorderConfig,
+) -> (Recorder, mpsc::Receiver<()>, mpsc::Sender<()>) {
+    let (entered_tx, entered) = mpsc::channel();
+    let (open_gate, gate) = mpsc::channel::<()>();
+    let parts = Mutex::new(Some((entered_tx, gate)));
+    let hook: SinkHook = Arc::new(move |file| {
+        let (entered, gate) = parts.lock().unwrap().take().unwrap();
+        Box::new(Stallable {
+            file,
+            entered,
+            gate,
+        })
+    });
+    let config = config(
+        RecorderConfig::new(dir, "stall")
+            .unwrap()
+            .with_sink_hook(hook),
+    );
+    (Recorder::start(config).unwrap(), entered, open_gate)
+}
+
+#[test]
+fn finish_on_a_stalled_disk_returns_within_its_bound_and_stops_capture_as_write_failed() {
+    // Issue 19.9: "`finish()` can hang the run's exit on a stalled disk ... Capture must never
+    // block the run: bound the wait, then stop capture permanently with a reason the record
+    // will show."
+    let dir = tempfile::tempdir().unwrap();
+    let (recorder, entered, open_gate) = stallable(dir.path(), |c| {
+        c.with_queue_capacity(2)
+            .with_finish_timeout(Duration::from_millis(300))
+    });
+    // The writer is stuck writing the header; one batch waits behind it.
+    entered.recv().unwrap();
+    tool(&recorder, "queued behind the stall");
+    // The old finish blocked sending into the full queue, then joined a stuck writer: run it
+    // on a thread so a hang is a failed assertion rather than a hung test.
+    let finisher = recorder.clone();
+    let (done_tx, done) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(finisher.finish());
+    });
+    let status = done
+        .recv_timeout(Duration::from_secs(20))
+        .expect("finish() returned within its bound");
+    assert_eq!(status.stopped, Some(StopReason::WriteFailed));
+    assert!(status.finished);
+    let error = status.error.unwrap();
+    assert!(error.contains("did not finish within 300 ms"), "{error}");
+    // Permanent: nothing more is recorded.
+    tool(&recorder, "after finish");
+    // The disk lets go: the writer drops what is queued and ends the journal with the reason.
+    drop(open_gate);
+    let status = recorder.finish();
+    assert_eq!(status.stopped, Some(StopReason::WriteFailed));
+    let lines = read_journal(recorder.path());
+    check_laws(&lines);
+    let end = end(&lines).unwrap();
+    assert_eq!(end.stop_reason, Some(StopReason::WriteFailed));
+    assert_eq!(end.entries, entries(&lines).len() as u64);
+    assert_eq!(status.entries, end.entries);
+    assert_eq!(
+        end.entries, 0,
+        "the queued batch was dropped, not written after the stop"
+    );
+    assert!(matches!(lines.first(), Some(JournalLine::Header(_))));
+    let raw = std::fs::read_to_string(recorder.path()).unwrap();
+    assert!(!raw.contains("after finish") && !raw.contains("queued behind"));
+}
+
+#[test]
+fn the_queue_is_bounded_by_bytes_so_a_stalled_disk_holds_little_memory() {
+    // Issue 19.11: "The queue is bounded by count (1024 batches), so a stalled disk can hold up
+    // to the byte ceiling in memory. Bound it by bytes too."
+    let dir = tempfile::tempdir().unwrap();
+    let (recorder, entered, open_gate) = stallable(dir.path(), |c| {
+        c.with_queue_bytes(100 * 1024)
+            .with_finish_timeout(Duration::from_secs(30))
+    });
+    // The writer is stuck on the header. 30 KiB tool outputs, all distinct: three fit in
+    // 100 KiB, the fourth does not, although the count bound (1024 batches) is far away.
+    entered.recv().unwrap();
+    for n in 0..10 {
+        tool(&recorder, &format!("{n}{}", "x".repeat(30 * 1024)));
+    }
+    let status = recorder.status();
+    assert_eq!(status.stopped, Some(StopReason::QueueFull));
+    assert_eq!(status.entries, 3);
+    drop(open_gate);
+    let status = recorder.finish();
+    assert_eq!(status.stopped, Some(StopReason::QueueFull));
+    let lines = read_journal(recorder.path());
+    check_laws(&lines);
+    assert_eq!(
+        end(&lines).map(|e| (e.entries, e.stop_reason)),
+        Some((3, Some(StopReason::QueueFull)))
+    );
 }

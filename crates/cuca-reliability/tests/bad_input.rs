@@ -323,10 +323,14 @@ async fn the_replay_route_answers_a_too_long_id_and_a_record_of_the_wrong_type_w
     let runs = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(runs.path().join("dir-run/replay.json.gz")).unwrap();
     let before = snapshot(runs.path());
-    let app = cuca_journal::serve::router(runs.path());
+    let app = cuca_serve::router(runs.path());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    tokio::spawn(cuca_serve::serve(
+        listener,
+        app,
+        cuca_serve::ServeLimits::default(),
+    ));
 
     let (status, _) = http_get(addr, &format!("/runs/{}/replay", "r".repeat(300))).await;
     assert_eq!(status, 400, "too long");

@@ -46,7 +46,7 @@ fn a_line_over_the_maximum_is_damage_not_an_allocation() {
 #[test]
 fn parse_line_agrees_with_the_derived_parser() {
     let examples = [
-        r#"{"line":"header","formatVersion":1,"sessionId":"demo","routingKey":null,"capabilities":{},"recorder":{"version":"0.1.0","commit":null}}"#,
+        r#"{"line":"header","formatVersion":1,"sessionId":"demo","routingKey":null,"capabilities":{},"recorder":{"ggVersion":"0.1.0","commit":null}}"#,
         r#"{"line":"seed","baselineCommit":null,"buildPrompt":"summarise README","slots":[{"slot":"main","model":"qwen3","contextWindow":32768,"modalities":["text"]}]}"#,
         r#"{"line":"agent","id":"root","profileId":"default","profileName":"default","origin":{"kind":"root"},"status":"started","ceiling":null}"#,
         r#"{"line":"text","index":0,"id":"00112233445566778899aabbccddeeff","text":"{\"path\":\"README.md\"}"}"#,
@@ -261,4 +261,22 @@ fn entries_parse_and_write_as_the_derived_code_does() {
         parse_line(br#"{"line":"entry","seq":-1,"agent":"a","kind":"clock","elapsedMs":1}"#)
             .is_err()
     );
+}
+
+#[test]
+fn a_refused_assembly_leaves_no_run_directory_it_created() {
+    // Issue 20.7: "A failed `journal salvage`/`assemble` leaves an empty run directory behind".
+    let tree = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tree.path().join(".cuca")).unwrap();
+    std::fs::write(
+        tree.path().join(".cuca/replay.ndjson"),
+        b"{\"line\":\"header\",\"formatVersion\":2}\n",
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run_dir = out.path().join("run-1");
+    assert!(assemble(tree.path(), &run_dir).is_err());
+    assert!(!run_dir.exists());
+    // The refused journal stays where it is.
+    assert!(tree.path().join(".cuca/replay.ndjson").exists());
 }

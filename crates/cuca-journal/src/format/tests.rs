@@ -16,7 +16,7 @@ fn round_trip(json: &str) -> JournalLine {
 #[test]
 fn header_keeps_the_seed_field_names() {
     let line = round_trip(
-        r#"{"line":"header","formatVersion":1,"sessionId":"run-42","routingKey":"eu-1/run-42","capabilities":{"root":["shell","git"]},"recorder":{"version":"0.1.0","commit":"9f2c1e0"}}"#,
+        r#"{"line":"header","formatVersion":1,"sessionId":"run-42","routingKey":"eu-1/run-42","capabilities":{"root":["shell","git"]},"recorder":{"ggVersion":"0.1.0","commit":"9f2c1e0"}}"#,
     );
     match line {
         JournalLine::Header(h) => {
@@ -148,4 +148,22 @@ fn the_terminator_names_its_stop_reason_only_when_there_is_one() {
             other => panic!("not an end: {other:?}"),
         }
     }
+}
+
+#[test]
+fn the_recorder_build_is_written_as_the_seeds_gg_version_and_the_old_name_still_reads() {
+    // Issue 19.10: "`recorder.ggVersion` was renamed `recorder.version`. DESIGN keeps the
+    // seed's `recorder.*` names; restore the seed's field (reading both is fine)."
+    let build = RecorderBuild {
+        version: "1.2.3".to_owned(),
+        commit: None,
+    };
+    assert_eq!(
+        serde_json::to_string(&build).unwrap(),
+        r#"{"ggVersion":"1.2.3","commit":null}"#
+    );
+    let old: RecorderBuild = serde_json::from_str(r#"{"version":"0.1.0"}"#).unwrap();
+    assert_eq!(old.version, "0.1.0");
+    let new: RecorderBuild = serde_json::from_str(r#"{"ggVersion":"0.2.0"}"#).unwrap();
+    assert_eq!(new.version, "0.2.0");
 }

@@ -6,7 +6,7 @@ fn read(json: &str) -> Result<RecordSummary, RecordError> {
     read_record_from(json.as_bytes(), Path::new("r.json"))
 }
 
-const MINIMAL: &str = r#"{"formatVersion":1,"sessionId":"s","routingKey":"eu/s","recorder":{"version":"0.1.0","commit":null},"capabilities":{},"outcome":{"kind":"session_killed"},"seed":null,"agents":[],"pools":{"messages":[{"id":"00112233445566778899aabbccddeeff","body":{"role":"user","content":[]}}],"toolsets":[],"texts":[{"id":"00112233445566778899aabbccddeeff","text":"x"},{"id":"00112233445566778899aabbccddeeff","text":"y"}]},"clips":[],"entries":[{"seq":0,"agent":"a","kind":"clock","elapsedMs":1,"remainingMs":null},{"seq":1,"agent":"a","kind":"clock","elapsedMs":2}]}"#;
+const MINIMAL: &str = r#"{"formatVersion":1,"sessionId":"s","routingKey":"eu/s","recorder":{"ggVersion":"0.1.0","commit":null},"capabilities":{},"outcome":{"kind":"session_killed"},"seed":null,"agents":[],"pools":{"messages":[{"id":"00112233445566778899aabbccddeeff","body":{"role":"user","content":[]}}],"toolsets":[],"texts":[{"id":"00112233445566778899aabbccddeeff","text":"x"},{"id":"00112233445566778899aabbccddeeff","text":"y"}]},"clips":[],"entries":[{"seq":0,"agent":"a","kind":"clock","elapsedMs":1,"remainingMs":null},{"seq":1,"agent":"a","kind":"clock","elapsedMs":2}]}"#;
 
 #[test]
 fn a_format_one_record_is_summarised() {
@@ -72,4 +72,26 @@ fn an_unknown_entry_kind_in_format_one_is_malformed() {
         read(&format!("{MINIMAL} []")),
         Err(RecordError::Malformed { .. })
     ));
+}
+
+#[test]
+fn a_record_with_a_gigantic_string_field_is_summarised_with_the_field_clipped() {
+    // Issue 18.9: "`cuca journal show` on a 4.7 MB record with a 1 GiB string field takes
+    // 2.1 GB and 162 s. Bound it." Every string reaches serde clipped, so what a summary holds
+    // is bounded by SUMMARY_STRING_BYTES, not by the field.
+    let prompt = "p".repeat(8 * SUMMARY_STRING_BYTES);
+    let name = "é".repeat(SUMMARY_STRING_BYTES);
+    let json = format!(
+        r#"{{"formatVersion":1,"sessionId":"s","routingKey":null,"recorder":{{"ggVersion":"0.1.0","commit":null}},"capabilities":{{}},"outcome":{{"kind":"complete"}},"seed":{{"baselineCommit":null,"buildPrompt":"{prompt}","slots":[]}},"agents":[{{"id":"a","profileId":"p","profileName":"{name}","origin":{{"kind":"root"}},"status":"started","ceiling":null}}],"pools":{{"messages":[],"toolsets":[],"texts":[]}},"clips":[],"entries":[{{"seq":0,"agent":"a","kind":"shell","origin":"hook","command":"{prompt}","cwd":".","exitStatus":0,"stdout":0,"stderr":0}}]}}"#
+    );
+    let summary = read_record_from(json.as_bytes(), Path::new("big.json")).unwrap();
+    let shown = &summary.seed.as_ref().unwrap().build_prompt;
+    assert!(shown.len() <= SUMMARY_STRING_BYTES + '…'.len_utf8());
+    assert!(shown.ends_with('…') && shown.starts_with("ppp"));
+    let profile = &summary.agents[0].profile_name;
+    assert!(profile.len() <= SUMMARY_STRING_BYTES + '…'.len_utf8());
+    assert!(profile.ends_with('…'));
+    // The counts are untouched by clipping.
+    assert_eq!(summary.n_entries, 1);
+    assert_eq!(summary.entries_by_kind.get("shell"), Some(&1));
 }

@@ -9,9 +9,11 @@ use std::any::Any;
 use std::io::{self, BufWriter, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::Receiver;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use super::queue::Queue;
 
 use crate::format::{End, JournalLine, StopReason};
 use crate::pool::push_line;
@@ -24,6 +26,7 @@ const BUF_BYTES: usize = 64 * 1024;
 const FLUSH_EVERY_BYTES: u64 = 1024 * 1024;
 
 /// One message on the queue: an indivisible run of whole lines, or the request to terminate.
+#[derive(Debug)]
 pub(crate) enum Batch {
     /// Whole lines, written together.
     Lines {
@@ -39,10 +42,26 @@ pub(crate) enum Batch {
     },
 }
 
+impl Batch {
+    /// The bytes this batch holds in memory while it waits (the terminating request: none).
+    pub(crate) fn byte_len(&self) -> u64 {
+        match self {
+            Batch::Lines { bytes, .. } => bytes.len() as u64,
+            Batch::Finish { .. } => 0,
+        }
+    }
+}
+
 /// What the writer shares with the recording side.
 #[derive(Debug, Default)]
 pub(crate) struct WriterShared {
     failed: AtomicBool,
+    /// `finish` stopped waiting for a writer stuck on the disk: if the disk ever lets go, the
+    /// writer drops whatever is still queued and terminates the journal as `write_failed`.
+    abandoned: AtomicBool,
+    /// Set when the writer thread has ended, whatever the way.
+    done: Mutex<bool>,
+    done_changed: Condvar,
     /// Bytes of the file known to be whole lines (flushed completely).
     durable_len: AtomicU64,
     /// Entry lines within `durable_len`.
@@ -77,6 +96,47 @@ impl WriterShared {
         )
     }
 
+    pub(crate) fn abandon(&self) {
+        self.abandoned.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Acquire)
+    }
+
+    fn mark_done(&self) {
+        let mut done = match self.done.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *done = true;
+        self.done_changed.notify_all();
+    }
+
+    /// Waits at most `timeout` for the writer thread to end; whether it has.
+    pub(crate) fn wait_done(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut done = match self.done.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        while !*done {
+            let left = match deadline {
+                Some(deadline) => deadline.saturating_duration_since(Instant::now()),
+                // A timeout too long to represent is no bound at all.
+                None => Duration::from_secs(u64::from(u32::MAX)),
+            };
+            if left.is_zero() {
+                return false;
+            }
+            done = match self.done_changed.wait_timeout(done, left) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        true
+    }
+
     fn publish(&self, len: u64, entries: u64) {
         self.durable_entries.store(entries, Ordering::Release);
         self.durable_len.store(len, Ordering::Release);
@@ -86,7 +146,7 @@ impl WriterShared {
 /// Starts the writer thread over `sink`.
 pub(crate) fn spawn(
     sink: Box<dyn Write + Send>,
-    queue: Receiver<Batch>,
+    queue: Arc<Queue>,
     shared: Arc<WriterShared>,
 ) -> io::Result<JoinHandle<()>> {
     thread::Builder::new()
@@ -106,7 +166,8 @@ pub(crate) fn spawn(
             }
             // The queue closes only now, after the failure is on record, so a sender that
             // finds it closed also finds why.
-            drop(queue);
+            queue.close_writer();
+            shared.mark_done();
         })
 }
 
@@ -120,21 +181,24 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
-fn write_loop(
-    sink: Box<dyn Write + Send>,
-    queue: &Receiver<Batch>,
-    shared: &WriterShared,
-) -> io::Result<()> {
+fn write_loop(sink: Box<dyn Write + Send>, queue: &Queue, shared: &WriterShared) -> io::Result<()> {
     let mut out = BufWriter::with_capacity(BUF_BYTES, sink);
     let (mut len, mut entries) = (0u64, 0u64);
     loop {
         // Every sender gone without a Finish: the run dropped its recorder without finishing,
         // so the journal ends without a terminating line, which is what says so.
-        let Ok(mut batch) = queue.recv() else {
+        let Some(mut batch) = queue.pop() else {
             return Ok(());
         };
         let (mut pending_len, mut pending_entries) = (0u64, 0u64);
         loop {
+            if shared.abandoned() {
+                // `finish` gave up on this writer while it was stuck; the disk let go. What is
+                // still queued is dropped and the journal ends here, saying lines were lost.
+                batch = Batch::Finish {
+                    reason: Some(StopReason::WriteFailed),
+                };
+            }
             match batch {
                 Batch::Lines {
                     bytes,
@@ -166,9 +230,9 @@ fn write_loop(
             if pending_len >= FLUSH_EVERY_BYTES {
                 break;
             }
-            match queue.try_recv() {
-                Ok(next) => batch = next,
-                Err(_) => break,
+            match queue.try_pop() {
+                Some(next) => batch = next,
+                None => break,
             }
         }
         out.flush()?;

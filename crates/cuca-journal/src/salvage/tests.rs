@@ -18,11 +18,46 @@ fn a_refused_journal_is_swallowed_and_leaves_no_scratch_tree() {
     std::fs::write(&journal, b"{\"line\":\"header\",\"formatVersion\":2}\n").unwrap();
     let run_dir = dir.path().join("run");
     assert!(salvage(&journal, &run_dir).is_none());
-    let left: Vec<_> = std::fs::read_dir(&run_dir).unwrap().collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    // Issue 20.7: no empty run directory is left behind either.
+    assert!(!run_dir.exists());
     // The container's copy is never touched.
     assert_eq!(
         std::fs::read(&journal).unwrap(),
         b"{\"line\":\"header\",\"formatVersion\":2}\n"
     );
+}
+
+#[test]
+fn a_failed_salvage_names_the_journal_leaves_no_run_directory_and_a_kept_journal_is_not_removed() {
+    // Issue 20.7: "A failed `journal salvage`/`assemble` leaves an empty run directory behind
+    // and prints two lines, the first naming a scratch path that no longer exists; `salvage
+    // --json` says "journal_removed": true while the journal is still there."
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("replay.ndjson");
+    std::fs::write(&journal, b"{\"line\":\"header\",\"formatVersion\":2}\n").unwrap();
+    let run_dir = dir.path().join("run");
+    let error = try_salvage(&journal, &run_dir).unwrap_err().to_string();
+    assert!(error.contains(&journal.display().to_string()), "{error}");
+    assert!(!error.contains(".cuca-salvage-"), "{error}");
+    assert!(!run_dir.exists());
+    // A run directory that was there before stays, empty or not.
+    std::fs::create_dir_all(&run_dir).unwrap();
+    assert!(try_salvage(&journal, &run_dir).is_err());
+    assert!(run_dir.is_dir());
+
+    let good = dir.path().join("good.ndjson");
+    std::fs::write(
+        &good,
+        concat!(
+            r#"{"line":"header","formatVersion":1,"sessionId":"s","routingKey":null,"capabilities":{},"recorder":{"ggVersion":"0.1.0","commit":null}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let report = try_salvage(&good, &dir.path().join("run2"))
+        .unwrap()
+        .unwrap();
+    assert!(!report.journal_removed, "the journal is still there");
+    assert!(good.exists());
+    assert_eq!(report.outcome, crate::Outcome::SessionKilled);
 }

@@ -18,9 +18,11 @@ use tokio::net::{TcpListener, TcpStream};
 async fn start(runs_dir: &Path) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = cuca_journal::serve::router(runs_dir);
+    let app = cuca_serve::router(runs_dir);
     tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
+        cuca_serve::serve(listener, app, cuca_serve::ServeLimits::default())
+            .await
+            .unwrap();
     });
     addr
 }
