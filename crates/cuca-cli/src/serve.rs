@@ -26,6 +26,13 @@ pub(crate) struct ServeArgs {
     /// How many connections are served at once; more wait in the listen backlog.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
+    /// Also serve the viewer's pages (`cuca view`) over these session directories, with the
+    /// runs directory's runs; repeat for several directories.
+    #[arg(long = "sessions", value_name = "DIR")]
+    sessions: Vec<PathBuf>,
+    /// With `--sessions`: the call log the viewer's call-log page summarises.
+    #[arg(long, value_name = "FILE", requires = "sessions")]
+    calls: Option<PathBuf>,
 }
 
 /// Binds `listen`, prints the URL on stdout (flushed, so a supervisor or a test can read it),
@@ -37,6 +44,14 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), CliError> {
             "runs directory {} is not a directory",
             runs.display()
         )));
+    }
+    for dir in &args.sessions {
+        if !dir.is_dir() {
+            return Err(CliError::Usage(format!(
+                "session directory {} is not a directory",
+                dir.display()
+            )));
+        }
     }
     let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
     let limits = ServeLimits::new(args.header_timeout, args.idle_timeout, max_connections);
@@ -62,9 +77,23 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), CliError> {
                 "serving GET http://{address}/runs/{{id}}/replay from {}",
                 runs.display()
             );
+            if !args.sessions.is_empty() {
+                let _ = writeln!(out, "viewer at http://{address}/");
+            }
             let _ = out.flush();
         }
-        cuca_serve::serve(listener, cuca_serve::router(runs), limits)
+        let mut app = cuca_serve::router(runs);
+        if !args.sessions.is_empty() {
+            // The viewer's pages beside the record route: `/runs/{id}` is the viewer's page
+            // of a run, `/runs/{id}/replay` the record itself.
+            let mut config =
+                cuca_view::ViewConfig::new(args.sessions.clone()).with_runs_dir(runs.clone());
+            if let Some(calls) = &args.calls {
+                config = config.with_call_log(calls);
+            }
+            app = app.merge(cuca_view::router(config));
+        }
+        cuca_serve::serve(listener, app, limits)
             .await
             .map_err(|error| CliError::Failed(format!("serve on {address}: {error}")))
     })

@@ -79,8 +79,14 @@ pub(crate) fn run(args: ViewArgs) -> Result<(), CliError> {
             let _ = writeln!(out, "cuca view: http://{address}/");
             let _ = out.flush();
         }
-        axum::serve(listener, cuca_view::router(config))
-            .await
-            .map_err(|error| CliError::Failed(format!("serve on {address}: {error}")))
+        // The same limits as `cuca serve`: header-read and idle timeouts and a connection cap,
+        // so slow or silent clients cannot hold the viewer.
+        cuca_serve::serve(
+            listener,
+            cuca_view::router(config),
+            cuca_serve::ServeLimits::default(),
+        )
+        .await
+        .map_err(|error| CliError::Failed(format!("serve on {address}: {error}")))
     })
 }

@@ -105,3 +105,39 @@ fn view_refuses_a_missing_directory_and_a_bad_address_as_usage_errors() {
         "{stderr}"
     );
 }
+
+#[test]
+fn serve_with_sessions_serves_the_viewer_pages_beside_the_record_route() {
+    // Issue 22: "`cuca view DIR…` … (and the same pages under `cuca serve`)".
+    let runs = tempfile::tempdir().unwrap();
+    let mut child = Child(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"))
+            .arg("serve")
+            .arg("--runs")
+            .arg(runs.path())
+            .arg("--sessions")
+            .arg(common::fixtures_dir())
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(child.0.stdout.take().unwrap());
+    let mut first = String::new();
+    lines.read_line(&mut first).unwrap();
+    let address = first
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_owned();
+    let (head, body) = http_get(&address, "/");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(body.contains(">demo<"), "{body}");
+    let (head, body) = http_get(&address, "/runs");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(body.contains("No assembled run"), "{body}");
+    let (head, _) = http_get(&address, "/runs/run-1/replay");
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+    drop(lines);
+}

@@ -322,7 +322,9 @@ impl FileBackend {
         match self.open_stored(session_id)? {
             Some((file, Stored::Live(path))) => scan_reader_as(file, &path, Some(session_id)),
             // The report of the `.cslog` bytes inside, naming the compacted file.
-            Some((file, Stored::Compacted(path))) => scan_reader_as(compacted_reader(file), &path, Some(session_id)),
+            Some((file, Stored::Compacted(path))) => {
+                scan_reader_as(compacted_reader(file), &path, Some(session_id))
+            }
             None => Err(PluginError::NotFound {
                 what: "session".into(),
                 id: session_id.into(),
@@ -783,7 +785,9 @@ impl SessionBackend for FileBackend {
 
     fn replay(&self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {
         match self.open_stored(session_id)? {
-            Some((file, Stored::Live(path))) => scan_reader_as(file, &path, Some(session_id))?.into_records(),
+            Some((file, Stored::Live(path))) => {
+                scan_reader_as(file, &path, Some(session_id))?.into_records()
+            }
             Some((file, Stored::Compacted(path))) => {
                 scan_reader_as(compacted_reader(file), &path, Some(session_id))?.into_records()
             }

@@ -15,8 +15,8 @@ use cuca_events::{PluginError, SessionRecord};
 use flate2::read::GzDecoder;
 
 use crate::backend::MAX_FILE_NAME_LEN;
-use crate::files::try_lock;
 use crate::codec::{encode_frame_with, HEADER};
+use crate::files::try_lock;
 use crate::scan::{
     open_regular_file, scan_reader_as, scan_session, ScanReport, SkippedFrame, Verdict,
 };
