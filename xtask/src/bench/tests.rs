@@ -113,6 +113,7 @@ fn every_row_reads_a_bench_that_some_target_runs() {
         "stream_10k_chunks/",
         "assemble/",
         "replay_100k/",
+        "open_1M/",
     ];
     for row in ROWS {
         for source in [row.of, row.against] {
