@@ -144,6 +144,15 @@ impl Proxy {
         &self.shared.run_id
     }
 
+    /// Waits until no call is being recorded in `session`: the writer is free, so every
+    /// record of the calls before is in the store. A graceful shutdown waits on it, and so
+    /// does a test that reads a session after its caller hung up.
+    pub async fn settled(&self, session: &str) {
+        if let Some(slot) = self.shared.slots.existing(session) {
+            drop(slot.lock.lock().await);
+        }
+    }
+
     /// The routes: `POST /v1/chat/completions`, `GET /v1/models`, and both again under
     /// `/s/{session}`; anything else is an OpenAI-shaped 404.
     pub fn router(&self) -> Router {

@@ -100,6 +100,12 @@ impl Slots {
         }
     }
 
+    /// The writer of `session`, if one was made.
+    pub(crate) fn existing(&self, session: &str) -> Option<Arc<Slot>> {
+        let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        slots.get(session).cloned()
+    }
+
     /// The writer of `session`, made on first use. When the table is full, writers nobody
     /// holds are dropped (a new one re-reads its session's tail from the store); when every
     /// one is in use, the call is refused with a 503 rather than the table growing.

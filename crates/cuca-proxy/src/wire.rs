@@ -223,7 +223,15 @@ pub(crate) fn decode_completion(
             .map(str::to_owned);
         if let Some(message) = choice.get("message") {
             if let Ok(Message { content, .. }) = message_of(message) {
-                blocks = content;
+                // A stream yields nothing for an empty delta; neither does its whole form.
+                blocks = content
+                    .into_iter()
+                    .filter(|block| match block {
+                        MessageContentBlock::Text { text } => !text.is_empty(),
+                        MessageContentBlock::Thinking { thinking } => !thinking.is_empty(),
+                        _ => true,
+                    })
+                    .collect();
             }
         }
     }
