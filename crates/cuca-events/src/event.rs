@@ -103,6 +103,11 @@ pub enum SessionEvent {
         /// The tools offered, as a JSON array of `{name, description, parameters}`
         /// objects; `[]` when none were.
         tools: String,
+        /// How many messages the request carried, every role counted: the conversation
+        /// position the call was made at, which the `Message` records alone cannot give
+        /// (they are written once per position, so a call that repeats an earlier prefix
+        /// adds none).
+        messages: u64,
     },
     /// How one model call ended: written by a session log that was asked to record call
     /// metadata, just before the call's Latency-then-TokenUsage pair.

@@ -87,11 +87,12 @@ pub fn event() -> impl Strategy<Value = SessionEvent> {
                 to_session,
             }
         }),
-        (any::<String>(), any::<String>(), any::<String>()).prop_map(
-            |(model, parameters, tools)| SessionEvent::CallRequest {
+        (any::<String>(), any::<String>(), any::<String>(), any::<u64>()).prop_map(
+            |(model, parameters, tools, messages)| SessionEvent::CallRequest {
                 model,
                 parameters,
                 tools,
+                messages,
             }
         ),
         (any::<Option<String>>(), any::<String>())
@@ -226,6 +227,7 @@ fn postcard_variant_indices_are_pinned() {
             model: String::new(),
             parameters: String::new(),
             tools: String::new(),
+            messages: 0,
         },
         SessionEvent::CallFinish {
             finish_reason: None,

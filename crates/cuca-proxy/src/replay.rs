@@ -73,37 +73,75 @@ pub(crate) fn lookup(
             ));
         }
     }
-    let mut asked_with = Vec::with_capacity(trajectory.len());
+    let systems: Vec<(usize, String)> = request
+        .messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == Role::System)
+        .map(|(i, m)| (i, m.text()))
+        .collect();
+    // A turn's position: the messages its request carried, from its CallRequest record. A
+    // recording without call metadata falls back on counting Message records from the start,
+    // which is exact as long as every call extended the conversation.
+    let by_metadata = trajectory
+        .turns()
+        .iter()
+        .any(|turn| turn.call().request().is_some());
+    let mut positions = Vec::with_capacity(trajectory.len());
     let mut count = 0;
     for turn in trajectory.turns() {
         count += turn.messages().len();
-        asked_with.push(count);
+        positions.push(if by_metadata {
+            turn.call().request().map(|r| r.messages as usize)
+        } else {
+            Some(count)
+        });
     }
+    let target = if by_metadata {
+        request.messages.len()
+    } else {
+        n
+    };
     let at_position: Vec<usize> = (0..trajectory.len())
-        .filter(|&t| asked_with[t] == n)
+        .filter(|&t| positions[t] == Some(target))
         .collect();
     let complete: Vec<usize> = at_position
         .iter()
         .copied()
         .filter(|&t| trajectory.turns()[t].is_complete())
         .collect();
-    // Of several turns asked at one position (a call retried after it was cut short), the
-    // last that ended with a finish reason is the one the agent went on from.
-    let chosen = complete
+    // Of several turns asked at one position, those with the request's system prompts (a side
+    // call with its own prompt is another conversation), and of those the last that ended with
+    // a finish reason: a call retried after it was cut short is the one the agent went on from.
+    let same_system: Vec<usize> = complete
+        .iter()
+        .copied()
+        .filter(|&t| {
+            let prompts = trajectory.turns()[t].system_prompts();
+            prompts.len() == systems.len()
+                && prompts.iter().zip(&systems).all(|(want, (_, got))| want == got)
+        })
+        .collect();
+    let pool = if same_system.is_empty() {
+        &complete
+    } else {
+        &same_system
+    };
+    let chosen = pool
         .iter()
         .rev()
         .find(|&&t| {
             let call = trajectory.turns()[t].call();
             !call.has_finish() || call.finish_reason().is_some()
         })
-        .or(complete.last())
+        .or(pool.last())
         .copied();
     let Some(turn_idx) = chosen else {
-        let total = recorded.len();
-        if n > total || !at_position.is_empty() {
+        let furthest = positions.iter().flatten().max().copied().unwrap_or(0);
+        if target > furthest || !at_position.is_empty() {
             let message = if at_position.is_empty() {
                 format!(
-                    "session {session:?} has {} recorded turns, the last asked with {total} user and assistant messages; this request, with {n}, comes after it",
+                    "session {session:?} has {} recorded turns, the furthest asked with {furthest} messages; this request, with {target}, comes after it",
                     trajectory.len()
                 )
             } else {
@@ -122,27 +160,21 @@ pub(crate) fn lookup(
                 .in_session(session),
             );
         }
-        // The request agrees with the recording as far as it goes, but stops where no turn
-        // was asked: its next message is missing.
+        // The request agrees with the recording as far as it goes, but no turn was asked
+        // with as many messages as it carries.
         let index = request.messages.len();
-        return Lookup::Diverged(
-            diverged(
-                session,
-                index,
-                &describe(recorded[n]),
-                "no message (the request ends here)",
-            )
-            .with_param(format!("messages[{index}]")),
-        );
+        let expected = match recorded.get(n) {
+            Some(next) => describe(next),
+            None => "a turn asked with as many messages".to_owned(),
+        };
+        return Lookup::Diverged(diverged(
+            session,
+            index,
+            &expected,
+            "no message (the request ends here)",
+        ));
     };
     let turn = &trajectory.turns()[turn_idx];
-    let systems: Vec<(usize, String)> = request
-        .messages
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| m.role == Role::System)
-        .map(|(i, m)| (i, m.text()))
-        .collect();
     let expected = turn.system_prompts();
     for i in 0..systems.len().max(expected.len()) {
         match (expected.get(i), systems.get(i)) {

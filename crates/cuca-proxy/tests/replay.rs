@@ -293,3 +293,35 @@ async fn of_a_cut_call_and_its_retry_the_retry_is_replayed() {
     assert_eq!(headers["x-cuca-turn"], "1");
     assert_eq!(blocks_of_sse(&body), blocks_of_sse(TOOL_STREAM.as_bytes()));
 }
+
+/// A call that repeats an earlier prefix writes no Message record (the seed records a
+/// position once), so turns are placed by the message count their CallRequest holds, not by
+/// counting Message records: the second turn is still found after a side call that re-asked
+/// the first prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_are_placed_by_the_message_count_each_call_was_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = upstream().await;
+    let proxy = recording(&upstream, dir.path()).await;
+    for (name, answer) in [
+        ("stream-basic", None),
+        ("stream-second-turn", None),
+        ("stream-basic", Some("tools")),
+    ] {
+        let mut builder = client().post(proxy.chat_url(Some("side"))).body(request(name));
+        if let Some(answer) = answer {
+            builder = builder.header("X-Test-Answer", answer);
+        }
+        assert_eq!(builder.send().await.unwrap().bytes().await.unwrap().is_empty(), false);
+    }
+    drop(proxy);
+    upstream.stop().await;
+    let replay = replaying(dir.path()).await;
+    let (status, headers, body) = post(&replay.chat_url(Some("side")), request("stream-second-turn")).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["x-cuca-turn"], "1");
+    assert_eq!(blocks_of_sse(&body), blocks_of_sse(&fixture("stream-second-turn.body")));
+    let (_, headers, body) = post(&replay.chat_url(Some("side")), request("stream-basic")).await;
+    assert_eq!(headers["x-cuca-turn"], "2");
+    assert_eq!(blocks_of_sse(&body), blocks_of_sse(TOOL_STREAM.as_bytes()));
+}

@@ -13,6 +13,8 @@ pub struct CallParameters {
     pub parameters: String,
     /// The tools offered, as the JSON text of an array of `{name, description, parameters}`.
     pub tools: String,
+    /// How many messages the request carried, every role counted.
+    pub messages: u64,
 }
 
 /// A turn's call metadata: the `CallRequest` and `CallFinish` records a session log writes
@@ -62,11 +64,13 @@ impl CallMetadata {
                 model,
                 parameters,
                 tools,
+                messages,
             } => {
                 self.request = Some(CallParameters {
                     model,
                     parameters,
                     tools,
+                    messages,
                 });
             }
             SessionEvent::CallFinish {

@@ -42,6 +42,7 @@ pub(crate) fn request_event(request: &UnifiedRequest) -> SessionEvent {
         model: request.model.clone(),
         parameters: Value::Object(parameters).to_string(),
         tools: Value::Array(tools).to_string(),
+        messages: request.messages.len() as u64,
     }
 }
 

@@ -105,11 +105,13 @@ fn a_plugin_asked_records_what_the_call_was_sent_and_how_it_ended_inside_the_tur
         model,
         parameters,
         tools,
+        messages,
     } = &records[2].event
     else {
         panic!("record 2 is {:?}", records[2].event);
     };
     assert_eq!(model, "tiny");
+    assert_eq!(*messages, 2);
     let parameters: serde_json::Value = serde_json::from_str(parameters).unwrap();
     assert_eq!(
         parameters,

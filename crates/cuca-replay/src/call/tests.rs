@@ -19,6 +19,7 @@ fn call_request() -> SessionEvent {
         model: "tiny".into(),
         parameters: "{\"temperature\":0.0}".into(),
         tools: "[]".into(),
+        messages: 2,
     }
 }
 
@@ -78,6 +79,7 @@ fn call_records_become_the_turns_call_metadata_and_change_nothing_the_seed_defin
         call.request().map(|r| r.parameters.as_str()),
         Some("{\"temperature\":0.0}")
     );
+    assert_eq!(call.request().map(|r| r.messages), Some(2));
     assert_eq!(call.finish_reason(), Some("length"));
     assert_eq!(call.served_model(), Some("cuca-tiny-random"));
     assert!(call.has_finish());
