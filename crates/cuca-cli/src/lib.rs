@@ -48,6 +48,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod error;
 mod journal;
 mod logs;
+mod proxy;
 mod serve;
 mod sessions;
 mod ui;
@@ -169,6 +170,8 @@ enum Command {
     /// Capture journals: assemble, salvage, show a record.
     #[command(subcommand)]
     Journal(journal::JournalCommand),
+    /// Record any agent's model calls through an OpenAI-compatible proxy, or replay them.
+    Proxy(proxy::ProxyArgs),
     /// Serve `GET /runs/{id}/replay` from a directory of run directories.
     Serve {
         /// The directory holding one subdirectory per run (`{id}/replay.json.gz`).
@@ -263,5 +266,6 @@ fn dispatch(command: Command) -> Result<(), CliError> {
         Command::Logs(args) => logs::run(&args),
         Command::Journal(command) => journal::run(command),
         Command::Serve { runs, listen } => serve::run(&runs, &listen),
+        Command::Proxy(args) => proxy::run(&args),
     }
 }
