@@ -46,7 +46,10 @@ pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
     config.default_session = args.session.clone();
     config.max_body_bytes = args.max_body_bytes;
     let backend = cuca::FileBackend::new(&args.dir).map_err(|error| {
-        CliError::Usage(format!("sessions directory {}: {error}", args.dir.display()))
+        CliError::Usage(format!(
+            "sessions directory {}: {error}",
+            args.dir.display()
+        ))
     })?;
     let proxy = Proxy::new(config, Arc::new(backend))
         .map_err(|error| CliError::Usage(error.to_string()))?;

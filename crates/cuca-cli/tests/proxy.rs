@@ -1,5 +1,7 @@
 //! `cuca proxy` through the real binary: it prints where it listens and answers in OpenAI's
 //! shape; the proxy's behaviour itself is tested in `crates/cuca-proxy`.
+// The helpers outside `#[test]` functions unwrap too: a failed step is a failed test.
+#![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -28,7 +30,14 @@ fn proxy_in_replay_mode_listens_on_loopback_and_answers_in_openai_shape() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Child(
         std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"))
-            .args(["proxy", "--mode", "replay", "--listen", "127.0.0.1:0", "--dir"])
+            .args([
+                "proxy",
+                "--mode",
+                "replay",
+                "--listen",
+                "127.0.0.1:0",
+                "--dir",
+            ])
             .arg(dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -63,8 +72,16 @@ fn proxy_in_replay_mode_listens_on_loopback_and_answers_in_openai_shape() {
         ),
     );
     assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
-    assert!(answer.to_ascii_lowercase().contains("x-cuca-session: nobody"), "{answer}");
-    assert!(answer.contains("\"code\":\"cuca_session_not_found\""), "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("x-cuca-session: nobody"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("\"code\":\"cuca_session_not_found\""),
+        "{answer}"
+    );
     drop(lines);
 }
 

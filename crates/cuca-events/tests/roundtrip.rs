@@ -87,19 +87,26 @@ pub fn event() -> impl Strategy<Value = SessionEvent> {
                 to_session,
             }
         }),
-        (any::<String>(), any::<String>(), any::<String>(), any::<u64>()).prop_map(
-            |(model, parameters, tools, messages)| SessionEvent::CallRequest {
-                model,
-                parameters,
-                tools,
-                messages,
-            }
-        ),
-        (any::<Option<String>>(), any::<String>())
-            .prop_map(|(finish_reason, model)| SessionEvent::CallFinish {
+        (
+            any::<String>(),
+            any::<String>(),
+            any::<String>(),
+            any::<u64>()
+        )
+            .prop_map(
+                |(model, parameters, tools, messages)| SessionEvent::CallRequest {
+                    model,
+                    parameters,
+                    tools,
+                    messages,
+                }
+            ),
+        (any::<Option<String>>(), any::<String>()).prop_map(|(finish_reason, model)| {
+            SessionEvent::CallFinish {
                 finish_reason,
-                model
-            }),
+                model,
+            }
+        }),
     ]
 }
 

@@ -112,11 +112,13 @@ impl ProxyConfig {
 
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ProxyError> {
-        if self.mode.forwards() && self.upstream.as_deref().is_none_or(|u| u.trim().is_empty())
-        {
+        if self.mode.forwards() && self.upstream.as_deref().is_none_or(|u| u.trim().is_empty()) {
             return Err(ProxyError::InvalidConfig {
                 field: "upstream",
-                message: format!("{} mode forwards calls, so it needs an upstream url", self.mode),
+                message: format!(
+                    "{} mode forwards calls, so it needs an upstream url",
+                    self.mode
+                ),
             });
         }
         if let Some(message) = crate::session::invalid_session_id(&self.default_session) {

@@ -119,7 +119,10 @@ pub(crate) fn lookup(
         .filter(|&t| {
             let prompts = trajectory.turns()[t].system_prompts();
             prompts.len() == systems.len()
-                && prompts.iter().zip(&systems).all(|(want, (_, got))| want == got)
+                && prompts
+                    .iter()
+                    .zip(&systems)
+                    .all(|(want, (_, got))| want == got)
         })
         .collect();
     let pool = if same_system.is_empty() {
@@ -279,10 +282,19 @@ pub(crate) fn render(
     });
     let id = format!("chatcmpl-cuca-{turn_idx}");
     let (content_type, body) = if request.stream {
-        let chunks = sse(turn, &id, &model, &finish, request.include_usage.then_some(usage));
-        ("text/event-stream", Body::from_stream(futures::stream::iter(
-            chunks.into_iter().map(Ok::<Bytes, std::io::Error>),
-        )))
+        let chunks = sse(
+            turn,
+            &id,
+            &model,
+            &finish,
+            request.include_usage.then_some(usage),
+        );
+        (
+            "text/event-stream",
+            Body::from_stream(futures::stream::iter(
+                chunks.into_iter().map(Ok::<Bytes, std::io::Error>),
+            )),
+        )
     } else {
         let body = completion_object(turn, &id, &model, &finish, usage);
         ("application/json", Body::from(body.to_string()))
@@ -293,7 +305,10 @@ pub(crate) fn render(
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     for (name, value) in [
         (SESSION_HEADER, session.to_owned()),
-        (POINT_HEADER, format!("{session}:{}", turn.sequence_range().start())),
+        (
+            POINT_HEADER,
+            format!("{session}:{}", turn.sequence_range().start()),
+        ),
         (TURN_HEADER, turn_idx.to_string()),
     ] {
         if let Ok(value) = HeaderValue::from_str(&value) {
@@ -320,13 +335,7 @@ fn event(value: &Value) -> Bytes {
 /// One event per recorded block — reasoning as `reasoning_content`, text as `content`, each
 /// tool call whole in one `tool_calls` delta — then the finish reason, the usage chunk when
 /// asked for, and `[DONE]`.
-fn sse(
-    turn: &ReplayTurn,
-    id: &str,
-    model: &str,
-    finish: &str,
-    usage: Option<Value>,
-) -> Vec<Bytes> {
+fn sse(turn: &ReplayTurn, id: &str, model: &str, finish: &str, usage: Option<Value>) -> Vec<Bytes> {
     let mut out = Vec::with_capacity(turn.blocks().len() + 4);
     out.push(event(&chunk(
         id,
@@ -372,7 +381,13 @@ fn sse(
     out
 }
 
-fn completion_object(turn: &ReplayTurn, id: &str, model: &str, finish: &str, usage: Value) -> Value {
+fn completion_object(
+    turn: &ReplayTurn,
+    id: &str,
+    model: &str,
+    finish: &str,
+    usage: Value,
+) -> Value {
     let mut text = String::new();
     let mut reasoning = String::new();
     let mut tool_calls = Vec::new();

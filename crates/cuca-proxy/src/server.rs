@@ -76,7 +76,9 @@ fn upstream_url(base: &str, tail: &str) -> Result<reqwest::Url, ProxyError> {
         return Err(invalid("it names no host".into()));
     }
     if url.query().is_some() || url.fragment().is_some() {
-        return Err(invalid("an upstream url carries no query or fragment".into()));
+        return Err(invalid(
+            "an upstream url carries no query or fragment".into(),
+        ));
     }
     let path = url.path().trim_end_matches('/').to_owned();
     let path = if path.ends_with("/v1") {
@@ -181,7 +183,11 @@ impl Proxy {
     }
 }
 
-async fn chat_default(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
+async fn chat_default(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     chat(shared, None, headers, body).await
 }
 
@@ -213,7 +219,9 @@ async fn read_body(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<B
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
-    axum::body::to_bytes(body, max).await.map_err(|_| too_large())
+    axum::body::to_bytes(body, max)
+        .await
+        .map_err(|_| too_large())
 }
 
 async fn chat(
@@ -373,7 +381,10 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
             StatusCode::BAD_GATEWAY,
             "upstream_error",
             "cuca_upstream_broken",
-            format!("the upstream's model list broke off: {}", root_cause(&error)),
+            format!(
+                "the upstream's model list broke off: {}",
+                root_cause(&error)
+            ),
         )
         .into_response(),
     }

@@ -136,7 +136,9 @@ fn message_of(wire: &Value) -> Result<Message, String> {
         Some(Value::Array(parts)) => {
             for part in parts {
                 match part.get("type").and_then(Value::as_str) {
-                    Some("text") => content.push(MessageContentBlock::text(str_field(part, "text"))),
+                    Some("text") => {
+                        content.push(MessageContentBlock::text(str_field(part, "text")))
+                    }
                     Some("image_url") => {
                         let url = part
                             .pointer("/image_url/url")

@@ -1,6 +1,8 @@
 //! Record mode, driven over HTTP with reqwest against the stand-in upstream that serves the
 //! committed llama-server transcripts (issue 21, "Transparent in record mode" and "Recorded
 //! as cuca records").
+// Test helpers unwrap: a failure there should stop the test at once.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -102,13 +104,18 @@ async fn non_streamed_and_reasoning_answers_are_forwarded_unchanged_and_recorded
             .unwrap();
         assert_eq!(response.status(), 200, "{name}");
         let got = response.bytes().await.unwrap();
-        assert_eq!(got.as_ref(), fixture(&format!("{name}.body")).as_slice(), "{name}");
+        assert_eq!(
+            got.as_ref(),
+            fixture(&format!("{name}.body")).as_slice(),
+            "{name}"
+        );
     }
-    let body: serde_json::Value =
-        serde_json::from_slice(&fixture("nonstream-basic.body")).unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&fixture("nonstream-basic.body")).unwrap();
     let text = body["choices"][0]["message"]["content"].as_str().unwrap();
     let records = proxy.records("plain");
-    assert!(records.iter().any(|r| r.event == SessionEvent::Output { text: text.into() }));
+    assert!(records
+        .iter()
+        .any(|r| r.event == SessionEvent::Output { text: text.into() }));
 
     let body: serde_json::Value =
         serde_json::from_slice(&fixture("nonstream-reasoning.body")).unwrap();
@@ -118,7 +125,14 @@ async fn non_streamed_and_reasoning_answers_are_forwarded_unchanged_and_recorded
     let kinds = proxy.kinds("think");
     assert_eq!(
         kinds,
-        ["Message", "CallRequest", "Reasoning", "CallFinish", "Latency", "TokenUsage"]
+        [
+            "Message",
+            "CallRequest",
+            "Reasoning",
+            "CallFinish",
+            "Latency",
+            "TokenUsage"
+        ]
     );
     assert_eq!(
         proxy.records("think")[2].event,
@@ -198,10 +212,18 @@ async fn upstream_errors_keep_status_and_body_and_write_call_log_rows_only() {
         assert_eq!(upstream.last().body.as_ref(), request(name).as_slice());
     }
     assert!(proxy.records("errors").is_empty());
-    let ends: Vec<_> = proxy.rows().into_iter().filter(|r| r.phase.is_empty()).collect();
+    let ends: Vec<_> = proxy
+        .rows()
+        .into_iter()
+        .filter(|r| r.phase.is_empty())
+        .collect();
     assert_eq!(ends.len(), 2);
     assert_eq!(ends[0].status, 400);
-    assert!(ends[0].error.contains("exceeds the available context size"), "{}", ends[0].error);
+    assert!(
+        ends[0].error.contains("exceeds the available context size"),
+        "{}",
+        ends[0].error
+    );
     assert_eq!(ends[0].messages, 1);
     assert_eq!(ends[1].status, 400);
     assert!(ends[1].error.contains("parse error"), "{}", ends[1].error);
@@ -236,7 +258,10 @@ async fn authorization_is_forwarded_and_never_written_to_disk() {
         .unwrap();
     assert_eq!(models.status(), 200);
     assert_eq!(models.text().await.unwrap(), MODELS);
-    assert_eq!(upstream.last().headers["authorization"], format!("Bearer {secret}"));
+    assert_eq!(
+        upstream.last().headers["authorization"],
+        format!("Bearer {secret}")
+    );
     let mut n_files = 0;
     for entry in walk(dir.path()) {
         n_files += 1;
@@ -244,7 +269,10 @@ async fn authorization_is_forwarded_and_never_written_to_disk() {
         let found = bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
         assert!(!found, "{} holds the key", entry.display());
     }
-    assert!(n_files >= 2, "the session file and the call log were written");
+    assert!(
+        n_files >= 2,
+        "the session file and the call log were written"
+    );
 }
 
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
@@ -282,11 +310,18 @@ async fn a_caller_that_hangs_up_cancels_the_upstream_call() {
     upstream.hang_started.notified().await;
     drop(response);
     // The upstream's body is dropped only when the proxy closes its connection.
-    tokio::time::timeout(std::time::Duration::from_secs(30), upstream.hang_dropped.notified())
-        .await
-        .expect("the proxy did not close the upstream connection");
+    tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        upstream.hang_dropped.notified(),
+    )
+    .await
+    .expect("the proxy did not close the upstream connection");
     proxy.proxy.settled("hang").await;
-    let ends: Vec<_> = proxy.rows().into_iter().filter(|r| r.phase.is_empty()).collect();
+    let ends: Vec<_> = proxy
+        .rows()
+        .into_iter()
+        .filter(|r| r.phase.is_empty())
+        .collect();
     assert_eq!(ends.len(), 1);
     assert_eq!(ends[0].ended, "cancelled");
     assert_eq!(ends[0].status, 200);
@@ -295,7 +330,13 @@ async fn a_caller_that_hangs_up_cancels_the_upstream_call() {
     let kinds: Vec<_> = records.iter().map(|r| r.event.kind()).collect();
     assert_eq!(
         kinds,
-        ["Message", "CallRequest", "CallFinish", "Latency", "TokenUsage"]
+        [
+            "Message",
+            "CallRequest",
+            "CallFinish",
+            "Latency",
+            "TokenUsage"
+        ]
     );
     assert_eq!(
         records[2].event,
@@ -328,8 +369,14 @@ async fn the_session_is_the_path_prefix_then_the_header_then_the_default() {
             session
         }
     };
-    assert_eq!(call(proxy.chat_url(Some("from-path")), Some("from-header")).await, "from-path");
-    assert_eq!(call(proxy.chat_url(None), Some("from-header")).await, "from-header");
+    assert_eq!(
+        call(proxy.chat_url(Some("from-path")), Some("from-header")).await,
+        "from-path"
+    );
+    assert_eq!(
+        call(proxy.chat_url(None), Some("from-header")).await,
+        "from-header"
+    );
     assert_eq!(call(proxy.chat_url(None), None).await, "default");
     for session in ["from-path", "from-header", "default"] {
         assert_eq!(proxy.kinds(session)[0], "SystemPrompt", "{session}");
@@ -372,7 +419,10 @@ async fn an_oversized_body_and_an_unknown_route_get_openai_shaped_errors() {
     assert_eq!(response.status(), 413);
     let error: serde_json::Value = response.json().await.unwrap();
     assert_eq!(error["error"]["code"], "cuca_request_too_large");
-    assert!(error["error"]["message"].as_str().unwrap().contains("64 bytes"));
+    assert!(error["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("64 bytes"));
     assert_eq!(upstream.calls(), 0);
 
     let response = client()
@@ -407,9 +457,17 @@ async fn an_unreachable_upstream_is_a_502() {
     let error: serde_json::Value = response.json().await.unwrap();
     assert_eq!(error["error"]["type"], "upstream_error");
     assert!(proxy.records("gone").is_empty());
-    let ends: Vec<_> = proxy.rows().into_iter().filter(|r| r.phase.is_empty()).collect();
+    let ends: Vec<_> = proxy
+        .rows()
+        .into_iter()
+        .filter(|r| r.phase.is_empty())
+        .collect();
     assert_eq!(ends.len(), 1);
-    assert!(ends[0].error.contains("did not answer"), "{}", ends[0].error);
+    assert!(
+        ends[0].error.contains("did not answer"),
+        "{}",
+        ends[0].error
+    );
 }
 
 /// "a slow or stuck caller never blocks other callers; many concurrent sessions": one caller
@@ -433,13 +491,21 @@ async fn a_stuck_caller_blocks_nobody_and_sixteen_sessions_record_at_once() {
     for i in 0..16 {
         let url = proxy.chat_url(Some(&format!("c{i}")));
         calls.push(tokio::spawn(async move {
-            let response = client().post(url).body(request("stream-basic")).send().await.unwrap();
+            let response = client()
+                .post(url)
+                .body(request("stream-basic"))
+                .send()
+                .await
+                .unwrap();
             assert_eq!(response.status(), 200);
             response.bytes().await.unwrap()
         }));
     }
     for call in calls {
-        assert_eq!(call.await.unwrap().as_ref(), fixture("stream-basic.body").as_slice());
+        assert_eq!(
+            call.await.unwrap().as_ref(),
+            fixture("stream-basic.body").as_slice()
+        );
     }
     for i in 0..16 {
         let kinds = proxy.kinds(&format!("c{i}"));
@@ -467,7 +533,10 @@ async fn a_tool_call_stream_is_recorded_as_one_tool_call() {
         .send()
         .await
         .unwrap();
-    assert_eq!(response.bytes().await.unwrap().as_ref(), TOOL_STREAM.as_bytes());
+    assert_eq!(
+        response.bytes().await.unwrap().as_ref(),
+        TOOL_STREAM.as_bytes()
+    );
     let records = proxy.records("tools");
     assert!(records.iter().any(|r| r.event
         == SessionEvent::ToolCall {

@@ -1,5 +1,7 @@
 //! Replay and auto mode (issue 21, "Replay mode"): recorded through the proxy, then answered
 //! from the recording with no upstream at all.
+// Test helpers unwrap: a failure there should stop the test at once.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -86,12 +88,18 @@ async fn a_recorded_turn_is_served_as_the_upstream_served_it_with_the_upstream_g
         assert_eq!(again, body);
     }
     assert_eq!(
-        post(&proxy.chat_url(Some("demo")), request("stream-basic")).await.1["x-cuca-point"],
+        post(&proxy.chat_url(Some("demo")), request("stream-basic"))
+            .await
+            .1["x-cuca-point"],
         "demo:0"
     );
 
     // A non-streamed call is answered with one chat.completion object.
-    let (status, _, body) = post(&proxy.chat_url(Some("think")), request("nonstream-reasoning")).await;
+    let (status, _, body) = post(
+        &proxy.chat_url(Some("think")),
+        request("nonstream-reasoning"),
+    )
+    .await;
     assert_eq!(status, 200);
     let got: Value = serde_json::from_slice(&body).unwrap();
     let want: Value = serde_json::from_slice(&fixture("nonstream-reasoning.body")).unwrap();
@@ -103,7 +111,10 @@ async fn a_recorded_turn_is_served_as_the_upstream_served_it_with_the_upstream_g
     assert_eq!(got["choices"][0]["message"]["content"], "");
     assert_eq!(got["choices"][0]["finish_reason"], "length");
     assert_eq!(got["model"], "cuca-tiny-random");
-    assert_eq!(got["usage"], json!({"prompt_tokens": 34, "completion_tokens": 24, "total_tokens": 58}));
+    assert_eq!(
+        got["usage"],
+        json!({"prompt_tokens": 34, "completion_tokens": 24, "total_tokens": 58})
+    );
 
     // A tool call comes back as one tool_calls delta the client's decoder assembles.
     let (status, _, body) = post(
@@ -113,12 +124,18 @@ async fn a_recorded_turn_is_served_as_the_upstream_served_it_with_the_upstream_g
     .await;
     assert_eq!(status, 200);
     assert_eq!(blocks_of_sse(&body), blocks_of_sse(TOOL_STREAM.as_bytes()));
-    assert!(String::from_utf8(body).unwrap().contains("\"finish_reason\":\"tool_calls\""));
+    assert!(String::from_utf8(body)
+        .unwrap()
+        .contains("\"finish_reason\":\"tool_calls\""));
 
     // A stream without stream_options gets no usage chunk.
     let mut no_usage: Value = serde_json::from_slice(&request("stream-basic")).unwrap();
     no_usage.as_object_mut().unwrap().remove("stream_options");
-    let (_, _, body) = post(&proxy.chat_url(Some("demo")), serde_json::to_vec(&no_usage).unwrap()).await;
+    let (_, _, body) = post(
+        &proxy.chat_url(Some("demo")),
+        serde_json::to_vec(&no_usage).unwrap(),
+    )
+    .await;
     assert!(!String::from_utf8(body).unwrap().contains("\"usage\""));
 }
 
@@ -132,8 +149,11 @@ async fn a_changed_prompt_is_a_409_that_says_where_it_diverged() {
 
     let mut changed: Value = serde_json::from_slice(&request("stream-second-turn")).unwrap();
     changed["messages"][1]["content"] = json!("The vault is in Porto. Reply with: noted");
-    let (status, headers, body) =
-        post(&proxy.chat_url(Some("demo")), serde_json::to_vec(&changed).unwrap()).await;
+    let (status, headers, body) = post(
+        &proxy.chat_url(Some("demo")),
+        serde_json::to_vec(&changed).unwrap(),
+    )
+    .await;
     assert_eq!(status, 409);
     assert_eq!(headers["x-cuca-session"], "demo");
     let error: Value = serde_json::from_slice(&body).unwrap();
@@ -142,14 +162,23 @@ async fn a_changed_prompt_is_a_409_that_says_where_it_diverged() {
     assert_eq!(error["error"]["param"], "messages[1]");
     let message = error["error"]["message"].as_str().unwrap();
     assert!(message.contains("messages[1]"), "{message}");
-    assert!(message.contains("expected user \"The vault is in Lisbon"), "{message}");
-    assert!(message.contains("got user \"The vault is in Porto"), "{message}");
+    assert!(
+        message.contains("expected user \"The vault is in Lisbon"),
+        "{message}"
+    );
+    assert!(
+        message.contains("got user \"The vault is in Porto"),
+        "{message}"
+    );
 
     // A changed system prompt is a divergence at its own index.
     let mut changed: Value = serde_json::from_slice(&request("stream-basic")).unwrap();
     changed["messages"][0]["content"] = json!("You are verbose.");
-    let (status, _, body) =
-        post(&proxy.chat_url(Some("demo")), serde_json::to_vec(&changed).unwrap()).await;
+    let (status, _, body) = post(
+        &proxy.chat_url(Some("demo")),
+        serde_json::to_vec(&changed).unwrap(),
+    )
+    .await;
     assert_eq!(status, 409);
     let error: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(error["error"]["param"], "messages[0]");
@@ -157,8 +186,11 @@ async fn a_changed_prompt_is_a_409_that_says_where_it_diverged() {
     // Long texts are clipped on both sides.
     let mut long: Value = serde_json::from_slice(&request("stream-basic")).unwrap();
     long["messages"][1]["content"] = json!("x".repeat(5000));
-    let (status, _, body) =
-        post(&proxy.chat_url(Some("demo")), serde_json::to_vec(&long).unwrap()).await;
+    let (status, _, body) = post(
+        &proxy.chat_url(Some("demo")),
+        serde_json::to_vec(&long).unwrap(),
+    )
+    .await;
     assert_eq!(status, 409);
     let error: Value = serde_json::from_slice(&body).unwrap();
     let message = error["error"]["message"].as_str().unwrap();
@@ -182,12 +214,18 @@ async fn an_unknown_session_or_a_turn_past_the_end_is_a_404() {
     let messages = third["messages"].as_array_mut().unwrap();
     messages.push(json!({"role": "assistant", "content": "Lisbon"}));
     messages.push(json!({"role": "user", "content": "And the key?"}));
-    let (status, _, body) =
-        post(&proxy.chat_url(Some("demo")), serde_json::to_vec(&third).unwrap()).await;
+    let (status, _, body) = post(
+        &proxy.chat_url(Some("demo")),
+        serde_json::to_vec(&third).unwrap(),
+    )
+    .await;
     assert_eq!(status, 404);
     let error: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(error["error"]["code"], "cuca_turn_not_found");
-    assert!(error["error"]["message"].as_str().unwrap().contains("comes after it"));
+    assert!(error["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("comes after it"));
 
     // Not JSON at all is the caller's error, said in OpenAI's shape.
     let (status, _, body) = post(&proxy.chat_url(Some("demo")), request("error-bad-json")).await;
@@ -219,10 +257,14 @@ async fn auto_replays_what_is_recorded_and_forwards_what_is_not() {
     )
     .await;
     let before = proxy.records("demo").len();
-    let (status, headers, body) = post(&proxy.chat_url(Some("demo")), request("stream-basic")).await;
+    let (status, headers, body) =
+        post(&proxy.chat_url(Some("demo")), request("stream-basic")).await;
     assert_eq!(status, 200);
     assert_eq!(headers["x-cuca-turn"], "0");
-    assert_eq!(blocks_of_sse(&body), blocks_of_sse(&fixture("stream-basic.body")));
+    assert_eq!(
+        blocks_of_sse(&body),
+        blocks_of_sse(&fixture("stream-basic.body"))
+    );
     assert_eq!(upstream.calls(), 0);
     assert_eq!(proxy.records("demo").len(), before);
 
@@ -250,7 +292,11 @@ async fn auto_replays_what_is_recorded_and_forwards_what_is_not() {
     // A divergent request is still a 409: the recording says otherwise at that position.
     let mut changed: Value = serde_json::from_slice(&request("stream-basic")).unwrap();
     changed["messages"][1]["content"] = json!("Something else");
-    let (status, _, _) = post(&proxy.chat_url(Some("demo")), serde_json::to_vec(&changed).unwrap()).await;
+    let (status, _, _) = post(
+        &proxy.chat_url(Some("demo")),
+        serde_json::to_vec(&changed).unwrap(),
+    )
+    .await;
     assert_eq!(status, 409);
     assert_eq!(upstream.calls(), 1);
 }
@@ -262,7 +308,8 @@ async fn of_a_cut_call_and_its_retry_the_retry_is_replayed() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = upstream().await;
     let proxy = recording(&upstream, dir.path()).await;
-    let call = json!({"model": "tiny", "stream": true, "messages": [{"role": "user", "content": "HANG"}]});
+    let call =
+        json!({"model": "tiny", "stream": true, "messages": [{"role": "user", "content": "HANG"}]});
     let mut cut = client()
         .post(proxy.chat_url(Some("retry")))
         .json(&call)
@@ -282,13 +329,19 @@ async fn of_a_cut_call_and_its_retry_the_retry_is_replayed() {
         .await
         .unwrap();
     assert_eq!(retried.headers()["x-cuca-session"], "retry");
-    assert_eq!(retried.bytes().await.unwrap().as_ref(), TOOL_STREAM.as_bytes());
+    assert_eq!(
+        retried.bytes().await.unwrap().as_ref(),
+        TOOL_STREAM.as_bytes()
+    );
     drop(proxy);
     upstream.stop().await;
 
     let replay = replaying(dir.path()).await;
-    let (status, headers, body) =
-        post(&replay.chat_url(Some("retry")), serde_json::to_vec(&call).unwrap()).await;
+    let (status, headers, body) = post(
+        &replay.chat_url(Some("retry")),
+        serde_json::to_vec(&call).unwrap(),
+    )
+    .await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     assert_eq!(headers["x-cuca-turn"], "1");
     assert_eq!(blocks_of_sse(&body), blocks_of_sse(TOOL_STREAM.as_bytes()));
@@ -308,19 +361,30 @@ async fn turns_are_placed_by_the_message_count_each_call_was_sent() {
         ("stream-second-turn", None),
         ("stream-basic", Some("tools")),
     ] {
-        let mut builder = client().post(proxy.chat_url(Some("side"))).body(request(name));
+        let mut builder = client()
+            .post(proxy.chat_url(Some("side")))
+            .body(request(name));
         if let Some(answer) = answer {
             builder = builder.header("X-Test-Answer", answer);
         }
-        assert_eq!(builder.send().await.unwrap().bytes().await.unwrap().is_empty(), false);
+        let response = builder.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert!(!response.bytes().await.unwrap().is_empty());
     }
     drop(proxy);
     upstream.stop().await;
     let replay = replaying(dir.path()).await;
-    let (status, headers, body) = post(&replay.chat_url(Some("side")), request("stream-second-turn")).await;
+    let (status, headers, body) = post(
+        &replay.chat_url(Some("side")),
+        request("stream-second-turn"),
+    )
+    .await;
     assert_eq!(status, 200);
     assert_eq!(headers["x-cuca-turn"], "1");
-    assert_eq!(blocks_of_sse(&body), blocks_of_sse(&fixture("stream-second-turn.body")));
+    assert_eq!(
+        blocks_of_sse(&body),
+        blocks_of_sse(&fixture("stream-second-turn.body"))
+    );
     let (_, headers, body) = post(&replay.chat_url(Some("side")), request("stream-basic")).await;
     assert_eq!(headers["x-cuca-turn"], "2");
     assert_eq!(blocks_of_sse(&body), blocks_of_sse(TOOL_STREAM.as_bytes()));

@@ -6,6 +6,8 @@
 //! Without `CUCA_TEST_PYTHON` (a developer's `cargo test`), the SDK part is skipped with a
 //! line saying why, and the same flow runs with reqwest as the caller; under `CI` a missing
 //! interpreter fails the test, so CI cannot pass without the SDK having run.
+// Test helpers unwrap: a failure there should stop the test at once.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -113,8 +115,14 @@ async fn the_openai_python_sdk_records_through_the_proxy_and_replays_offline() {
     assert_eq!(basic["session"], "sdk-basic");
     assert_eq!(basic["point"], "sdk-basic:0");
     assert_eq!(record["second"]["text"], text_of("stream-second-turn"));
-    assert_eq!(record["whole"]["text"], nonstream("nonstream-basic", "content"));
-    assert_eq!(record["reasoning"]["reasoning"], reasoning_of("stream-reasoning"));
+    assert_eq!(
+        record["whole"]["text"],
+        nonstream("nonstream-basic", "content")
+    );
+    assert_eq!(
+        record["reasoning"]["reasoning"],
+        reasoning_of("stream-reasoning")
+    );
     assert_eq!(record["reasoning"]["text"], "");
     assert_eq!(
         record["whole_reasoning"]["reasoning"],
@@ -152,7 +160,10 @@ async fn the_openai_python_sdk_records_through_the_proxy_and_replays_offline() {
     for (i, call) in sixteen.iter().enumerate() {
         assert_eq!(call["text"], text_of("stream-basic"));
         assert_eq!(call["session"], format!("sdk-c{i}"));
-        assert_eq!(proxy.kinds(&format!("sdk-c{i}")).last(), Some(&"TokenUsage"));
+        assert_eq!(
+            proxy.kinds(&format!("sdk-c{i}")).last(),
+            Some(&"TokenUsage")
+        );
     }
     assert_no_key_on_disk(dir.path());
 
@@ -183,8 +194,14 @@ async fn the_openai_python_sdk_records_through_the_proxy_and_replays_offline() {
     assert_eq!(changed["status"], 409);
     assert_eq!(changed["param"], "messages[1]");
     let message = changed["message"].as_str().unwrap();
-    assert!(message.contains("expected user \"The vault is in Lisbon"), "{message}");
-    assert!(message.contains("got user \"The vault is in Porto"), "{message}");
+    assert!(
+        message.contains("expected user \"The vault is in Lisbon"),
+        "{message}"
+    );
+    assert!(
+        message.contains("got user \"The vault is in Porto"),
+        "{message}"
+    );
     assert_eq!(replay["unknown"]["class"], "NotFoundError");
     assert_eq!(replay["unknown"]["code"], "cuca_session_not_found");
     assert_eq!(replay["past_end"]["status"], 404);

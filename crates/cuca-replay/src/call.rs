@@ -43,7 +43,9 @@ impl CallMetadata {
     /// The finish reason the server reported, from the `CallFinish` record; `None` when
     /// there is no such record or the server never said (a stream cut short).
     pub fn finish_reason(&self) -> Option<&str> {
-        self.finish.as_ref().and_then(|(reason, _)| reason.as_deref())
+        self.finish
+            .as_ref()
+            .and_then(|(reason, _)| reason.as_deref())
     }
 
     /// The model that answered, from the `CallFinish` record.

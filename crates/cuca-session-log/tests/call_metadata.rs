@@ -1,13 +1,15 @@
 //! Call metadata (issue 21): `CallRequest`/`CallFinish` are written only when the plugin is
 //! asked, inside the turn they describe, and a plugin that was not asked writes exactly what
 //! the seed's hooks write.
+// Test helpers unwrap: a failure there should stop the test at once.
+#![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use cuca_events::{
-    CucaPlugin, Message, MessageContentBlock, SessionBackend, SessionEvent, TokenUsage,
-    ToolChoice, ToolDefinition, UnifiedRequest, UnifiedResponse,
+    CucaPlugin, Message, MessageContentBlock, SessionBackend, SessionEvent, TokenUsage, ToolChoice,
+    ToolDefinition, UnifiedRequest, UnifiedResponse,
 };
 use cuca_session_log::SessionLogPlugin;
 use cuca_store_mem::InMemoryBackend;

@@ -1,6 +1,8 @@
 //! A stand-in upstream that serves the committed llama-server transcripts byte for byte,
 //! and helpers to start a proxy in front of it.
-#![allow(dead_code, unreachable_pub)]
+// Each test file uses part of the support, and its helpers unwrap: a failed step is a
+// failed test.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -223,9 +225,10 @@ pub async fn upstream() -> Upstream {
                             (Some(first), guard, hang_started),
                             |(first, guard, started)| async move {
                                 match first {
-                                    Some(bytes) => {
-                                        Some((Ok::<_, std::io::Error>(bytes), (None, guard, started)))
-                                    }
+                                    Some(bytes) => Some((
+                                        Ok::<_, std::io::Error>(bytes),
+                                        (None, guard, started),
+                                    )),
                                     None => {
                                         started.notify_one();
                                         // Generation that never ends: only a closed
@@ -327,7 +330,10 @@ impl Running {
     }
 
     pub fn kinds(&self, session: &str) -> Vec<&'static str> {
-        self.records(session).iter().map(|r| r.event.kind()).collect()
+        self.records(session)
+            .iter()
+            .map(|r| r.event.kind())
+            .collect()
     }
 
     pub fn rows(&self) -> Vec<Record> {
@@ -346,7 +352,8 @@ impl Running {
 }
 
 pub async fn start(config: ProxyConfig, dir: &Path) -> Running {
-    let backend: Arc<dyn SessionBackend> = Arc::new(FileBackend::new(dir.join("sessions")).unwrap());
+    let backend: Arc<dyn SessionBackend> =
+        Arc::new(FileBackend::new(dir.join("sessions")).unwrap());
     let log_path = dir.join("calls.jsonl");
     let log = CallLog::builder().path(Some(log_path.clone())).build();
     let proxy = Proxy::with_call_log(config, Arc::clone(&backend), log).unwrap();

@@ -39,7 +39,9 @@ fn call_records_become_the_turns_call_metadata_and_change_nothing_the_seed_defin
         SessionEvent::SystemPrompt { text: "t".into() },
         SessionEvent::Message(Message::user("hi")),
         call_request(),
-        SessionEvent::Output { text: "noted".into() },
+        SessionEvent::Output {
+            text: "noted".into(),
+        },
         call_finish(),
         SessionEvent::Latency { duration_ms: 3 },
         SessionEvent::TokenUsage {
