@@ -149,6 +149,11 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
             // The facade re-exports everything; the CLI and the test/bench crates sit on top.
             "cuca" | "cuca-cli" | "cuca-reliability" | "cuca-bench" | "xtask" => true,
             "cuca-client" => matches!(to, "cuca-events" | "cuca-calllog"),
+            // The proxy composes like the CLI does, one level below it (ARCHITECTURE.md).
+            "cuca-proxy" => matches!(
+                to,
+                "cuca-events" | "cuca-calllog" | "cuca-client" | "cuca-session-log" | "cuca-replay"
+            ),
             "cuca-calllog" => false,
             _ => to == "cuca-events",
         }

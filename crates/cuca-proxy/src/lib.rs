@@ -44,10 +44,10 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use cuca_proxy::{Mode, Proxy, ProxyConfig};
-//! # use cuca_events::SessionBackend;
-//! # fn file_backend() -> Arc<dyn SessionBackend> { unimplemented!() }
+//! # use cuca_store_mem::InMemoryBackend as FileBackend;
 //! let config = ProxyConfig::new(Mode::Record, Some("http://127.0.0.1:8080".into()))?;
-//! let proxy = Proxy::new(config, file_backend())?;
+//! // The CLI hands it `FileBackend::new(dir)?`; any `SessionBackend` will do.
+//! let proxy = Proxy::new(config, Arc::new(FileBackend::new()))?;
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:4000").await?;
 //! proxy.serve(listener, std::future::pending()).await?;
 //! # Ok(()) }
