@@ -176,6 +176,13 @@ impl Proxy {
         let addr = listener
             .local_addr()
             .map_or_else(|_| "the listener".to_owned(), |a| a.to_string());
+        // Each streamed event is a small write; Nagle's algorithm would hold it back until
+        // the caller acknowledged the one before.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "could not set TCP_NODELAY on a caller's connection");
+            }
+        });
         axum::serve(listener, self.router())
             .with_graceful_shutdown(shutdown)
             .await

@@ -113,6 +113,8 @@ fn every_row_reads_a_bench_that_some_target_runs() {
         "stream_10k_chunks/",
         "assemble/",
         "replay_100k/",
+        "proxy_ttfb/",
+        "proxy_stream/",
     ];
     for row in ROWS {
         for source in [row.of, row.against] {
