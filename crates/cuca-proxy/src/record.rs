@@ -99,7 +99,7 @@ fn caller_headers(upstream: &HeaderMap) -> HeaderMap {
 pub(crate) struct Recording {
     pub(crate) slot: Arc<Slot>,
     /// Held until the call's last record is written: the proxy is the session's one writer.
-    pub(crate) guard: OwnedMutexGuard<()>,
+    pub(crate) _guard: OwnedMutexGuard<()>,
 }
 
 /// Forwards one chat call and answers the caller with the upstream's answer as it streams.
@@ -227,7 +227,7 @@ pub(crate) async fn forward_chat(
         stall: shared.config.caller_stall_timeout,
         ok: status.is_success(),
         started: Instant::now(),
-        _guard: recording.guard,
+        _recording: recording,
     };
     tokio::spawn(pump.run());
     let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
@@ -357,7 +357,9 @@ struct Pump {
     stall: Duration,
     ok: bool,
     started: Instant,
-    _guard: OwnedMutexGuard<()>,
+    /// The session's writer, held to the call's last record; holding the slot too keeps a
+    /// full slot table from dropping a writer that is still in use.
+    _recording: Recording,
 }
 
 impl Pump {

@@ -164,6 +164,7 @@ impl Proxy {
             .route("/v1/models", get(models))
             .route("/s/{session}/v1/models", get(models))
             .fallback(no_route)
+            .method_not_allowed_fallback(wrong_method)
             .with_state(Arc::clone(&self.shared))
     }
 
@@ -289,7 +290,10 @@ async fn route_chat(
 async fn recording(shared: &Shared, session: &str) -> Result<Recording, ApiError> {
     let slot = shared.slots.get(session)?;
     let guard = Arc::clone(&slot.lock).lock_owned().await;
-    Ok(Recording { slot, guard })
+    Ok(Recording {
+        slot,
+        _guard: guard,
+    })
 }
 
 fn bad_request(session: &str, message: String) -> ApiError {
@@ -395,6 +399,19 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         )
         .into_response(),
     }
+}
+
+async fn wrong_method(method: Method, uri: Uri) -> Response {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "invalid_request_error",
+        "cuca_method_not_allowed",
+        format!(
+            "{} does not take {method}; chat completions are POSTed, the model list is a GET",
+            uri.path()
+        ),
+    )
+    .into_response()
 }
 
 async fn no_route(method: Method, uri: Uri) -> Response {

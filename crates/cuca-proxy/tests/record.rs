@@ -550,3 +550,57 @@ async fn a_tool_call_stream_is_recorded_as_one_tool_call() {
     let tools: serde_json::Value = serde_json::from_str(tools).unwrap();
     assert_eq!(tools[0]["name"], "lookup");
 }
+
+/// "many concurrent sessions (one writer per session)": a full table of session writers
+/// never drops one still in use, so a second writer for a busy session cannot appear; a new
+/// session waits for room with a 503 instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_writer_table_refuses_a_new_session_rather_than_drop_a_busy_writer() {
+    let upstream = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config =
+        cuca_proxy::ProxyConfig::new(cuca_proxy::Mode::Record, Some(upstream.url.clone())).unwrap();
+    config.max_sessions = 1;
+    let proxy = start(config, dir.path()).await;
+    let mut busy = client()
+        .post(proxy.chat_url(Some("busy")))
+        .json(&serde_json::json!({
+            "model": "tiny", "stream": true,
+            "messages": [{"role": "user", "content": "HANG"}],
+        }))
+        .send()
+        .await
+        .unwrap();
+    busy.chunk().await.unwrap();
+    upstream.hang_started.notified().await;
+    let response = client()
+        .post(proxy.chat_url(Some("other")))
+        .body(request("stream-basic"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    let error: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "cuca_too_many_sessions");
+    // Once the busy call ends, its writer is idle and gives way.
+    drop(busy);
+    upstream.hang_dropped.notified().await;
+    proxy.proxy.settled("busy").await;
+    let response = client()
+        .post(proxy.chat_url(Some("other")))
+        .body(request("stream-basic"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.bytes().await.unwrap().as_ref(),
+        fixture("stream-basic.body").as_slice()
+    );
+
+    // A chat completion is POSTed: another method is a 405 in OpenAI's shape.
+    let response = client().get(proxy.chat_url(None)).send().await.unwrap();
+    assert_eq!(response.status(), 405);
+    let error: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "cuca_method_not_allowed");
+}
