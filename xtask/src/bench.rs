@@ -79,6 +79,13 @@ const TARGETS: &[Target] = &[
         quick_env: &[],
         full_env: &[],
     },
+    Target {
+        package: "cuca-proxy",
+        bench: "proxy",
+        quick: Quick::Filter("^proxy_"),
+        quick_env: &[],
+        full_env: &[],
+    },
     // The call-log bench always prints its percentile table after criterion; the filter only
     // trims criterion's part to the 8-writer rows.
     Target {
@@ -263,6 +270,12 @@ const ROWS: &[Row] = &[
     row("minimal SSE + JSON reader, per block", C("stream_10k_chunks/minimal_sse_json"), "raw SSE read", C("stream_10k_chunks/raw_sse_bytes"), Cost, Info),
     row("client decode only, per block", C("stream_10k_chunks/decode_only"), "raw SSE read", C("stream_10k_chunks/raw_sse_bytes"), Cost, Info),
     row("client + session log, per block", C("stream_10k_chunks/client_session_log"), "raw SSE read", C("stream_10k_chunks/raw_sse_bytes"), Cost, Info),
+    // The recording proxy: at most 1.5× a plain pass-through proxy per chunk; its p99 time to
+    // first byte over each baseline is the bench's own `proxy ttfb` line (target: under 1 ms).
+    row("recording proxy, per chunk", C("proxy_stream/recording"), "pass-through proxy", C("proxy_stream/passthrough"), Cost, AtMost(1.5)),
+    row("recording proxy, per chunk", C("proxy_stream/recording"), "direct to upstream", C("proxy_stream/direct"), Cost, Info),
+    row("recording proxy, time to first byte", C("proxy_ttfb/recording"), "pass-through proxy", C("proxy_ttfb/passthrough"), Cost, Info),
+    row("recording proxy, time to first byte", C("proxy_ttfb/recording"), "direct to upstream", C("proxy_ttfb/direct"), Cost, Info),
     // Call-log append p99 under 50 µs at 8 writers.
     row("calllog append p99, 8 writers", CalllogP99("cuca-calllog append"), "raw write p99, 8 writers", CalllogP99("raw write of the line bytes"), Cost, Below(50_000.0)),
     row("calllog append p99, 8 writers", CalllogP99("cuca-calllog append"), "tracing-appender p99", CalllogP99("tracing-appender JSON (non-blocking)"), Cost, Info),

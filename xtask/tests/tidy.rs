@@ -152,6 +152,11 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
             "cuca-client" => matches!(to, "cuca-events" | "cuca-calllog"),
             // The exporter reads like the CLI: replay's turns and the call log's rows.
             "cuca-otel" => matches!(to, "cuca-events" | "cuca-replay" | "cuca-calllog"),
+            // The proxy composes like the CLI does, one level below it (ARCHITECTURE.md).
+            "cuca-proxy" => matches!(
+                to,
+                "cuca-events" | "cuca-calllog" | "cuca-client" | "cuca-session-log" | "cuca-replay"
+            ),
             "cuca-calllog" => false,
             // The viewer sits on top like the CLI: it reads through the crates that own the
             // formats (ARCHITECTURE.md, cuca-view).

@@ -51,6 +51,7 @@ mod journal;
 mod logs;
 mod otel;
 mod repair;
+mod proxy;
 mod serve;
 mod sessions;
 mod ui;
@@ -186,6 +187,8 @@ enum Command {
     Journal(journal::JournalCommand),
     /// Send sessions and call-log rows to an OpenTelemetry collector as OTLP traces.
     ExportOtlp(otel::ExportOtlpArgs),
+    /// Record any agent's model calls through an OpenAI-compatible proxy, or replay them.
+    Proxy(proxy::ProxyArgs),
     /// Serve `GET /runs/{id}/replay` from a directory of run directories.
     Serve(serve::ServeArgs),
     /// A local web viewer: sessions, turns, forks, live records, the call log, journal runs.
@@ -278,5 +281,6 @@ fn dispatch(command: Command) -> Result<(), CliError> {
         Command::Serve(args) => serve::run(&args),
         Command::View(args) => view::run(args),
         Command::ExportOtlp(args) => otel::run(&args),
+        Command::Proxy(args) => proxy::run(&args),
     }
 }

@@ -13,7 +13,8 @@ use crate::message::Message;
 /// a variant by its index. **Variant order is part of the on-disk format**: new variants go at
 /// the end only, and a change to an existing variant's fields bumps the `.cslog` version byte.
 /// The indices are: `SystemPrompt` 0, `Message` 1, `Reasoning` 2, `Output` 3, `ToolCall` 4,
-/// `ToolResult` 5, `Latency` 6, `TokenUsage` 7, `ModelSwap` 8, `Fork` 9.
+/// `ToolResult` 5, `Latency` 6, `TokenUsage` 7, `ModelSwap` 8, `Fork` 9, `CallRequest` 10,
+/// `CallFinish` 11.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum SessionEvent {
@@ -86,11 +87,42 @@ pub enum SessionEvent {
         /// The new session's id.
         to_session: String,
     },
+    /// What one model call was sent besides its messages: written by a session log that was
+    /// asked to record call metadata, after the request's messages and before its blocks.
+    ///
+    /// Added after v1's first ten variants, at the end, so older records keep their indices.
+    /// The parameters and tools are JSON text rather than structured values because the
+    /// `.cslog` payload is postcard, which cannot carry a self-describing JSON value, and
+    /// because sampling parameters are floats, which this `Eq + Hash` type cannot hold.
+    CallRequest {
+        /// The model asked for (empty: the server's choice).
+        model: String,
+        /// The sampling parameters that travelled, as one JSON object
+        /// (`{"max_tokens":12,"temperature":0.0}`); `{}` when none did.
+        parameters: String,
+        /// The tools offered, as a JSON array of `{name, description, parameters}`
+        /// objects; `[]` when none were.
+        tools: String,
+        /// How many messages the request carried, every role counted: the conversation
+        /// position the call was made at, which the `Message` records alone cannot give
+        /// (they are written once per position, so a call that repeats an earlier prefix
+        /// adds none).
+        messages: u64,
+    },
+    /// How one model call ended: written by a session log that was asked to record call
+    /// metadata, just before the call's Latency-then-TokenUsage pair.
+    CallFinish {
+        /// Why generation stopped (`"stop"`, `"length"`, `"tool_calls"`); `None` when the
+        /// server never said (a stream cut short).
+        finish_reason: Option<String>,
+        /// The model that answered, in the server's word.
+        model: String,
+    },
 }
 
 impl SessionEvent {
     /// Every variant name, in format (index) order.
-    pub const KINDS: [&'static str; 10] = [
+    pub const KINDS: [&'static str; 12] = [
         "SystemPrompt",
         "Message",
         "Reasoning",
@@ -101,6 +133,8 @@ impl SessionEvent {
         "TokenUsage",
         "ModelSwap",
         "Fork",
+        "CallRequest",
+        "CallFinish",
     ];
 
     /// The variant's name, as the seed's reports print it (`"Reasoning"`, `"Fork"`, …).
@@ -121,6 +155,8 @@ impl SessionEvent {
             SessionEvent::TokenUsage { .. } => 7,
             SessionEvent::ModelSwap { .. } => 8,
             SessionEvent::Fork { .. } => 9,
+            SessionEvent::CallRequest { .. } => 10,
+            SessionEvent::CallFinish { .. } => 11,
         }
     }
 }

@@ -87,6 +87,26 @@ pub fn event() -> impl Strategy<Value = SessionEvent> {
                 to_session,
             }
         }),
+        (
+            any::<String>(),
+            any::<String>(),
+            any::<String>(),
+            any::<u64>()
+        )
+            .prop_map(
+                |(model, parameters, tools, messages)| SessionEvent::CallRequest {
+                    model,
+                    parameters,
+                    tools,
+                    messages,
+                }
+            ),
+        (any::<Option<String>>(), any::<String>()).prop_map(|(finish_reason, model)| {
+            SessionEvent::CallFinish {
+                finish_reason,
+                model,
+            }
+        }),
     ]
 }
 
@@ -210,7 +230,18 @@ fn postcard_variant_indices_are_pinned() {
             from_point: String::new(),
             to_session: String::new(),
         },
+        SessionEvent::CallRequest {
+            model: String::new(),
+            parameters: String::new(),
+            tools: String::new(),
+            messages: 0,
+        },
+        SessionEvent::CallFinish {
+            finish_reason: None,
+            model: String::new(),
+        },
     ];
+    assert_eq!(samples.len(), SessionEvent::KINDS.len());
     for (index, event) in samples.iter().enumerate() {
         let bytes = postcard::to_stdvec(event).unwrap();
         assert_eq!(bytes[0] as usize, index, "{} moved", event.kind());

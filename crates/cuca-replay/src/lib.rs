@@ -71,10 +71,12 @@ use std::sync::Arc;
 use cuca_events::{parse_point_id, PluginError, SessionBackend};
 use trajectory::Segmenter;
 
+mod call;
 mod config;
 mod stream;
 mod trajectory;
 
+pub use call::{CallMetadata, CallParameters};
 pub use config::ReplayConfig;
 pub use trajectory::{ReplayCompletion, ReplayNote, ReplayTrajectory, ReplayTurn, ReplayUsage};
 

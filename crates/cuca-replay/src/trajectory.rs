@@ -91,6 +91,9 @@ pub struct ReplayTurn {
     blocks: Arc<Vec<MessageContentBlock>>,
     notes: Vec<ReplayNote>,
     completion: Option<ReplayCompletion>,
+    /// The call-metadata records of the turn, where the recording has them (see
+    /// [`crate::call`]); kept out of the seed's lists so they change none of them.
+    pub(crate) call: crate::call::CallMetadata,
     first_sequence: u64,
     last_sequence: u64,
     n_records: usize,
@@ -245,6 +248,7 @@ struct TurnBuilder {
     messages: Vec<Message>,
     blocks: Vec<MessageContentBlock>,
     notes: Vec<ReplayNote>,
+    call: crate::call::CallMetadata,
     first_sequence: Option<u64>,
     last_sequence: u64,
     n_records: usize,
@@ -282,6 +286,7 @@ impl TurnBuilder {
             blocks: Arc::new(self.blocks),
             notes: self.notes,
             completion,
+            call: self.call,
             first_sequence,
             last_sequence: self.last_sequence,
             n_records: self.n_records,
@@ -448,6 +453,10 @@ impl<'c> Segmenter<'c> {
             }
             // Handled above; kept so this match stays exhaustive over the known variants.
             SessionEvent::TokenUsage { .. } => None,
+            event @ (SessionEvent::CallRequest { .. } | SessionEvent::CallFinish { .. }) => {
+                turn.call.take(event);
+                None
+            }
             // `SessionEvent` is non-exhaustive: a variant added after this crate was written
             // is refused rather than dropped, since every record must land in a turn.
             other => {

@@ -14,6 +14,10 @@
 //!   `Output`, ToolCall → `ToolCall`, ToolResult → `ToolResult` with `stdout`, `stderr` and
 //!   `exit_code` set to `None`. ImageBase64 blocks are not recorded.
 //! * `on_response_complete` appends `Latency { duration_ms }` then `TokenUsage`.
+//! * Asked with [`SessionLogPlugin::with_call_metadata`] (off by default), `on_request` also
+//!   appends a `CallRequest` (model, sampling parameters, tools offered) after the request's
+//!   messages, and `on_response_complete` a `CallFinish` (finish reason, served model) just
+//!   before `Latency`.
 //! * `execute_local_tool` is the trait default. `ModelSwap` and other records no hook sees
 //!   arrive through [`SessionLogPlugin::append_log`].
 //!
@@ -73,6 +77,7 @@
 //! for one append.
 #![forbid(unsafe_code)]
 
+mod call;
 mod plugin;
 
 pub use plugin::{SessionLogPlugin, DEFAULT_SESSION_ID};

@@ -37,6 +37,9 @@ pub struct SessionLogPlugin {
     /// unique sequences in append order. A `std` mutex suffices: the backend is synchronous
     /// and no hook awaits while holding it.
     cursor: Mutex<Cursor>,
+    /// Whether the hooks also write `CallRequest` and `CallFinish` (off by default, so the
+    /// seed's record counts stay as they are).
+    call_metadata: bool,
 }
 
 /// What the plugin knows about its session.
@@ -99,7 +102,29 @@ impl SessionLogPlugin {
             backend,
             session_id: DEFAULT_SESSION_ID.to_owned(),
             cursor: Mutex::new(Cursor::default()),
+            call_metadata: false,
         }
+    }
+
+    /// The same plugin, also recording what each call was sent and how it ended: a
+    /// [`SessionEvent::CallRequest`] (model, sampling parameters, tools offered) after each
+    /// request's messages, and a [`SessionEvent::CallFinish`] (finish reason, served model)
+    /// just before each call's `Latency`/`TokenUsage` pair. Off by default: the seed's
+    /// record counts are those of a plugin that was not asked.
+    #[must_use]
+    pub fn with_call_metadata(self, on: bool) -> Self {
+        SessionLogPlugin {
+            call_metadata: on,
+            ..self
+        }
+    }
+
+    /// The sequence the next record of this session will get (reading the session's tail
+    /// from the backend the first time, as a hook would). A caller that serialises its own
+    /// calls on the session (one writer) learns from it the point its next call starts at.
+    pub fn next_sequence(&self) -> Result<u64, PluginError> {
+        let mut cursor = self.lock();
+        self.sync(&mut cursor)
     }
 
     /// The same plugin, writing to session `session_id`. The backend validates the id when
@@ -327,6 +352,9 @@ impl SessionLogPlugin {
                 Role::Tool => {}
             }
         }
+        if self.call_metadata {
+            self.write(&mut cursor, || Some(crate::call::request_event(request)))?;
+        }
         Ok(())
     }
 
@@ -374,6 +402,9 @@ impl SessionLogPlugin {
         let duration_ms = u64::try_from(response.duration.as_millis()).unwrap_or(u64::MAX);
         // One lock for both, so the Latency/TokenUsage pair that closes a turn stays adjacent.
         let mut cursor = self.lock();
+        if self.call_metadata {
+            self.write(&mut cursor, || Some(crate::call::finish_event(response)))?;
+        }
         self.write(&mut cursor, || Some(SessionEvent::Latency { duration_ms }))?;
         self.write(&mut cursor, || {
             Some(SessionEvent::TokenUsage {

@@ -114,6 +114,8 @@ fn every_row_reads_a_bench_that_some_target_runs() {
         "assemble/",
         "replay_100k/",
         "open_1M/",
+        "proxy_ttfb/",
+        "proxy_stream/",
     ];
     for row in ROWS {
         for source in [row.of, row.against] {

@@ -1,0 +1,231 @@
+//! What recording through the proxy costs a caller: time to first byte and per-chunk cost of
+//! one streamed call, through the recording proxy, against the same client talking to the
+//! upstream directly, and against a plain pass-through reverse proxy (no decoding, no
+//! recording) as the floor.
+//!
+//! The upstream is a loopback axum server answering every call with a llama-server-shaped
+//! stream of `N_CHUNKS` content deltas. The recording proxy writes to a `FileBackend` in a
+//! temp directory and its call log to a temp file, as `cuca proxy` does.
+//!
+//! * `proxy_ttfb/{direct,passthrough,recording}`: request sent to first body byte;
+//! * `proxy_stream/{…}`: the whole call, throughput in chunks, so criterion's figure is the
+//!   cost per chunk;
+//! * after criterion, an interleaved run of `TTFB_ROUNDS` calls per route prints p50 and p99
+//!   time to first byte and what the recording proxy adds over each baseline at p99 (the
+//!   issue's target: under 1 ms).
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use bytes::Bytes;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use cuca_calllog::CallLog;
+use cuca_events::SessionBackend;
+use cuca_proxy::{Mode, Proxy, ProxyConfig};
+use cuca_store_file::FileBackend;
+use futures::StreamExt;
+
+const N_CHUNKS: u64 = 1_000;
+const TTFB_ROUNDS: usize = 300;
+
+fn events() -> Vec<Bytes> {
+    let mut out = vec![Bytes::from_static(b"data: {\"choices\":[{\"finish_reason\":null,\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null}}],\"created\":1795972076,\"id\":\"chatcmpl-bench\",\"model\":\"cuca-tiny-random\",\"object\":\"chat.completion.chunk\"}\n\n")];
+    for i in 0..N_CHUNKS {
+        out.push(Bytes::from(format!("data: {{\"choices\":[{{\"finish_reason\":null,\"index\":0,\"delta\":{{\"content\":\" tok{i}\"}}}}],\"created\":1795972076,\"id\":\"chatcmpl-bench\",\"model\":\"cuca-tiny-random\",\"object\":\"chat.completion.chunk\"}}\n\n")));
+    }
+    out.push(Bytes::from_static(b"data: {\"choices\":[{\"finish_reason\":\"length\",\"index\":0,\"delta\":{}}],\"model\":\"cuca-tiny-random\",\"object\":\"chat.completion.chunk\"}\n\n"));
+    out.push(Bytes::from(format!("data: {{\"choices\":[],\"model\":\"cuca-tiny-random\",\"usage\":{{\"completion_tokens\":{N_CHUNKS},\"prompt_tokens\":40,\"total_tokens\":{}}}}}\n\ndata: [DONE]\n\n", N_CHUNKS + 40)));
+    out
+}
+
+const REQUEST: &str = r#"{"model":"tiny","stream":true,"stream_options":{"include_usage":true},"max_tokens":1000,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"The vault is in Lisbon. Reply with: noted"}]}"#;
+
+async fn serve(router: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    format!("http://{addr}")
+}
+
+async fn upstream() -> String {
+    let events = Arc::new(events());
+    let router = Router::new().route(
+        "/v1/chat/completions",
+        post(move || {
+            let events = Arc::clone(&events);
+            async move {
+                let stream = futures::stream::iter(
+                    (0..events.len()).map(move |i| Ok::<_, std::io::Error>(events[i].clone())),
+                );
+                Response::builder()
+                    .header("Content-Type", "text/event-stream")
+                    .body(Body::from_stream(stream))
+                    .unwrap()
+            }
+        }),
+    );
+    serve(router).await
+}
+
+/// The floor: forwards the body and streams the answer back, nothing else.
+async fn passthrough(upstream: String) -> String {
+    let http = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .build()
+        .unwrap();
+    let url = format!("{upstream}/v1/chat/completions");
+    let router = Router::new()
+        .route(
+            "/v1/chat/completions",
+            post(
+                |State((http, url)): State<(reqwest::Client, String)>,
+                 headers: HeaderMap,
+                 body: Bytes| async move {
+                    let answer = http
+                        .post(url)
+                        .header("content-type", headers["content-type"].clone())
+                        .body(body)
+                        .send()
+                        .await
+                        .unwrap();
+                    let status = answer.status();
+                    let mut response = Response::new(Body::from_stream(answer.bytes_stream()));
+                    *response.status_mut() = status;
+                    response
+                },
+            ),
+        )
+        .with_state((http, url));
+    serve(router).await
+}
+
+async fn recording(upstream: String, dir: &std::path::Path) -> String {
+    let backend: Arc<dyn SessionBackend> =
+        Arc::new(FileBackend::new(dir.join("sessions")).unwrap());
+    let log = CallLog::builder()
+        .path(Some(dir.join("calls.jsonl")))
+        .build();
+    let proxy = Proxy::with_call_log(
+        ProxyConfig::new(Mode::Record, Some(upstream)).unwrap(),
+        backend,
+        log,
+    )
+    .unwrap();
+    serve(proxy.router()).await
+}
+
+/// One call: the time to the first body byte, and to the end.
+async fn call(client: &reqwest::Client, base: &str) -> (Duration, Duration) {
+    let started = Instant::now();
+    let response = client
+        .post(format!("{base}/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(REQUEST)
+        .send()
+        .await
+        .unwrap();
+    let mut body = response.bytes_stream();
+    let first = body.next().await.unwrap().unwrap();
+    let ttfb = started.elapsed();
+    let mut n = first.len();
+    while let Some(piece) = body.next().await {
+        n += piece.unwrap().len();
+    }
+    assert!(n > 0);
+    (ttfb, started.elapsed())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn bench(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let routes = runtime.block_on(async {
+        let upstream = upstream().await;
+        let floor = passthrough(upstream.clone()).await;
+        let proxy = recording(upstream.clone(), dir.path()).await;
+        [
+            ("direct", upstream),
+            ("passthrough", floor),
+            ("recording", proxy),
+        ]
+    });
+    let client = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .build()
+        .unwrap();
+
+    let mut group = c.benchmark_group("proxy_ttfb");
+    for (name, base) in &routes {
+        group.bench_function(*name, |b| {
+            b.iter_custom(|iters| {
+                runtime.block_on(async {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        total += call(&client, base).await.0;
+                    }
+                    total
+                })
+            })
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("proxy_stream");
+    group.throughput(Throughput::Elements(N_CHUNKS));
+    for (name, base) in &routes {
+        group.bench_function(*name, |b| {
+            b.iter_custom(|iters| {
+                runtime.block_on(async {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        total += call(&client, base).await.1;
+                    }
+                    total
+                })
+            })
+        });
+    }
+    group.finish();
+
+    // Interleaved, so drift on a shared machine lands on every route alike.
+    let mut ttfb: [Vec<Duration>; 3] = Default::default();
+    runtime.block_on(async {
+        for _ in 0..TTFB_ROUNDS {
+            for (i, (_, base)) in routes.iter().enumerate() {
+                ttfb[i].push(call(&client, base).await.0);
+            }
+        }
+    });
+    for times in &mut ttfb {
+        times.sort();
+    }
+    let p99: Vec<Duration> = ttfb.iter().map(|t| percentile(t, 0.99)).collect();
+    println!(
+        "proxy ttfb ({TTFB_ROUNDS} interleaved calls each): p50 direct {:?}, pass-through {:?}, recording {:?}; p99 direct {:?}, pass-through {:?}, recording {:?}; recording adds {:?} over direct and {:?} over pass-through at p99",
+        percentile(&ttfb[0], 0.5),
+        percentile(&ttfb[1], 0.5),
+        percentile(&ttfb[2], 0.5),
+        p99[0],
+        p99[1],
+        p99[2],
+        p99[2].saturating_sub(p99[0]),
+        p99[2].saturating_sub(p99[1]),
+    );
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

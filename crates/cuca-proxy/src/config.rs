@@ -1,0 +1,150 @@
+//! `ProxyConfig` and `Mode`: what the proxy does with a call, and its bounds.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::error::ProxyError;
+
+/// What the proxy does with a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Forward every call to the upstream and record it.
+    #[default]
+    Record,
+    /// Never touch the network: answer from the recording, 404 when it has no such turn.
+    Replay,
+    /// Answer from the recording where it has the turn; forward and record where not.
+    Auto,
+}
+
+impl Mode {
+    /// The word the command line and the docs use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Record => "record",
+            Mode::Replay => "replay",
+            Mode::Auto => "auto",
+        }
+    }
+
+    /// Whether calls may reach the upstream.
+    pub fn forwards(self) -> bool {
+        !matches!(self, Mode::Replay)
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = ProxyError;
+
+    fn from_str(word: &str) -> Result<Self, Self::Err> {
+        match word {
+            "record" => Ok(Mode::Record),
+            "replay" => Ok(Mode::Replay),
+            "auto" => Ok(Mode::Auto),
+            other => Err(ProxyError::InvalidConfig {
+                field: "mode",
+                message: format!("{other:?} is not a mode; use record, replay or auto"),
+            }),
+        }
+    }
+}
+
+/// The largest request body accepted by default. A chat request is its whole conversation,
+/// and a long agent session with a few inline images reaches megabytes; sixteen mebibytes
+/// holds that many times over while keeping one caller from making the proxy buffer
+/// without bound (the body is read whole, since it must be parsed before it is routed).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 16 << 20;
+
+/// How long a caller may leave a streamed chunk unread before its call is cancelled. A
+/// caller that stops reading holds its session's writer and its upstream generation; two
+/// minutes is far past any honest pause of a reader (a debugger breakpoint is the usual
+/// one), and short enough that a stuck process does not hold them for good.
+pub const DEFAULT_CALLER_STALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The most sessions the proxy keeps a writer for at once. Each is a small cursor (the
+/// next sequence and the message positions already recorded); idle ones are dropped when
+/// the table is full and re-read from the store when next used.
+pub const DEFAULT_MAX_SESSIONS: usize = 4096;
+
+/// The session a call is recorded in when neither its path nor its header names one.
+pub const DEFAULT_SESSION: &str = "default";
+
+/// How a [`crate::Proxy`] behaves. [`ProxyConfig::new`] validates; the fields are public,
+/// so [`ProxyConfig::validate`] checks a struct built by hand, and the proxy calls it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyConfig {
+    /// What the proxy does with a call.
+    pub mode: Mode,
+    /// The upstream's base URL (`http://127.0.0.1:8080` or `…/v1`); required unless the
+    /// mode is [`Mode::Replay`], which never uses it.
+    pub upstream: Option<String>,
+    /// The session a call without `/s/{session}/` or `X-Cuca-Session` is recorded in.
+    pub default_session: String,
+    /// The largest request body accepted; larger ones get a 413.
+    pub max_body_bytes: usize,
+    /// How long a streamed chunk may wait for its caller to read it.
+    pub caller_stall_timeout: Duration,
+    /// The most sessions with a writer held at once.
+    pub max_sessions: usize,
+}
+
+impl ProxyConfig {
+    /// A validated config for `mode` in front of `upstream`, with the defaults.
+    pub fn new(mode: Mode, upstream: Option<String>) -> Result<Self, ProxyError> {
+        let config = ProxyConfig {
+            mode,
+            upstream,
+            default_session: DEFAULT_SESSION.to_owned(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            caller_stall_timeout: DEFAULT_CALLER_STALL_TIMEOUT,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), ProxyError> {
+        if self.mode.forwards() && self.upstream.as_deref().is_none_or(|u| u.trim().is_empty()) {
+            return Err(ProxyError::InvalidConfig {
+                field: "upstream",
+                message: format!(
+                    "{} mode forwards calls, so it needs an upstream url",
+                    self.mode
+                ),
+            });
+        }
+        if let Some(message) = crate::session::invalid_session_id(&self.default_session) {
+            return Err(ProxyError::InvalidConfig {
+                field: "default_session",
+                message,
+            });
+        }
+        if self.max_body_bytes == 0 {
+            return Err(ProxyError::InvalidConfig {
+                field: "max_body_bytes",
+                message: "0 accepts no request at all".into(),
+            });
+        }
+        if self.caller_stall_timeout.is_zero() {
+            return Err(ProxyError::InvalidConfig {
+                field: "caller_stall_timeout",
+                message: "0 cancels every streamed call".into(),
+            });
+        }
+        if self.max_sessions == 0 {
+            return Err(ProxyError::InvalidConfig {
+                field: "max_sessions",
+                message: "0 records no session".into(),
+            });
+        }
+        Ok(())
+    }
+}

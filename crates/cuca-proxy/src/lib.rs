@@ -1,0 +1,82 @@
+//! `cuca proxy`: an OpenAI-compatible proxy that records any agent's model calls as cuca
+//! sessions, and replays them offline through the same API.
+//!
+//! Point an agent's OpenAI SDK at the proxy (`base_url="http://127.0.0.1:PORT/s/SESSION/v1"`)
+//! and it is recorded without a line of it changing:
+//!
+//! * **record** ([`Mode::Record`]): the caller's request bytes go to the upstream unchanged,
+//!   `Authorization` included, and the upstream's status, headers and body bytes come back
+//!   unchanged and as they arrive. A copy of the answer is decoded as it passes (the same
+//!   [`cuca_client::ChatStreamDecoder`] the client uses) and fed through a
+//!   [`SessionLogPlugin`](cuca_session_log::SessionLogPlugin) asked for call metadata, so the
+//!   session holds the request, every streamed block, a `CallRequest`/`CallFinish` pair and
+//!   the completion — what the caller got. Every call writes its two call-log rows (seed 003);
+//!   a caller that hangs up cancels the upstream request and its row says `cancelled`.
+//! * **replay** ([`Mode::Replay`]): no network. A request is matched to its session's
+//!   recorded turn by conversation position and its messages compared with the recording;
+//!   a match is answered as the upstream answered (SSE chunks or one JSON object), the same
+//!   bytes every time; a difference is a 409 naming the message index, with both sides
+//!   clipped; an unknown session or a turn past the end is a 404.
+//! * **auto** ([`Mode::Auto`]): replays what is recorded, forwards and records what is not.
+//!
+//! A call's session is the `/s/{session}/` path prefix, else the `X-Cuca-Session` header,
+//! else [`ProxyConfig::default_session`]. Responses say where the call was recorded or
+//! replayed from in `X-Cuca-Session` and `X-Cuca-Point` (`{session}:{sequence}` of the
+//! call's first record). Errors are OpenAI's error JSON with the right status.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use cuca_proxy::{Mode, Proxy, ProxyConfig};
+//! use cuca_store_mem::InMemoryBackend;
+//!
+//! // Replay needs no upstream; record and auto refuse to start without one.
+//! let config = ProxyConfig::new(Mode::Replay, None)?;
+//! let proxy = Proxy::new(config, Arc::new(InMemoryBackend::new()))?;
+//! assert_eq!(proxy.config().default_session, "default");
+//! assert!(ProxyConfig::new(Mode::Record, None).is_err());
+//! let _router: axum::Router = proxy.router();
+//! # Ok::<(), cuca_proxy::ProxyError>(())
+//! ```
+//!
+//! Serving needs a port and, to record, an upstream (here a llama-server on 8080):
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use cuca_proxy::{Mode, Proxy, ProxyConfig};
+//! # use cuca_store_mem::InMemoryBackend as FileBackend;
+//! let config = ProxyConfig::new(Mode::Record, Some("http://127.0.0.1:8080".into()))?;
+//! // The CLI hands it `FileBackend::new(dir)?`; any `SessionBackend` will do.
+//! let proxy = Proxy::new(config, Arc::new(FileBackend::new()))?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:4000").await?;
+//! proxy.serve(listener, std::future::pending()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # What it does not do
+//!
+//! It speaks Chat Completions only (no Responses API, no embeddings, no `n > 1` replay). It
+//! knows stores only through `SessionBackend`. It does not record an upstream's refusal (a
+//! 400 never became a turn; the call log has it), nor tool messages (the session log's rule),
+//! nor sampling parameters the unified request has no field for (`top_p`, `seed`, `stop`,
+//! …: they reach the upstream, and replay does not compare them). Calls on one session are
+//! recorded one at a time — a session is one conversation; give concurrent agents their own.
+#![forbid(unsafe_code)]
+
+mod config;
+mod error;
+mod record;
+mod replay;
+mod rows;
+mod server;
+mod session;
+mod wire;
+
+pub use config::{
+    Mode, ProxyConfig, DEFAULT_CALLER_STALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION,
+};
+pub use error::ProxyError;
+pub use replay::TURN_HEADER;
+pub use server::Proxy;
+pub use session::{POINT_HEADER, SESSION_HEADER};

@@ -1,0 +1,167 @@
+//! The call log's two rows for each forwarded call (seed 003), through `cuca_calllog`'s guard.
+//!
+//! The proxy is a second door model calls pass through, so it writes rows as `cuca-client`
+//! does: a start row as the call goes out, an end row when it comes back, and `ended:
+//! cancelled` from the guard when the caller goes away first. Rows carry the request's shape
+//! (counts and knobs), never its text, unless the bodies pin is on; never its headers.
+
+use std::time::Duration;
+
+use cuca_calllog::{clip_error, Attempt, CallLog, Ended, Record};
+use cuca_client::StreamSummary;
+use cuca_events::{MessageContentBlock, UnifiedRequest};
+use tokio::time::Instant;
+
+/// The most response bytes kept for `response_body` under the bodies pin: the same bound the
+/// client keeps, for the same reason (a long answer many times over, far under the rotation).
+const MAX_LOGGED_RESPONSE: usize = 4 << 20;
+
+/// One forwarded call's rows: the start row is written by [`CallRows::start`]; the end row by
+/// [`CallRows::finished`], [`CallRows::failed`] or [`CallRows::cancelled`], or, when none
+/// runs (the caller dropped the call while it waited for the upstream), by the guard.
+#[derive(Debug)]
+pub(crate) struct CallRows {
+    guard: Option<Attempt>,
+    template: Record,
+    pub(crate) sent_at: Instant,
+    pub(crate) status: u16,
+    pub(crate) ttft: Option<Duration>,
+    response: Option<Vec<u8>>,
+    response_len: u64,
+}
+
+impl CallRows {
+    /// Writes the start row of a call in `session` with the shape of `request` (when the body
+    /// was a request at all) and returns the rows' owner.
+    pub(crate) fn start(
+        log: &CallLog,
+        run: &str,
+        session: &str,
+        request: Option<&UnifiedRequest>,
+        stream: bool,
+        body: &[u8],
+    ) -> Self {
+        let mut row = Record {
+            run: run.to_owned(),
+            tag: "proxy".into(),
+            node: session.to_owned(),
+            stream,
+            attempt: 1,
+            ..Record::default()
+        };
+        if let Some(request) = request {
+            row.model = request.model.clone();
+            row.effort = request.reasoning_effort.clone().unwrap_or_default();
+            row.max_tokens = request.max_tokens.map_or(0, u64::from);
+            row.messages = request.messages.len() as u64;
+            row.tools = request.tools.len() as u64;
+        }
+        let bodies = log.bodies();
+        let mut start = row.clone();
+        if bodies {
+            start.request_body = String::from_utf8_lossy(body).into_owned();
+        }
+        let mut guard = log.start(start);
+        // From here the call lives in a future the caller may drop by hanging up.
+        guard.on_drop(Ended::Cancelled);
+        CallRows {
+            guard: Some(guard),
+            template: row,
+            sent_at: Instant::now(),
+            status: 0,
+            ttft: None,
+            response: bodies.then(Vec::new),
+            response_len: 0,
+        }
+    }
+
+    /// Keeps `bytes` for `response_body`, under the bodies pin only.
+    pub(crate) fn capture(&mut self, bytes: &[u8]) {
+        if let Some(kept) = self.response.as_mut() {
+            self.response_len += bytes.len() as u64;
+            let room = MAX_LOGGED_RESPONSE.saturating_sub(kept.len());
+            kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        }
+    }
+
+    fn end_row(&mut self) -> Record {
+        let mut row = self.template.clone();
+        row.status = self.status;
+        row.ms = ceil_ms(self.sent_at.elapsed());
+        row.ttft_ms = self.ttft.map_or(0, ceil_ms);
+        if let Some(kept) = self.response.take() {
+            if self.response_len > kept.len() as u64 {
+                row.note = format!(
+                    "response_body keeps the first {} of {} bytes",
+                    kept.len(),
+                    self.response_len
+                );
+            }
+            row.response_body = String::from_utf8_lossy(&kept).into_owned();
+        }
+        row
+    }
+
+    /// The call came back whole: finish, served model and the server's counts.
+    pub(crate) fn finished(&mut self, summary: &StreamSummary, blocks: &[MessageContentBlock]) {
+        let Some(guard) = self.guard.take() else {
+            return;
+        };
+        let mut row = self.end_row();
+        row.served = summary.model.clone().unwrap_or_default();
+        row.finish = summary.finish_reason.clone().unwrap_or_default();
+        if let Some(usage) = &summary.usage {
+            row.prompt_tokens = usage.prompt_tokens;
+            row.completion_tokens = usage.completion_tokens;
+            row.reasoning_tokens = usage.reasoning_tokens.unwrap_or(0);
+            row.cost = usage.cost.unwrap_or(0.0);
+        } else if let Some(timings) = &summary.timings {
+            // No usage chunk: llama.cpp's timings are the server's own count, as in the client.
+            row.prompt_tokens = timings.prompt_n.unwrap_or(0) + timings.cache_n.unwrap_or(0);
+            row.completion_tokens = timings.predicted_n.unwrap_or(0);
+        }
+        row.cached_tokens = match (&summary.prompt_cache, &summary.timings) {
+            (Some(cache), _) => cache.cached_tokens,
+            (None, Some(timings)) => timings.cache_n.unwrap_or(0),
+            (None, None) => 0,
+        };
+        let answered = blocks.iter().any(|block| match block {
+            MessageContentBlock::Text { text } => !text.trim().is_empty(),
+            MessageContentBlock::ToolCall { .. } => true,
+            _ => false,
+        });
+        // The thinking-ate-the-answer signature, as the client writes it.
+        row.empty_at_ceiling = !answered
+            && row.finish == "length"
+            && row.completion_tokens > 0
+            && row.max_tokens > 0
+            && row.completion_tokens >= row.max_tokens;
+        guard.finish(row);
+    }
+
+    /// The call failed: the upstream's status and its own sentence, clipped.
+    pub(crate) fn failed(&mut self, message: &str) {
+        let Some(guard) = self.guard.take() else {
+            return;
+        };
+        let mut row = self.end_row();
+        row.error = clip_error(message);
+        guard.finish(row);
+    }
+
+    /// The caller went away (or stopped reading) before the call ended.
+    pub(crate) fn cancelled(&mut self, why: &str) {
+        let Some(guard) = self.guard.take() else {
+            return;
+        };
+        let mut row = self.end_row();
+        row.ended = Ended::Cancelled.as_str().to_owned();
+        row.note = why.to_owned();
+        guard.finish(row);
+    }
+}
+
+/// Milliseconds rounded up, so a measured wait is never written as 0 ("not measured").
+fn ceil_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros().div_ceil(1000)).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,434 @@
+//! `Proxy`: the axum router, its shared state, and the handlers that route each call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use bytes::Bytes;
+use cuca_calllog::CallLog;
+use cuca_events::SessionBackend;
+use cuca_replay::SessionReplay;
+use serde_json::json;
+
+use crate::config::{Mode, ProxyConfig};
+use crate::error::ProxyError;
+use crate::record::{self, root_cause, upstream_headers, Recording};
+use crate::replay::{self, Lookup};
+use crate::session::{self, Slots};
+use crate::wire::{self, ApiError, CallerRequest};
+
+/// How long the proxy waits to open a connection to the upstream. Generation itself has no
+/// bound here: the caller decides how long it waits, and hanging up cancels the call.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What every handler shares.
+pub(crate) struct Shared {
+    pub(crate) config: ProxyConfig,
+    pub(crate) replay: SessionReplay,
+    pub(crate) slots: Slots,
+    pub(crate) http: reqwest::Client,
+    /// `{upstream}/v1/chat/completions`; `None` in replay mode.
+    pub(crate) chat_url: Option<reqwest::Url>,
+    /// `{upstream}/v1/models`; `None` in replay mode.
+    pub(crate) models_url: Option<reqwest::Url>,
+    /// The upstream's base URL as given, for messages.
+    pub(crate) upstream_base: String,
+    pub(crate) call_log: CallLog,
+    /// The call log's `run` for every call this proxy forwards.
+    pub(crate) run_id: String,
+}
+
+/// The OpenAI-compatible recording and replaying proxy. See the crate docs.
+#[derive(Clone)]
+pub struct Proxy {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("config", &self.shared.config)
+            .field("run_id", &self.shared.run_id)
+            .finish()
+    }
+}
+
+/// `{base}/v1/{tail}`, or `{base}/{tail}` when the base already ends in `/v1`.
+fn upstream_url(base: &str, tail: &str) -> Result<reqwest::Url, ProxyError> {
+    let invalid = |message: String| ProxyError::InvalidUpstream {
+        url: base.to_owned(),
+        message,
+    };
+    let mut url = reqwest::Url::parse(base.trim())
+        .map_err(|e| invalid(format!("{e}; an upstream looks like http://127.0.0.1:8080")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid(format!(
+            "the scheme is {:?}; only http and https are spoken",
+            url.scheme()
+        )));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(invalid("it names no host".into()));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(invalid(
+            "an upstream url carries no query or fragment".into(),
+        ));
+    }
+    let path = url.path().trim_end_matches('/').to_owned();
+    let path = if path.ends_with("/v1") {
+        format!("{path}/{tail}")
+    } else {
+        format!("{path}/v1/{tail}")
+    };
+    url.set_path(&path);
+    Ok(url)
+}
+
+impl Proxy {
+    /// A proxy recording into (and replaying from) `backend`, writing call-log rows to the
+    /// process-global call log. Validates `config` and the upstream URL.
+    pub fn new(config: ProxyConfig, backend: Arc<dyn SessionBackend>) -> Result<Self, ProxyError> {
+        Self::with_call_log(config, backend, cuca_calllog::global())
+    }
+
+    /// As [`Proxy::new`], writing call-log rows to `call_log` (a test hands in its own).
+    pub fn with_call_log(
+        config: ProxyConfig,
+        backend: Arc<dyn SessionBackend>,
+        call_log: CallLog,
+    ) -> Result<Self, ProxyError> {
+        config.validate()?;
+        let (chat_url, models_url, upstream_base) = match (&config.upstream, config.mode) {
+            (Some(base), mode) if mode.forwards() => (
+                Some(upstream_url(base, "chat/completions")?),
+                Some(upstream_url(base, "models")?),
+                base.trim_end_matches('/').to_owned(),
+            ),
+            _ => (None, None, String::new()),
+        };
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            // Each streamed event is a small write; Nagle's algorithm would hold them back.
+            .tcp_nodelay(true)
+            // A redirect is the upstream's answer to the caller, not the proxy's to follow.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|source| ProxyError::HttpClient { source })?;
+        let slots = Slots::new(Arc::clone(&backend), config.max_sessions);
+        Ok(Proxy {
+            shared: Arc::new(Shared {
+                replay: SessionReplay::new(backend),
+                slots,
+                http,
+                chat_url,
+                models_url,
+                upstream_base,
+                call_log,
+                run_id: format!("{:08x}", rand::random::<u32>()),
+                config,
+            }),
+        })
+    }
+
+    /// The config the proxy runs under.
+    pub fn config(&self) -> &ProxyConfig {
+        &self.shared.config
+    }
+
+    /// The call log's `run` on every row this proxy writes.
+    pub fn run_id(&self) -> &str {
+        &self.shared.run_id
+    }
+
+    /// Waits until no call is being recorded in `session`: the writer is free, so every
+    /// record of the calls before is in the store. A graceful shutdown waits on it, and so
+    /// does a test that reads a session after its caller hung up.
+    pub async fn settled(&self, session: &str) {
+        if let Some(slot) = self.shared.slots.existing(session) {
+            drop(slot.lock.lock().await);
+        }
+    }
+
+    /// The routes: `POST /v1/chat/completions`, `GET /v1/models`, and both again under
+    /// `/s/{session}`; anything else is an OpenAI-shaped 404.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/v1/chat/completions", post(chat_default))
+            .route("/s/{session}/v1/chat/completions", post(chat_in_session))
+            .route("/v1/models", get(models))
+            .route("/s/{session}/v1/models", get(models))
+            .fallback(no_route)
+            .method_not_allowed_fallback(wrong_method)
+            .with_state(Arc::clone(&self.shared))
+    }
+
+    /// Serves the router on `listener` until the process ends or `shutdown` resolves.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ProxyError> {
+        let addr = listener
+            .local_addr()
+            .map_or_else(|_| "the listener".to_owned(), |a| a.to_string());
+        // Each streamed event is a small write; Nagle's algorithm would hold it back until
+        // the caller acknowledged the one before.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "could not set TCP_NODELAY on a caller's connection");
+            }
+        });
+        axum::serve(listener, self.router())
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(|source| ProxyError::Serve { addr, source })
+    }
+}
+
+async fn chat_default(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    chat(shared, None, headers, body).await
+}
+
+async fn chat_in_session(
+    State(shared): State<Arc<Shared>>,
+    Path(session): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    chat(shared, Some(session), headers, body).await
+}
+
+/// Reads the body whole, refusing more than the configured bound before reading it where
+/// the caller declared its length, and as soon as it passes the bound where not.
+async fn read_body(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+    let max = shared.config.max_body_bytes;
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            "cuca_request_too_large",
+            format!("the request body is over the proxy's limit of {max} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(body, max)
+        .await
+        .map_err(|_| too_large())
+}
+
+async fn chat(
+    shared: Arc<Shared>,
+    from_path: Option<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match route_chat(shared, from_path, headers, body).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn route_chat(
+    shared: Arc<Shared>,
+    from_path: Option<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let session = session::choose(from_path, &headers, &shared.config.default_session)?;
+    let body = read_body(&shared, &headers, body)
+        .await
+        .map_err(|e| e.in_session(&session))?;
+    let request = wire::parse_request(&body);
+    match shared.config.mode {
+        Mode::Replay => {
+            let request = request.map_err(|message| bad_request(&session, message))?;
+            match load_and_lookup(&shared, &session, &request).await? {
+                Lookup::Found(turn, turn_idx) => {
+                    Ok(replay::render(&turn, turn_idx, &session, &request))
+                }
+                Lookup::Diverged(error) | Lookup::NotRecorded(error) => Err(error),
+            }
+        }
+        Mode::Record => {
+            let recording = recording(&shared, &session).await?;
+            Ok(record::forward_chat(shared, session, headers, body, request, recording).await)
+        }
+        Mode::Auto => {
+            // The writer is taken before the lookup, so a call recorded meanwhile on the same
+            // session cannot slip between the two.
+            let recording = recording(&shared, &session).await?;
+            if let Ok(parsed) = &request {
+                match load_and_lookup(&shared, &session, parsed).await? {
+                    Lookup::Found(turn, turn_idx) => {
+                        return Ok(replay::render(&turn, turn_idx, &session, parsed));
+                    }
+                    Lookup::Diverged(error) => return Err(error),
+                    Lookup::NotRecorded(_) => {}
+                }
+            }
+            Ok(record::forward_chat(shared, session, headers, body, request, recording).await)
+        }
+    }
+}
+
+async fn recording(shared: &Shared, session: &str) -> Result<Recording, ApiError> {
+    let slot = shared.slots.get(session)?;
+    let guard = Arc::clone(&slot.lock).lock_owned().await;
+    Ok(Recording {
+        slot,
+        _guard: guard,
+    })
+}
+
+fn bad_request(session: &str, message: String) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_request_error",
+        "cuca_invalid_request",
+        message,
+    )
+    .in_session(session)
+}
+
+/// Loads the session on a blocking thread (a long session is a long read, and other callers
+/// must not wait for it) and places the request in it.
+async fn load_and_lookup(
+    shared: &Arc<Shared>,
+    session: &str,
+    request: &CallerRequest,
+) -> Result<Lookup, ApiError> {
+    let loader = Arc::clone(shared);
+    let id = session.to_owned();
+    let loaded = tokio::task::spawn_blocking(move || loader.replay.load(&id)).await;
+    let trajectory = match loaded {
+        Ok(Ok(trajectory)) => trajectory,
+        Ok(Err(error)) => {
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "cuca_replay_failed",
+                format!("cannot load session {session:?}: {error}"),
+            )
+            .in_session(session))
+        }
+        Err(join) => {
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "cuca_replay_failed",
+                format!("loading session {session:?} stopped: {join}"),
+            )
+            .in_session(session))
+        }
+    };
+    Ok(replay::lookup(&trajectory, session, &request.unified))
+}
+
+/// `GET /v1/models`: the upstream's list, forwarded; in replay mode, one model named
+/// `cuca-replay`, since nothing may reach the network.
+async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let Some(url) = shared.models_url.clone() else {
+        let body = json!({"object": "list", "data": [
+            {"id": "cuca-replay", "object": "model", "created": 0, "owned_by": "cuca"}
+        ]});
+        return (
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response();
+    };
+    let answer = shared
+        .http
+        .get(url)
+        .headers(upstream_headers(&headers))
+        .send()
+        .await;
+    let upstream = match answer {
+        Ok(upstream) => upstream,
+        Err(error) => {
+            return ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                "cuca_upstream_unreachable",
+                format!(
+                    "the upstream {} did not answer: {}",
+                    shared.upstream_base,
+                    root_cause(&error)
+                ),
+            )
+            .into_response()
+        }
+    };
+    let status = upstream.status();
+    let content_type = upstream.headers().get(header::CONTENT_TYPE).cloned();
+    match upstream.bytes().await {
+        Ok(bytes) => {
+            let mut response = Response::new(Body::from(bytes));
+            *response.status_mut() = status;
+            if let Some(content_type) = content_type {
+                response
+                    .headers_mut()
+                    .insert(header::CONTENT_TYPE, content_type);
+            }
+            response
+        }
+        Err(error) => ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_error",
+            "cuca_upstream_broken",
+            format!(
+                "the upstream's model list broke off: {}",
+                root_cause(&error)
+            ),
+        )
+        .into_response(),
+    }
+}
+
+async fn wrong_method(method: Method, uri: Uri) -> Response {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "invalid_request_error",
+        "cuca_method_not_allowed",
+        format!(
+            "{} does not take {method}; chat completions are POSTed, the model list is a GET",
+            uri.path()
+        ),
+    )
+    .into_response()
+}
+
+async fn no_route(method: Method, uri: Uri) -> Response {
+    let mut response = ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found_error",
+        "cuca_no_route",
+        format!(
+            "no route {method} {}; the proxy serves POST /v1/chat/completions and GET /v1/models, also under /s/{{session}}",
+            uri.path()
+        ),
+    )
+    .into_response();
+    // Say which proxy answered, so a base URL pointed at the wrong port is easy to tell.
+    response.headers_mut().insert(
+        HeaderName::from_static("x-cuca-proxy"),
+        HeaderValue::from_static("1"),
+    );
+    response
+}

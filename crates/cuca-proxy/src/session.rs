@@ -1,0 +1,144 @@
+//! Choosing a call's session, and the one writer the proxy keeps per session.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::http::{HeaderMap, StatusCode};
+use cuca_events::SessionBackend;
+use cuca_session_log::SessionLogPlugin;
+
+use crate::wire::ApiError;
+
+/// The request header that names a call's session, and the response header that says which
+/// session a call was recorded in (or replayed from).
+pub const SESSION_HEADER: &str = "x-cuca-session";
+
+/// The response header with the point (`"{session}:{sequence}"`) of the first record the call
+/// wrote, or, replayed, of the first record of the turn it was served from.
+pub const POINT_HEADER: &str = "x-cuca-point";
+
+/// The longest session id accepted: a `.cslog` file name must fit in 255 bytes with its
+/// extension, and fork ids grow from it.
+const MAX_SESSION_ID_BYTES: usize = 200;
+
+/// Why `id` cannot name a session, or `None` when it can. The same rule `FileBackend`
+/// applies, checked before anything is forwarded, so a call is never sent upstream only to
+/// find that it cannot be recorded.
+pub(crate) fn invalid_session_id(id: &str) -> Option<String> {
+    if id.is_empty() {
+        return Some("a session id cannot be empty".into());
+    }
+    if id.len() > MAX_SESSION_ID_BYTES {
+        return Some(format!(
+            "a session id is at most {MAX_SESSION_ID_BYTES} bytes; this one has {}",
+            id.len()
+        ));
+    }
+    if id.contains(['/', '\\', '\0']) || id.chars().any(char::is_control) {
+        return Some(format!(
+            "session id {id:?} holds a '/', '\\\\', NUL or control character"
+        ));
+    }
+    None
+}
+
+/// The session of a call: the `/s/{session}/` path prefix, else the `X-Cuca-Session`
+/// header, else `default`.
+pub(crate) fn choose(
+    from_path: Option<String>,
+    headers: &HeaderMap,
+    default: &str,
+) -> Result<String, ApiError> {
+    let from_header = match headers.get(SESSION_HEADER) {
+        None => None,
+        Some(value) => Some(value.to_str().map(str::to_owned).map_err(|_| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "cuca_invalid_session",
+                "the X-Cuca-Session header is not visible ASCII",
+            )
+        })?),
+    };
+    let session = from_path
+        .or(from_header)
+        .unwrap_or_else(|| default.to_owned());
+    match invalid_session_id(&session) {
+        None => Ok(session),
+        Some(message) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "cuca_invalid_session",
+            message,
+        )),
+    }
+}
+
+/// One session's writer: its plugin, and the lock that makes the proxy its only writer.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub(crate) plugin: Arc<SessionLogPlugin>,
+    /// Held for a whole recorded call: a session is one conversation, and two calls recorded
+    /// into it at once would interleave their records and merge their turns.
+    pub(crate) lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// The writers of the sessions in use, at most `max` of them.
+#[derive(Debug)]
+pub(crate) struct Slots {
+    backend: Arc<dyn SessionBackend>,
+    max: usize,
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
+}
+
+impl Slots {
+    pub(crate) fn new(backend: Arc<dyn SessionBackend>, max: usize) -> Self {
+        Slots {
+            backend,
+            max,
+            slots: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The writer of `session`, if one was made.
+    pub(crate) fn existing(&self, session: &str) -> Option<Arc<Slot>> {
+        let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        slots.get(session).cloned()
+    }
+
+    /// The writer of `session`, made on first use. When the table is full, writers nobody
+    /// holds are dropped (a new one re-reads its session's tail from the store); when every
+    /// one is in use, the call is refused with a 503 rather than the table growing.
+    pub(crate) fn get(&self, session: &str) -> Result<Arc<Slot>, ApiError> {
+        // The table is only read and written under this lock, never across an await, so a
+        // panic elsewhere cannot leave it half-changed.
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = slots.get(session) {
+            return Ok(Arc::clone(slot));
+        }
+        if slots.len() >= self.max {
+            slots.retain(|_, slot| Arc::strong_count(slot) > 1);
+        }
+        if slots.len() >= self.max {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                "cuca_too_many_sessions",
+                format!(
+                    "{} sessions are recording at once, the proxy's limit; retry when one finishes",
+                    self.max
+                ),
+            )
+            .in_session(session));
+        }
+        let plugin = SessionLogPlugin::new(Arc::clone(&self.backend))
+            .with_session_id(session)
+            .with_call_metadata(true);
+        let slot = Arc::new(Slot {
+            plugin: Arc::new(plugin),
+            lock: Arc::new(tokio::sync::Mutex::new(())),
+        });
+        slots.insert(session.to_owned(), Arc::clone(&slot));
+        Ok(slot)
+    }
+}

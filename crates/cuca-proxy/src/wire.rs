@@ -1,0 +1,337 @@
+//! The OpenAI Chat Completions shapes the proxy reads and writes: the caller's request as a
+//! `UnifiedRequest`, a non-streamed answer's blocks, and OpenAI's error JSON.
+
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use cuca_client::StreamSummary;
+use cuca_events::{
+    Message, MessageContentBlock, PromptCacheUsage, ProviderUsage, Role, ToolChoice,
+    ToolDefinition, UnifiedRequest,
+};
+use serde_json::{json, Value};
+
+/// What the proxy understood of a caller's request body.
+#[derive(Debug, Clone)]
+pub(crate) struct CallerRequest {
+    /// The request in cuca's terms, for the session log and the replay match.
+    pub(crate) unified: UnifiedRequest,
+    /// `stream: true`.
+    pub(crate) stream: bool,
+    /// `stream_options.include_usage: true`.
+    pub(crate) include_usage: bool,
+}
+
+/// Reads a Chat Completions request body. `Err` says, in words, why it is not one; the
+/// record path still forwards such a body unchanged (the upstream's own 400 is the answer the
+/// caller should see), it only records nothing.
+pub(crate) fn parse_request(body: &[u8]) -> Result<CallerRequest, String> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| "the body is not a JSON object".to_owned())?;
+    let messages = object
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or_else(|| "'messages' is required and must be an array".to_owned())?;
+    let mut unified = UnifiedRequest::default();
+    for (index, message) in messages.iter().enumerate() {
+        unified
+            .messages
+            .push(message_of(message).map_err(|e| format!("messages[{index}]: {e}"))?);
+    }
+    unified.model = object
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    unified.max_tokens = ["max_completion_tokens", "max_tokens"]
+        .iter()
+        .find_map(|key| object.get(*key).and_then(Value::as_u64))
+        .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+    // The unified request holds an f32; a temperature is a small number, so nothing is lost
+    // that a sampler would notice.
+    unified.temperature = object
+        .get("temperature")
+        .and_then(Value::as_f64)
+        .map(|t| t as f32);
+    unified.reasoning_effort = object
+        .get("reasoning_effort")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    if let Some(tools) = object.get("tools").and_then(Value::as_array) {
+        for tool in tools {
+            let function = tool.get("function").unwrap_or(tool);
+            unified.tools.push(ToolDefinition {
+                name: str_field(function, "name"),
+                description: str_field(function, "description"),
+                parameters: function.get("parameters").cloned().unwrap_or(Value::Null),
+            });
+        }
+    }
+    unified.tool_choice = object.get("tool_choice").and_then(|choice| match choice {
+        Value::String(word) => match word.as_str() {
+            "auto" => Some(ToolChoice::Auto),
+            "none" => Some(ToolChoice::None),
+            "required" => Some(ToolChoice::Required),
+            _ => None,
+        },
+        Value::Object(_) => choice
+            .pointer("/function/name")
+            .and_then(Value::as_str)
+            .map(|name| ToolChoice::Named(name.to_owned())),
+        _ => None,
+    });
+    let stream = object.get("stream").and_then(Value::as_bool) == Some(true);
+    let include_usage = object
+        .get("stream_options")
+        .and_then(|o| o.get("include_usage"))
+        .and_then(Value::as_bool)
+        == Some(true);
+    Ok(CallerRequest {
+        unified,
+        stream,
+        include_usage,
+    })
+}
+
+fn str_field(value: &Value, key: &str) -> String {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// One wire message as a [`Message`]: text parts in order, images as
+/// [`MessageContentBlock::ImageBase64`] (a `data:` URL split into type and bytes; any other
+/// URL kept whole with the media type `text/uri-list`), an assistant's `reasoning_content`
+/// as Thinking and its `tool_calls` as ToolCall blocks, a tool message as one ToolResult.
+fn message_of(wire: &Value) -> Result<Message, String> {
+    let role = match wire.get("role").and_then(Value::as_str) {
+        Some("system" | "developer") => Role::System,
+        Some("user") => Role::User,
+        Some("assistant") => Role::Assistant,
+        Some("tool" | "function") => Role::Tool,
+        Some(other) => return Err(format!("role {other:?} is not a chat role")),
+        None => return Err("'role' is required".into()),
+    };
+    let mut content = Vec::new();
+    if role == Role::Tool {
+        content.push(MessageContentBlock::ToolResult {
+            tool_call_id: str_field(wire, "tool_call_id"),
+            content: text_of(wire.get("content")),
+            is_error: false,
+        });
+        return Ok(Message { role, content });
+    }
+    if let Some(reasoning) = wire.get("reasoning_content").and_then(Value::as_str) {
+        if !reasoning.is_empty() {
+            content.push(MessageContentBlock::thinking(reasoning));
+        }
+    }
+    match wire.get("content") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) => content.push(MessageContentBlock::text(text.as_str())),
+        Some(Value::Array(parts)) => {
+            for part in parts {
+                match part.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        content.push(MessageContentBlock::text(str_field(part, "text")))
+                    }
+                    Some("image_url") => {
+                        let url = part
+                            .pointer("/image_url/url")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
+                        content.push(image_of(url));
+                    }
+                    Some(other) => return Err(format!("content part type {other:?} is not read")),
+                    None => return Err("a content part has no 'type'".into()),
+                }
+            }
+        }
+        Some(_) => return Err("'content' is neither a string, an array nor null".into()),
+    }
+    if let Some(calls) = wire.get("tool_calls").and_then(Value::as_array) {
+        for call in calls {
+            content.push(MessageContentBlock::ToolCall {
+                id: str_field(call, "id"),
+                name: call
+                    .pointer("/function/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                arguments: call
+                    .pointer("/function/arguments")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            });
+        }
+    }
+    Ok(Message { role, content })
+}
+
+fn image_of(url: &str) -> MessageContentBlock {
+    if let Some(rest) = url.strip_prefix("data:") {
+        if let Some((media_type, data)) = rest.split_once(";base64,") {
+            return MessageContentBlock::ImageBase64 {
+                media_type: media_type.to_owned(),
+                data: data.to_owned(),
+            };
+        }
+    }
+    MessageContentBlock::ImageBase64 {
+        media_type: "text/uri-list".into(),
+        data: url.to_owned(),
+    }
+}
+
+/// A message's text: a string, or the `text` of its text parts, joined.
+fn text_of(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// A non-streamed `chat.completion` object's blocks (reasoning, then text, then tool calls,
+/// the order a stream of it delivers them) and summary.
+pub(crate) fn decode_completion(
+    body: &[u8],
+) -> Result<(Vec<MessageContentBlock>, StreamSummary), String> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| format!("the upstream's answer is not JSON: {e}"))?;
+    let mut blocks = Vec::new();
+    let mut summary = StreamSummary::default();
+    summary.model = value
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .map(str::to_owned);
+    let choice = value
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|choices| choices.first());
+    if let Some(choice) = choice {
+        summary.finish_reason = choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if let Some(message) = choice.get("message") {
+            if let Ok(Message { content, .. }) = message_of(message) {
+                // A stream yields nothing for an empty delta; neither does its whole form.
+                blocks = content
+                    .into_iter()
+                    .filter(|block| match block {
+                        MessageContentBlock::Text { text } => !text.is_empty(),
+                        MessageContentBlock::Thinking { thinking } => !thinking.is_empty(),
+                        _ => true,
+                    })
+                    .collect();
+            }
+        }
+    }
+    if let Some(usage) = value.get("usage") {
+        let count = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64);
+        summary.usage = Some(ProviderUsage {
+            prompt_tokens: count("/prompt_tokens").unwrap_or(0),
+            completion_tokens: count("/completion_tokens").unwrap_or(0),
+            reasoning_tokens: count("/completion_tokens_details/reasoning_tokens"),
+            cost: usage.get("cost").and_then(Value::as_f64),
+        });
+        if let Some(cached_tokens) = count("/prompt_tokens_details/cached_tokens") {
+            summary.prompt_cache = Some(PromptCacheUsage { cached_tokens });
+        }
+    }
+    summary.n_events = 1;
+    Ok((blocks, summary))
+}
+
+/// The longest piece of recorded or sent text quoted in a divergence message.
+pub(crate) const CLIP_CHARS: usize = 160;
+
+/// `text` cut to [`CLIP_CHARS`] characters, marked when cut.
+pub(crate) fn clip(text: &str) -> String {
+    match text.char_indices().nth(CLIP_CHARS) {
+        None => text.to_owned(),
+        Some((cut, _)) => format!("{}… ({} chars in all)", &text[..cut], text.chars().count()),
+    }
+}
+
+/// An error in OpenAI's shape, `{"error":{"message","type","param","code"}}`, with a status.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiError {
+    pub(crate) status: StatusCode,
+    pub(crate) kind: &'static str,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
+    /// The request field the error is about (`messages[3]`), where there is one.
+    pub(crate) param: Option<String>,
+    /// The session the error is about, echoed in `X-Cuca-Session` where known.
+    pub(crate) session: Option<String>,
+}
+
+impl ApiError {
+    pub(crate) fn new(
+        status: StatusCode,
+        kind: &'static str,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
+        ApiError {
+            status,
+            kind,
+            code,
+            message: message.into(),
+            param: None,
+            session: None,
+        }
+    }
+
+    pub(crate) fn with_param(mut self, param: String) -> Self {
+        self.param = Some(param);
+        self
+    }
+
+    pub(crate) fn in_session(mut self, session: &str) -> Self {
+        self.session = Some(session.to_owned());
+        self
+    }
+
+    /// The JSON body.
+    pub(crate) fn body(&self) -> Value {
+        json!({"error": {
+            "message": self.message,
+            "type": self.kind,
+            "param": self.param,
+            "code": self.code,
+        }})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (
+            self.status,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            self.body().to_string(),
+        )
+            .into_response();
+        if let Some(value) = self
+            .session
+            .as_deref()
+            .and_then(|s| HeaderValue::from_str(s).ok())
+        {
+            response
+                .headers_mut()
+                .insert(crate::session::SESSION_HEADER, value);
+        }
+        response
+    }
+}

@@ -1,0 +1,395 @@
+//! A stand-in upstream that serves the committed llama-server transcripts byte for byte,
+//! and helpers to start a proxy in front of it.
+// Each test file uses part of the support, and its helpers unwrap: a failed step is a
+// failed test.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use bytes::Bytes;
+use cuca_calllog::{CallLog, Record};
+use cuca_client::ChatStreamDecoder;
+use cuca_events::{MessageContentBlock, SessionBackend, SessionRecord};
+use cuca_proxy::{Mode, Proxy, ProxyConfig};
+use cuca_store_file::FileBackend;
+use tokio::sync::{oneshot, Notify};
+
+pub fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/llama-server")
+}
+
+pub fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(fixtures_dir().join(name)).unwrap()
+}
+
+/// The request body that produced transcript `name`.
+pub fn request(name: &str) -> Vec<u8> {
+    fixture(&format!("{name}.request.json"))
+}
+
+/// The blocks a transcript's body decodes to (the client's own decoder).
+pub fn blocks_of_sse(body: &[u8]) -> Vec<MessageContentBlock> {
+    let mut decoder = ChatStreamDecoder::new();
+    let mut blocks = Vec::new();
+    decoder.feed(body, &mut blocks).unwrap();
+    decoder.finish(&mut blocks).unwrap();
+    blocks
+}
+
+/// Every text of `blocks` of one kind, joined.
+pub fn joined(blocks: &[MessageContentBlock], thinking: bool) -> String {
+    blocks
+        .iter()
+        .filter_map(|b| match (b, thinking) {
+            (MessageContentBlock::Text { text }, false) => Some(text.as_str()),
+            (MessageContentBlock::Thinking { thinking }, true) => Some(thinking.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What the upstream saw of one call.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// A tool-call stream in the documented OpenAI chunk shape (`choices[0].delta.tool_calls[i]`
+/// with `index`, `id`, `function.name`, `function.arguments` arriving in pieces): the tiny
+/// llama-server model could not be made to emit one, so this one is written by hand.
+pub const TOOL_STREAM: &str = concat!(
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"cuca-tiny-random\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"cuca-tiny-random\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_7\",\"type\":\"function\",\"function\":{\"name\":\"lookup\",\"arguments\":\"\"}}]},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"cuca-tiny-random\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"city\\\":\"}}]},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"cuca-tiny-random\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"\\\"Lisbon\\\"}\"}}]},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"cuca-tiny-random\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"cuca-tiny-random\",\"choices\":[],\"usage\":{\"prompt_tokens\":20,\"completion_tokens\":9,\"total_tokens\":29}}\n\n",
+    "data: [DONE]\n\n",
+);
+
+pub const MODELS: &str = "{\"object\":\"list\",\"data\":[{\"id\":\"cuca-tiny-random\",\"object\":\"model\",\"created\":1,\"owned_by\":\"llamacpp\"}]}";
+
+/// The stand-in upstream: which transcript it serves is chosen from the request (the SDK
+/// writes its own bytes, so the body cannot be matched exactly).
+pub struct Upstream {
+    pub url: String,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    /// Signalled when a `HANG` call's response body is dropped: the proxy closed the
+    /// upstream connection.
+    pub hang_dropped: Arc<Notify>,
+    /// Signalled when a `HANG` call has sent its first event.
+    pub hang_started: Arc<Notify>,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Upstream {
+    pub fn calls(&self) -> usize {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.path.ends_with("/chat/completions"))
+            .count()
+    }
+
+    pub fn last(&self) -> Seen {
+        self.seen.lock().unwrap().last().cloned().unwrap()
+    }
+
+    /// Stops listening and waits until the listener is closed.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
+
+struct DropSignal(Arc<Notify>);
+
+impl Drop for DropSignal {
+    fn drop(&mut self) {
+        self.0.notify_one();
+    }
+}
+
+fn choose(body: &[u8]) -> &'static str {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return "error-bad-json";
+    };
+    let stream = value["stream"] == true;
+    let messages = value["messages"].as_array().cloned().unwrap_or_default();
+    let last = messages
+        .last()
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    if last.contains("lisbon vault lisbon vault") {
+        "error-context-overflow"
+    } else if last.contains("HANG") {
+        "hang"
+    } else if last.contains("TOOLS") {
+        "tools"
+    } else if last == "Say hi" {
+        "stream-no-usage"
+    } else if last == "Where is the vault? Answer in one word." {
+        match (messages.len() >= 4, stream) {
+            (true, _) => "stream-second-turn",
+            (false, true) => "stream-reasoning",
+            (false, false) => "nonstream-reasoning",
+        }
+    } else if stream {
+        "stream-basic"
+    } else {
+        "nonstream-basic"
+    }
+}
+
+/// A transcript's status and content type, from its `.headers` file.
+fn head(name: &str) -> (StatusCode, String) {
+    let text = String::from_utf8(fixture(&format!("{name}.headers"))).unwrap();
+    let status: u16 = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let content_type = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Type: "))
+        .unwrap()
+        .to_owned();
+    (StatusCode::from_u16(status).unwrap(), content_type)
+}
+
+/// The body in the pieces a server writes it: one piece per SSE event.
+fn pieces(body: Vec<u8>) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 0..body.len() {
+        if body[i] == b'\n' && body.get(i + 1) == Some(&b'\n') {
+            out.push(Bytes::copy_from_slice(&body[start..i + 2]));
+            start = i + 2;
+        }
+    }
+    if start < body.len() {
+        out.push(Bytes::copy_from_slice(&body[start..]));
+    }
+    out
+}
+
+pub async fn upstream() -> Upstream {
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let hang_dropped = Arc::new(Notify::new());
+    let hang_started = Arc::new(Notify::new());
+    let chat = {
+        let seen = Arc::clone(&seen);
+        let hang_dropped = Arc::clone(&hang_dropped);
+        let hang_started = Arc::clone(&hang_started);
+        move |headers: HeaderMap, body: Bytes| {
+            let seen = Arc::clone(&seen);
+            let hang_dropped = Arc::clone(&hang_dropped);
+            let hang_started = Arc::clone(&hang_started);
+            let headers_answer: Option<&'static str> = headers
+                .get("x-test-answer")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| (v == "tools").then_some("tools"));
+            async move {
+                seen.lock().unwrap().push(Seen {
+                    path: "/v1/chat/completions".into(),
+                    headers,
+                    body: body.clone(),
+                });
+                // A test may name the answer outright, for a retry the body cannot tell apart.
+                let name = match headers_answer {
+                    Some("tools") => "tools",
+                    _ => choose(&body),
+                };
+                let sse = |status, body: Body| {
+                    Response::builder()
+                        .status(status)
+                        .header("Content-Type", "text/event-stream")
+                        .body(body)
+                        .unwrap()
+                };
+                match name {
+                    "hang" => {
+                        let first = pieces(fixture("stream-basic.body")).remove(0);
+                        let guard = DropSignal(hang_dropped);
+                        let stream = futures::stream::unfold(
+                            (Some(first), guard, hang_started),
+                            |(first, guard, started)| async move {
+                                match first {
+                                    Some(bytes) => Some((
+                                        Ok::<_, std::io::Error>(bytes),
+                                        (None, guard, started),
+                                    )),
+                                    None => {
+                                        started.notify_one();
+                                        // Generation that never ends: only a closed
+                                        // connection stops it.
+                                        std::future::pending::<()>().await;
+                                        drop(guard);
+                                        None
+                                    }
+                                }
+                            },
+                        );
+                        sse(StatusCode::OK, Body::from_stream(stream))
+                    }
+                    "tools" => sse(
+                        StatusCode::OK,
+                        Body::from_stream(futures::stream::iter(
+                            pieces(TOOL_STREAM.as_bytes().to_vec())
+                                .into_iter()
+                                .map(Ok::<_, std::io::Error>),
+                        )),
+                    ),
+                    name => {
+                        let (status, content_type) = head(name);
+                        let chunks = pieces(fixture(&format!("{name}.body")));
+                        Response::builder()
+                            .status(status)
+                            .header("Content-Type", content_type)
+                            .header("Server", "llama.cpp")
+                            .body(Body::from_stream(futures::stream::iter(
+                                chunks.into_iter().map(Ok::<_, std::io::Error>),
+                            )))
+                            .unwrap()
+                    }
+                }
+            }
+        }
+    };
+    let models = {
+        let seen = Arc::clone(&seen);
+        move |headers: HeaderMap| {
+            let seen = Arc::clone(&seen);
+            async move {
+                seen.lock().unwrap().push(Seen {
+                    path: "/v1/models".into(),
+                    headers,
+                    body: Bytes::new(),
+                });
+                Response::builder()
+                    .header("Content-Type", "application/json")
+                    .body(Body::from(MODELS))
+                    .unwrap()
+            }
+        }
+    };
+    let router = Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/models", get(models));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    Upstream {
+        url: format!("http://{addr}"),
+        seen,
+        hang_dropped,
+        hang_started,
+        stop: Some(stop),
+        task,
+    }
+}
+
+/// A proxy serving on a loopback port.
+pub struct Running {
+    pub url: String,
+    pub proxy: Proxy,
+    pub backend: Arc<dyn SessionBackend>,
+    pub log_path: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl Running {
+    pub fn records(&self, session: &str) -> Vec<SessionRecord> {
+        self.backend.replay(session).unwrap()
+    }
+
+    pub fn kinds(&self, session: &str) -> Vec<&'static str> {
+        self.records(session)
+            .iter()
+            .map(|r| r.event.kind())
+            .collect()
+    }
+
+    pub fn rows(&self) -> Vec<Record> {
+        match cuca_calllog::read_rows(&self.log_path) {
+            Ok(report) => report.rows,
+            Err(_) => Vec::new(),
+        }
+    }
+
+    pub fn chat_url(&self, session: Option<&str>) -> String {
+        match session {
+            Some(session) => format!("{}/s/{session}/v1/chat/completions", self.url),
+            None => format!("{}/v1/chat/completions", self.url),
+        }
+    }
+}
+
+pub async fn start(config: ProxyConfig, dir: &Path) -> Running {
+    let backend: Arc<dyn SessionBackend> =
+        Arc::new(FileBackend::new(dir.join("sessions")).unwrap());
+    let log_path = dir.join("calls.jsonl");
+    let log = CallLog::builder().path(Some(log_path.clone())).build();
+    let proxy = Proxy::with_call_log(config, Arc::clone(&backend), log).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let serving = proxy.clone();
+    tokio::spawn(async move {
+        serving
+            .serve(listener, async move {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    Running {
+        url: format!("http://{addr}"),
+        proxy,
+        backend,
+        log_path,
+        stop: Some(stop),
+    }
+}
+
+pub async fn recording(upstream: &Upstream, dir: &Path) -> Running {
+    start(
+        ProxyConfig::new(Mode::Record, Some(upstream.url.clone())).unwrap(),
+        dir,
+    )
+    .await
+}
+
+pub async fn replaying(dir: &Path) -> Running {
+    start(ProxyConfig::new(Mode::Replay, None).unwrap(), dir).await
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::new()
+}

@@ -1,0 +1,96 @@
+//! A turn's call metadata: what the call was sent and how it ended, where the recording has it.
+
+use cuca_events::SessionEvent;
+
+use crate::trajectory::ReplayTurn;
+
+/// What one turn's `CallRequest` record says the call was sent besides its messages.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CallParameters {
+    /// The model asked for (empty: the server's choice).
+    pub model: String,
+    /// The sampling parameters that travelled, as the JSON text of one object.
+    pub parameters: String,
+    /// The tools offered, as the JSON text of an array of `{name, description, parameters}`.
+    pub tools: String,
+    /// How many messages the request carried, every role counted.
+    pub messages: u64,
+}
+
+/// A turn's call metadata: the `CallRequest` and `CallFinish` records a session log writes
+/// when asked (`SessionLogPlugin::with_call_metadata`). Both are `None` for a turn recorded
+/// without them, which is every turn of a plugin that was not asked.
+///
+/// It sits beside the seed's view of a turn and changes none of it: the records land in no
+/// other list, and [`ReplayTurn::response`] still reports `finish_reason: None`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CallMetadata {
+    request: Option<CallParameters>,
+    finish: Option<(Option<String>, String)>,
+}
+
+impl CallMetadata {
+    /// What the call was sent, from its `CallRequest` record.
+    pub fn request(&self) -> Option<&CallParameters> {
+        self.request.as_ref()
+    }
+
+    /// Whether a `CallFinish` record closed the call.
+    pub fn has_finish(&self) -> bool {
+        self.finish.is_some()
+    }
+
+    /// The finish reason the server reported, from the `CallFinish` record; `None` when
+    /// there is no such record or the server never said (a stream cut short).
+    pub fn finish_reason(&self) -> Option<&str> {
+        self.finish
+            .as_ref()
+            .and_then(|(reason, _)| reason.as_deref())
+    }
+
+    /// The model that answered, from the `CallFinish` record.
+    pub fn served_model(&self) -> Option<&str> {
+        self.finish.as_ref().map(|(_, model)| model.as_str())
+    }
+
+    /// Whether the turn holds neither record.
+    pub fn is_empty(&self) -> bool {
+        self.request.is_none() && self.finish.is_none()
+    }
+
+    /// Files a `CallRequest` or `CallFinish` event; a turn keeps the last of each kind, since
+    /// one call writes one of each.
+    pub(crate) fn take(&mut self, event: SessionEvent) {
+        match event {
+            SessionEvent::CallRequest {
+                model,
+                parameters,
+                tools,
+                messages,
+            } => {
+                self.request = Some(CallParameters {
+                    model,
+                    parameters,
+                    tools,
+                    messages,
+                });
+            }
+            SessionEvent::CallFinish {
+                finish_reason,
+                model,
+            } => self.finish = Some((finish_reason, model)),
+            _ => {}
+        }
+    }
+}
+
+impl ReplayTurn {
+    /// The turn's call metadata (model, sampling parameters, tools offered, finish reason),
+    /// where the recording has it; empty for a turn recorded without it.
+    pub fn call(&self) -> &CallMetadata {
+        &self.call
+    }
+}
+
+#[cfg(test)]
+mod tests;

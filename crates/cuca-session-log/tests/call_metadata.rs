@@ -1,0 +1,152 @@
+//! Call metadata (issue 21): `CallRequest`/`CallFinish` are written only when the plugin is
+//! asked, inside the turn they describe, and a plugin that was not asked writes exactly what
+//! the seed's hooks write.
+// Test helpers unwrap: a failure there should stop the test at once.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cuca_events::{
+    CucaPlugin, Message, MessageContentBlock, SessionBackend, SessionEvent, TokenUsage, ToolChoice,
+    ToolDefinition, UnifiedRequest, UnifiedResponse,
+};
+use cuca_session_log::SessionLogPlugin;
+use cuca_store_mem::InMemoryBackend;
+use futures::executor::block_on;
+
+fn request() -> UnifiedRequest {
+    let mut request = UnifiedRequest::new(vec![
+        Message::system("You are terse."),
+        Message::user("The vault is in Lisbon. Reply with: noted"),
+    ]);
+    request.model = "tiny".into();
+    request.max_tokens = Some(12);
+    request.temperature = Some(0.0);
+    request.tool_choice = Some(ToolChoice::Auto);
+    request.tools = vec![ToolDefinition {
+        name: "lookup".into(),
+        description: "Finds a city.".into(),
+        parameters: serde_json::json!({"type": "object"}),
+    }];
+    request
+}
+
+fn response() -> UnifiedResponse {
+    UnifiedResponse {
+        model: "cuca-tiny-random".into(),
+        provider: "llamacpp".into(),
+        content: vec![MessageContentBlock::text("noted")],
+        finish_reason: Some("length".into()),
+        token_usage: TokenUsage {
+            prompt_tokens: 40,
+            completion_tokens: 12,
+        },
+        duration: Duration::from_millis(7),
+        ..UnifiedResponse::default()
+    }
+}
+
+fn turn(plugin: &SessionLogPlugin) {
+    block_on(async {
+        let mut request = request();
+        plugin.on_request(&mut request).await.unwrap();
+        plugin
+            .on_stream_chunk(&MessageContentBlock::text("noted"))
+            .await
+            .unwrap();
+        plugin.on_response_complete(&response()).await.unwrap();
+    });
+}
+
+fn kinds(backend: &Arc<dyn SessionBackend>) -> Vec<&'static str> {
+    backend
+        .replay("demo")
+        .unwrap()
+        .iter()
+        .map(|record| record.event.kind())
+        .collect()
+}
+
+/// "The plugin writes them only when asked (`SessionLogPlugin` option), so seed 000's record
+/// counts and its worked example stay exactly as they are by default."
+#[test]
+fn a_plugin_not_asked_writes_only_the_seed_records() {
+    let backend: Arc<dyn SessionBackend> = Arc::new(InMemoryBackend::new());
+    let plugin = SessionLogPlugin::new(Arc::clone(&backend)).with_session_id("demo");
+    turn(&plugin);
+    assert_eq!(
+        kinds(&backend),
+        ["SystemPrompt", "Message", "Output", "Latency", "TokenUsage"]
+    );
+}
+
+/// "Record, per call, the model, the sampling parameters, the tools offered and the finish
+/// reason, as new `SessionEvent` kinds added at the end of the enum."
+#[test]
+fn a_plugin_asked_records_what_the_call_was_sent_and_how_it_ended_inside_the_turn() {
+    let backend: Arc<dyn SessionBackend> = Arc::new(InMemoryBackend::new());
+    let plugin = SessionLogPlugin::new(Arc::clone(&backend))
+        .with_session_id("demo")
+        .with_call_metadata(true);
+    turn(&plugin);
+    assert_eq!(
+        kinds(&backend),
+        [
+            "SystemPrompt",
+            "Message",
+            "CallRequest",
+            "Output",
+            "CallFinish",
+            "Latency",
+            "TokenUsage"
+        ]
+    );
+    let records = backend.replay("demo").unwrap();
+    let SessionEvent::CallRequest {
+        model,
+        parameters,
+        tools,
+        messages,
+    } = &records[2].event
+    else {
+        panic!("record 2 is {:?}", records[2].event);
+    };
+    assert_eq!(model, "tiny");
+    assert_eq!(*messages, 2);
+    let parameters: serde_json::Value = serde_json::from_str(parameters).unwrap();
+    assert_eq!(
+        parameters,
+        serde_json::json!({"max_tokens": 12, "temperature": 0.0, "tool_choice": "auto"})
+    );
+    let tools: serde_json::Value = serde_json::from_str(tools).unwrap();
+    assert_eq!(tools[0]["name"], "lookup");
+    assert_eq!(tools[0]["parameters"]["type"], "object");
+    assert_eq!(
+        records[4].event,
+        SessionEvent::CallFinish {
+            finish_reason: Some("length".into()),
+            model: "cuca-tiny-random".into(),
+        }
+    );
+    // Dense sequences: the new records take numbers like any other.
+    let sequences: Vec<u64> = records.iter().map(|r| r.sequence).collect();
+    assert_eq!(sequences, [0, 1, 2, 3, 4, 5, 6]);
+}
+
+/// The proxy learns the point a call starts at before the call writes anything.
+#[test]
+fn next_sequence_is_the_sequence_the_next_record_gets() {
+    let backend: Arc<dyn SessionBackend> = Arc::new(InMemoryBackend::new());
+    let plugin = SessionLogPlugin::new(Arc::clone(&backend)).with_session_id("demo");
+    assert_eq!(plugin.next_sequence().unwrap(), 0);
+    turn(&plugin);
+    assert_eq!(plugin.next_sequence().unwrap(), 5);
+    // A plugin over the same store that never wrote reads the tail.
+    let fresh = SessionLogPlugin::new(Arc::clone(&backend)).with_session_id("demo");
+    assert_eq!(fresh.next_sequence().unwrap(), 5);
+    let record = fresh
+        .append_log(SessionEvent::Output { text: "x".into() })
+        .unwrap();
+    assert_eq!(record.sequence, 5);
+}
