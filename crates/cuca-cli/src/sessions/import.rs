@@ -1,0 +1,84 @@
+//! `cuca import FILE.jsonl DIR SESSION`: a JSON Lines export into a new session.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use cuca::{FileBackend, SessionBackend, SessionRecord};
+use serde_json::json;
+
+use super::stdout;
+use crate::error::CliError;
+
+/// Reads a JSON Lines export whole, before anything is written.
+fn read_jsonl(file: &Path) -> Result<Vec<SessionRecord>, CliError> {
+    let reader: Box<dyn BufRead> = if file == Path::new("-") {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let opened = std::fs::File::open(file)
+            .map_err(|error| CliError::Usage(format!("cannot open {}: {error}", file.display())))?;
+        Box::new(std::io::BufReader::new(opened))
+    };
+    let mut records = Vec::new();
+    for (i, line) in reader.lines().enumerate() {
+        let line =
+            line.map_err(|error| CliError::Failed(format!("read {}: {error}", file.display())))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: SessionRecord = serde_json::from_str(&line).map_err(|error| {
+            CliError::Failed(format!(
+                "{} line {}: not a SessionRecord: {error}",
+                file.display(),
+                i + 1
+            ))
+        })?;
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// `cuca import FILE.jsonl DIR SESSION`.
+pub(crate) fn import(
+    file: &Path,
+    dir: &Path,
+    session: &str,
+    as_json: bool,
+) -> Result<(), CliError> {
+    // The id and the target are checked before the file is read, and the file is read whole
+    // before anything is written: a refused import leaves no session behind.
+    let backend = FileBackend::new(dir)?;
+    let path: PathBuf = backend.session_path(session)?;
+    let packed = backend.compacted_path(session)?;
+    if std::fs::symlink_metadata(&path).is_ok() || std::fs::symlink_metadata(&packed).is_ok() {
+        return Err(CliError::Usage(format!(
+            "session {session:?} already exists in {} ({}); import writes new sessions only",
+            dir.display(),
+            path.display()
+        )));
+    }
+    let records = read_jsonl(file)?;
+    let n_records = records.len();
+    for record in records {
+        backend.append(SessionRecord {
+            session_id: session.to_owned(),
+            ..record
+        })?;
+    }
+    let bytes = backend.bytes_on_disk(session)?;
+    let mut out = stdout();
+    if as_json {
+        writeln!(
+            out,
+            "{}",
+            json!({"session": session, "records": n_records, "bytes": bytes})
+        )?;
+    } else {
+        writeln!(
+            out,
+            "imported {n_records} records into session {session:?} ({bytes} bytes, {})",
+            path.display()
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
