@@ -18,7 +18,9 @@ use crate::compact::{
     compact_file, expand_file, open_compacted, scan_compacted, Compaction, COMPACTED_EXTENSION,
     COMPACTION_TMP_SUFFIX,
 };
-use crate::scan::{replay_file, replay_reader, scan, ScanReport};
+use crate::scan::{
+    open_session_file, replay_file, replay_reader, scan, scan_each, ScanReport, ScanSummary,
+};
 
 #[cfg(test)]
 mod tests;
@@ -244,6 +246,52 @@ impl FileBackend {
             Some(Stored::Live(path)) => scan(&path),
             // The report of the `.cslog` bytes inside, naming the compacted file.
             Some(Stored::Compacted(path)) => scan_compacted(&path),
+            None => Err(PluginError::NotFound {
+                what: "session".into(),
+                id: session_id.into(),
+            }),
+        }
+    }
+
+    /// Scans a session's file like [`FileBackend::verify`], handing each good record to
+    /// `visit` in file order instead of keeping it: the summary has the counts, skipped
+    /// frames, torn tail and verdict, and memory stays one read chunk however long the
+    /// session. Records are visited also when the verdict turns out refused (the verdict is
+    /// known only at the end). An error from `visit` stops the scan and is returned.
+    ///
+    /// A session with no file is [`PluginError::NotFound`]; a compacted file whose gzip
+    /// stream is damaged is [`PluginError::Io`] naming it, as with [`FileBackend::verify`].
+    ///
+    /// ```
+    /// use cuca_events::{SessionBackend, SessionEvent, SessionRecord};
+    /// use cuca_store_file::{FileBackend, Verdict};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = FileBackend::new(dir.path())?;
+    /// for sequence in 0..3 {
+    ///     backend.append(SessionRecord {
+    ///         session_id: "demo".into(),
+    ///         sequence,
+    ///         timestamp_ms: 10 + sequence,
+    ///         event: SessionEvent::Output { text: "token".into() },
+    ///     })?;
+    /// }
+    /// let mut last_ms = 0;
+    /// let summary = backend.verify_each("demo", &mut |record| {
+    ///     last_ms = record.timestamp_ms;
+    ///     Ok(())
+    /// })?;
+    /// assert_eq!((summary.n_records, summary.verdict, last_ms), (3, Verdict::Clean, 12));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn verify_each(
+        &self,
+        session_id: &str,
+        visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
+    ) -> Result<ScanSummary, PluginError> {
+        match self.stored(session_id)? {
+            Some(Stored::Live(path)) => scan_each(open_session_file(&path)?, &path, visit),
+            Some(Stored::Compacted(path)) => scan_each(open_compacted(&path)?, &path, visit),
             None => Err(PluginError::NotFound {
                 what: "session".into(),
                 id: session_id.into(),

@@ -76,4 +76,4 @@ pub use codec::{
 };
 pub use compact::{Compaction, COMPACTED_EXTENSION};
 pub use error::FrameError;
-pub use scan::{scan, scan_bytes, scan_reader, ScanReport, SkippedFrame, Verdict};
+pub use scan::{scan, scan_bytes, scan_reader, ScanReport, ScanSummary, SkippedFrame, Verdict};

@@ -16,6 +16,11 @@ use serde::Deserialize;
 use crate::codec::{decode_cut_frame, HEADER_LEN, MAGIC, MAX_FRAME_LEN, VERSION};
 use crate::error::FrameError;
 
+mod summary;
+
+pub(crate) use summary::scan_each;
+pub use summary::ScanSummary;
+
 /// What a scan concluded about a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -88,7 +93,7 @@ pub fn scan(path: &Path) -> Result<ScanReport, PluginError> {
 }
 
 /// Opens a session file for reading, refusing what is not a regular file.
-fn open_session_file(path: &Path) -> Result<std::fs::File, PluginError> {
+pub(crate) fn open_session_file(path: &Path) -> Result<std::fs::File, PluginError> {
     open_regular_file(path, "a session file is {dir}/{session_id}.cslog")
 }
 
