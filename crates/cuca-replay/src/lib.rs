@@ -74,9 +74,11 @@ use trajectory::Segmenter;
 mod config;
 mod stream;
 mod trajectory;
+mod turns;
 
 pub use config::ReplayConfig;
 pub use trajectory::{ReplayCompletion, ReplayNote, ReplayTrajectory, ReplayTurn, ReplayUsage};
+pub use turns::{SessionOutline, TurnOutline, TurnPart, TurnSplitter};
 
 #[cfg(test)]
 mod tests;
