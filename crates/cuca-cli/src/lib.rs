@@ -50,6 +50,7 @@ mod journal;
 mod logs;
 mod serve;
 mod sessions;
+mod term;
 mod ui;
 
 #[cfg(test)]
@@ -82,6 +83,12 @@ enum Command {
         /// JSON Lines, one object per session.
         #[arg(long)]
         json: bool,
+        /// Row order: `activity` (most recent last record first) or `name`.
+        #[arg(long, value_enum, default_value_t = sessions::SortBy::Activity)]
+        sort: sessions::SortBy,
+        /// Print only the id of the session with the most recent record.
+        #[arg(long)]
+        last: bool,
     },
     /// The records of one session, one line each.
     Show {
@@ -220,7 +227,12 @@ where
 
 fn dispatch(command: Command) -> Result<(), CliError> {
     match command {
-        Command::Sessions { dir, json } => sessions::list(&dir, json),
+        Command::Sessions {
+            dir,
+            json,
+            sort,
+            last,
+        } => sessions::list(&dir, json, sort, last),
         Command::Show {
             dir,
             session,

@@ -9,6 +9,7 @@ use cuca::calllog::{self, Env, Record};
 use serde_json::json;
 
 use crate::error::CliError;
+use crate::term::line;
 use crate::ui;
 
 /// The options of `cuca logs`.
@@ -59,7 +60,8 @@ fn resolved_path(args: &LogsArgs) -> Result<Option<PathBuf>, CliError> {
 }
 
 fn row_line(row: &Record) -> String {
-    let mut parts = vec![row.ts.clone(), format!("id={}", row.id)];
+    // Every field comes from a file anyone could have written: shown, never obeyed.
+    let mut parts = vec![line(&row.ts).to_string(), format!("id={}", line(&row.id))];
     for (name, value) in [
         ("run", &row.run),
         ("tag", &row.tag),
@@ -68,7 +70,7 @@ fn row_line(row: &Record) -> String {
         ("finish", &row.finish),
     ] {
         if !value.is_empty() {
-            parts.push(format!("{name}={value}"));
+            parts.push(format!("{name}={}", line(value)));
         }
     }
     if row.status != 0 {
@@ -261,7 +263,11 @@ fn summary(
     }
     writeln!(out, "runs: {}", runs.len())?;
     for (run, t) in &runs {
-        let name = if run.is_empty() { "(no run id)" } else { run };
+        let name = if run.is_empty() {
+            "(no run id)".to_owned()
+        } else {
+            line(run).to_string()
+        };
         writeln!(
             out,
             "  {name}: {} calls, {} prompt + {} completion tokens, {} failed",

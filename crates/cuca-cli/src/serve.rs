@@ -14,6 +14,13 @@ pub(crate) fn run(runs: &Path, listen: &str) -> Result<(), CliError> {
             runs.display()
         )));
     }
+    // An address that does not parse (or resolve) is a bad argument, exit 2; one that parses
+    // but cannot be bound (in use, not ours) is a failure, exit 1.
+    if std::net::ToSocketAddrs::to_socket_addrs(listen).is_err() {
+        return Err(CliError::Usage(format!(
+            "--listen {listen:?} is not an address to listen on; give HOST:PORT, such as 127.0.0.1:8080"
+        )));
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -93,7 +93,10 @@ fn path_follows_the_call_log_resolution() {
     assert_eq!(stdout, "/tmp/elsewhere.jsonl\n");
     let (code, _, stderr) = run(&["logs"], &[("CUCA_CALL_LOG", "off")]);
     assert_eq!(code, 2);
-    assert!(stderr.starts_with("cuca: the call log is off"), "{stderr}");
+    assert!(
+        stderr.starts_with("cuca: error: the call log is off"),
+        "{stderr}"
+    );
 }
 
 #[test]

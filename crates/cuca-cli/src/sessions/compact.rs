@@ -6,8 +6,9 @@ use std::path::Path;
 use cuca::SessionBackend;
 use serde_json::json;
 
-use super::{open_dir, stdout, PROGRESS_MIN_SESSIONS};
+use super::{count, open_dir, stdout, PROGRESS_MIN_SESSIONS};
 use crate::error::CliError;
+use crate::term::line;
 use crate::ui;
 
 /// `cuca compact DIR [SESSION…]`: gzips finished sessions into `{id}.cslog.gz`.
@@ -35,9 +36,25 @@ pub(crate) fn compact(dir: &Path, named: &[String], as_json: bool) -> Result<(),
     }
     let mut out = stdout();
     let (mut before, mut after, mut n_compacted) = (0u64, 0u64, 0usize);
+    let mut refused = 0usize;
     for session in &ids {
-        bar.set_message(format!("compacting {session}"));
-        let compaction = backend.compact(session)?;
+        bar.set_message(format!("compacting {}", line(session)));
+        // One session refused (damaged, held by a writer) is reported on its line and the
+        // rest are still compacted: the summary and the exit code say it.
+        let compaction = match backend.compact(session) {
+            Ok(compaction) => compaction,
+            Err(error) => {
+                bar.inc(1);
+                refused += 1;
+                let why = error.to_string();
+                if as_json {
+                    writeln!(out, "{}", json!({"session": session, "refused": why}))?;
+                } else {
+                    writeln!(out, "{}: refused: {}", line(session), line(&why))?;
+                }
+                continue;
+            }
+        };
         bar.inc(1);
         if !compaction.already_compacted {
             n_compacted += 1;
@@ -60,14 +77,17 @@ pub(crate) fn compact(dir: &Path, named: &[String], as_json: bool) -> Result<(),
         } else if compaction.already_compacted {
             writeln!(
                 out,
-                "{session}: compacted already ({} records, {} bytes)",
-                compaction.records, compaction.bytes_after
+                "{}: compacted already ({}, {} bytes)",
+                line(session),
+                count(compaction.records as u64, "record", "records"),
+                compaction.bytes_after
             )?;
         } else {
             writeln!(
                 out,
-                "{session}: {} records, {} -> {} bytes ({:.2}x)",
-                compaction.records,
+                "{}: {}, {} -> {} bytes ({:.2}x)",
+                line(session),
+                count(compaction.records as u64, "record", "records"),
                 compaction.bytes_before,
                 compaction.bytes_after,
                 ratio(compaction.bytes_after, compaction.bytes_before)
@@ -78,12 +98,19 @@ pub(crate) fn compact(dir: &Path, named: &[String], as_json: bool) -> Result<(),
     if !as_json {
         writeln!(
             out,
-            "{n_compacted} of {} sessions compacted: {before} -> {after} bytes ({:.2}x)",
-            ids.len(),
+            "{n_compacted} of {} compacted, {refused} refused: {before} -> {after} bytes ({:.2}x)",
+            count(ids.len() as u64, "session", "sessions"),
             ratio(after, before)
         )?;
     }
     out.flush()?;
+    if refused > 0 {
+        return Err(CliError::Failed(format!(
+            "{refused} of {} in {} not compacted (see the lines above)",
+            count(ids.len() as u64, "session", "sessions"),
+            dir.display()
+        )));
+    }
     Ok(())
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use cuca::{parse_point_id, SessionBackend};
 use serde_json::json;
 
-use super::{open_dir, scan_session, stdout};
+use super::{open_dir, require_session, stdout};
 use crate::error::CliError;
 
 /// `cuca fork DIR POINT_ID`.
@@ -14,7 +14,7 @@ pub(crate) fn fork(dir: &Path, point_id: &str, as_json: bool) -> Result<(), CliE
     let (session, _) = parse_point_id(point_id)?;
     let backend = open_dir(dir)?;
     // A missing session is named as such before the backend is asked to fork it.
-    scan_session(&backend, session)?;
+    require_session(&backend, session)?;
     let new_id = backend.fork(session, point_id)?;
     let mut out = stdout();
     if as_json {
@@ -24,7 +24,7 @@ pub(crate) fn fork(dir: &Path, point_id: &str, as_json: bool) -> Result<(), CliE
             json!({"session": new_id, "from_point": point_id})
         )?;
     } else {
-        writeln!(out, "{new_id}")?;
+        writeln!(out, "{}", crate::term::line(&new_id))?;
     }
     out.flush()?;
     Ok(())

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use cuca::{FileBackend, SessionBackend, SessionRecord};
 use serde_json::json;
 
-use super::stdout;
+use super::{count, stdout};
 use crate::error::CliError;
 
 /// Reads a JSON Lines export whole, before anything is written.
@@ -57,6 +57,13 @@ pub(crate) fn import(
         )));
     }
     let records = read_jsonl(file)?;
+    if records.is_empty() {
+        // A session is its records: with none there is nothing to write, and no file.
+        return Err(CliError::Failed(format!(
+            "{} holds no records; nothing was imported and no session {session:?} was created",
+            file.display()
+        )));
+    }
     let n_records = records.len();
     for record in records {
         backend.append(SessionRecord {
@@ -75,7 +82,9 @@ pub(crate) fn import(
     } else {
         writeln!(
             out,
-            "imported {n_records} records into session {session:?} ({bytes} bytes, {})",
+            "imported {} into session {} ({bytes} bytes, {})",
+            count(n_records as u64, "record", "records"),
+            crate::term::line(&format!("{session:?}")),
             path.display()
         )?;
     }

@@ -2,11 +2,15 @@
 //! show, replay, fork, verify, compact, export, import), and what they share.
 
 use std::io::BufWriter;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
-use cuca::store_file::{ScanReport, Verdict};
-use cuca::{parse_point_id, FileBackend, SessionEvent, SessionRecord};
+use cuca::store_file::{ScanSummary, Verdict};
+use cuca::{
+    parse_point_id, FileBackend, PluginError, ReplayedRecord, SessionBackend, SessionEvent,
+    SessionRecord,
+};
 
 use crate::error::CliError;
 use crate::ui;
@@ -24,7 +28,7 @@ pub(crate) use compact::compact;
 pub(crate) use export::export;
 pub(crate) use fork::fork;
 pub(crate) use import::import;
-pub(crate) use list::list;
+pub(crate) use list::{list, SortBy};
 pub(crate) use replay::replay;
 pub(crate) use show::show;
 pub(crate) use verify::verify;
@@ -43,9 +47,14 @@ pub fn kinds_line(records: &[SessionRecord]) -> String {
     for record in records {
         counts[record.event.kind_index()] += 1;
     }
+    kinds_words(&counts)
+}
+
+/// [`kinds_line`] from per-kind counts indexed by `SessionEvent::kind_index`.
+fn kinds_words(counts: &[u64; SessionEvent::KINDS.len()]) -> String {
     SessionEvent::KINDS
         .iter()
-        .zip(counts)
+        .zip(counts.iter().copied())
         .filter(|(_, n)| *n > 0)
         .map(|(kind, n)| format!("{kind} {n}"))
         .collect::<Vec<_>>()
@@ -109,50 +118,238 @@ pub(crate) fn open_dir(dir: &Path) -> Result<FileBackend, CliError> {
     }
 }
 
-/// The scan of a session that must exist in `backend`.
-fn scan_session(backend: &FileBackend, session: &str) -> Result<ScanReport, CliError> {
-    backend.verify(session).map_err(|error| match error {
-        cuca::PluginError::NotFound { .. } => CliError::Usage(format!(
-            "session {session:?} not found in {} (`cuca sessions {}` lists them)",
-            backend.dir().display(),
-            backend.dir().display()
-        )),
-        other => other.into(),
-    })
+/// The usage error for a session `backend` does not hold.
+fn not_found(backend: &FileBackend, session: &str) -> CliError {
+    CliError::Usage(format!(
+        "session {session:?} not found in {} (`cuca sessions {}` lists them)",
+        backend.dir().display(),
+        backend.dir().display()
+    ))
 }
 
-/// The records a load of `session` returns, with a warning line when damage was recovered.
-fn load_records(backend: &FileBackend, session: &str) -> Result<Vec<SessionRecord>, CliError> {
-    let report = scan_session(backend, session)?;
-    if report.verdict == Verdict::Recovered {
-        ui::warn(&recovered_line(session, &report));
+/// Fails with a usage error unless `session` has a file (live or compacted) in `backend`.
+fn require_session(backend: &FileBackend, session: &str) -> Result<(), CliError> {
+    if backend.session_path(session)?.is_file() || backend.compacted_path(session)?.is_file() {
+        Ok(())
+    } else {
+        Err(not_found(backend, session))
     }
-    Ok(report.into_records()?)
 }
 
-fn recovered_line(session: &str, report: &ScanReport) -> String {
+/// Scans a session that must exist, handing each good record to `visit` and keeping none:
+/// a missing session is a usage error, any other failure is passed on.
+fn scan_each(
+    backend: &FileBackend,
+    session: &str,
+    visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
+) -> Result<ScanSummary, CliError> {
+    backend
+        .verify_each(session, visit)
+        .map_err(|error| match error {
+            PluginError::NotFound { .. } => not_found(backend, session),
+            other => other.into(),
+        })
+}
+
+/// The first pass of a reading command: the whole session scanned, each record to `visit`,
+/// before anything is printed. Recovered damage gets its warning line; a session a load
+/// refuses is the error naming its file and offset, so the command prints nothing on stdout.
+fn scan_checked(
+    backend: &FileBackend,
+    session: &str,
+    visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
+) -> Result<ScanSummary, CliError> {
+    let summary = scan_each(backend, session, visit)?;
+    match &summary.verdict {
+        Verdict::Recovered => ui::warn(&recovered_line(session, &summary)),
+        Verdict::Refused { offset, reason } => {
+            return Err(PluginError::Corrupt {
+                path: summary.path.clone(),
+                offset: *offset,
+                message: reason.clone(),
+            }
+            .into())
+        }
+        _ => {}
+    }
+    Ok(summary)
+}
+
+/// The second pass: the first `limit` records of `session` (what the first pass counted, so
+/// records a live writer appends in between are left out) to `visit`, one at a time, until
+/// it breaks.
+fn each_record(
+    backend: &FileBackend,
+    session: &str,
+    limit: u64,
+    visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<ControlFlow<()>, CliError>,
+) -> Result<(), CliError> {
+    let mut seen = 0u64;
+    // The backend stops on any error from its visitor and hands back a `PluginError`: the
+    // CLI's own error (a closed stdout) waits here, and the end of what is wanted stops the
+    // read early with a placeholder error that is dropped.
+    let mut failed: Option<CliError> = None;
+    let mut done = false;
+    let read = backend.replay_each(session, &mut |record| {
+        if seen == limit {
+            done = true;
+            return Err(PluginError::validation(
+                "limit",
+                "the records counted were read",
+            ));
+        }
+        seen += 1;
+        match visit(record) {
+            Ok(ControlFlow::Continue(())) => Ok(()),
+            Ok(ControlFlow::Break(())) => {
+                done = true;
+                Err(PluginError::validation(
+                    "limit",
+                    "the visitor has what it wants",
+                ))
+            }
+            Err(error) => {
+                failed = Some(error);
+                Err(PluginError::validation("visit", "stopped"))
+            }
+        }
+    });
+    if let Some(error) = failed {
+        return Err(error);
+    }
+    match read {
+        Err(_) if done => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+/// One session's scan as a row of `verify` or `sessions`.
+enum Scanned {
+    /// The file was read to its end: the scan's findings.
+    Read(ScanSummary),
+    /// The file could not be read through (a damaged gzip stream, an I/O error): a refused
+    /// row, not a failure of the whole directory.
+    Unreadable {
+        /// The file that failed.
+        path: std::path::PathBuf,
+        /// Records read before it failed.
+        n_records: u64,
+        /// The error, in words.
+        reason: String,
+    },
+}
+
+impl Scanned {
+    fn verdict_word(&self) -> &'static str {
+        match self {
+            Scanned::Read(summary) => verdict_word(&summary.verdict),
+            Scanned::Unreadable { .. } => "refused",
+        }
+    }
+
+    fn n_records(&self) -> u64 {
+        match self {
+            Scanned::Read(summary) => summary.n_records,
+            Scanned::Unreadable { n_records, .. } => *n_records,
+        }
+    }
+
+    fn file_len(&self) -> u64 {
+        match self {
+            Scanned::Read(summary) => summary.file_len,
+            Scanned::Unreadable { .. } => 0,
+        }
+    }
+}
+
+/// Scans one session of a directory listing, each record to `visit`: a file that cannot be
+/// read through is an [`Scanned::Unreadable`] row; a session that is not there is an error.
+fn scan_row(
+    backend: &FileBackend,
+    session: &str,
+    visit: &mut dyn FnMut(ReplayedRecord<'_>),
+) -> Result<Scanned, CliError> {
+    let mut n_records = 0u64;
+    let result = backend.verify_each(session, &mut |record| {
+        n_records += 1;
+        visit(record);
+        Ok(())
+    });
+    match result {
+        Ok(summary) => Ok(Scanned::Read(summary)),
+        Err(PluginError::NotFound { .. }) => Err(not_found(backend, session)),
+        Err(error @ PluginError::Validation { .. }) => Err(error.into()),
+        Err(error) => {
+            let packed = backend.compacted_path(session)?;
+            let path = if backend.session_path(session)?.is_file() || !packed.is_file() {
+                backend.session_path(session)?
+            } else {
+                packed
+            };
+            Ok(Scanned::Unreadable {
+                path,
+                n_records,
+                reason: error.to_string(),
+            })
+        }
+    }
+}
+
+fn recovered_line(session: &str, summary: &ScanSummary) -> String {
     format!(
-        "session {session:?} was damaged but nothing recorded was lost: {}",
-        damage_words(report)
+        "session {session:?} is damaged but loadable: {}",
+        damage_words(summary)
     )
 }
 
-fn damage_words(report: &ScanReport) -> String {
+/// What the damage of a loadable file means, and no more than is known: skipped frames
+/// whose neighbours continue the sequence lost nothing, but a torn tail is what a crash
+/// mid-append leaves (no acknowledged record lost) and also what a copy cut short leaves
+/// (everything after it lost), and the bytes cannot tell the two apart.
+fn damage_words(summary: &ScanSummary) -> String {
     let mut parts = Vec::new();
-    for frame in &report.skipped {
+    for frame in &summary.skipped {
         parts.push(format!(
-            "skipped frame at byte {} ({} bytes: {})",
+            "skipped frame at byte {} ({} bytes: {}); the sequence continues across it, so no record is missing there",
             frame.offset, frame.len, frame.reason
         ));
     }
-    if report.torn_tail_bytes > 0 {
+    if summary.torn_tail_bytes > 0 {
         parts.push(format!(
-            "torn tail of {} bytes at byte {}",
-            report.torn_tail_bytes,
-            report.file_len - report.torn_tail_bytes
+            "torn tail of {} bytes at byte {}: if a crash mid-append left it, no acknowledged record was lost; if the file was cut short (a partial copy), records after byte {} are missing",
+            summary.torn_tail_bytes,
+            summary.file_len - summary.torn_tail_bytes,
+            summary.file_len - summary.torn_tail_bytes
         ));
     }
     parts.join("; ")
+}
+
+/// `n` and the noun, singular for one: "1 turn", "2 turns".
+fn count(n: impl Into<u64>, singular: &str, plural: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {singular}")
+    } else {
+        format!("{n} {plural}")
+    }
+}
+
+/// One record as a JSON line: the `SessionRecord` serde_json writes (a `ReplayedRecord`
+/// has the same fields in the same order).
+fn write_json_line(
+    out: &mut impl std::io::Write,
+    record: &ReplayedRecord<'_>,
+) -> Result<(), CliError> {
+    serde_json::to_writer(&mut *out, record).map_err(|error| {
+        if error.is_io() {
+            CliError::from(std::io::Error::from(error))
+        } else {
+            CliError::Failed(format!("encode record: {error}"))
+        }
+    })?;
+    out.write_all(b"\n")?;
+    Ok(())
 }
 
 fn stdout() -> BufWriter<std::io::StdoutLock<'static>> {

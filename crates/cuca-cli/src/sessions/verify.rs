@@ -3,34 +3,96 @@
 use std::io::Write;
 use std::path::Path;
 
-use cuca::store_file::{ScanReport, Verdict};
+use cuca::store_file::Verdict;
 use cuca::SessionBackend;
 use serde_json::json;
 
-use super::{open_dir, recovered_line, scan_session, stdout, verdict_word, PROGRESS_MIN_SESSIONS};
+use super::{
+    count, open_dir, recovered_line, require_session, scan_row, stdout, Scanned,
+    PROGRESS_MIN_SESSIONS,
+};
 use crate::error::CliError;
+use crate::term::line;
 use crate::ui;
 
-fn report_json(session: &str, report: &ScanReport) -> serde_json::Value {
-    let (refused_at, refused_reason) = match &report.verdict {
-        Verdict::Refused { offset, reason } => (Some(*offset), Some(reason.clone())),
-        _ => (None, None),
+fn report_json(session: &str, scanned: &Scanned) -> serde_json::Value {
+    match scanned {
+        Scanned::Read(summary) => {
+            let (refused_at, refused_reason) = match &summary.verdict {
+                Verdict::Refused { offset, reason } => (Some(*offset), Some(reason.clone())),
+                _ => (None, None),
+            };
+            json!({
+                "session": session,
+                "path": summary.path,
+                "verdict": scanned.verdict_word(),
+                "records": summary.n_records,
+                "bytes": summary.file_len,
+                "skipped": summary.skipped.iter().map(|frame| json!({
+                    "offset": frame.offset,
+                    "len": frame.len,
+                    "reason": frame.reason.to_string(),
+                })).collect::<Vec<_>>(),
+                "torn_tail_bytes": summary.torn_tail_bytes,
+                "refused_at": refused_at,
+                "refused_reason": refused_reason,
+            })
+        }
+        Scanned::Unreadable {
+            path,
+            n_records,
+            reason,
+        } => json!({
+            "session": session,
+            "path": path,
+            "verdict": "refused",
+            "records": n_records,
+            "bytes": 0,
+            "skipped": [],
+            "torn_tail_bytes": 0,
+            "refused_at": null,
+            "refused_reason": reason,
+        }),
+    }
+}
+
+fn write_report(out: &mut impl Write, session: &str, scanned: &Scanned) -> Result<(), CliError> {
+    writeln!(
+        out,
+        "{}: {} ({}, {} bytes)",
+        line(session),
+        scanned.verdict_word(),
+        count(scanned.n_records(), "record", "records"),
+        scanned.file_len()
+    )?;
+    let summary = match scanned {
+        Scanned::Read(summary) => summary,
+        Scanned::Unreadable { reason, .. } => {
+            writeln!(out, "  refused: cannot be read through: {}", line(reason))?;
+            return Ok(());
+        }
     };
-    json!({
-        "session": session,
-        "path": report.path,
-        "verdict": verdict_word(&report.verdict),
-        "records": report.records.len(),
-        "bytes": report.file_len,
-        "skipped": report.skipped.iter().map(|frame| json!({
-            "offset": frame.offset,
-            "len": frame.len,
-            "reason": frame.reason.to_string(),
-        })).collect::<Vec<_>>(),
-        "torn_tail_bytes": report.torn_tail_bytes,
-        "refused_at": refused_at,
-        "refused_reason": refused_reason,
-    })
+    for frame in &summary.skipped {
+        writeln!(
+            out,
+            "  skipped frame at byte {} ({} bytes): {}",
+            frame.offset,
+            frame.len,
+            line(&frame.reason.to_string())
+        )?;
+    }
+    if summary.torn_tail_bytes > 0 {
+        writeln!(
+            out,
+            "  torn tail: {} bytes at byte {} (a crash mid-append, or a copy cut short)",
+            summary.torn_tail_bytes,
+            summary.file_len - summary.torn_tail_bytes
+        )?;
+    }
+    if let Verdict::Refused { offset, reason } = &summary.verdict {
+        writeln!(out, "  refused at byte {offset}: {}", line(reason))?;
+    }
+    Ok(())
 }
 
 /// `cuca verify DIR [SESSION…]`.
@@ -41,14 +103,7 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
     } else {
         // Every name is checked before any scan, so a typo fails fast and alone.
         for session in named {
-            let path = backend.session_path(session)?;
-            if !path.is_file() && !backend.compacted_path(session)?.is_file() {
-                return Err(CliError::Usage(format!(
-                    "session {session:?} not found in {} (no file {})",
-                    dir.display(),
-                    path.display()
-                )));
-            }
+            require_session(&backend, session)?;
         }
         named.to_vec()
     };
@@ -57,65 +112,46 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     let mut out = stdout();
-    let (mut clean, mut recovered, mut refused, mut n_records, mut n_bytes) = (0, 0, 0, 0, 0);
+    let (mut clean, mut recovered, mut refused, mut n_records, mut n_bytes) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
     for session in &ids {
-        bar.set_message(format!("verifying {session}"));
-        let report = scan_session(&backend, session)?;
+        bar.set_message(format!("verifying {}", line(session)));
+        // Records are counted by the scan and kept by no one: memory is one read chunk,
+        // whatever the session's length.
+        let scanned = scan_row(&backend, session, &mut |_| {})?;
         bar.inc(1);
-        n_records += report.records.len();
-        n_bytes += report.file_len;
-        match &report.verdict {
-            Verdict::Clean => clean += 1,
-            Verdict::Recovered => {
+        n_records += scanned.n_records();
+        n_bytes += scanned.file_len();
+        match &scanned {
+            Scanned::Read(summary) if summary.verdict == Verdict::Clean => clean += 1,
+            Scanned::Read(summary) if summary.verdict == Verdict::Recovered => {
                 recovered += 1;
-                bar.suspend(|| ui::warn(&recovered_line(session, &report)));
+                bar.suspend(|| ui::warn(&recovered_line(session, summary)));
             }
             _ => refused += 1,
         }
         if as_json {
-            writeln!(out, "{}", report_json(session, &report))?;
-            continue;
-        }
-        writeln!(
-            out,
-            "{session}: {} ({} records, {} bytes)",
-            verdict_word(&report.verdict),
-            report.records.len(),
-            report.file_len
-        )?;
-        for frame in &report.skipped {
-            writeln!(
-                out,
-                "  skipped frame at byte {} ({} bytes): {}",
-                frame.offset, frame.len, frame.reason
-            )?;
-        }
-        if report.torn_tail_bytes > 0 {
-            writeln!(
-                out,
-                "  torn tail: {} bytes at byte {}",
-                report.torn_tail_bytes,
-                report.file_len - report.torn_tail_bytes
-            )?;
-        }
-        if let Verdict::Refused { offset, reason } = &report.verdict {
-            writeln!(out, "  refused at byte {offset}: {reason}")?;
+            writeln!(out, "{}", report_json(session, &scanned))?;
+        } else {
+            write_report(&mut out, session, &scanned)?;
         }
     }
     bar.finish_and_clear();
     if !as_json {
         writeln!(
             out,
-            "{} sessions, {n_records} records, {n_bytes} bytes: {clean} clean, {recovered} recovered (loadable, nothing lost), {refused} refused",
-            ids.len()
+            "{}, {}, {n_bytes} bytes: {clean} clean, {recovered} recovered (loadable), {refused} refused",
+            count(ids.len() as u64, "session", "sessions"),
+            count(n_records, "record", "records"),
         )?;
     }
     out.flush()?;
     if refused > 0 {
         return Err(CliError::Failed(format!(
-            "{refused} of {} sessions in {} are damaged where a load refuses (see the lines above)",
-            ids.len(),
-            dir.display()
+            "{refused} of {} in {} {} damaged where a load refuses (see the lines above)",
+            count(ids.len() as u64, "session", "sessions"),
+            dir.display(),
+            if refused == 1 { "is" } else { "are" }
         )));
     }
     Ok(())
