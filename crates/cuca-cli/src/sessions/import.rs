@@ -85,7 +85,7 @@ pub(crate) fn import(
             "imported {} into session {} ({bytes} bytes, {})",
             count(n_records as u64, "record", "records"),
             crate::term::line(&format!("{session:?}")),
-            path.display()
+            crate::term::line(&path.display().to_string())
         )?;
     }
     out.flush()?;
