@@ -25,7 +25,7 @@ pub(crate) struct LogsArgs {
     #[arg(long, value_name = "ID")]
     run: Option<String>,
     /// List the calls in flight (start rows with no end row) and stop.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "failed")]
     in_flight: bool,
     /// List the failed calls (an HTTP status of 400 or more, or an error) and stop.
     #[arg(long)]
@@ -155,7 +155,7 @@ pub(crate) fn run(args: &LogsArgs) -> Result<(), CliError> {
             }
         }
     } else {
-        summary(&mut out, &path, &rows, args.json)?;
+        summary(&mut out, &path, &rows, args.json, now)?;
     }
     out.flush()?;
     Ok(())
@@ -186,16 +186,50 @@ fn read(path: &Path, named: bool) -> Result<Vec<Record>, CliError> {
             torn.offset
         ));
     }
-    for skipped in &report.skipped {
+    // A JSON object is not a row by being one: every row the writer appends has its `ts` and
+    // `id`, so an object without them (a session export, another tool's JSON Lines) is a
+    // line that is not a row, as an unparseable one is.
+    let mut skipped: Vec<(u64, String)> = report
+        .skipped
+        .iter()
+        .map(|skipped| (skipped.line, skipped.reason.clone()))
+        .collect();
+    let mut rows = Vec::with_capacity(report.rows.len());
+    // `read_rows` numbers skipped lines but not rows, so such a line is named by file only.
+    for row in report.rows {
+        if row.ts.is_empty() || row.id.is_empty() {
+            skipped.push((
+                0,
+                "a JSON object with no \"ts\" and \"id\", not a call-log row".into(),
+            ));
+        } else {
+            rows.push(row);
+        }
+    }
+    // A file that is not a call log at all (a binary, another format) would otherwise warn
+    // once per line without bound.
+    for (line_no, reason) in skipped.iter().take(MAX_SKIP_WARNINGS) {
+        if *line_no > 0 {
+            ui::warn(&format!(
+                "{} line {line_no}: skipped, not a row: {reason}",
+                path.display()
+            ));
+        } else {
+            ui::warn(&format!("{}: skipped, not a row: {reason}", path.display()));
+        }
+    }
+    if skipped.len() > MAX_SKIP_WARNINGS {
         ui::warn(&format!(
-            "{} line {}: skipped, not a row: {}",
+            "{}: {} more lines skipped, not rows (is this a call log?)",
             path.display(),
-            skipped.line,
-            skipped.reason
+            skipped.len() - MAX_SKIP_WARNINGS
         ));
     }
-    Ok(report.rows)
+    Ok(rows)
 }
+
+/// How many skipped lines get a warning line of their own.
+const MAX_SKIP_WARNINGS: usize = 5;
 
 #[derive(Default)]
 struct RunTotals {
@@ -210,6 +244,7 @@ fn summary(
     path: &Path,
     rows: &[Record],
     as_json: bool,
+    now: SystemTime,
 ) -> Result<(), CliError> {
     let in_flight = calllog::in_flight(rows);
     let mut runs: BTreeMap<&str, RunTotals> = BTreeMap::new();
@@ -259,7 +294,7 @@ fn summary(
     writeln!(out, "call log {}: {} rows", path.display(), rows.len())?;
     writeln!(out, "in flight: {}", in_flight.len())?;
     for row in &in_flight {
-        writeln!(out, "  {}", row_line(row))?;
+        writeln!(out, "  {}{}", row_line(row), age_words(row, now))?;
     }
     writeln!(out, "runs: {}", runs.len())?;
     for (run, t) in &runs {
