@@ -95,7 +95,7 @@ pub(crate) fn list(dir: &Path, as_json: bool, sort: SortBy, last: bool) -> Resul
     if sort == SortBy::Activity || last {
         // Newest first; `sessions()` is sorted by id, and the sort is stable, so ties and
         // sessions with no record keep id order.
-        rows.sort_by(|a, b| b.last_ms.cmp(&a.last_ms));
+        rows.sort_by_key(|row| std::cmp::Reverse(row.last_ms));
     }
     let mut out = stdout();
     if last {

@@ -422,12 +422,10 @@ pub(crate) fn replay(
                         json.start(&mut out)?;
                     }
                 }
-                TurnPart::End(outline) => {
-                    if printing {
-                        json.end(&mut out, &outline, &plan)?;
-                        if selected.is_some() {
-                            return Ok(ControlFlow::Break(()));
-                        }
+                TurnPart::End(outline) if printing => {
+                    json.end(&mut out, &outline, &plan)?;
+                    if selected.is_some() {
+                        return Ok(ControlFlow::Break(()));
                     }
                 }
                 part if printing => json.part(&mut out, part)?,
@@ -448,11 +446,9 @@ pub(crate) fn replay(
                         human.start(&outline, &plan)?;
                     }
                 }
-                TurnPart::End(end) => {
-                    if printing {
-                        human.end(&end)?;
-                        return Ok(ControlFlow::Break(()));
-                    }
+                TurnPart::End(end) if printing => {
+                    human.end(&end)?;
+                    return Ok(ControlFlow::Break(()));
                 }
                 part if printing => human.part(part)?,
                 _ => {}
