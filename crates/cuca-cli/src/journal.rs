@@ -124,8 +124,12 @@ fn print_report(report: &AssembleReport, as_json: bool) -> Result<(), CliError> 
         )?;
         writeln!(
             out,
-            "pools: {} messages, {} toolsets, {} texts, {} clips; {} agents",
-            report.n_messages, report.n_toolsets, report.n_texts, report.n_clips, report.n_agents
+            "pools: {}, {}, {}, {}; {}",
+            ui::count(report.n_messages as u64, "message", "messages"),
+            ui::count(report.n_toolsets as u64, "toolset", "toolsets"),
+            ui::count(report.n_texts as u64, "text", "texts"),
+            ui::count(report.n_clips as u64, "clip", "clips"),
+            ui::count(report.n_agents as u64, "agent", "agents")
         )?;
     }
     out.flush()?;
@@ -273,8 +277,11 @@ fn show(record: &Path, as_json: bool) -> Result<(), CliError> {
         }
         writeln!(
             out,
-            "pools: {} messages, {} toolsets, {} texts, {} clips",
-            summary.n_messages, summary.n_toolsets, summary.n_texts, summary.n_clips
+            "pools: {}, {}, {}, {}",
+            ui::count(summary.n_messages as u64, "message", "messages"),
+            ui::count(summary.n_toolsets as u64, "toolset", "toolsets"),
+            ui::count(summary.n_texts as u64, "text", "texts"),
+            ui::count(summary.n_clips as u64, "clip", "clips")
         )?;
         writeln!(
             out,

@@ -291,7 +291,12 @@ fn summary(
         writeln!(out, "{row}")?;
         return Ok(());
     }
-    writeln!(out, "call log {}: {} rows", path.display(), rows.len())?;
+    writeln!(
+        out,
+        "call log {}: {}",
+        path.display(),
+        ui::count(rows.len() as u64, "row", "rows")
+    )?;
     writeln!(out, "in flight: {}", in_flight.len())?;
     for row in &in_flight {
         writeln!(out, "  {}{}", row_line(row), age_words(row, now))?;
@@ -305,8 +310,11 @@ fn summary(
         };
         writeln!(
             out,
-            "  {name}: {} calls, {} prompt + {} completion tokens, {} failed",
-            t.calls, t.prompt_tokens, t.completion_tokens, t.failures
+            "  {name}: {}, {} prompt + {} completion tokens, {} failed",
+            ui::count(t.calls, "call", "calls"),
+            t.prompt_tokens,
+            t.completion_tokens,
+            t.failures
         )?;
     }
     if failures.is_empty() {
@@ -331,7 +339,12 @@ fn summary(
             .iter()
             .filter_map(|(name, q)| percentile(&ttft, *q).map(|v| format!("{name} {v} ms")))
             .collect();
-        writeln!(out, "ttft over {} calls: {}", ttft.len(), words.join(", "))?;
+        writeln!(
+            out,
+            "ttft over {}: {}",
+            ui::count(ttft.len() as u64, "call", "calls"),
+            words.join(", ")
+        )?;
     }
     Ok(())
 }

@@ -36,6 +36,16 @@ pub(crate) fn error(message: &str) {
     }
 }
 
+/// `n` and the noun, singular for one: "1 turn", "2 turns".
+pub(crate) fn count(n: impl Into<u64>, singular: &str, plural: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {singular}")
+    } else {
+        format!("{n} {plural}")
+    }
+}
+
 /// A progress bar of `len` steps drawn on stderr, or a hidden one when stderr is not a
 /// terminal: piped output and test runs never see bar frames.
 pub(crate) fn progress(len: u64, what: &str) -> ProgressBar {

@@ -75,6 +75,10 @@ fn assemble_then_show_summarises_the_record() {
     );
     assert!(stdout.contains("outcome: complete\n"), "{stdout}");
     assert!(stdout.contains("entries: 2 (model_io 2)\n"), "{stdout}");
+    assert!(
+        stdout.contains("pools: 3 messages, 0 toolsets, 0 texts, 0 clips; 0 agents\n"),
+        "{stdout}"
+    );
     assert!(stderr.is_empty(), "{stderr}");
     // "On success the stage removes the journal from the collected tree".
     assert!(!journal.exists());

@@ -231,7 +231,8 @@ fn logs_reads_the_rows_the_real_client_writes() {
         stdout.contains("  run-demo: 2 calls, 108 prompt + 24 completion tokens, 0 failed"),
         "{stdout}"
     );
-    assert!(stdout.contains("  run-reasoning: 1 calls,"), "{stdout}");
+    // Issue 20 item 11: "1 calls" is "1 call".
+    assert!(stdout.contains("  run-reasoning: 1 call,"), "{stdout}");
     assert!(stdout.contains("failures: none\n"), "{stdout}");
 
     let (_, json, _) = run(

@@ -14,6 +14,7 @@ use cuca::{
 
 use crate::error::CliError;
 use crate::ui;
+use crate::ui::count;
 
 mod compact;
 mod export;
@@ -323,16 +324,6 @@ fn damage_words(summary: &ScanSummary) -> String {
         ));
     }
     parts.join("; ")
-}
-
-/// `n` and the noun, singular for one: "1 turn", "2 turns".
-fn count(n: impl Into<u64>, singular: &str, plural: &str) -> String {
-    let n = n.into();
-    if n == 1 {
-        format!("1 {singular}")
-    } else {
-        format!("{n} {plural}")
-    }
 }
 
 /// One record as a JSON line: the `SessionRecord` serde_json writes (a `ReplayedRecord`
