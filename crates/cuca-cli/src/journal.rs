@@ -125,10 +125,10 @@ fn print_report(report: &AssembleReport, as_json: bool) -> Result<(), CliError> 
         writeln!(
             out,
             "pools: {}, {}, {}, {}; {}",
-            ui::count(report.n_messages as u64, "message", "messages"),
-            ui::count(report.n_toolsets as u64, "toolset", "toolsets"),
-            ui::count(report.n_texts as u64, "text", "texts"),
-            ui::count(report.n_clips as u64, "clip", "clips"),
+            ui::count(report.n_messages, "message", "messages"),
+            ui::count(report.n_toolsets, "toolset", "toolsets"),
+            ui::count(report.n_texts, "text", "texts"),
+            ui::count(report.n_clips, "clip", "clips"),
             ui::count(report.n_agents as u64, "agent", "agents")
         )?;
     }
