@@ -2,9 +2,13 @@
 //! read the call log; assemble, salvage and summarise capture journals; serve records.
 //!
 //! The binary (`src/main.rs`) is `std::process::exit(cuca_cli::run(std::env::args_os()))`.
-//! Every command reads through the library crates' public APIs (`FileBackend`, `scan`,
-//! `SessionReplay`, `cuca_calllog::read_rows`, `cuca_journal::assemble`, …): the CLI holds no
-//! knowledge of an on-disk format of its own. `docs/cli.md` documents every subcommand.
+//! Every command reads through the library crates' public APIs (`FileBackend::verify_each`
+//! and `replay_each`, `cuca_replay::TurnSplitter`, `cuca_calllog::read_rows`,
+//! `cuca_journal::assemble`, …): the CLI holds no knowledge of an on-disk format of its own.
+//! Session commands keep no session in memory: a first pass checks and counts, a second
+//! prints, so a session of any length reads in the memory of one record. What a recording
+//! holds is printed with its control characters escaped (`--json` stays exact).
+//! `docs/cli.md` documents every subcommand.
 //!
 //! Exit codes: [`EXIT_OK`] (0) success, including a session that was damaged but recovered
 //! with nothing lost (a warning line says so); [`EXIT_FAILED`] (1) damage a load refuses, a
