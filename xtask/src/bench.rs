@@ -134,6 +134,18 @@ const TARGETS: &[Target] = &[
         quick_env: &[],
         full_env: &[],
     },
+    // The CLI on a million-record session: one run of the real binary per figure (best of
+    // three in full mode), not criterion. Quick mode uses a tenth of the records.
+    Target {
+        package: "cuca-cli",
+        bench: "scale",
+        quick: Quick::Filter("scale"),
+        quick_env: &[
+            ("CUCA_BENCH_CLI_RECORDS", "100000"),
+            ("CUCA_BENCH_CLI_RUNS", "1"),
+        ],
+        full_env: &[],
+    },
     // PostgreSQL rows run only when CUCA_PG_URL is set; the in-memory and file rows always.
     Target {
         package: "cuca-store-postgres",
@@ -156,6 +168,9 @@ enum Source {
     CalllogP99(&'static str),
     /// A field of the journal bench's `peak-RSS run:` line, in KiB.
     JournalRss(&'static str),
+    /// A field of the CLI scale bench's `cli-scale run:` line (nanoseconds, or KiB for the
+    /// `…RssKib` fields).
+    CliScale(&'static str),
     /// The peers bench's interleaved comparison (`peers-interleaved.json`): group
     /// (`"append/32B"`), contender (`"file_backend"`), nanoseconds per element.
     Interleaved(&'static str, &'static str),
@@ -214,7 +229,7 @@ const fn row(
 
 use Goal::{AtLeast, AtMost, Below, Info};
 use Ratio::{Cost, Speed};
-use Source::{CalllogP99, Criterion as C, Interleaved as I, JournalRss, Size};
+use Source::{CalllogP99, CliScale, Criterion as C, Interleaved as I, JournalRss, Size};
 
 /// The mapping from bench ids to table rows: the one place to change when a bench or a
 /// target changes. Times are per element (per append, per replayed record, per streamed
@@ -284,6 +299,11 @@ const ROWS: &[Row] = &[
     row("journal assembly 16 MiB, gzip 1", C("assemble/assemble_16MiB/1"), "gzip -1 of the journal", C("assemble/gzip_copy_16MiB_baseline/1"), Cost, Info),
     // The viewer opens a 1,000,000-record session's first page in under 1 s.
     row("cuca view: first page of a 1M-record session", C("open_1M/first_page"), "a full read of the session", C("open_1M/full_read_baseline"), Cost, Below(1e9)),
+    // The CLI on a million-record session: ≥ 3× the JSONL reader, peak RSS under 64 MiB.
+    row("cuca verify, 1M records", CliScale("verifyNs"), "serde_json JSONL read", CliScale("jsonlReadNs"), Speed, AtLeast(3.0)),
+    row("cuca replay --turn 0, 1M records", CliScale("replayTurn0Ns"), "serde_json JSONL read", CliScale("jsonlReadNs"), Speed, AtLeast(3.0)),
+    row("cuca verify peak RSS, 1M records", CliScale("verifyRssKib"), "cuca --version peak RSS", CliScale("startRssKib"), Cost, Below(64.0 * 1024.0)),
+    row("cuca replay --turn 0 peak RSS, 1M records", CliScale("replayTurn0RssKib"), "cuca --version peak RSS", CliScale("startRssKib"), Cost, Below(64.0 * 1024.0)),
     // Replay over InMemoryBackend, 100k records (the replay crate's own bench).
     row("replay load, 100k records (memory)", C("replay_100k/load"), "backend.replay clone", C("replay_100k/backend_replay_baseline"), Cost, Info),
 ];
@@ -326,6 +346,7 @@ struct Results {
     calllog: HashMap<String, f64>,
     journal: Option<serde_json::Value>,
     interleaved: Option<serde_json::Value>,
+    cli: Option<serde_json::Value>,
 }
 
 impl Results {
@@ -347,6 +368,14 @@ impl Results {
             Source::Interleaved(group, name) => Some(Value {
                 amount: self.interleaved.as_ref()?.get(group)?.get(name)?.as_f64()?,
                 unit: Unit::Nanos,
+            }),
+            Source::CliScale(field) => Some(Value {
+                amount: self.cli.as_ref()?.get(field)?.as_f64()?,
+                unit: if field.ends_with("Kib") {
+                    Unit::Kib
+                } else {
+                    Unit::Nanos
+                },
             }),
             Source::JournalRss(field) => Some(Value {
                 amount: self.journal.as_ref()?.get(field)?.as_f64()?,
@@ -429,6 +458,15 @@ pub(crate) fn run(quick: bool, no_run: bool) -> anyhow::Result<()> {
             results.journal = log
                 .lines()
                 .find_map(|l| l.strip_prefix("peak-RSS run: "))
+                .and_then(|json| serde_json::from_str(json).ok());
+        }
+    }
+
+    if let Ok(log) = std::fs::read_to_string(logs.join("cuca-cli-scale.log")) {
+        if fresh(&logs.join("cuca-cli-scale.log"), since) {
+            results.cli = log
+                .lines()
+                .find_map(|l| l.strip_prefix("cli-scale run: "))
                 .and_then(|json| serde_json::from_str(json).ok());
         }
     }

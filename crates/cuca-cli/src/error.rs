@@ -45,6 +45,12 @@ impl From<PluginError> for CliError {
             PluginError::Validation { .. } | PluginError::NotFound { .. } => {
                 CliError::Usage(error.to_string())
             }
+            // The library's advice (close the FileBackend) is for a program; a person at the
+            // shell can only wait for the writer or stop it.
+            PluginError::Locked { path, .. } => CliError::Failed(format!(
+                "{} is open for append by another writer (a running agent or another cuca command); try again once it has finished",
+                path.display()
+            )),
             other => CliError::Failed(other.to_string()),
         }
     }

@@ -8,6 +8,7 @@ use cuca::journal::record::{read_record, RecordError};
 use serde_json::json;
 
 use crate::error::CliError;
+use crate::term::line;
 use crate::ui;
 
 /// The `cuca journal` subcommands.
@@ -67,7 +68,8 @@ fn outcome_words(outcome: &Outcome) -> String {
             line,
             reason,
         } => format!(
-            "corrupt_journal at line {line} ({reason}); last complete seq {}",
+            "corrupt_journal at line {line} ({}); last complete seq {}",
+            self::line(reason),
             last_complete_seq.map_or_else(|| "none".to_owned(), |seq| seq.to_string())
         ),
         Outcome::WriteFailed { stop_reason } => {
@@ -112,7 +114,7 @@ fn print_report(report: &AssembleReport, as_json: bool) -> Result<(), CliError> 
             report.artifact_bytes,
             report.journal_bytes
         )?;
-        writeln!(out, "session: {}", report.session_id)?;
+        writeln!(out, "session: {}", line(&report.session_id))?;
         writeln!(out, "outcome: {}", outcome_words(&report.outcome))?;
         writeln!(
             out,
@@ -122,8 +124,12 @@ fn print_report(report: &AssembleReport, as_json: bool) -> Result<(), CliError> 
         )?;
         writeln!(
             out,
-            "pools: {} messages, {} toolsets, {} texts, {} clips; {} agents",
-            report.n_messages, report.n_toolsets, report.n_texts, report.n_clips, report.n_agents
+            "pools: {}, {}, {}, {}; {}",
+            ui::count(report.n_messages, "message", "messages"),
+            ui::count(report.n_toolsets, "toolset", "toolsets"),
+            ui::count(report.n_texts, "text", "texts"),
+            ui::count(report.n_clips, "clip", "clips"),
+            ui::count(report.n_agents as u64, "agent", "agents")
         )?;
     }
     out.flush()?;
@@ -140,7 +146,10 @@ fn kinds_words(kinds: &std::collections::BTreeMap<String, u64>) -> String {
     if kinds.is_empty() {
         return String::new();
     }
-    let words: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    let words: Vec<String> = kinds
+        .iter()
+        .map(|(k, n)| format!("{} {n}", line(k)))
+        .collect();
     format!(" ({})", words.join(", "))
 }
 
@@ -227,19 +236,19 @@ fn show(record: &Path, as_json: bool) -> Result<(), CliError> {
             record.display(),
             summary.format_version
         )?;
-        writeln!(out, "session: {}", summary.session_id)?;
+        writeln!(out, "session: {}", line(&summary.session_id))?;
         if let Some(key) = &summary.routing_key {
-            writeln!(out, "routing key: {key}")?;
+            writeln!(out, "routing key: {}", line(key))?;
         }
         writeln!(
             out,
             "recorder: {}{}",
-            summary.recorder.version,
+            line(&summary.recorder.version),
             summary
                 .recorder
                 .commit
                 .as_ref()
-                .map_or_else(String::new, |c| format!(" ({c})"))
+                .map_or_else(String::new, |c| format!(" ({})", line(c)))
         )?;
         writeln!(out, "outcome: {}", outcome_words(&summary.outcome))?;
         writeln!(out, "agents: {}", summary.agents.len())?;
@@ -251,20 +260,25 @@ fn show(record: &Path, as_json: bool) -> Result<(), CliError> {
                 .unwrap_or_else(|| format!("{:?}", agent.status));
             writeln!(
                 out,
-                "  {} ({}, profile {}) {status}{} origin {origin}",
-                agent.id,
-                agent.profile_name,
-                agent.profile_id,
-                agent
-                    .ceiling
-                    .as_ref()
-                    .map_or_else(String::new, |c| format!(", stopped by {c}"))
+                "  {} ({}, profile {}) {}{} origin {}",
+                line(&agent.id),
+                line(&agent.profile_name),
+                line(&agent.profile_id.to_string()),
+                line(&status),
+                agent.ceiling.as_ref().map_or_else(String::new, |c| format!(
+                    ", stopped by {}",
+                    line(&c.to_string())
+                )),
+                line(&origin)
             )?;
         }
         writeln!(
             out,
-            "pools: {} messages, {} toolsets, {} texts, {} clips",
-            summary.n_messages, summary.n_toolsets, summary.n_texts, summary.n_clips
+            "pools: {}, {}, {}, {}",
+            ui::count(summary.n_messages as u64, "message", "messages"),
+            ui::count(summary.n_toolsets as u64, "toolset", "toolsets"),
+            ui::count(summary.n_texts as u64, "text", "texts"),
+            ui::count(summary.n_clips as u64, "clip", "clips")
         )?;
         writeln!(
             out,

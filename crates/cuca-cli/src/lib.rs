@@ -2,9 +2,13 @@
 //! read the call log; assemble, salvage and summarise capture journals; serve records.
 //!
 //! The binary (`src/main.rs`) is `std::process::exit(cuca_cli::run(std::env::args_os()))`.
-//! Every command reads through the library crates' public APIs (`FileBackend`, `scan`,
-//! `SessionReplay`, `cuca_calllog::read_rows`, `cuca_journal::assemble`, …): the CLI holds no
-//! knowledge of an on-disk format of its own. `docs/cli.md` documents every subcommand.
+//! Every command reads through the library crates' public APIs (`FileBackend::verify_each`
+//! and `replay_each`, `cuca_replay::TurnSplitter`, `cuca_calllog::read_rows`,
+//! `cuca_journal::assemble`, …): the CLI holds no knowledge of an on-disk format of its own.
+//! Session commands keep no session in memory: a first pass checks and counts, a second
+//! prints, so a session of any length reads in the memory of one record. What a recording
+//! holds is printed with its control characters escaped (`--json` stays exact).
+//! `docs/cli.md` documents every subcommand.
 //!
 //! Exit codes: [`EXIT_OK`] (0) success, including a session that was damaged but recovered
 //! with nothing lost (a warning line says so); [`EXIT_FAILED`] (1) damage a load refuses, a
@@ -54,6 +58,7 @@ mod repair;
 mod proxy;
 mod serve;
 mod sessions;
+mod term;
 mod ui;
 mod view;
 
@@ -87,6 +92,12 @@ enum Command {
         /// JSON Lines, one object per session.
         #[arg(long)]
         json: bool,
+        /// Row order: `activity` (most recent last record first) or `name`.
+        #[arg(long, value_enum, default_value_t = sessions::SortBy::Activity)]
+        sort: sessions::SortBy,
+        /// Print only the id of the session with the most recent record.
+        #[arg(long)]
+        last: bool,
     },
     /// The records of one session, one line each.
     Show {
@@ -235,7 +246,12 @@ where
 
 fn dispatch(command: Command) -> Result<(), CliError> {
     match command {
-        Command::Sessions { dir, json } => sessions::list(&dir, json),
+        Command::Sessions {
+            dir,
+            json,
+            sort,
+            last,
+        } => sessions::list(&dir, json, sort, last),
         Command::Show {
             dir,
             session,

@@ -9,6 +9,7 @@ use cuca::calllog::{self, Env, Record};
 use serde_json::json;
 
 use crate::error::CliError;
+use crate::term::line;
 use crate::ui;
 
 /// The options of `cuca logs`.
@@ -24,7 +25,7 @@ pub(crate) struct LogsArgs {
     #[arg(long, value_name = "ID")]
     run: Option<String>,
     /// List the calls in flight (start rows with no end row) and stop.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "failed")]
     in_flight: bool,
     /// List the failed calls (an HTTP status of 400 or more, or an error) and stop.
     #[arg(long)]
@@ -59,7 +60,8 @@ fn resolved_path(args: &LogsArgs) -> Result<Option<PathBuf>, CliError> {
 }
 
 fn row_line(row: &Record) -> String {
-    let mut parts = vec![row.ts.clone(), format!("id={}", row.id)];
+    // Every field comes from a file anyone could have written: shown, never obeyed.
+    let mut parts = vec![line(&row.ts).to_string(), format!("id={}", line(&row.id))];
     for (name, value) in [
         ("run", &row.run),
         ("tag", &row.tag),
@@ -68,7 +70,7 @@ fn row_line(row: &Record) -> String {
         ("finish", &row.finish),
     ] {
         if !value.is_empty() {
-            parts.push(format!("{name}={value}"));
+            parts.push(format!("{name}={}", line(value)));
         }
     }
     if row.status != 0 {
@@ -156,7 +158,7 @@ pub(crate) fn run(args: &LogsArgs) -> Result<(), CliError> {
             }
         }
     } else {
-        summary(&mut out, &path, &rows, args.json)?;
+        summary(&mut out, &path, &rows, args.json, now)?;
     }
     out.flush()?;
     Ok(())
@@ -187,16 +189,50 @@ fn read(path: &Path, named: bool) -> Result<Vec<Record>, CliError> {
             torn.offset
         ));
     }
-    for skipped in &report.skipped {
+    // A JSON object is not a row by being one: every row the writer appends has its `ts` and
+    // `id`, so an object without them (a session export, another tool's JSON Lines) is a
+    // line that is not a row, as an unparseable one is.
+    let mut skipped: Vec<(u64, String)> = report
+        .skipped
+        .iter()
+        .map(|skipped| (skipped.line, skipped.reason.clone()))
+        .collect();
+    let mut rows = Vec::with_capacity(report.rows.len());
+    // `read_rows` numbers skipped lines but not rows, so such a line is named by file only.
+    for row in report.rows {
+        if row.ts.is_empty() || row.id.is_empty() {
+            skipped.push((
+                0,
+                "a JSON object with no \"ts\" and \"id\", not a call-log row".into(),
+            ));
+        } else {
+            rows.push(row);
+        }
+    }
+    // A file that is not a call log at all (a binary, another format) would otherwise warn
+    // once per line without bound.
+    for (line_no, reason) in skipped.iter().take(MAX_SKIP_WARNINGS) {
+        if *line_no > 0 {
+            ui::warn(&format!(
+                "{} line {line_no}: skipped, not a row: {reason}",
+                path.display()
+            ));
+        } else {
+            ui::warn(&format!("{}: skipped, not a row: {reason}", path.display()));
+        }
+    }
+    if skipped.len() > MAX_SKIP_WARNINGS {
         ui::warn(&format!(
-            "{} line {}: skipped, not a row: {}",
+            "{}: {} more lines skipped, not rows (is this a call log?)",
             path.display(),
-            skipped.line,
-            skipped.reason
+            skipped.len() - MAX_SKIP_WARNINGS
         ));
     }
-    Ok(report.rows)
+    Ok(rows)
 }
+
+/// How many skipped lines get a warning line of their own.
+const MAX_SKIP_WARNINGS: usize = 5;
 
 #[derive(Default)]
 struct RunTotals {
@@ -211,6 +247,7 @@ fn summary(
     path: &Path,
     rows: &[Record],
     as_json: bool,
+    now: SystemTime,
 ) -> Result<(), CliError> {
     let in_flight = calllog::in_flight(rows);
     let mut runs: BTreeMap<&str, RunTotals> = BTreeMap::new();
@@ -257,18 +294,30 @@ fn summary(
         writeln!(out, "{row}")?;
         return Ok(());
     }
-    writeln!(out, "call log {}: {} rows", path.display(), rows.len())?;
+    writeln!(
+        out,
+        "call log {}: {}",
+        path.display(),
+        ui::count(rows.len() as u64, "row", "rows")
+    )?;
     writeln!(out, "in flight: {}", in_flight.len())?;
     for row in &in_flight {
-        writeln!(out, "  {}", row_line(row))?;
+        writeln!(out, "  {}{}", row_line(row), age_words(row, now))?;
     }
     writeln!(out, "runs: {}", runs.len())?;
     for (run, t) in &runs {
-        let name = if run.is_empty() { "(no run id)" } else { run };
+        let name = if run.is_empty() {
+            "(no run id)".to_owned()
+        } else {
+            line(run).to_string()
+        };
         writeln!(
             out,
-            "  {name}: {} calls, {} prompt + {} completion tokens, {} failed",
-            t.calls, t.prompt_tokens, t.completion_tokens, t.failures
+            "  {name}: {}, {} prompt + {} completion tokens, {} failed",
+            ui::count(t.calls, "call", "calls"),
+            t.prompt_tokens,
+            t.completion_tokens,
+            t.failures
         )?;
     }
     if failures.is_empty() {
@@ -293,7 +342,12 @@ fn summary(
             .iter()
             .filter_map(|(name, q)| percentile(&ttft, *q).map(|v| format!("{name} {v} ms")))
             .collect();
-        writeln!(out, "ttft over {} calls: {}", ttft.len(), words.join(", "))?;
+        writeln!(
+            out,
+            "ttft over {}: {}",
+            ui::count(ttft.len() as u64, "call", "calls"),
+            words.join(", ")
+        )?;
     }
     Ok(())
 }

@@ -45,6 +45,14 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), CliError> {
             runs.display()
         )));
     }
+    // An address that does not parse (or resolve) is a bad argument, exit 2; one that parses
+    // but cannot be bound (in use, not ours) is a failure, exit 1.
+    if std::net::ToSocketAddrs::to_socket_addrs(args.listen.as_str()).is_err() {
+        return Err(CliError::Usage(format!(
+            "--listen {:?} is not an address to listen on; give HOST:PORT, such as 127.0.0.1:8080",
+            args.listen
+        )));
+    }
     for dir in &args.sessions {
         if !dir.is_dir() {
             return Err(CliError::Usage(format!(

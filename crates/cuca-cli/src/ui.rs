@@ -4,6 +4,8 @@ use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::term;
+
 /// Whether colour may be used on stderr: it is a terminal and `NO_COLOR` is unset or empty
 /// (<https://no-color.org>: "when present and not an empty string").
 pub(crate) fn color() -> bool {
@@ -11,8 +13,11 @@ pub(crate) fn color() -> bool {
     !no_color && std::io::stderr().is_terminal()
 }
 
-/// Writes `cuca: warning: {message}` to stderr, in yellow where colour is allowed.
+/// Writes `cuca: warning: {message}` to stderr, in yellow where colour is allowed. The
+/// message is written on one line with its control characters escaped: it may quote a
+/// recording.
 pub(crate) fn warn(message: &str) {
+    let message = term::line(message);
     if color() {
         eprintln!("cuca: \x1b[33mwarning\x1b[0m: {message}");
     } else {
@@ -20,12 +25,24 @@ pub(crate) fn warn(message: &str) {
     }
 }
 
-/// Writes `cuca: {message}` to stderr: the one line a failed command prints.
+/// Writes `cuca: error: {message}` to stderr, the word in red where colour is allowed: the
+/// one line a failed command prints, the same words on a terminal and in a pipe.
 pub(crate) fn error(message: &str) {
+    let message = term::line(message);
     if color() {
         eprintln!("cuca: \x1b[31merror\x1b[0m: {message}");
     } else {
-        eprintln!("cuca: {message}");
+        eprintln!("cuca: error: {message}");
+    }
+}
+
+/// `n` and the noun, singular for one: "1 turn", "2 turns".
+pub(crate) fn count(n: impl Into<u64>, singular: &str, plural: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {singular}")
+    } else {
+        format!("{n} {plural}")
     }
 }
 

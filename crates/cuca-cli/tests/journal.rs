@@ -75,6 +75,10 @@ fn assemble_then_show_summarises_the_record() {
     );
     assert!(stdout.contains("outcome: complete\n"), "{stdout}");
     assert!(stdout.contains("entries: 2 (model_io 2)\n"), "{stdout}");
+    assert!(
+        stdout.contains("pools: 3 messages, 0 toolsets, 0 texts, 0 clips; 0 agents\n"),
+        "{stdout}"
+    );
     assert!(stderr.is_empty(), "{stderr}");
     // "On success the stage removes the journal from the collected tree".
     assert!(!journal.exists());
@@ -133,7 +137,7 @@ fn a_journal_in_another_format_is_refused_exit_1_and_left_in_place() {
     assert!(stdout.is_empty());
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stderr.starts_with("cuca: no record written: journal"),
+        stderr.starts_with("cuca: error: no record written: journal"),
         "{stderr}"
     );
     assert!(
@@ -147,7 +151,7 @@ fn a_journal_in_another_format_is_refused_exit_1_and_left_in_place() {
     let (code, _, stderr) = run(&["journal", "salvage", s(&journal), s(run_dir.path())]);
     assert_eq!(code, 1);
     assert!(stderr.contains("format 2"), "{stderr}");
-    assert!(stderr.contains("cuca: salvage of"), "{stderr}");
+    assert!(stderr.contains("cuca: error: salvage of"), "{stderr}");
 }
 
 #[test]
@@ -306,7 +310,10 @@ fn serve_refuses_a_missing_runs_directory_and_a_bad_address() {
     let dir = tempfile::tempdir().unwrap();
     let (code, _, stderr) = run(&["serve", "--runs", s(&dir.path().join("nope"))]);
     assert_eq!(code, 2);
-    assert!(stderr.starts_with("cuca: runs directory"), "{stderr}");
+    assert!(
+        stderr.starts_with("cuca: error: runs directory"),
+        "{stderr}"
+    );
     let (code, _, stderr) = run(&[
         "serve",
         "--runs",
@@ -314,9 +321,10 @@ fn serve_refuses_a_missing_runs_directory_and_a_bad_address() {
         "--listen",
         "not-an-address",
     ]);
-    assert_eq!(code, 1);
+    // Issue 20 item 11: bad arguments are documented as exit 2.
+    assert_eq!(code, 2);
     assert!(
-        stderr.starts_with("cuca: listen on not-an-address"),
+        stderr.starts_with("cuca: error: --listen \"not-an-address\" is not an address"),
         "{stderr}"
     );
 }

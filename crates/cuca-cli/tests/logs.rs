@@ -93,7 +93,10 @@ fn path_follows_the_call_log_resolution() {
     assert_eq!(stdout, "/tmp/elsewhere.jsonl\n");
     let (code, _, stderr) = run(&["logs"], &[("CUCA_CALL_LOG", "off")]);
     assert_eq!(code, 2);
-    assert!(stderr.starts_with("cuca: the call log is off"), "{stderr}");
+    assert!(
+        stderr.starts_with("cuca: error: the call log is off"),
+        "{stderr}"
+    );
     // Issue 19.6: the message names the real cause, not a guess at CUCA_HOME/HOME.
     assert!(stderr.contains("(CUCA_CALL_LOG=off)"), "{stderr}");
     assert!(!stderr.contains("set CUCA_HOME or HOME"), "{stderr}");
@@ -231,7 +234,8 @@ fn logs_reads_the_rows_the_real_client_writes() {
         stdout.contains("  run-demo: 2 calls, 108 prompt + 24 completion tokens, 0 failed"),
         "{stdout}"
     );
-    assert!(stdout.contains("  run-reasoning: 1 calls,"), "{stdout}");
+    // Issue 20 item 11: "1 calls" is "1 call".
+    assert!(stdout.contains("  run-reasoning: 1 call,"), "{stdout}");
     assert!(stdout.contains("failures: none\n"), "{stdout}");
 
     let (_, json, _) = run(
@@ -241,4 +245,62 @@ fn logs_reads_the_rows_the_real_client_writes() {
     let value: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
     assert_eq!(value["rows"], 4);
     assert_eq!(value["runs"][0]["prompt_tokens"], 108);
+}
+
+#[test]
+fn logs_counts_only_rows_bounds_its_warnings_refuses_two_listings_and_ages_in_flight_calls() {
+    // Issue 20 item 10: 'any JSON object counts as a row (a session export reports "35
+    // rows"); a binary file prints one warning per line without bound; `--in-flight --failed`
+    // silently drops one; the summary's in-flight rows lack the age `docs/cli.md` promises.'
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("export.jsonl");
+    std::fs::write(
+        &export,
+        "{\"session_id\":\"demo\",\"sequence\":0,\"timestamp_ms\":0,\"event\":{\"Output\":{\"text\":\"hi\"}}}\n{}\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run(&["logs", "--file", export.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains(": 0 rows"), "{stdout}");
+    assert_eq!(stderr.lines().count(), 2, "{stderr}");
+
+    let binary = dir.path().join("binary.jsonl");
+    let mut bytes = Vec::new();
+    for _ in 0..200 {
+        bytes.extend_from_slice(&[0xff, 0xfe, 0x00, b'\n']);
+    }
+    std::fs::write(&binary, bytes).unwrap();
+    let (code, _, stderr) = run(&["logs", "--file", binary.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stderr.lines().count(), 6, "{stderr}");
+    assert!(stderr.contains("195 more lines skipped"), "{stderr}");
+
+    let log = dir.path().join("calls.jsonl");
+    write_log(&log);
+    let (code, stdout, stderr) = run(
+        &[
+            "logs",
+            "--file",
+            log.to_str().unwrap(),
+            "--in-flight",
+            "--failed",
+        ],
+        &[],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stdout, "");
+
+    let (code, stdout, _) = run(&["logs", "--file", log.to_str().unwrap()], &[]);
+    assert_eq!(code, 0);
+    let in_flight: Vec<&str> = stdout
+        .lines()
+        .skip_while(|line| !line.starts_with("in flight:"))
+        .skip(1)
+        .take_while(|line| line.starts_with("  "))
+        .collect();
+    assert!(!in_flight.is_empty(), "{stdout}");
+    assert!(
+        in_flight.iter().all(|line| line.ends_with(" ago)")),
+        "{stdout}"
+    );
 }

@@ -75,10 +75,12 @@ mod call;
 mod config;
 mod stream;
 mod trajectory;
+mod turns;
 
 pub use call::{CallMetadata, CallParameters};
 pub use config::ReplayConfig;
 pub use trajectory::{ReplayCompletion, ReplayNote, ReplayTrajectory, ReplayTurn, ReplayUsage};
+pub use turns::{SessionOutline, TurnOutline, TurnPart, TurnSplitter};
 
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,7 @@ use crate::files::{
 };
 use crate::handles::{Handles, DEFAULT_MAX_OPEN_SESSIONS};
 use crate::naming::{compacted_name, is_overflow_stem, live_name, MAX_SESSION_ID_LEN};
-use crate::scan::{replay_reader, scan_reader_as, ScanReport};
+use crate::scan::{replay_reader, scan_each, scan_reader_as, ScanReport, ScanSummary};
 use crate::sequence::{check_sequence, last_sequence};
 
 mod create;
@@ -324,6 +324,54 @@ impl FileBackend {
             // The report of the `.cslog` bytes inside, naming the compacted file.
             Some((file, Stored::Compacted(path))) => {
                 scan_reader_as(compacted_reader(file), &path, Some(session_id))
+            }
+            None => Err(PluginError::NotFound {
+                what: "session".into(),
+                id: session_id.into(),
+            }),
+        }
+    }
+
+    /// Scans a session's file like [`FileBackend::verify`], handing each good record to
+    /// `visit` in file order instead of keeping it: the summary has the counts, skipped
+    /// frames, torn tail and verdict, and memory stays one read chunk however long the
+    /// session. Records are visited also when the verdict turns out refused (the verdict is
+    /// known only at the end). An error from `visit` stops the scan and is returned.
+    ///
+    /// A session with no file is [`PluginError::NotFound`]; a compacted file whose gzip
+    /// stream is damaged is [`PluginError::Io`] naming it, as with [`FileBackend::verify`].
+    ///
+    /// ```
+    /// use cuca_events::{SessionBackend, SessionEvent, SessionRecord};
+    /// use cuca_store_file::{FileBackend, Verdict};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = FileBackend::new(dir.path())?;
+    /// for sequence in 0..3 {
+    ///     backend.append(SessionRecord {
+    ///         session_id: "demo".into(),
+    ///         sequence,
+    ///         timestamp_ms: 10 + sequence,
+    ///         event: SessionEvent::Output { text: "token".into() },
+    ///     })?;
+    /// }
+    /// let mut last_ms = 0;
+    /// let summary = backend.verify_each("demo", &mut |record| {
+    ///     last_ms = record.timestamp_ms;
+    ///     Ok(())
+    /// })?;
+    /// assert_eq!((summary.n_records, summary.verdict, last_ms), (3, Verdict::Clean, 12));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn verify_each(
+        &self,
+        session_id: &str,
+        visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
+    ) -> Result<ScanSummary, PluginError> {
+        match self.open_stored(session_id)? {
+            Some((file, Stored::Live(path))) => scan_each(file, &path, Some(session_id), visit),
+            Some((file, Stored::Compacted(path))) => {
+                scan_each(compacted_reader(file), &path, Some(session_id), visit)
             }
             None => Err(PluginError::NotFound {
                 what: "session".into(),

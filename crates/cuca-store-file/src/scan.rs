@@ -18,6 +18,11 @@ use crate::codec::{
 };
 use crate::error::FrameError;
 
+mod summary;
+
+pub(crate) use summary::scan_each;
+pub use summary::ScanSummary;
+
 /// What a scan concluded about a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -178,7 +183,7 @@ pub fn scan_session(path: &Path, session_id: &str) -> Result<ScanReport, PluginE
 }
 
 /// Opens a session file for reading, refusing what is not a regular file.
-fn open_session_file(path: &Path) -> Result<std::fs::File, PluginError> {
+pub(crate) fn open_session_file(path: &Path) -> Result<std::fs::File, PluginError> {
     open_regular_file(path, "a session file is {dir}/{session_id}.cslog")
 }
 

@@ -125,3 +125,28 @@ fn every_row_reads_a_bench_that_some_target_runs() {
         }
     }
 }
+
+#[test]
+fn the_cli_scale_line_gives_the_cli_rows() {
+    // Issue 20 item 2: "`cuca verify` and `cuca replay --turn 0` on a 1,000,000-record session
+    // against reading the same records as JSONL with `serde_json`, with peak RSS".
+    let results = Results {
+        cli: Some(serde_json::json!({
+            "verifyNs": 100e6, "replayTurn0Ns": 250e6, "jsonlReadNs": 1_000e6,
+            "verifyRssKib": 8192.0, "replayTurn0RssKib": 70_000.0, "startRssKib": 4096.0,
+        })),
+        ..Results::default()
+    };
+    let table = table(&results);
+    let line = |figure: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {figure} |")))
+            .unwrap()
+            .to_owned()
+    };
+    assert!(line("cuca verify, 1M records").ends_with("| 10.00× | speed ≥ 3.00× | yes |"));
+    assert!(line("cuca replay --turn 0, 1M records").ends_with("| 4.00× | speed ≥ 3.00× | yes |"));
+    assert!(line("cuca verify peak RSS, 1M records").contains("| 8.0 MiB |"));
+    assert!(line("cuca replay --turn 0 peak RSS, 1M records").ends_with("| **no** |"));
+}

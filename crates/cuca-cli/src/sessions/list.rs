@@ -1,0 +1,186 @@
+//! `cuca sessions DIR`: one row per session, widths from the rows, most recent first.
+
+use std::io::Write;
+use std::path::Path;
+
+use cuca::{SessionBackend, SessionEvent};
+use serde_json::json;
+
+use super::{
+    count, fork_parent, format_ms, open_dir, scan_row, stdout, Scanned, PROGRESS_MIN_SESSIONS,
+};
+use crate::error::CliError;
+use crate::term::line;
+use crate::ui;
+
+/// How `cuca sessions` orders its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum SortBy {
+    /// Most recent last record first; sessions with no record last.
+    Activity,
+    /// By session id.
+    Name,
+}
+
+/// What one row says, gathered in one pass over the session's records.
+struct Row {
+    id: String,
+    scanned: Scanned,
+    first_ms: Option<u64>,
+    last_ms: Option<u64>,
+    forks_taken: Vec<String>,
+    compacted: bool,
+    bytes_on_disk: u64,
+}
+
+impl Row {
+    fn status(&self) -> String {
+        if self.compacted {
+            format!("{}, gz", self.scanned.verdict_word())
+        } else {
+            self.scanned.verdict_word().to_owned()
+        }
+    }
+
+    fn forks(&self) -> String {
+        let mut forks = Vec::new();
+        if let Some((_, point)) = fork_parent(&self.id) {
+            forks.push(format!("forked from {}", line(point)));
+        }
+        if !self.forks_taken.is_empty() {
+            forks.push(format!("{} taken", self.forks_taken.len()));
+        }
+        if forks.is_empty() {
+            "-".to_owned()
+        } else {
+            forks.join(", ")
+        }
+    }
+}
+
+fn scan(backend: &cuca::FileBackend, id: &str) -> Result<Row, CliError> {
+    let (mut first_ms, mut last_ms, mut forks_taken) = (None, None, Vec::new());
+    let scanned = scan_row(backend, id, &mut |record| {
+        first_ms.get_or_insert(record.timestamp_ms);
+        last_ms = Some(record.timestamp_ms);
+        if let SessionEvent::Fork { to_session, .. } = record.event {
+            forks_taken.push(to_session);
+        }
+    })?;
+    Ok(Row {
+        id: id.to_owned(),
+        scanned,
+        first_ms,
+        last_ms,
+        forks_taken,
+        compacted: backend.is_compacted(id)?,
+        bytes_on_disk: backend.bytes_on_disk(id)?,
+    })
+}
+
+/// `cuca sessions DIR [--sort activity|name] [--last]`.
+pub(crate) fn list(dir: &Path, as_json: bool, sort: SortBy, last: bool) -> Result<(), CliError> {
+    let backend = open_dir(dir)?;
+    let ids = backend.sessions()?;
+    let bar = ui::progress(ids.len() as u64, "scanning");
+    if ids.len() < PROGRESS_MIN_SESSIONS {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let mut rows = Vec::with_capacity(ids.len());
+    for id in &ids {
+        rows.push(scan(&backend, id)?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    if sort == SortBy::Activity || last {
+        // Newest first; `sessions()` is sorted by id, and the sort is stable, so ties and
+        // sessions with no record keep id order.
+        rows.sort_by_key(|row| std::cmp::Reverse(row.last_ms));
+    }
+    let mut out = stdout();
+    if last {
+        let Some(row) = rows.iter().find(|row| row.last_ms.is_some()) else {
+            return Err(CliError::Usage(format!(
+                "{} holds no session with a record, so there is no most recent one",
+                dir.display()
+            )));
+        };
+        if as_json {
+            writeln!(out, "{}", json!({"session": row.id}))?;
+        } else {
+            writeln!(out, "{}", line(&row.id))?;
+        }
+        out.flush()?;
+        return Ok(());
+    }
+    if as_json {
+        for row in &rows {
+            let parent = fork_parent(&row.id);
+            let value = json!({
+                "session": row.id,
+                "records": row.scanned.n_records(),
+                "bytes": row.scanned.file_len(),
+                "first_ms": row.first_ms,
+                "last_ms": row.last_ms,
+                "first": row.first_ms.map(format_ms),
+                "last": row.last_ms.map(format_ms),
+                "status": row.scanned.verdict_word(),
+                "compacted": row.compacted,
+                "bytes_on_disk": row.bytes_on_disk,
+                "forked_from": parent.map(|(_, point)| point),
+                "forks": row.forks_taken,
+            });
+            writeln!(out, "{value}")?;
+        }
+        out.flush()?;
+        return Ok(());
+    }
+    let cells: Vec<[String; 7]> = rows
+        .iter()
+        .map(|row| {
+            [
+                line(&row.id).to_string(),
+                row.scanned.n_records().to_string(),
+                row.scanned.file_len().to_string(),
+                row.first_ms.map_or_else(|| "-".to_owned(), format_ms),
+                row.last_ms.map_or_else(|| "-".to_owned(), format_ms),
+                row.status(),
+                row.forks(),
+            ]
+        })
+        .collect();
+    let header = [
+        "SESSION", "RECORDS", "BYTES", "FIRST", "LAST", "STATUS", "FORKS",
+    ];
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &cells {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let write_row = |out: &mut dyn Write, cells: [&str; 7]| -> std::io::Result<()> {
+        let [id, records, bytes, first, last, status, forks] = cells;
+        writeln!(
+            out,
+            "{id:<w0$}  {records:>w1$}  {bytes:>w2$}  {first:<w3$}  {last:<w4$}  {status:<w5$}  {forks}",
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3],
+            w4 = widths[4],
+            w5 = widths[5],
+        )
+    };
+    write_row(&mut out, header)?;
+    for row in &cells {
+        write_row(&mut out, row.each_ref().map(String::as_str))?;
+    }
+    writeln!(
+        out,
+        "{} in {}",
+        count(ids.len() as u64, "session", "sessions"),
+        dir.display()
+    )?;
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,361 @@
+//! The session commands over a `FileBackend` directory, one module per command (sessions,
+//! show, replay, fork, verify, compact, export, import), and what they share.
+
+use std::io::BufWriter;
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::time::{Duration, UNIX_EPOCH};
+
+use cuca::store_file::{ScanSummary, Verdict};
+use cuca::{
+    parse_point_id, FileBackend, PluginError, ReplayedRecord, SessionBackend, SessionEvent,
+    SessionRecord,
+};
+
+use crate::error::CliError;
+use crate::ui;
+use crate::ui::count;
+
+mod compact;
+mod export;
+mod fork;
+mod import;
+mod list;
+mod replay;
+mod show;
+mod verify;
+
+pub(crate) use compact::compact;
+pub(crate) use export::export;
+pub(crate) use fork::fork;
+pub(crate) use import::import;
+pub(crate) use list::{list, SortBy};
+pub(crate) use replay::replay;
+pub(crate) use show::show;
+pub(crate) use verify::verify;
+
+/// How many characters of a record's text `cuca show` prints.
+const PREVIEW_CHARS: usize = 60;
+
+/// Sessions at or above this count get a progress bar in `cuca verify` (on a terminal):
+/// scanning a handful of files takes well under a second.
+const PROGRESS_MIN_SESSIONS: usize = 8;
+
+/// The per-kind counts of `records`, in format order, zero counts left out:
+/// `"SystemPrompt 1, Message 1, Reasoning 72, Output 2, Latency 1, TokenUsage 1"`.
+pub fn kinds_line(records: &[SessionRecord]) -> String {
+    let mut counts = [0u64; SessionEvent::KINDS.len()];
+    for record in records {
+        counts[record.event.kind_index()] += 1;
+    }
+    kinds_words(&counts)
+}
+
+/// [`kinds_line`] from per-kind counts indexed by `SessionEvent::kind_index`.
+fn kinds_words(counts: &[u64; SessionEvent::KINDS.len()]) -> String {
+    SessionEvent::KINDS
+        .iter()
+        .zip(counts.iter().copied())
+        .filter(|(_, n)| *n > 0)
+        .map(|(kind, n)| format!("{kind} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The parent session and point a fork id names, `("demo", "demo:1")` for
+/// `"demo:fork:demo:1:0"`; `None` when `session_id` is not a fork id.
+///
+/// A fork id is `{session}:fork:{point}:{n}` with `{point}` = `{session}:{sequence}`, and the
+/// parent may itself be a fork (and contain `:fork:`), so every `:fork:` is tried as the split
+/// until the parts agree.
+pub fn fork_parent(session_id: &str) -> Option<(&str, &str)> {
+    let (rest, n) = session_id.rsplit_once(':')?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    const MARK: &str = ":fork:";
+    let mut from = 0;
+    while let Some(found) = rest[from..].find(MARK) {
+        let at = from + found;
+        let parent = &rest[..at];
+        let point = &rest[at + MARK.len()..];
+        if let Ok((point_session, _)) = parse_point_id(point) {
+            if point_session == parent {
+                return Some((parent, point));
+            }
+        }
+        from = at + 1;
+    }
+    None
+}
+
+/// `2026-11-29T17:23:41.123Z` for a record's `timestamp_ms`; the raw number when the instant
+/// is past what RFC 3339 can write (year 9999).
+pub(crate) fn format_ms(ms: u64) -> String {
+    // 9999-12-31T23:59:59.999Z: humantime's formatter does not write five-digit years.
+    const MAX_RFC3339_MS: u64 = 253_402_300_799_999;
+    if ms > MAX_RFC3339_MS {
+        return format!("{ms} ms");
+    }
+    match UNIX_EPOCH.checked_add(Duration::from_millis(ms)) {
+        Some(time) => humantime::format_rfc3339_millis(time).to_string(),
+        None => format!("{ms} ms"),
+    }
+}
+
+/// A backend over `dir`, which must exist: `FileBackend::new` would create it, and a typo in
+/// a directory name must not read as an empty store.
+pub(crate) fn open_dir(dir: &Path) -> Result<FileBackend, CliError> {
+    match std::fs::metadata(dir) {
+        Ok(metadata) if metadata.is_dir() => Ok(FileBackend::new(dir)?),
+        Ok(_) => Err(CliError::Usage(format!(
+            "{} is not a directory; give the directory that holds the .cslog files",
+            dir.display()
+        ))),
+        Err(error) => Err(CliError::Usage(format!(
+            "directory {} cannot be read: {error}",
+            dir.display()
+        ))),
+    }
+}
+
+/// The usage error for a session `backend` does not hold.
+fn not_found(backend: &FileBackend, session: &str) -> CliError {
+    CliError::Usage(format!(
+        "session {session:?} not found in {} (`cuca sessions {}` lists them)",
+        backend.dir().display(),
+        backend.dir().display()
+    ))
+}
+
+/// Fails with a usage error unless `session` has a file (live or compacted) in `backend`.
+fn require_session(backend: &FileBackend, session: &str) -> Result<(), CliError> {
+    if backend.session_path(session)?.is_file() || backend.compacted_path(session)?.is_file() {
+        Ok(())
+    } else {
+        Err(not_found(backend, session))
+    }
+}
+
+/// Scans a session that must exist, handing each good record to `visit` and keeping none:
+/// a missing session is a usage error, any other failure is passed on.
+fn scan_each(
+    backend: &FileBackend,
+    session: &str,
+    visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
+) -> Result<ScanSummary, CliError> {
+    backend
+        .verify_each(session, visit)
+        .map_err(|error| match error {
+            PluginError::NotFound { .. } => not_found(backend, session),
+            other => other.into(),
+        })
+}
+
+/// The first pass of a reading command: the whole session scanned, each record to `visit`,
+/// before anything is printed. Recovered damage gets its warning line; a session a load
+/// refuses is the error naming its file and offset, so the command prints nothing on stdout.
+fn scan_checked(
+    backend: &FileBackend,
+    session: &str,
+    visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
+) -> Result<ScanSummary, CliError> {
+    let summary = scan_each(backend, session, visit)?;
+    match &summary.verdict {
+        Verdict::Recovered => ui::warn(&recovered_line(session, &summary)),
+        Verdict::Refused { offset, reason } => {
+            return Err(PluginError::Corrupt {
+                path: summary.path.clone(),
+                offset: *offset,
+                message: reason.clone(),
+            }
+            .into())
+        }
+        _ => {}
+    }
+    Ok(summary)
+}
+
+/// The second pass: the first `limit` records of `session` (what the first pass counted, so
+/// records a live writer appends in between are left out) to `visit`, one at a time, until
+/// it breaks.
+fn each_record(
+    backend: &FileBackend,
+    session: &str,
+    limit: u64,
+    visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<ControlFlow<()>, CliError>,
+) -> Result<(), CliError> {
+    let mut seen = 0u64;
+    // The backend stops on any error from its visitor and hands back a `PluginError`: the
+    // CLI's own error (a closed stdout) waits here, and the end of what is wanted stops the
+    // read early with a placeholder error that is dropped.
+    let mut failed: Option<CliError> = None;
+    let mut done = false;
+    let read = backend.replay_each(session, &mut |record| {
+        if seen == limit {
+            done = true;
+            return Err(PluginError::validation(
+                "limit",
+                "the records counted were read",
+            ));
+        }
+        seen += 1;
+        match visit(record) {
+            Ok(ControlFlow::Continue(())) => Ok(()),
+            Ok(ControlFlow::Break(())) => {
+                done = true;
+                Err(PluginError::validation(
+                    "limit",
+                    "the visitor has what it wants",
+                ))
+            }
+            Err(error) => {
+                failed = Some(error);
+                Err(PluginError::validation("visit", "stopped"))
+            }
+        }
+    });
+    if let Some(error) = failed {
+        return Err(error);
+    }
+    match read {
+        Err(_) if done => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+/// One session's scan as a row of `verify` or `sessions`.
+enum Scanned {
+    /// The file was read to its end: the scan's findings.
+    Read(ScanSummary),
+    /// The file could not be read through (a damaged gzip stream, an I/O error): a refused
+    /// row, not a failure of the whole directory.
+    Unreadable {
+        /// The file that failed.
+        path: std::path::PathBuf,
+        /// Records read before it failed.
+        n_records: u64,
+        /// The error, in words.
+        reason: String,
+    },
+}
+
+impl Scanned {
+    fn verdict_word(&self) -> &'static str {
+        match self {
+            Scanned::Read(summary) => verdict_word(&summary.verdict),
+            Scanned::Unreadable { .. } => "refused",
+        }
+    }
+
+    fn n_records(&self) -> u64 {
+        match self {
+            Scanned::Read(summary) => summary.n_records,
+            Scanned::Unreadable { n_records, .. } => *n_records,
+        }
+    }
+
+    fn file_len(&self) -> u64 {
+        match self {
+            Scanned::Read(summary) => summary.file_len,
+            Scanned::Unreadable { .. } => 0,
+        }
+    }
+}
+
+/// Scans one session of a directory listing, each record to `visit`: a file that cannot be
+/// read through is an [`Scanned::Unreadable`] row; a session that is not there is an error.
+fn scan_row(
+    backend: &FileBackend,
+    session: &str,
+    visit: &mut dyn FnMut(ReplayedRecord<'_>),
+) -> Result<Scanned, CliError> {
+    let mut n_records = 0u64;
+    let result = backend.verify_each(session, &mut |record| {
+        n_records += 1;
+        visit(record);
+        Ok(())
+    });
+    match result {
+        Ok(summary) => Ok(Scanned::Read(summary)),
+        Err(PluginError::NotFound { .. }) => Err(not_found(backend, session)),
+        Err(error @ PluginError::Validation { .. }) => Err(error.into()),
+        Err(error) => {
+            let packed = backend.compacted_path(session)?;
+            let path = if backend.session_path(session)?.is_file() || !packed.is_file() {
+                backend.session_path(session)?
+            } else {
+                packed
+            };
+            Ok(Scanned::Unreadable {
+                path,
+                n_records,
+                reason: error.to_string(),
+            })
+        }
+    }
+}
+
+fn recovered_line(session: &str, summary: &ScanSummary) -> String {
+    format!(
+        "session {session:?} is damaged but loadable: {}",
+        damage_words(summary)
+    )
+}
+
+/// What the damage of a loadable file means, and no more than is known: skipped frames
+/// whose neighbours continue the sequence lost nothing, but a torn tail is what a crash
+/// mid-append leaves (no acknowledged record lost) and also what a copy cut short leaves
+/// (everything after it lost), and the bytes cannot tell the two apart.
+fn damage_words(summary: &ScanSummary) -> String {
+    let mut parts = Vec::new();
+    for frame in &summary.skipped {
+        parts.push(format!(
+            "skipped frame at byte {} ({} bytes: {}); the sequence continues across it, so no record is missing there",
+            frame.offset, frame.len, frame.reason
+        ));
+    }
+    let unlisted = summary.skipped_runs - summary.skipped.len() as u64;
+    if unlisted > 0 {
+        parts.push(format!("{unlisted} more skipped runs"));
+    }
+    if summary.torn_tail_bytes > 0 {
+        parts.push(format!(
+            "torn tail of {} bytes at byte {}: if a crash mid-append left it, no acknowledged record was lost; if the file was cut short (a partial copy), records after byte {} are missing",
+            summary.torn_tail_bytes,
+            summary.file_len - summary.torn_tail_bytes,
+            summary.file_len - summary.torn_tail_bytes
+        ));
+    }
+    parts.join("; ")
+}
+
+/// One record as a JSON line: the `SessionRecord` serde_json writes (a `ReplayedRecord`
+/// has the same fields in the same order).
+fn write_json_line(
+    out: &mut impl std::io::Write,
+    record: &ReplayedRecord<'_>,
+) -> Result<(), CliError> {
+    serde_json::to_writer(&mut *out, record).map_err(|error| {
+        if error.is_io() {
+            CliError::from(std::io::Error::from(error))
+        } else {
+            CliError::Failed(format!("encode record: {error}"))
+        }
+    })?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+fn stdout() -> BufWriter<std::io::StdoutLock<'static>> {
+    BufWriter::new(std::io::stdout().lock())
+}
+
+fn verdict_word(verdict: &Verdict) -> &'static str {
+    match verdict {
+        Verdict::Clean => "clean",
+        Verdict::Recovered => "recovered",
+        Verdict::Refused { .. } => "refused",
+        _ => "unknown",
+    }
+}

@@ -1,0 +1,497 @@
+//! `cuca replay DIR SESSION`: the turns, streamed part by part through `cuca-replay`'s
+//! `TurnSplitter`, so a session of any length replays in the memory of one record.
+//!
+//! Two passes: the first scans and checks the whole session (damage, the point, the turn
+//! asked for) and counts it, before anything is printed; the second prints. A full human
+//! replay needs each turn's outline (its range and whether it completed) before the turn's
+//! lines, so a third reader runs ahead of the printer on another thread and hands the
+//! outlines over through a small bounded channel.
+
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::sync::mpsc::{sync_channel, Receiver};
+
+use cuca::replay::{SessionOutline, TurnOutline, TurnPart, TurnSplitter};
+use cuca::{parse_point_id, FileBackend, MessageContentBlock, PluginError, ReplayNote};
+use serde_json::json;
+
+use super::{count, each_record, open_dir, scan_checked, stdout};
+use crate::error::CliError;
+use crate::term::{line, text};
+
+/// Continuation lines of a multi-line text sit under its label's text.
+const INDENT: &str = "    ";
+
+/// How far the outline reader may run ahead of the printer, in turns.
+const LOOKAHEAD_TURNS: usize = 64;
+
+fn note_json(note: &ReplayNote) -> serde_json::Value {
+    match note {
+        ReplayNote::ModelSwap { from, to, reason } => {
+            json!({"kind": "ModelSwap", "from": from, "to": to, "reason": reason})
+        }
+        ReplayNote::Fork {
+            from_point,
+            to_session,
+        } => json!({"kind": "Fork", "from_point": from_point, "to_session": to_session}),
+        ReplayNote::UnpairedLatency { duration_ms } => {
+            json!({"kind": "UnpairedLatency", "duration_ms": duration_ms})
+        }
+        ReplayNote::UnpairedTokenUsage {
+            prompt_tokens,
+            completion_tokens,
+        } => {
+            json!({"kind": "UnpairedTokenUsage", "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens})
+        }
+        other => json!({"kind": format!("{other:?}")}),
+    }
+}
+
+fn note_words(note: &ReplayNote) -> String {
+    match note {
+        ReplayNote::ModelSwap { from, to, reason } => {
+            format!("model swap {} -> {}: {}", line(from), line(to), line(reason))
+        }
+        ReplayNote::Fork {
+            from_point,
+            to_session,
+        } => format!("fork at {} -> {}", line(from_point), line(to_session)),
+        ReplayNote::UnpairedLatency { duration_ms } => {
+            format!("latency {duration_ms} ms with no token usage after it")
+        }
+        ReplayNote::UnpairedTokenUsage {
+            prompt_tokens,
+            completion_tokens,
+        } => format!(
+            "token usage ({prompt_tokens} prompt, {completion_tokens} completion) with no latency before it"
+        ),
+        other => line(&format!("{other:?}")).to_string(),
+    }
+}
+
+/// What the first pass learnt.
+struct Plan {
+    outline: SessionOutline,
+    /// The outline of the turn `--turn` asked for.
+    selected: Option<TurnOutline>,
+    /// The final turn, when it holds only audit notes (a fork of a finished session): shown
+    /// as notes after the last turn, not as a call that never finished.
+    notes_after: Option<TurnOutline>,
+}
+
+impl Plan {
+    /// Turns shown as turns: the final notes-only turn is not one.
+    fn shown_turns(&self) -> usize {
+        self.outline.turns - usize::from(self.notes_after.is_some())
+    }
+
+    fn is_notes_after(&self, outline: &TurnOutline) -> bool {
+        self.notes_after
+            .is_some_and(|notes| notes.turn == outline.turn)
+    }
+}
+
+/// Pass 1: the whole session scanned and checked, its turns counted, through `through`.
+fn plan(
+    backend: &FileBackend,
+    session: &str,
+    through: Option<u64>,
+    turn: Option<usize>,
+) -> Result<Plan, CliError> {
+    let (mut selected, mut last) = (None, None);
+    let mut splitter = TurnSplitter::new(session, |part| {
+        if let TurnPart::End(outline) = part {
+            if Some(outline.turn) == turn {
+                selected = Some(outline);
+            }
+            last = Some(outline);
+        }
+        Ok(ControlFlow::Continue(()))
+    });
+    let mut found = false;
+    scan_checked(backend, session, &mut |record| {
+        if found {
+            return Ok(());
+        }
+        found = through == Some(record.sequence);
+        splitter.push(record.sequence, record.event)
+    })?;
+    if let (Some(sequence), false) = (through, found) {
+        return Err(CliError::Usage(format!(
+            "no record of session {session:?} has sequence {sequence}, so there is no point {}",
+            line(&format!("{session}:{sequence}"))
+        )));
+    }
+    let outline = splitter.finish()?;
+    let notes_after = last.filter(|last| last.holds_only_notes() && last.turn > 0);
+    Ok(Plan {
+        outline,
+        selected,
+        notes_after,
+    })
+}
+
+/// The human rendering, fed part by part.
+struct Human<'o, W: Write> {
+    out: &'o mut W,
+    /// The label of a reasoning or output run whose line is still open: consecutive blocks
+    /// of one kind are one streamed answer, printed as one line.
+    open_run: Option<&'static str>,
+}
+
+impl<W: Write> Human<'_, W> {
+    fn close_run(&mut self) -> std::io::Result<()> {
+        if self.open_run.take().is_some() {
+            writeln!(self.out)?;
+        }
+        Ok(())
+    }
+
+    fn start(&mut self, outline: &TurnOutline, plan: &Plan) -> std::io::Result<()> {
+        self.close_run()?;
+        let range = format!("{}..={}", outline.first_sequence, outline.last_sequence);
+        if plan.is_notes_after(outline) {
+            return writeln!(
+                self.out,
+                "Notes after turn {} (records {range})",
+                outline.turn.saturating_sub(1)
+            );
+        }
+        let state = if outline.is_complete() {
+            "complete"
+        } else {
+            "incomplete: no Latency/TokenUsage pair closes it"
+        };
+        writeln!(self.out, "Turn {} (records {range}, {state})", outline.turn)
+    }
+
+    fn part(&mut self, part: TurnPart) -> std::io::Result<()> {
+        let (label, body) = match part {
+            TurnPart::SystemPrompt(prompt) => {
+                self.close_run()?;
+                return writeln!(self.out, "  system: {}", text(&prompt, INDENT));
+            }
+            TurnPart::Message(message) => {
+                self.close_run()?;
+                return writeln!(
+                    self.out,
+                    "  {}: {}",
+                    line(message.role.as_str()),
+                    text(&message.text(), INDENT)
+                );
+            }
+            TurnPart::Note(note) => {
+                self.close_run()?;
+                return writeln!(self.out, "  note: {}", note_words(&note));
+            }
+            TurnPart::Block(block) => match block {
+                MessageContentBlock::Thinking { thinking } => ("reasoning", thinking),
+                MessageContentBlock::Text { text } => ("output", text),
+                MessageContentBlock::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                } => {
+                    self.close_run()?;
+                    return writeln!(
+                        self.out,
+                        "  tool call: {} ({}) {}",
+                        line(&name),
+                        line(&id),
+                        text(&arguments, INDENT)
+                    );
+                }
+                MessageContentBlock::ToolResult {
+                    tool_call_id,
+                    content,
+                    is_error,
+                } => {
+                    self.close_run()?;
+                    return writeln!(
+                        self.out,
+                        "  tool result: {} {}: {}",
+                        line(&tool_call_id),
+                        if is_error { "error" } else { "ok" },
+                        text(&content, INDENT)
+                    );
+                }
+                other => {
+                    self.close_run()?;
+                    return writeln!(self.out, "  block: {}", other.kind());
+                }
+            },
+            _ => return Ok(()),
+        };
+        if self.open_run != Some(label) {
+            self.close_run()?;
+            write!(self.out, "  {label}: ")?;
+            self.open_run = Some(label);
+        }
+        write!(self.out, "{}", text(&body, INDENT))
+    }
+
+    fn end(&mut self, outline: &TurnOutline) -> std::io::Result<()> {
+        self.close_run()?;
+        if let Some(c) = outline.completion {
+            writeln!(
+                self.out,
+                "  completion: {} ms, {}, {}",
+                c.duration_ms,
+                count(c.prompt_tokens, "prompt token", "prompt tokens"),
+                count(c.completion_tokens, "completion token", "completion tokens")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The JSON rendering: one object per turn, with the keys in the order serde_json's map
+/// writes them (sorted), so a turn reads as it did when it was built whole. Blocks are
+/// written as they arrive; the few system prompts, messages and notes wait for the end.
+#[derive(Default)]
+struct Json {
+    system_prompts: Vec<serde_json::Value>,
+    messages: Vec<serde_json::Value>,
+    notes: Vec<serde_json::Value>,
+    n_blocks: usize,
+}
+
+fn encode(value: &impl serde::Serialize) -> Result<String, CliError> {
+    serde_json::to_string(value).map_err(|error| CliError::Failed(format!("encode turn: {error}")))
+}
+
+impl Json {
+    fn start(&mut self, out: &mut impl Write) -> Result<(), CliError> {
+        *self = Json::default();
+        out.write_all(b"{\"blocks\":[")?;
+        Ok(())
+    }
+
+    fn part(&mut self, out: &mut impl Write, part: TurnPart) -> Result<(), CliError> {
+        match part {
+            TurnPart::SystemPrompt(prompt) => self.system_prompts.push(prompt.into()),
+            TurnPart::Message(message) => self.messages.push(json!(message)),
+            TurnPart::Note(note) => self.notes.push(note_json(&note)),
+            TurnPart::Block(block) => {
+                if self.n_blocks > 0 {
+                    out.write_all(b",")?;
+                }
+                self.n_blocks += 1;
+                out.write_all(encode(&block)?.as_bytes())?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn end(
+        &mut self,
+        out: &mut impl Write,
+        outline: &TurnOutline,
+        plan: &Plan,
+    ) -> Result<(), CliError> {
+        let completion = outline.completion.map(|c| {
+            json!({"completion_tokens": c.completion_tokens, "duration_ms": c.duration_ms, "prompt_tokens": c.prompt_tokens})
+        });
+        write!(
+            out,
+            "],\"complete\":{},\"completion\":{},\"first_sequence\":{},\"last_sequence\":{},\"messages\":{},\"notes\":{},\"notes_only\":{},\"records\":{},\"system_prompts\":{},\"turn\":{}}}",
+            outline.is_complete(),
+            encode(&completion)?,
+            outline.first_sequence,
+            outline.last_sequence,
+            encode(&self.messages)?,
+            encode(&self.notes)?,
+            plan.is_notes_after(outline),
+            outline.records,
+            encode(&self.system_prompts)?,
+            outline.turn
+        )?;
+        writeln!(out)?;
+        Ok(())
+    }
+}
+
+/// Pass 2: the session's parts through `visit`, from the first `limit` records.
+fn split(
+    backend: &FileBackend,
+    session: &str,
+    limit: u64,
+    visit: &mut dyn FnMut(TurnPart) -> Result<ControlFlow<()>, CliError>,
+) -> Result<(), CliError> {
+    // The splitter's visitor speaks `PluginError`; the printer's own error waits here.
+    let mut failed: Option<CliError> = None;
+    let mut splitter = TurnSplitter::new(session, |part| match visit(part) {
+        Ok(flow) => Ok(flow),
+        Err(error) => {
+            failed = Some(error);
+            Err(PluginError::validation("replay", "the printer stopped"))
+        }
+    });
+    let result = each_record(backend, session, limit, &mut |record| {
+        splitter.push(record.sequence, record.event)?;
+        Ok(if splitter.is_stopped() {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    })
+    .and_then(|()| splitter.finish().map(drop).map_err(CliError::from));
+    match failed {
+        Some(error) => Err(error),
+        None => result,
+    }
+}
+
+/// The outline of each turn, in order, from a reader running ahead on another thread.
+fn next_outline(outlines: &Receiver<TurnOutline>, turn: usize) -> Result<TurnOutline, CliError> {
+    match outlines.recv() {
+        Ok(outline) if outline.turn == turn => Ok(outline),
+        _ => Err(CliError::Failed(format!(
+            "the session changed while it was read: turn {turn} is not what the first read found"
+        ))),
+    }
+}
+
+/// `cuca replay DIR SESSION [--turn N] [--at POINT]`.
+pub(crate) fn replay(
+    dir: &Path,
+    session: &str,
+    turn: Option<usize>,
+    at: Option<&str>,
+    as_json: bool,
+) -> Result<(), CliError> {
+    let backend = open_dir(dir)?;
+    let through = match at {
+        Some(point) => {
+            let (point_session, sequence) = parse_point_id(point)?;
+            if point_session != session {
+                return Err(CliError::Usage(format!(
+                    "--at {point:?} is a point of session {point_session:?}, not of {session:?}"
+                )));
+            }
+            Some(sequence)
+        }
+        None => None,
+    };
+    let plan = plan(&backend, session, through, turn)?;
+    let selected = match turn {
+        Some(turn_idx) => match plan.selected {
+            Some(outline) => Some(outline),
+            None => {
+                return Err(CliError::Usage(format!(
+                    "session {session:?} has {}, so turn {turn_idx} does not exist (turns count from 0)",
+                    count(plan.shown_turns() as u64, "turn", "turns")
+                )))
+            }
+        },
+        None => None,
+    };
+    let limit = plan.outline.records as u64;
+    let mut out = stdout();
+    if !as_json {
+        let notes = if plan.notes_after.is_some() {
+            " and notes after them"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "Session {}: {}{notes}, {}, {}{}",
+            line(&format!("{session:?}")),
+            count(plan.shown_turns() as u64, "turn", "turns"),
+            count(limit, "record", "records"),
+            count(plan.outline.blocks as u64, "block", "blocks"),
+            at.map_or_else(String::new, |point| format!(
+                " (prefix through {})",
+                line(point)
+            ))
+        )?;
+    }
+    // Which turn is being printed, if any: only the selected one with --turn.
+    let wanted = |index: usize| selected.is_none_or(|outline| outline.turn == index);
+    let mut printing = false;
+    if as_json {
+        let mut json = Json::default();
+        split(&backend, session, limit, &mut |part| {
+            match part {
+                TurnPart::Start { turn, .. } => {
+                    printing = wanted(turn);
+                    if printing {
+                        json.start(&mut out)?;
+                    }
+                }
+                TurnPart::End(outline) if printing => {
+                    json.end(&mut out, &outline, &plan)?;
+                    if selected.is_some() {
+                        return Ok(ControlFlow::Break(()));
+                    }
+                }
+                part if printing => json.part(&mut out, part)?,
+                _ => {}
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+    } else if let Some(outline) = selected {
+        let mut human = Human {
+            out: &mut out,
+            open_run: None,
+        };
+        split(&backend, session, limit, &mut |part| {
+            match part {
+                TurnPart::Start { turn, .. } => {
+                    printing = turn == outline.turn;
+                    if printing {
+                        human.start(&outline, &plan)?;
+                    }
+                }
+                TurnPart::End(end) if printing => {
+                    human.end(&end)?;
+                    return Ok(ControlFlow::Break(()));
+                }
+                part if printing => human.part(part)?,
+                _ => {}
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+    } else {
+        std::thread::scope(|scope| -> Result<(), CliError> {
+            let (send, outlines) = sync_channel::<TurnOutline>(LOOKAHEAD_TURNS);
+            let backend = &backend;
+            let ahead = scope.spawn(move || {
+                split(backend, session, limit, &mut |part| {
+                    if let TurnPart::End(outline) = part {
+                        if send.send(outline).is_err() {
+                            // The printer stopped (a closed stdout): so does the reader.
+                            return Ok(ControlFlow::Break(()));
+                        }
+                    }
+                    Ok(ControlFlow::Continue(()))
+                })
+            });
+            let mut human = Human {
+                out: &mut out,
+                open_run: None,
+            };
+            let printed = split(backend, session, limit, &mut |part| {
+                match part {
+                    TurnPart::Start { turn, .. } => {
+                        let outline = next_outline(&outlines, turn)?;
+                        human.start(&outline, &plan)?;
+                    }
+                    TurnPart::End(end) => human.end(&end)?,
+                    part => human.part(part)?,
+                }
+                Ok(ControlFlow::Continue(()))
+            });
+            drop(outlines);
+            let ahead = ahead
+                .join()
+                .unwrap_or_else(|_| Err(CliError::Failed("the outline reader panicked".into())));
+            printed.and(ahead)
+        })?;
+    }
+    out.flush()?;
+    Ok(())
+}

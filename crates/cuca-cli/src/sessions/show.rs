@@ -1,0 +1,122 @@
+//! `cuca show DIR SESSION`: the records, one line each, or their per-kind counts.
+
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::path::Path;
+
+use cuca::{Message, SessionEvent};
+use serde_json::json;
+
+use super::{
+    count, each_record, format_ms, kinds_words, open_dir, scan_checked, stdout, write_json_line,
+    PREVIEW_CHARS,
+};
+use crate::error::CliError;
+use crate::term::line;
+
+/// A one-line, clipped rendering of `text`: its first characters, every control character
+/// (newlines and tabs included) escaped.
+fn clip(text: &str) -> String {
+    let head: String = text.chars().take(PREVIEW_CHARS).collect();
+    let more = if text.chars().nth(PREVIEW_CHARS).is_some() {
+        "…"
+    } else {
+        ""
+    };
+    format!("\"{}{more}\"", line(&head))
+}
+
+fn message_preview(message: &Message) -> String {
+    format!("{}: {}", line(message.role.as_str()), clip(&message.text()))
+}
+
+/// What `cuca show` prints after the kind.
+fn preview(event: &SessionEvent) -> String {
+    match event {
+        SessionEvent::SystemPrompt { text }
+        | SessionEvent::Reasoning { text }
+        | SessionEvent::Output { text } => clip(text),
+        SessionEvent::Message(message) => message_preview(message),
+        SessionEvent::ToolCall {
+            id,
+            name,
+            arguments,
+        } => format!("{} ({}) {}", line(name), line(id), clip(arguments)),
+        SessionEvent::ToolResult {
+            tool_call_id,
+            content,
+            is_error,
+            exit_code,
+            ..
+        } => {
+            let status = if *is_error { "error" } else { "ok" };
+            let exit = exit_code.map_or_else(String::new, |code| format!(", exit {code}"));
+            format!("{} {status}{exit} {}", line(tool_call_id), clip(content))
+        }
+        SessionEvent::Latency { duration_ms } => format!("{duration_ms} ms"),
+        SessionEvent::TokenUsage {
+            prompt_tokens,
+            completion_tokens,
+        } => format!("{prompt_tokens} prompt, {completion_tokens} completion tokens"),
+        SessionEvent::ModelSwap { from, to, reason } => {
+            format!("{} -> {}: {}", line(from), line(to), clip(reason))
+        }
+        SessionEvent::Fork {
+            from_point,
+            to_session,
+        } => format!("at {} -> {}", line(from_point), line(to_session)),
+        _ => String::new(),
+    }
+}
+
+/// `cuca show DIR SESSION`: a first pass checks the session (and counts its kinds), a
+/// second prints it record by record; nothing is kept, so any length prints.
+pub(crate) fn show(dir: &Path, session: &str, kinds: bool, as_json: bool) -> Result<(), CliError> {
+    let backend = open_dir(dir)?;
+    let mut counts = [0u64; SessionEvent::KINDS.len()];
+    let summary = scan_checked(&backend, session, &mut |record| {
+        counts[record.event.kind_index()] += 1;
+        Ok(())
+    })?;
+    let mut out = stdout();
+    if kinds {
+        if as_json {
+            let mut by_kind = serde_json::Map::new();
+            for (kind, n) in SessionEvent::KINDS.iter().zip(counts) {
+                if n > 0 {
+                    by_kind.insert((*kind).to_owned(), n.into());
+                }
+            }
+            let row = json!({"session": session, "records": summary.n_records, "kinds": by_kind});
+            writeln!(out, "{row}")?;
+        } else {
+            writeln!(
+                out,
+                "{}: {}: {}",
+                line(session),
+                count(summary.n_records, "record", "records"),
+                kinds_words(&counts)
+            )?;
+        }
+        out.flush()?;
+        return Ok(());
+    }
+    each_record(&backend, session, summary.n_records, &mut |record| {
+        if as_json {
+            write_json_line(&mut out, &record)?;
+            Ok(ControlFlow::Continue(()))
+        } else {
+            writeln!(
+                out,
+                "{:>6}  {}  {:<12}  {}",
+                record.sequence,
+                format_ms(record.timestamp_ms),
+                record.event.kind(),
+                preview(&record.event)
+            )?;
+            Ok(ControlFlow::Continue(()))
+        }
+    })?;
+    out.flush()?;
+    Ok(())
+}
