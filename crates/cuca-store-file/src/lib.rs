@@ -98,6 +98,6 @@ pub use handles::DEFAULT_MAX_OPEN_SESSIONS;
 pub use naming::MAX_SESSION_ID_LEN;
 pub use repair::{DroppedRecord, Repair};
 pub use scan::{
-    scan, scan_bytes, scan_reader, scan_session, Finding, FindingKind, ScanReport, ScanSummary, SkippedFrame,
-    Verdict, MAX_LISTED,
+    scan, scan_bytes, scan_reader, scan_session, Finding, FindingKind, ScanReport, ScanSummary,
+    SkippedFrame, Verdict, MAX_LISTED,
 };
