@@ -160,6 +160,8 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
             "cuca-calllog" => false,
             // The viewer sits on top like the CLI: it reads through the crates that own the
             // formats (ARCHITECTURE.md, cuca-view).
+            // Serving names the journal's record file only (ARCHITECTURE.md, cuca-serve).
+            "cuca-serve" => matches!(to, "cuca-events" | "cuca-journal"),
             "cuca-view" => matches!(
                 to,
                 "cuca-events" | "cuca-store-file" | "cuca-calllog" | "cuca-journal"

@@ -78,13 +78,21 @@ fn sessions_sizes_its_columns_sorts_by_activity_and_prints_the_last_id() {
         assert!(row.as_bytes()[records_end - 1].is_ascii_digit(), "{row}");
         assert_eq!(row.as_bytes()[records_end], b' ', "{row}");
     }
-    // By last activity, newest first. A fork's records keep their stamps, and the Fork audit
-    // record is stamped now, so `b` (which holds one) is the most recent.
+    // By last activity, newest first. A fork's records keep their stamps, and each Fork audit
+    // record is stamped now, so `b` and its fork (whose own fork audited it a moment later)
+    // are the most recent, in the order of their LAST column.
     let order: Vec<&str> = rows
         .iter()
         .map(|row| row.split(' ').next().unwrap())
         .collect();
-    assert_eq!(order[0], "b", "{}", listed.stdout);
+    let last_at = header.find("LAST").unwrap();
+    let lasts: Vec<&str> = rows.iter().map(|row| &row[last_at..last_at + 24]).collect();
+    assert!(
+        lasts.windows(2).all(|pair| pair[0] >= pair[1]),
+        "{}",
+        listed.stdout
+    );
+    assert!(order[0] == "b" || order[0] == fork, "{}", listed.stdout);
     assert_eq!(order[order.len() - 1], "old", "{}", listed.stdout);
     assert!(order.iter().position(|id| *id == "newest") < order.iter().position(|id| *id == "old"));
 
@@ -113,7 +121,20 @@ fn sessions_sizes_its_columns_sorts_by_activity_and_prints_the_last_id() {
 
 /// Compacts `session`, then overwrites bytes in the middle of its gzip stream.
 fn damage_compacted(dir: &Path, session: &str) {
-    FileBackend::new(dir).unwrap().compact(session).unwrap();
+    // Other tests in this binary spawn `cuca` at the same time: a child between fork and exec
+    // holds a copy of every open descriptor, the just-dropped writer's locked file included,
+    // so the lock can outlive the drop by a moment. Such a refusal is `Locked`, and a retry
+    // after the exec goes through.
+    let backend = FileBackend::new(dir).unwrap();
+    let mut tries = 0;
+    while let Err(error) = backend.compact(session) {
+        tries += 1;
+        assert!(
+            matches!(error, cuca::PluginError::Locked { .. }) && tries < 50,
+            "{error}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let packed = dir.join(format!("{session}.cslog.gz"));
     let mut bytes = std::fs::read(&packed).unwrap();
     let middle = bytes.len() / 2;
@@ -227,4 +248,63 @@ fn compact_carries_on_past_a_refused_session_and_exits_1() {
         "{}",
         compacted.stderr
     );
+}
+
+#[test]
+fn sessions_shows_ten_nested_forks_of_a_uuid_readably_and_json_keeps_the_ids_whole() {
+    // Issue 17.4: "forks nested 10 deep from a 36-byte UUID session work … and `cuca
+    // sessions` lists them readably".
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let root = "0b3c5a6e-9d2f-4f1a-8c7b-2e4d6f8a0c1e";
+    for sequence in 0..3 {
+        backend
+            .append(SessionRecord {
+                session_id: root.into(),
+                sequence,
+                timestamp_ms: 1_700_000_000_000 + sequence,
+                event: SessionEvent::Output {
+                    text: "token".into(),
+                },
+            })
+            .unwrap();
+    }
+    let mut ids = vec![root.to_owned()];
+    for _ in 0..10 {
+        let parent = ids.last().unwrap().clone();
+        ids.push(backend.fork(&parent, &format!("{parent}:1")).unwrap());
+    }
+    drop(backend);
+    let output = cuca().arg("sessions").arg(dir.path()).output().unwrap();
+    assert!(output.status.success());
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let longest = stdout.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(longest < 260, "a line of {longest} characters:\n{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "{root} >1#0 >1#1 >1#2 >1#3 >1#4 >1#5 >1#6 >1#7 >1#8 >1#9 "
+        )),
+        "{stdout}"
+    );
+    let output = cuca()
+        .arg("sessions")
+        .arg(dir.path())
+        .arg("--json")
+        .output()
+        .unwrap();
+    let listed: Vec<String> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["session"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let mut expected = ids.clone();
+    expected.sort();
+    let mut got = listed.clone();
+    got.sort();
+    assert_eq!(got, expected);
 }

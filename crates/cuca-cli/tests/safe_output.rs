@@ -20,8 +20,12 @@ use cuca::{FileBackend, Message, SessionBackend, SessionEvent, SessionRecord};
 const HOSTILE: &str = "\u{1b}]0;TITLE\u{7}\u{1b}[2J";
 /// What the CLI shows for it.
 const SHOWN: &str = "\\e]0;TITLE\\x07\\e[2J";
-/// A session id carrying it (ids may hold anything but `/`, `\` and NUL).
-const ID: &str = "evil\u{1b}]0;TITLE\u{7}\u{1b}[2J";
+/// A hostile session id. Every store refuses control characters in ids (issue 17.5), so the
+/// escape above cannot be an id; a bidi override (U+202E, which makes `evil<RLO>gnp.exe` read
+/// as `evilexe.png`) is not a control character and still is one.
+const ID: &str = "evil\u{202e}gnp.exe";
+/// What the CLI shows for it.
+const ID_SHOWN: &str = "evil\\u{202e}gnp.exe";
 
 fn hostile_events() -> Vec<SessionEvent> {
     vec![
@@ -126,7 +130,7 @@ fn sessions_shows_a_hostile_id_escaped_and_json_keeps_it_exact() {
     assert_eq!(listed.code, 0, "{}", listed.stderr);
     assert_safe(&listed, "sessions");
     assert!(
-        listed.stdout.contains(&format!("evil{SHOWN}")),
+        listed.stdout.contains(&ID_SHOWN.to_owned()),
         "{}",
         listed.stdout
     );
@@ -193,7 +197,7 @@ fn verify_fork_compact_export_and_import_never_print_a_raw_escape() {
     assert_eq!(verified.code, 0, "{}", verified.stderr);
     assert_safe(&verified, "verify");
     assert!(
-        verified.stdout.starts_with(&format!("evil{SHOWN}: clean")),
+        verified.stdout.starts_with(&format!("{ID_SHOWN}: clean")),
         "{}",
         verified.stdout
     );
@@ -217,7 +221,11 @@ fn verify_fork_compact_export_and_import_never_print_a_raw_escape() {
     // The Fork audit record the forks appended, then the recording, exact.
     assert_eq!(parsed[..hostile_records().len()], hostile_records()[..]);
 
-    let into = format!("copy{HOSTILE}");
+    // An id with a terminal escape is refused by the store, and the refusal is escaped.
+    let refused = run(&["import", p(&file), p(dir.path()), &format!("copy{HOSTILE}")]);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    assert_safe(&refused, "import refused");
+    let into = format!("copy{ID}");
     let imported = run(&["import", p(&file), p(dir.path()), &into]);
     assert_eq!(imported.code, 0, "{}", imported.stderr);
     assert_safe(&imported, "import");

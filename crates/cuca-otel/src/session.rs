@@ -253,7 +253,16 @@ fn turn_span(cx: TurnContext<'_>, turn: &ReplayTurn, model: &mut Option<String>)
 
     // A swap recorded in this turn came before its call: it names the call's model.
     apply_swaps(turn, model);
-    let name = match model.as_deref() {
+    // A recording with call metadata (`SessionLogPlugin::with_call_metadata`, what `cuca
+    // proxy` writes) names each call's model itself; it holds for this call only.
+    let call = turn.call();
+    let requested = call
+        .request()
+        .map(|request| request.model.as_str())
+        .filter(|m| !m.is_empty())
+        .map(str::to_owned)
+        .or_else(|| model.clone());
+    let name = match requested.as_deref() {
         Some(model) => format!("{} {model}", c::OPERATION_CHAT),
         None => c::OPERATION_CHAT.to_owned(),
     };
@@ -267,8 +276,28 @@ fn turn_span(cx: TurnContext<'_>, turn: &ReplayTurn, model: &mut Option<String>)
             .str(c::GEN_AI_PROVIDER_NAME, provider)
             .str(c::GEN_AI_SYSTEM, provider);
     }
-    if let Some(model) = model.as_deref() {
+    if let Some(model) = requested.as_deref() {
         span = span.str(c::GEN_AI_REQUEST_MODEL, model);
+    }
+    if let Some(request) = call.request() {
+        // The parameters are the JSON object the session log recorded; the ones the
+        // conventions name become attributes.
+        if let Ok(serde_json::Value::Object(parameters)) =
+            serde_json::from_str::<serde_json::Value>(&request.parameters)
+        {
+            if let Some(max_tokens) = parameters.get("max_tokens").and_then(|v| v.as_u64()) {
+                span = span.int(c::GEN_AI_REQUEST_MAX_TOKENS, max_tokens);
+            }
+            if let Some(temperature) = parameters.get("temperature").and_then(|v| v.as_f64()) {
+                span = span.float(c::GEN_AI_REQUEST_TEMPERATURE, temperature);
+            }
+        }
+    }
+    if let Some(served) = call.served_model().filter(|m| !m.is_empty()) {
+        span = span.str(c::GEN_AI_RESPONSE_MODEL, served);
+    }
+    if let Some(reason) = call.finish_reason() {
+        span = span.str_array(c::GEN_AI_RESPONSE_FINISH_REASONS, &[reason]);
     }
     if let Some(done) = completion {
         span = span

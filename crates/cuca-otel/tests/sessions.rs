@@ -400,3 +400,53 @@ async fn a_fork_links_to_the_session_it_was_taken_from() {
         )
     );
 }
+
+#[tokio::test]
+async fn call_metadata_names_each_calls_model_parameters_and_finish() {
+    // Issue 23: `gen_ai.request.model`, `gen_ai.response.model`,
+    // `gen_ai.response.finish_reasons`, from the records `cuca proxy` writes
+    // (`SessionLogPlugin::with_call_metadata`).
+    let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
+    let mut records = cuca_testkit::demo_turn("meta", 0);
+    records.insert(
+        2,
+        cuca_testkit::record(
+            "meta",
+            2,
+            SessionEvent::CallRequest {
+                model: "gemma-tiny".into(),
+                parameters: r#"{"max_tokens":12,"temperature":0.5}"#.into(),
+                tools: "[]".into(),
+                messages: 2,
+            },
+        ),
+    );
+    let at = records.len() - 2;
+    records.insert(
+        at,
+        cuca_testkit::record(
+            "meta",
+            0,
+            SessionEvent::CallFinish {
+                finish_reason: Some("length".into()),
+                model: "gemma-tiny-q4".into(),
+            },
+        ),
+    );
+    for (i, record) in records.iter_mut().enumerate() {
+        record.sequence = i as u64;
+    }
+    cuca_testkit::append_all(backend.as_ref(), &records);
+    let export = session_spans(backend, "meta", &ExportOptions::default()).unwrap();
+    assert_eq!(export.n_turns, 1);
+    let call = &export.spans[1];
+    assert_eq!(call.name, "chat gemma-tiny");
+    assert_eq!(str_attr(call, "gen_ai.request.model"), "gemma-tiny");
+    assert_eq!(str_attr(call, "gen_ai.response.model"), "gemma-tiny-q4");
+    assert_eq!(
+        str_array_attr(call, "gen_ai.response.finish_reasons"),
+        vec!["length".to_owned()]
+    );
+    assert_eq!(int_attr(call, "gen_ai.request.max_tokens"), 12);
+    assert!(has(call, "gen_ai.request.temperature"));
+}

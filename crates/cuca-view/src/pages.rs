@@ -255,6 +255,16 @@ fn turn_box(session: &str, turn: &TurnView) -> Markup {
         } => Some((prompt_tokens, completion_tokens)),
         _ => None,
     });
+    let call_model = turn.records.iter().find_map(|r| match &r.event {
+        SessionEvent::CallRequest { model, .. } if !model.is_empty() => Some(model.as_str()),
+        _ => None,
+    });
+    let finish = turn.records.iter().find_map(|r| match &r.event {
+        SessionEvent::CallFinish { finish_reason, .. } => {
+            Some(finish_reason.as_deref().unwrap_or("cut short"))
+        }
+        _ => None,
+    });
     let anchor = format!("turn-{}", turn.turn_idx);
     // Seed 001 makes the records after the last pair a final turn; when they are only notes
     // (a fork audit, a model swap) no call is open, so they are shown as notes, not as a call
@@ -278,6 +288,8 @@ fn turn_box(session: &str, turn: &TurnView) -> Markup {
                 @if let Some((prompt, completion)) = tokens {
                     span { (prompt) " prompt / " (completion) " completion tokens" }
                 }
+                @if let Some(model) = call_model { span { code { (model) } } }
+                @if let Some(finish) = finish { span { "finish: " (finish) } }
                 @if !turn.complete && !notes_only { span.pill { "unfinished" } }
                 a.anchor href=(format!("{}?turn={}#{}", session_href(session), turn.turn_idx, anchor)) { "link" }
             }
@@ -378,6 +390,30 @@ fn record_group(group: &[RecordView]) -> Markup {
             div.rec.note { (anchors(group)) div.who { "note: fork · " (seq_label) }
                 div { "Branch " a.fork-link href=(session_href(to_session)) { (to_session) }
                       " was taken at " a href=(point_href(from_point)) { (from_point) } "." } }
+        },
+        SessionEvent::CallRequest {
+            model,
+            parameters,
+            tools,
+            messages,
+        } => html! {
+            div.rec.call-request { (anchors(group))
+                div.who { "call · " (seq_label) }
+                div { "model " code { @if model.is_empty() { "(the server's default)" } @else { (model) } }
+                      " · " (plural(*messages, "message", "messages")) " sent" }
+                @if parameters.as_str() != "{}" { div.muted { "parameters" } pre { (pretty_json(parameters)) } }
+                @if tools.as_str() != "[]" {
+                    details.tools { summary { "tools offered" } pre { (pretty_json(tools)) } }
+                }
+            }
+        },
+        SessionEvent::CallFinish {
+            finish_reason,
+            model,
+        } => html! {
+            div.rec.meta.call-finish { (anchors(group))
+                "finish reason " code { (finish_reason.as_deref().unwrap_or("none (the stream was cut short)")) }
+                " · answered by " code { (model) } " · " (seq_label) }
         },
         other => html! {
             div.rec.meta { (anchors(group)) div.who { (other.kind()) " · " (seq_label) } pre { (format!("{other:?}")) } }
@@ -560,6 +596,16 @@ fn event_text(event: &SessionEvent) -> String {
             from_point,
             to_session,
         } => format!("branch {to_session} at {from_point}"),
+        SessionEvent::CallRequest {
+            model, messages, ..
+        } => format!("call to {model} with {messages} messages"),
+        SessionEvent::CallFinish {
+            finish_reason,
+            model,
+        } => format!(
+            "finished ({}) by {model}",
+            finish_reason.as_deref().unwrap_or("cut short")
+        ),
         other => format!("{other:?}"),
     }
 }

@@ -79,6 +79,18 @@ async fn a_session_is_a_conversation_with_reasoning_collapsed_and_tool_arguments
     assert!(body.contains("412 ms"));
     assert!(body.contains("31 prompt / 9 completion tokens"));
     assert!(body.contains(r#"id="turn-0""#) && body.contains(r#"id="p-3""#));
+    // Issue 22: "the call metadata (model, parameters, finish reason) where it was recorded".
+    assert!(body.contains("<code>gemma-tiny</code>"), "{body}");
+    assert!(body.contains("&quot;temperature&quot;: 0.5"), "{body}");
+    assert!(body.contains("tools offered"), "{body}");
+    assert!(
+        body.contains("finish reason <code>tool_calls</code>"),
+        "{body}"
+    );
+    assert!(
+        body.contains("answered by <code>gemma-tiny-q4</code>"),
+        "{body}"
+    );
 
     // The recorded reasoning session: one turn per call, its streamed blocks as one text.
     let (status, _, body) = get(&format!("{base}/sessions/reasoning")).await;

@@ -44,8 +44,14 @@ impl Row {
 
     fn forks(&self) -> String {
         let mut forks = Vec::new();
-        if let Some((_, point)) = fork_parent(&self.id) {
-            forks.push(format!("forked from {}", line(point)));
+        if let Some((parent, point)) = fork_parent(&self.id) {
+            if is_shown_as_chain(&self.id) {
+                // The chain in the id column names the parent already.
+                let sequence = point[parent.len()..].trim_start_matches(':');
+                forks.push(format!("forked at {sequence}"));
+            } else {
+                forks.push(format!("forked from {}", line(point)));
+            }
         }
         if !self.forks_taken.is_empty() {
             forks.push(format!("{} taken", self.forks_taken.len()));
@@ -79,6 +85,51 @@ fn scan(backend: &cuca::FileBackend, id: &str) -> Result<Row, CliError> {
 }
 
 /// `cuca sessions DIR [--sort activity|name] [--last]`.
+/// Ids longer than this are shown in the table by their fork chain: a fork id repeats its
+/// parent's id twice, so ten forks deep from a UUID it is about 47 KB.
+const MAX_SHOWN_ID_CHARS: usize = 100;
+
+/// Whether the table shows `id` as its fork chain rather than whole.
+fn is_shown_as_chain(id: &str) -> bool {
+    id.chars().count() > MAX_SHOWN_ID_CHARS && fork_parent(id).is_some()
+}
+
+/// A session id as the table shows it: whole when it is short; otherwise, for a fork, its
+/// root and each fork step as `>{sequence}#{n}` (`{root} >1#0 >3#2`: forked at point 1, then
+/// that branch at point 3), and for any other long id its head and tail around the number of
+/// characters left out. `--json` and `--last` always print the whole id.
+fn shown_id(id: &str) -> String {
+    if id.chars().count() <= MAX_SHOWN_ID_CHARS {
+        return line(id).to_string();
+    }
+    let mut steps = Vec::new();
+    let mut current = id;
+    while let Some((parent, point)) = fork_parent(current) {
+        let sequence = point[parent.len()..].trim_start_matches(':');
+        let n = current.rsplit_once(':').map_or("", |(_, n)| n);
+        steps.push(format!(">{sequence}#{n}"));
+        current = parent;
+    }
+    let root = if current.chars().count() <= MAX_SHOWN_ID_CHARS {
+        line(current).to_string()
+    } else {
+        let chars: Vec<char> = current.chars().collect();
+        let head: String = chars[..40].iter().collect();
+        let tail: String = chars[chars.len() - 40..].iter().collect();
+        format!(
+            "{}…({} characters)…{}",
+            line(&head),
+            chars.len() - 80,
+            line(&tail)
+        )
+    };
+    steps.reverse();
+    std::iter::once(root)
+        .chain(steps)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 pub(crate) fn list(dir: &Path, as_json: bool, sort: SortBy, last: bool) -> Result<(), CliError> {
     let backend = open_dir(dir)?;
     let ids = backend.sessions()?;
@@ -139,7 +190,7 @@ pub(crate) fn list(dir: &Path, as_json: bool, sort: SortBy, last: bool) -> Resul
         .iter()
         .map(|row| {
             [
-                line(&row.id).to_string(),
+                shown_id(&row.id),
                 row.scanned.n_records().to_string(),
                 row.scanned.file_len().to_string(),
                 row.first_ms.map_or_else(|| "-".to_owned(), format_ms),

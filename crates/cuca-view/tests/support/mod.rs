@@ -87,6 +87,35 @@ impl Fixture {
                 },
             ),
         ];
+        // Call metadata, as `cuca proxy` records it (`SessionLogPlugin::with_call_metadata`).
+        hostile.insert(
+            2,
+            record(
+                "hostile",
+                2,
+                SessionEvent::CallRequest {
+                    model: "gemma-tiny".into(),
+                    parameters: r#"{"max_tokens":12,"temperature":0.5}"#.into(),
+                    tools: r#"[{"name":"lookup","description":"find a city","parameters":{}}]"#
+                        .into(),
+                    messages: 2,
+                },
+            ),
+        );
+        hostile.insert(
+            6,
+            record(
+                "hostile",
+                6,
+                SessionEvent::CallFinish {
+                    finish_reason: Some("tool_calls".into()),
+                    model: "gemma-tiny-q4".into(),
+                },
+            ),
+        );
+        for (sequence, r) in hostile.iter_mut().enumerate() {
+            r.sequence = sequence as u64;
+        }
         // The newest session, so it is the list's first row.
         for r in &mut hostile {
             r.timestamp_ms = 4_000_000_000_000 + r.sequence;
