@@ -47,9 +47,15 @@ fn events() -> Vec<Bytes> {
 
 const REQUEST: &str = r#"{"model":"tiny","stream":true,"stream_options":{"include_usage":true},"max_tokens":1000,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"The vault is in Lisbon. Reply with: noted"}]}"#;
 
+/// Serves `router` with TCP_NODELAY on every accepted connection, as `Proxy::serve` does for
+/// the recording proxy: without it the upstream and the floor would hold small writes back
+/// (Nagle) and the comparison would measure socket options, not the proxies.
 async fn serve(router: Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        tcp.set_nodelay(true).unwrap();
+    });
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
     format!("http://{addr}")
 }
@@ -118,7 +124,11 @@ async fn recording(upstream: String, dir: &std::path::Path) -> String {
         log,
     )
     .unwrap();
-    serve(proxy.router()).await
+    // Served the way `cuca proxy` serves it, socket options included.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { proxy.serve(listener, std::future::pending()).await.unwrap() });
+    format!("http://{addr}")
 }
 
 /// One call: the time to the first body byte, and to the end.
