@@ -18,9 +18,11 @@ use crate::codec::{
 };
 use crate::error::FrameError;
 
+mod skim;
 mod summary;
 
-pub(crate) use summary::scan_each;
+pub use skim::SkimmedRecord;
+pub(crate) use summary::{scan_each, skim_each};
 pub use summary::ScanSummary;
 
 /// What a scan concluded about a file.
