@@ -27,7 +27,12 @@ pub struct SkimmedRecord<'a> {
 impl SkimmedRecord<'_> {
     /// The event's variant name, as [`SessionEvent::kind`].
     pub fn kind(&self) -> &'static str {
-        SessionEvent::KINDS[self.event.kind_index()]
+        SessionEvent::KINDS[self.kind_index()]
+    }
+
+    /// The event's index in [`SessionEvent::KINDS`], as [`SessionEvent::kind_index`].
+    pub fn kind_index(&self) -> usize {
+        self.event.kind_index()
     }
 
     /// The event with its text left out: the same variant with the same numbers and flags,
