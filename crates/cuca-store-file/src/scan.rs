@@ -22,8 +22,8 @@ mod skim;
 mod summary;
 
 pub use skim::SkimmedRecord;
-pub(crate) use summary::{scan_each, skim_each};
 pub use summary::ScanSummary;
+pub(crate) use summary::{scan_each, skim_each};
 
 /// What a scan concluded about a file.
 #[derive(Debug, Clone, PartialEq, Eq)]

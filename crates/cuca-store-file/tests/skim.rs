@@ -66,16 +66,18 @@ fn arb_event() -> impl Strategy<Value = SessionEvent> {
             proptest::option::of(arb_text()),
             any::<Option<i32>>()
         )
-            .prop_map(|(tool_call_id, content, is_error, stdout, stderr, exit_code)| {
-                SessionEvent::ToolResult {
-                    tool_call_id,
-                    content,
-                    is_error,
-                    stdout,
-                    stderr,
-                    exit_code,
+            .prop_map(
+                |(tool_call_id, content, is_error, stdout, stderr, exit_code)| {
+                    SessionEvent::ToolResult {
+                        tool_call_id,
+                        content,
+                        is_error,
+                        stdout,
+                        stderr,
+                        exit_code,
+                    }
                 }
-            }),
+            ),
         any::<u64>().prop_map(|duration_ms| SessionEvent::Latency { duration_ms }),
         (any::<u64>(), any::<u64>()).prop_map(|(prompt_tokens, completion_tokens)| {
             SessionEvent::TokenUsage {
@@ -97,11 +99,12 @@ fn arb_event() -> impl Strategy<Value = SessionEvent> {
                 messages,
             }
         ),
-        (proptest::option::of(arb_text()), arb_text())
-            .prop_map(|(finish_reason, model)| SessionEvent::CallFinish {
+        (proptest::option::of(arb_text()), arb_text()).prop_map(|(finish_reason, model)| {
+            SessionEvent::CallFinish {
                 finish_reason,
-                model
-            }),
+                model,
+            }
+        }),
     ]
 }
 
@@ -138,7 +141,10 @@ fn hollowed(event: &SessionEvent) -> SessionEvent {
         } => {
             tool_call_id.clear();
             content.clear();
-            stdout.iter_mut().chain(stderr.iter_mut()).for_each(String::clear);
+            stdout
+                .iter_mut()
+                .chain(stderr.iter_mut())
+                .for_each(String::clear);
         }
         SessionEvent::ModelSwap { from, to, reason } => {
             [from, to, reason].into_iter().for_each(String::clear);
@@ -152,7 +158,9 @@ fn hollowed(event: &SessionEvent) -> SessionEvent {
             parameters,
             tools,
             ..
-        } => [model, parameters, tools].into_iter().for_each(String::clear),
+        } => [model, parameters, tools]
+            .into_iter()
+            .for_each(String::clear),
         SessionEvent::CallFinish {
             finish_reason,
             model,
