@@ -23,7 +23,9 @@ use crate::files::{
 };
 use crate::handles::{Handles, DEFAULT_MAX_OPEN_SESSIONS};
 use crate::naming::{compacted_name, is_overflow_stem, live_name, MAX_SESSION_ID_LEN};
-use crate::scan::{replay_reader, scan_each, scan_reader_as, ScanReport, ScanSummary};
+use crate::scan::{
+    replay_reader, scan_each, scan_reader_as, skim_each, ScanReport, ScanSummary, SkimmedRecord,
+};
 use crate::sequence::{check_sequence, last_sequence};
 
 mod create;
@@ -372,6 +374,49 @@ impl FileBackend {
             Some((file, Stored::Live(path))) => scan_each(file, &path, Some(session_id), visit),
             Some((file, Stored::Compacted(path))) => {
                 scan_each(compacted_reader(file), &path, Some(session_id), visit)
+            }
+            None => Err(PluginError::NotFound {
+                what: "session".into(),
+                id: session_id.into(),
+            }),
+        }
+    }
+
+    /// [`FileBackend::verify_each`] handing each good record over as a [`SkimmedRecord`]:
+    /// its text stays in the read buffer, so a pass that only checks and counts (`cuca
+    /// verify`, the planning pass of `cuca replay`) allocates nothing per record. The
+    /// summary is the one `verify_each` returns: a skimmed record decodes from exactly the
+    /// bytes a stored record does.
+    ///
+    /// ```
+    /// use cuca_events::{SessionBackend, SessionEvent, SessionRecord};
+    /// use cuca_store_file::{FileBackend, Verdict};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = FileBackend::new(dir.path())?;
+    /// backend.append(SessionRecord {
+    ///     session_id: "demo".into(),
+    ///     sequence: 0,
+    ///     timestamp_ms: 10,
+    ///     event: SessionEvent::Output { text: "token".into() },
+    /// })?;
+    /// let mut kinds = Vec::new();
+    /// let summary = backend.skim_each("demo", &mut |record| {
+    ///     kinds.push(record.kind());
+    ///     Ok(())
+    /// })?;
+    /// assert_eq!((summary.n_records, summary.verdict, kinds), (1, Verdict::Clean, vec!["Output"]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn skim_each(
+        &self,
+        session_id: &str,
+        visit: &mut dyn FnMut(SkimmedRecord<'_>) -> Result<(), PluginError>,
+    ) -> Result<ScanSummary, PluginError> {
+        match self.open_stored(session_id)? {
+            Some((file, Stored::Live(path))) => skim_each(file, &path, Some(session_id), visit),
+            Some((file, Stored::Compacted(path))) => {
+                skim_each(compacted_reader(file), &path, Some(session_id), visit)
             }
             None => Err(PluginError::NotFound {
                 what: "session".into(),

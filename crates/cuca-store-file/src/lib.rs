@@ -99,5 +99,5 @@ pub use naming::MAX_SESSION_ID_LEN;
 pub use repair::{DroppedRecord, Repair};
 pub use scan::{
     scan, scan_bytes, scan_reader, scan_session, Finding, FindingKind, ScanReport, ScanSummary,
-    SkippedFrame, Verdict, MAX_LISTED,
+    SkimmedRecord, SkippedFrame, Verdict, MAX_LISTED,
 };

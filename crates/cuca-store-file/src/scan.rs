@@ -18,10 +18,12 @@ use crate::codec::{
 };
 use crate::error::FrameError;
 
+mod skim;
 mod summary;
 
-pub(crate) use summary::scan_each;
+pub use skim::SkimmedRecord;
 pub use summary::ScanSummary;
+pub(crate) use summary::{scan_each, skim_each};
 
 /// What a scan concluded about a file.
 #[derive(Debug, Clone, PartialEq, Eq)]

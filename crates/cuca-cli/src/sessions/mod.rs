@@ -6,7 +6,7 @@ use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
-use cuca::store_file::{ScanSummary, Verdict};
+use cuca::store_file::{ScanSummary, SkimmedRecord, Verdict};
 use cuca::{
     parse_point_id, FileBackend, PluginError, ReplayedRecord, SessionBackend, SessionEvent,
     SessionRecord,
@@ -137,15 +137,16 @@ fn require_session(backend: &FileBackend, session: &str) -> Result<(), CliError>
     }
 }
 
-/// Scans a session that must exist, handing each good record to `visit` and keeping none:
+/// Scans a session that must exist, handing each good record to `visit` with its text left
+/// in the read buffer (a first pass checks and counts, so it allocates nothing per record):
 /// a missing session is a usage error, any other failure is passed on.
 fn scan_each(
     backend: &FileBackend,
     session: &str,
-    visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
+    visit: &mut dyn FnMut(SkimmedRecord<'_>) -> Result<(), PluginError>,
 ) -> Result<ScanSummary, CliError> {
     backend
-        .verify_each(session, visit)
+        .skim_each(session, visit)
         .map_err(|error| match error {
             PluginError::NotFound { .. } => not_found(backend, session),
             other => other.into(),
@@ -158,7 +159,7 @@ fn scan_each(
 fn scan_checked(
     backend: &FileBackend,
     session: &str,
-    visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
+    visit: &mut dyn FnMut(SkimmedRecord<'_>) -> Result<(), PluginError>,
 ) -> Result<ScanSummary, CliError> {
     let summary = scan_each(backend, session, visit)?;
     match &summary.verdict {
@@ -276,6 +277,27 @@ fn scan_row(
         visit(record);
         Ok(())
     });
+    scanned(backend, session, result, n_records)
+}
+
+/// [`scan_row`] for a caller that only counts: the records are skimmed, their text left in
+/// the read buffer, so a scan allocates nothing per record.
+fn skim_row(backend: &FileBackend, session: &str) -> Result<Scanned, CliError> {
+    let mut n_records = 0u64;
+    let result = backend.skim_each(session, &mut |_| {
+        n_records += 1;
+        Ok(())
+    });
+    scanned(backend, session, result, n_records)
+}
+
+/// The row of a scan that ended with `result` after `n_records` good records.
+fn scanned(
+    backend: &FileBackend,
+    session: &str,
+    result: Result<ScanSummary, PluginError>,
+    n_records: u64,
+) -> Result<Scanned, CliError> {
     match result {
         Ok(summary) => Ok(Scanned::Read(summary)),
         Err(PluginError::NotFound { .. }) => Err(not_found(backend, session)),

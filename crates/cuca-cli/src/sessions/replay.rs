@@ -115,7 +115,9 @@ fn plan(
             return Ok(());
         }
         found = through == Some(record.sequence);
-        splitter.push(record.sequence, record.event)
+        // The plan needs the turns' outlines, which the event's kind and numbers decide:
+        // the hollow event (no text) segments as the whole one does and allocates nothing.
+        splitter.push(record.sequence, record.hollow_event())
     })?;
     if let (Some(sequence), false) = (through, found) {
         return Err(CliError::Usage(format!(

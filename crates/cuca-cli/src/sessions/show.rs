@@ -75,7 +75,7 @@ pub(crate) fn show(dir: &Path, session: &str, kinds: bool, as_json: bool) -> Res
     let backend = open_dir(dir)?;
     let mut counts = [0u64; SessionEvent::KINDS.len()];
     let summary = scan_checked(&backend, session, &mut |record| {
-        counts[record.event.kind_index()] += 1;
+        counts[record.kind_index()] += 1;
         Ok(())
     })?;
     let mut out = stdout();

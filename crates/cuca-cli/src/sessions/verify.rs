@@ -8,7 +8,7 @@ use cuca::SessionBackend;
 use serde_json::json;
 
 use super::{
-    count, open_dir, recovered_line, require_session, scan_row, stdout, Scanned,
+    count, open_dir, recovered_line, require_session, skim_row, stdout, Scanned,
     PROGRESS_MIN_SESSIONS,
 };
 use crate::error::CliError;
@@ -154,7 +154,7 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
         bar.set_message(format!("verifying {}", line(session)));
         // Records are counted by the scan and kept by no one: memory is one read chunk,
         // whatever the session's length.
-        let scanned = scan_row(&backend, session, &mut |_| {})?;
+        let scanned = skim_row(&backend, session)?;
         bar.inc(1);
         n_records += scanned.n_records();
         n_bytes += scanned.file_len();

@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 
 use cuca_events::{PluginError, ReplayedRecord};
 
+use super::skim::SkimmedRecord;
+
 use super::{read_frames, Finding, Finished, SkippedFrame, Take, Verdict};
 
 /// What [`scan_each`](crate::FileBackend::verify_each) found: a [`ScanReport`](super::ScanReport)
@@ -88,22 +90,74 @@ pub(crate) fn scan_each(
         n_records: 0,
         visit,
     };
+    let finished = read_frames(reader, path, session_id, take)??.finish();
+    let n_records = finished.take.n_records;
+    Ok(summarize(finished, n_records))
+}
+
+/// [`Tally`] for [`SkimmedRecord`]s: the same scan, the text left in the read buffer.
+struct SkimTally<'v> {
+    n_records: u64,
+    visit: &'v mut dyn FnMut(SkimmedRecord<'_>) -> Result<(), PluginError>,
+}
+
+impl Take for SkimTally<'_> {
+    type Record<'a> = SkimmedRecord<'a>;
+    type Stop = PluginError;
+    const COUNTS_REST: bool = true;
+
+    fn sequence(record: &SkimmedRecord<'_>) -> u64 {
+        record.sequence
+    }
+
+    fn session_id<'r>(record: &'r SkimmedRecord<'_>) -> &'r str {
+        record.session_id
+    }
+
+    fn take(&mut self, record: SkimmedRecord<'_>) -> Result<(), PluginError> {
+        self.n_records += 1;
+        (self.visit)(record)
+    }
+
+    fn refused(&mut self, _: &Path, _: u64, _: &str) -> Result<(), PluginError> {
+        Ok(())
+    }
+}
+
+/// [`scan_each`] handing over [`SkimmedRecord`]s: the same summary, no string allocated per
+/// record.
+pub(crate) fn skim_each(
+    reader: impl std::io::Read,
+    path: &Path,
+    session_id: Option<&str>,
+    visit: &mut dyn FnMut(SkimmedRecord<'_>) -> Result<(), PluginError>,
+) -> Result<ScanSummary, PluginError> {
+    let take = SkimTally {
+        n_records: 0,
+        visit,
+    };
+    let finished = read_frames(reader, path, session_id, take)??.finish();
+    let n_records = finished.take.n_records;
+    Ok(summarize(finished, n_records))
+}
+
+fn summarize<T>(finished: Finished<T>, n_records: u64) -> ScanSummary {
     let Finished {
         path,
         file_len,
         version,
-        take,
+        take: _,
         damage,
         torn_tail_bytes,
         findings,
         findings_total,
         verdict,
-    } = read_frames(reader, path, session_id, take)??.finish();
-    Ok(ScanSummary {
+    } = finished;
+    ScanSummary {
         path,
         file_len,
         version,
-        n_records: take.n_records,
+        n_records,
         skipped: damage.listed,
         skipped_runs: damage.runs,
         skipped_frames: damage.frames,
@@ -112,5 +166,5 @@ pub(crate) fn scan_each(
         findings,
         findings_total,
         verdict,
-    })
+    }
 }

@@ -1,0 +1,218 @@
+//! A record decoded for checking and counting only: its text borrowed from the frame, so a
+//! pass that never looks at the text allocates nothing per record.
+
+use cuca_events::{Message, Role, SessionEvent};
+use serde::Deserialize;
+
+/// A stored record as [`FileBackend::skim_each`](crate::FileBackend::skim_each) hands it
+/// over: the session id, the sequence and the timestamp, and the event's shape (its kind and
+/// its numbers) without its text.
+///
+/// It decodes from exactly the bytes a [`cuca_events::SessionRecord`] decodes from, and
+/// consumes the same ones: every string is read as a `&str` borrowed from the frame (checked
+/// as UTF-8 just as a `String` is), every number and flag as the same type. So a frame is
+/// good for a skim exactly when it is good for a load, and the scan's verdict is the same.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct SkimmedRecord<'a> {
+    /// The session the record belongs to, borrowed from the read buffer.
+    pub session_id: &'a str,
+    /// The 0-based position in the session.
+    pub sequence: u64,
+    /// Milliseconds since the Unix epoch when the record was made.
+    pub timestamp_ms: u64,
+    #[serde(borrow)]
+    event: SkimmedEvent<'a>,
+}
+
+impl SkimmedRecord<'_> {
+    /// The event's variant name, as [`SessionEvent::kind`].
+    pub fn kind(&self) -> &'static str {
+        SessionEvent::KINDS[self.kind_index()]
+    }
+
+    /// The event's index in [`SessionEvent::KINDS`], as [`SessionEvent::kind_index`].
+    pub fn kind_index(&self) -> usize {
+        self.event.kind_index()
+    }
+
+    /// The event with its text left out: the same variant with the same numbers and flags,
+    /// every string empty and a message's content empty. Building it allocates nothing
+    /// (an empty `String` or `Vec` holds no memory), so a pass that segments by kind, as
+    /// `cuca replay`'s planning pass does, costs no allocation per record.
+    pub fn hollow_event(&self) -> SessionEvent {
+        match self.event {
+            SkimmedEvent::SystemPrompt { .. } => SessionEvent::SystemPrompt {
+                text: String::new(),
+            },
+            SkimmedEvent::Message(ref message) => SessionEvent::Message(Message {
+                role: message.role,
+                content: Vec::new(),
+            }),
+            SkimmedEvent::Reasoning { .. } => SessionEvent::Reasoning {
+                text: String::new(),
+            },
+            SkimmedEvent::Output { .. } => SessionEvent::Output {
+                text: String::new(),
+            },
+            SkimmedEvent::ToolCall { .. } => SessionEvent::ToolCall {
+                id: String::new(),
+                name: String::new(),
+                arguments: String::new(),
+            },
+            SkimmedEvent::ToolResult {
+                is_error,
+                ref stdout,
+                ref stderr,
+                exit_code,
+                ..
+            } => SessionEvent::ToolResult {
+                tool_call_id: String::new(),
+                content: String::new(),
+                is_error,
+                stdout: stdout.map(|_| String::new()),
+                stderr: stderr.map(|_| String::new()),
+                exit_code,
+            },
+            SkimmedEvent::Latency { duration_ms } => SessionEvent::Latency { duration_ms },
+            SkimmedEvent::TokenUsage {
+                prompt_tokens,
+                completion_tokens,
+            } => SessionEvent::TokenUsage {
+                prompt_tokens,
+                completion_tokens,
+            },
+            SkimmedEvent::ModelSwap { .. } => SessionEvent::ModelSwap {
+                from: String::new(),
+                to: String::new(),
+                reason: String::new(),
+            },
+            SkimmedEvent::Fork { .. } => SessionEvent::Fork {
+                from_point: String::new(),
+                to_session: String::new(),
+            },
+            SkimmedEvent::CallRequest { messages, .. } => SessionEvent::CallRequest {
+                model: String::new(),
+                parameters: String::new(),
+                tools: String::new(),
+                messages,
+            },
+            SkimmedEvent::CallFinish {
+                ref finish_reason, ..
+            } => SessionEvent::CallFinish {
+                finish_reason: finish_reason.map(|_| String::new()),
+                model: String::new(),
+            },
+        }
+    }
+}
+
+/// [`SessionEvent`]'s wire layout with borrowed strings: the same variants in the same order
+/// (postcard encodes a variant by its index), each with the same fields in the same order.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+enum SkimmedEvent<'a> {
+    SystemPrompt {
+        text: &'a str,
+    },
+    Message(#[serde(borrow)] SkimmedMessage<'a>),
+    Reasoning {
+        text: &'a str,
+    },
+    Output {
+        text: &'a str,
+    },
+    ToolCall {
+        id: &'a str,
+        name: &'a str,
+        arguments: &'a str,
+    },
+    ToolResult {
+        tool_call_id: &'a str,
+        content: &'a str,
+        is_error: bool,
+        #[serde(borrow)]
+        stdout: Option<&'a str>,
+        #[serde(borrow)]
+        stderr: Option<&'a str>,
+        exit_code: Option<i32>,
+    },
+    Latency {
+        duration_ms: u64,
+    },
+    TokenUsage {
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    },
+    ModelSwap {
+        from: &'a str,
+        to: &'a str,
+        reason: &'a str,
+    },
+    Fork {
+        from_point: &'a str,
+        to_session: &'a str,
+    },
+    CallRequest {
+        model: &'a str,
+        parameters: &'a str,
+        tools: &'a str,
+        messages: u64,
+    },
+    CallFinish {
+        #[serde(borrow)]
+        finish_reason: Option<&'a str>,
+        model: &'a str,
+    },
+}
+
+impl SkimmedEvent<'_> {
+    fn kind_index(&self) -> usize {
+        match self {
+            SkimmedEvent::SystemPrompt { .. } => 0,
+            SkimmedEvent::Message(_) => 1,
+            SkimmedEvent::Reasoning { .. } => 2,
+            SkimmedEvent::Output { .. } => 3,
+            SkimmedEvent::ToolCall { .. } => 4,
+            SkimmedEvent::ToolResult { .. } => 5,
+            SkimmedEvent::Latency { .. } => 6,
+            SkimmedEvent::TokenUsage { .. } => 7,
+            SkimmedEvent::ModelSwap { .. } => 8,
+            SkimmedEvent::Fork { .. } => 9,
+            SkimmedEvent::CallRequest { .. } => 10,
+            SkimmedEvent::CallFinish { .. } => 11,
+        }
+    }
+}
+
+/// [`Message`]'s wire layout: the role as it is, the blocks borrowed. The block list is the
+/// one allocation a skim makes, and only for Message records, which are few.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+struct SkimmedMessage<'a> {
+    role: Role,
+    #[serde(borrow)]
+    content: Vec<SkimmedBlock<'a>>,
+}
+
+/// [`cuca_events::MessageContentBlock`]'s wire layout with borrowed strings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+enum SkimmedBlock<'a> {
+    Text {
+        text: &'a str,
+    },
+    Thinking {
+        thinking: &'a str,
+    },
+    ToolCall {
+        id: &'a str,
+        name: &'a str,
+        arguments: &'a str,
+    },
+    ToolResult {
+        tool_call_id: &'a str,
+        content: &'a str,
+        is_error: bool,
+    },
+    ImageBase64 {
+        media_type: &'a str,
+        data: &'a str,
+    },
+}
