@@ -278,3 +278,68 @@ fn errors_read_the_same_on_a_terminal_and_in_a_pipe() {
         missing.stderr
     );
 }
+
+#[test]
+fn a_session_recorded_with_call_metadata_replays_shows_and_verifies() {
+    // What `cuca proxy` records (`SessionLogPlugin::with_call_metadata`): CallRequest and
+    // CallFinish records inside each turn. Every session command reads them.
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let events = [
+        SessionEvent::Message(cuca::Message::user("hi")),
+        SessionEvent::CallRequest {
+            model: "gemma".into(),
+            parameters: r#"{"max_tokens":8}"#.into(),
+            tools: "[]".into(),
+            messages: 1,
+        },
+        SessionEvent::Output {
+            text: "hello".into(),
+        },
+        SessionEvent::CallFinish {
+            finish_reason: Some("stop".into()),
+            model: "gemma-q4".into(),
+        },
+        SessionEvent::Latency { duration_ms: 9 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 3,
+            completion_tokens: 1,
+        },
+    ];
+    for (sequence, event) in events.into_iter().enumerate() {
+        backend
+            .append(SessionRecord {
+                session_id: "proxied".into(),
+                sequence: sequence as u64,
+                timestamp_ms: 1_700_000_000_000,
+                event,
+            })
+            .unwrap();
+    }
+    drop(backend);
+    let replayed = run(&["replay", p(dir.path()), "proxied"]);
+    assert_eq!(replayed.code, 0, "{}", replayed.stderr);
+    assert!(
+        replayed
+            .stdout
+            .contains("call: model gemma, 1 messages sent, parameters {\"max_tokens\":8}"),
+        "{}",
+        replayed.stdout
+    );
+    assert!(
+        replayed
+            .stdout
+            .contains("finished: stop (answered by gemma-q4)"),
+        "{}",
+        replayed.stdout
+    );
+    let json = run(&["replay", p(dir.path()), "proxied", "--json"]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let turn: serde_json::Value =
+        serde_json::from_str(json.stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(turn["call"][1]["CallFinish"]["finish_reason"], "stop");
+    for command in ["show", "verify", "export"] {
+        let out = run(&[command, p(dir.path()), "proxied"]);
+        assert_eq!(out.code, 0, "{command}: {}", out.stderr);
+    }
+}

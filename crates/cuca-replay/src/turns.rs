@@ -33,6 +33,10 @@ pub enum TurnPart {
     /// A record that is neither content nor the terminator (a model swap, a fork audit, an
     /// unpaired Latency or TokenUsage).
     Note(ReplayNote),
+    /// A [`SessionEvent::CallRequest`] or [`SessionEvent::CallFinish`]: the call metadata a
+    /// session log writes when asked (what a loaded turn keeps apart as
+    /// [`crate::ReplayTurn::call`]). It is in no other part and no count, as in a load.
+    Call(SessionEvent),
     /// The turn ends: what it held, counted.
     End(TurnOutline),
 }
@@ -275,6 +279,9 @@ where
             }
             // Handled above; kept so this match stays exhaustive over the known variants.
             SessionEvent::TokenUsage { .. } => return Ok(()),
+            event @ (SessionEvent::CallRequest { .. } | SessionEvent::CallFinish { .. }) => {
+                TurnPart::Call(event)
+            }
             other => {
                 return Err(PluginError::validation(
                     "SessionEvent",

@@ -52,6 +52,17 @@ fn event() -> impl Strategy<Value = SessionEvent> {
             from_point: "s:0".into(),
             to_session,
         }),
+        // Call metadata (`SessionLogPlugin::with_call_metadata`, what `cuca proxy` records).
+        1 => (text(), 0u64..9).prop_map(|(model, messages)| SessionEvent::CallRequest {
+            model,
+            parameters: "{}".into(),
+            tools: "[]".into(),
+            messages,
+        }),
+        1 => proptest::option::of(text()).prop_map(|finish_reason| SessionEvent::CallFinish {
+            finish_reason,
+            model: "m".into(),
+        }),
     ]
 }
 
@@ -126,6 +137,11 @@ fn rebuilt_from_parts(
             TurnPart::Message(message) => turns.last_mut().unwrap().messages.push(message),
             TurnPart::Block(block) => turns.last_mut().unwrap().blocks.push(block),
             TurnPart::Note(note) => turns.last_mut().unwrap().notes.push(note),
+            // Kept apart from the seed's lists, as a load keeps them in `ReplayTurn::call`.
+            TurnPart::Call(event) => assert!(matches!(
+                event,
+                SessionEvent::CallRequest { .. } | SessionEvent::CallFinish { .. }
+            )),
             TurnPart::End(outline) => {
                 assert_eq!(outline.turn + 1, turns.len());
                 let turn = turns.last_mut().unwrap();
@@ -279,4 +295,70 @@ fn a_final_turn_of_audit_notes_only_says_so() {
         })
         .unwrap();
     assert!(!last.unwrap().holds_only_notes());
+}
+
+#[test]
+fn call_metadata_records_are_handed_over_as_call_parts_in_their_turn() {
+    // A session recorded by `cuca proxy` holds CallRequest and CallFinish records: a reader
+    // of any length must take them as a load does, not refuse the session.
+    let events = vec![
+        SessionEvent::Message(Message::user("hi")),
+        SessionEvent::CallRequest {
+            model: "gemma".into(),
+            parameters: "{}".into(),
+            tools: "[]".into(),
+            messages: 1,
+        },
+        SessionEvent::Output {
+            text: "hello".into(),
+        },
+        SessionEvent::CallFinish {
+            finish_reason: Some("stop".into()),
+            model: "gemma-q4".into(),
+        },
+        SessionEvent::Latency { duration_ms: 9 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 3,
+            completion_tokens: 1,
+        },
+    ];
+    let records: Vec<SessionRecord> = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| SessionRecord {
+            session_id: "s".into(),
+            sequence: i as u64,
+            timestamp_ms: 0,
+            event,
+        })
+        .collect();
+    let replay = replay_of(&records);
+    let mut kinds = Vec::new();
+    let outline = replay
+        .each_turn("s", &mut |part| {
+            kinds.push(match part {
+                TurnPart::Start { .. } => "start".to_owned(),
+                TurnPart::Message(_) => "message".to_owned(),
+                TurnPart::Block(_) => "block".to_owned(),
+                TurnPart::Call(event) => format!("call:{}", event.kind()),
+                TurnPart::End(outline) => format!("end:{}", outline.is_complete()),
+                other => format!("{other:?}"),
+            });
+            Ok(ControlFlow::Continue(()))
+        })
+        .unwrap();
+    assert_eq!(
+        kinds,
+        [
+            "start",
+            "message",
+            "call:CallRequest",
+            "block",
+            "call:CallFinish",
+            "end:true"
+        ]
+    );
+    assert_eq!((outline.turns, outline.records), (1, 6));
+    let loaded = replay.load("s").unwrap();
+    assert_eq!(loaded.turn(0).unwrap().call().finish_reason(), Some("stop"));
 }

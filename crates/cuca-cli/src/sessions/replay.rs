@@ -13,7 +13,9 @@ use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver};
 
 use cuca::replay::{SessionOutline, TurnOutline, TurnPart, TurnSplitter};
-use cuca::{parse_point_id, FileBackend, MessageContentBlock, PluginError, ReplayNote};
+use cuca::{
+    parse_point_id, FileBackend, MessageContentBlock, PluginError, ReplayNote, SessionEvent,
+};
 use serde_json::json;
 
 use super::{count, each_record, open_dir, scan_checked, stdout};
@@ -187,6 +189,42 @@ impl<W: Write> Human<'_, W> {
                 self.close_run()?;
                 return writeln!(self.out, "  note: {}", note_words(&note));
             }
+            TurnPart::Call(SessionEvent::CallRequest {
+                model,
+                parameters,
+                tools,
+                messages,
+            }) => {
+                self.close_run()?;
+                let model = if model.is_empty() {
+                    "the server's default".to_owned()
+                } else {
+                    model
+                };
+                return writeln!(
+                    self.out,
+                    "  call: model {}, {messages} messages sent, parameters {}, tools {}",
+                    line(&model),
+                    line(&parameters),
+                    line(&tools)
+                );
+            }
+            TurnPart::Call(SessionEvent::CallFinish {
+                finish_reason,
+                model,
+            }) => {
+                self.close_run()?;
+                return writeln!(
+                    self.out,
+                    "  finished: {} (answered by {})",
+                    line(
+                        finish_reason
+                            .as_deref()
+                            .unwrap_or("no reason given: the stream was cut short")
+                    ),
+                    line(&model)
+                );
+            }
             TurnPart::Block(block) => match block {
                 MessageContentBlock::Thinking { thinking } => ("reasoning", thinking),
                 MessageContentBlock::Text { text } => ("output", text),
@@ -256,6 +294,9 @@ struct Json {
     system_prompts: Vec<serde_json::Value>,
     messages: Vec<serde_json::Value>,
     notes: Vec<serde_json::Value>,
+    /// The turn's CallRequest / CallFinish records, written as `"call"` only when there are
+    /// any (a session recorded without call metadata keeps its exact JSON).
+    calls: Vec<serde_json::Value>,
     n_blocks: usize,
 }
 
@@ -275,6 +316,7 @@ impl Json {
             TurnPart::SystemPrompt(prompt) => self.system_prompts.push(prompt.into()),
             TurnPart::Message(message) => self.messages.push(json!(message)),
             TurnPart::Note(note) => self.notes.push(note_json(&note)),
+            TurnPart::Call(event) => self.calls.push(json!(event)),
             TurnPart::Block(block) => {
                 if self.n_blocks > 0 {
                     out.write_all(b",")?;
@@ -296,9 +338,13 @@ impl Json {
         let completion = outline.completion.map(|c| {
             json!({"completion_tokens": c.completion_tokens, "duration_ms": c.duration_ms, "prompt_tokens": c.prompt_tokens})
         });
+        out.write_all(b"]")?;
+        if !self.calls.is_empty() {
+            write!(out, ",\"call\":{}", encode(&self.calls)?)?;
+        }
         write!(
             out,
-            "],\"complete\":{},\"completion\":{},\"first_sequence\":{},\"last_sequence\":{},\"messages\":{},\"notes\":{},\"notes_only\":{},\"records\":{},\"system_prompts\":{},\"turn\":{}}}",
+            ",\"complete\":{},\"completion\":{},\"first_sequence\":{},\"last_sequence\":{},\"messages\":{},\"notes\":{},\"notes_only\":{},\"records\":{},\"system_prompts\":{},\"turn\":{}}}",
             outline.is_complete(),
             encode(&completion)?,
             outline.first_sequence,
