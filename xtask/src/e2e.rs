@@ -51,7 +51,14 @@ pub(crate) fn run() -> anyhow::Result<()> {
         "e2e: session_log recorded {records} records in {}",
         dir.display()
     );
-    let reuse = check_call_log(&dir.join("calls.jsonl"))?;
+    // Whether the second turn can ride the first one's connection is the server's choice:
+    // ask it directly, on one raw connection, then hold the call log to its answer.
+    let keeps_alive = server_keeps_streamed_connections(&base_url)?;
+    println!(
+        "e2e: the server {} a connection after a streamed answer",
+        if keeps_alive { "keeps" } else { "closes" }
+    );
+    let reuse = check_call_log(&dir.join("calls.jsonl"), keeps_alive)?;
     println!("e2e: session_log's call log: {reuse}");
 
     let dir = work.join("replay");
@@ -258,10 +265,47 @@ fn check_cslog(path: &Path, turns: usize) -> anyhow::Result<usize> {
     Ok(report.records.len())
 }
 
+/// Sends the same small streamed chat request twice over one TCP connection and says
+/// whether the server answered the second: whether it keeps a connection alive after a
+/// streamed (chunked) answer. llama-server 11434 does not: it closes the connection after the
+/// stream's last chunk, while it keeps one alive after a non-streamed answer.
+fn server_keeps_streamed_connections(base_url: &str) -> anyhow::Result<bool> {
+    let address = base_url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let body = r#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"stream":true}"#;
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = std::net::TcpStream::connect(&address)
+        .with_context(|| format!("connecting to {address} to probe keep-alive"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    for turn in 0..2 {
+        if stream.write_all(request.as_bytes()).is_err() {
+            return Ok(false);
+        }
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 8192];
+        // The end of a chunked body: the zero-length chunk.
+        while !seen.ends_with(b"\r\n0\r\n\r\n") {
+            match stream.read(&mut buf) {
+                Ok(0) | Err(_) if turn == 1 => return Ok(false),
+                Ok(0) => bail!("{address} closed the connection before its first answer ended"),
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+                Err(error) => return Err(error).context("reading the probe's first answer"),
+            }
+        }
+    }
+    Ok(true)
+}
+
 /// Checks the session-log example's call log: its two turns went through one client, so the
-/// first turn's end row opened a connection (`conn_reused:false`, with `connect_ms`) and the
-/// second rode it (`conn_reused:true`). Returns a one-line summary.
-fn check_call_log(path: &Path) -> anyhow::Result<String> {
+/// first turn's end row opened a connection (`conn_reused:false`), and the second rode it
+/// (`conn_reused:true`) when the server keeps connections alive after a streamed answer, or
+/// opened its own (`false`) when it closes them. Returns a one-line summary.
+fn check_call_log(path: &Path, server_keeps_alive: bool) -> anyhow::Result<String> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut ends = Vec::new();
@@ -276,25 +320,33 @@ fn check_call_log(path: &Path) -> anyhow::Result<String> {
         .iter()
         .map(|row| row.get("conn_reused").and_then(serde_json::Value::as_bool))
         .collect();
-    if reused != [Some(false), Some(true)] {
+    let expected = [Some(false), Some(server_keeps_alive)];
+    if reused != expected {
         bail!(
-            "{}: the two turns' end rows say conn_reused {reused:?}, expected [false, true] \
-             (one client, one kept-alive connection)",
-            path.display()
+            "{}: the two turns' end rows say conn_reused {reused:?}, expected {expected:?} \
+             (one client; the server {} connections after a streamed answer)",
+            path.display(),
+            if server_keeps_alive {
+                "keeps"
+            } else {
+                "closes"
+            }
         );
     }
-    let connect_ms = ends[0]
-        .get("connect_ms")
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(0);
-    if connect_ms == 0 {
-        bail!(
-            "{}: the first turn opened a connection but has no connect_ms",
-            path.display()
-        );
-    }
+    // On loopback a connect can take under a millisecond, which the row omits as zero.
+    let connect_ms = |row: &serde_json::Value| {
+        row.get("connect_ms")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+    };
     Ok(format!(
-        "turn 1 conn_reused:false connect_ms:{connect_ms}, turn 2 conn_reused:true"
+        "turn 1 conn_reused:false connect_ms:{}, turn 2 conn_reused:{server_keeps_alive}{}",
+        connect_ms(&ends[0]),
+        if server_keeps_alive {
+            String::new()
+        } else {
+            format!(" connect_ms:{}", connect_ms(&ends[1]))
+        }
     ))
 }
 
@@ -333,7 +385,7 @@ mod call_log_tests {
             r#"{"id":"b","phase":"start","attempt":1}"#,
             r#"{"id":"b","status":200,"conn_reused":true}"#,
         ]);
-        let summary = check_call_log(&good).unwrap_or_else(|e| panic!("{e:#}"));
+        let summary = check_call_log(&good, true).unwrap_or_else(|e| panic!("{e:#}"));
         assert_eq!(
             summary,
             "turn 1 conn_reused:false connect_ms:2, turn 2 conn_reused:true"
@@ -342,7 +394,14 @@ mod call_log_tests {
             r#"{"id":"a","status":200,"conn_reused":false,"connect_ms":2}"#,
             r#"{"id":"b","status":200,"conn_reused":false,"connect_ms":1}"#,
         ]);
-        let error = check_call_log(&cold).err().map(|e| e.to_string());
+        // A server that closes streamed connections: both turns connect, and say so.
+        let summary = check_call_log(&cold, false).unwrap_or_else(|e| panic!("{e:#}"));
+        assert_eq!(
+            summary,
+            "turn 1 conn_reused:false connect_ms:2, turn 2 conn_reused:false connect_ms:1"
+        );
+        assert!(check_call_log(&good, false).is_err());
+        let error = check_call_log(&cold, true).err().map(|e| e.to_string());
         assert!(
             error
                 .as_deref()
