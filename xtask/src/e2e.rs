@@ -70,6 +70,10 @@ pub(crate) fn run() -> anyhow::Result<()> {
         "e2e: replay recorded and replayed {records} records in {}",
         dir.display()
     );
+
+    // Issue 21: the proxy in front of the same server, then replaying with no upstream.
+    let proxied = crate::e2e_proxy::run(&root, &base_url, &work.join("proxy"))?;
+    println!("e2e: cuca proxy {proxied}");
     println!("e2e: ok");
     Ok(())
 }

@@ -6,6 +6,7 @@ mod bench;
 mod ci;
 mod e2e;
 mod e2e_phoenix;
+mod e2e_proxy;
 mod fixtures;
 mod fuzz;
 
