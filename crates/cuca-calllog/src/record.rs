@@ -225,6 +225,10 @@ pub struct Record {
     pub cost: f64,
     /// The provider's own sentence, clipped by [`clip_error`]: a provider that answers with a
     /// stack trace or an HTML page would otherwise put a screenful into every line.
+    ///
+    /// A provider's sentence can quote the request (and a stream's bytes are the answer), so
+    /// a writer puts it here only under the bodies pin; without the pin the row names the
+    /// error's kind in words that cannot hold request or response text (`cuca-client` does).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub error: String,
     /// The quirks this answer taught the adapter, by their memo names. A list, because one
