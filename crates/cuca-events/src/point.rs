@@ -49,6 +49,35 @@ pub fn fork_session_id(session_id: &str, point_id: &str, n: u64) -> String {
     format!("{session_id}:fork:{point_id}:{n}")
 }
 
+/// The parent session and point a fork id names: `("demo", "demo:1")` for
+/// `"demo:fork:demo:1:0"`; `None` when `session_id` is not a fork id.
+///
+/// A fork id is [`fork_session_id`]'s `{parent}:fork:{parent}:{sequence}:{n}`. The parent may
+/// itself be a fork and contain `:fork:`, but it stands twice around the one `:fork:` that
+/// splits the id, so the split is where the two halves agree.
+///
+/// ```
+/// use cuca_events::fork_parent;
+/// assert_eq!(fork_parent("demo:fork:demo:1:0"), Some(("demo", "demo:1")));
+/// let nested = "demo:fork:demo:1:0:fork:demo:fork:demo:1:0:3:7";
+/// assert_eq!(fork_parent(nested), Some(("demo:fork:demo:1:0", "demo:fork:demo:1:0:3")));
+/// assert_eq!(fork_parent("a:fork:b:1:0"), None);
+/// assert_eq!(fork_parent("demo"), None);
+/// ```
+pub fn fork_parent(session_id: &str) -> Option<(&str, &str)> {
+    const MARK: &str = ":fork:";
+    let (rest, n) = session_id.rsplit_once(':')?;
+    n.parse::<u64>().ok()?;
+    let (doubled, sequence) = rest.rsplit_once(':')?;
+    sequence.parse::<u64>().ok()?;
+    let half = doubled.len().checked_sub(MARK.len())? / 2;
+    let parent = doubled.get(..half)?;
+    let mark = doubled.get(half..half + MARK.len())?;
+    let again = doubled.get(half + MARK.len()..)?;
+    (!parent.is_empty() && mark == MARK && again == parent)
+        .then_some((parent, &rest[half + MARK.len()..]))
+}
+
 /// Checks that `point_id` belongs to `session_id` and returns its sequence.
 ///
 /// Every backend's `fork` calls this first, so all of them refuse the same inputs the same way.

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cuca_events::{Message, MessageContentBlock, SessionBackend};
+use cuca_events::{fork_parent, Message, MessageContentBlock, SessionBackend};
 use cuca_replay::{ReplayNote, ReplayTurn, SessionReplay};
 use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, Span};
 
@@ -156,23 +156,6 @@ pub fn session_spans(
         n_turns,
         skipped_by_since: false,
     })
-}
-
-/// The parent session and fork point of a fork's session id, which backends mint as
-/// `{parent}:fork:{parent}:{sequence}:{n}` (`cuca_events::fork_session_id`); `None` for any
-/// other id. The parent appears twice, so the split is exact even when the parent itself
-/// holds `:` or `:fork:` (a fork of a fork).
-pub(crate) fn fork_parent(session_id: &str) -> Option<(&str, &str)> {
-    const MARK: &str = ":fork:";
-    let (rest, n) = session_id.rsplit_once(':')?;
-    n.parse::<u64>().ok()?;
-    let (doubled, sequence) = rest.rsplit_once(':')?;
-    sequence.parse::<u64>().ok()?;
-    let half = doubled.len().checked_sub(MARK.len())? / 2;
-    let parent = doubled.get(..half)?;
-    let mark = doubled.get(half..half + MARK.len())?;
-    let again = doubled.get(half + MARK.len()..)?;
-    (mark == MARK && again == parent).then_some((parent, &rest[half + MARK.len()..]))
 }
 
 /// Takes the model a [`ReplayNote::ModelSwap`] in `turn` switched to.

@@ -87,25 +87,7 @@ impl Status {
 /// assert_eq!(parent_of("a:fork:b:1:0"), None);
 /// ```
 pub fn parent_of(id: &str) -> Option<(String, String)> {
-    const MARK: &str = ":fork:";
-    // The parent id itself may contain ":fork:" (a fork of a fork), so try every occurrence;
-    // the one whose remainder repeats the prefix is the split.
-    let mut search_from = 0;
-    while let Some(found) = id[search_from..].find(MARK) {
-        let at = search_from + found;
-        let parent = &id[..at];
-        let rest = &id[at + MARK.len()..];
-        if let Some(tail) = rest.strip_prefix(parent).and_then(|t| t.strip_prefix(':')) {
-            if let Some((sequence, n)) = tail.split_once(':') {
-                let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-                if digits(sequence) && digits(n) && !parent.is_empty() {
-                    return Some((parent.to_owned(), format!("{parent}:{sequence}")));
-                }
-            }
-        }
-        search_from = at + 1;
-    }
-    None
+    cuca_events::fork_parent(id).map(|(parent, point)| (parent.to_owned(), point.to_owned()))
 }
 
 /// Every session in the configured directories, most recent activity first.

@@ -62,32 +62,8 @@ fn kinds_words(counts: &[u64; SessionEvent::KINDS.len()]) -> String {
         .join(", ")
 }
 
-/// The parent session and point a fork id names, `("demo", "demo:1")` for
-/// `"demo:fork:demo:1:0"`; `None` when `session_id` is not a fork id.
-///
-/// A fork id is `{session}:fork:{point}:{n}` with `{point}` = `{session}:{sequence}`, and the
-/// parent may itself be a fork (and contain `:fork:`), so every `:fork:` is tried as the split
-/// until the parts agree.
-pub fn fork_parent(session_id: &str) -> Option<(&str, &str)> {
-    let (rest, n) = session_id.rsplit_once(':')?;
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    const MARK: &str = ":fork:";
-    let mut from = 0;
-    while let Some(found) = rest[from..].find(MARK) {
-        let at = from + found;
-        let parent = &rest[..at];
-        let point = &rest[at + MARK.len()..];
-        if let Ok((point_session, _)) = parse_point_id(point) {
-            if point_session == parent {
-                return Some((parent, point));
-            }
-        }
-        from = at + 1;
-    }
-    None
-}
+/// The parent session and point a fork id names (the contract's rule, re-exported).
+pub use cuca::fork_parent;
 
 /// `2026-11-29T17:23:41.123Z` for a record's `timestamp_ms`; the raw number when the instant
 /// is past what RFC 3339 can write (year 9999).
