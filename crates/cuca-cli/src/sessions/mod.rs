@@ -7,10 +7,7 @@ use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
 use cuca::store_file::{ScanSummary, SkimmedRecord, Verdict};
-use cuca::{
-    parse_point_id, FileBackend, PluginError, ReplayedRecord, SessionBackend, SessionEvent,
-    SessionRecord,
-};
+use cuca::{FileBackend, PluginError, ReplayedRecord, SessionBackend, SessionEvent, SessionRecord};
 
 use crate::error::CliError;
 use crate::ui;
