@@ -2,7 +2,9 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -626,22 +628,39 @@ impl Turn {
     async fn read(&mut self) -> Result<(), PluginError> {
         let sent_at = self.attempt.as_ref().map_or(self.started, |a| a.sent_at);
         let timeouts = self.inner.timeouts;
-        let phase = if self.first_block_decoded {
-            (Instant::now() + timeouts.idle, "data", timeouts.idle)
-        } else {
+        let first_token = (!self.first_block_decoded).then(|| {
             (
                 sent_at + timeouts.first_token,
                 "first token",
                 timeouts.first_token,
             )
-        };
-        let (at, phase, after) = Self::earliest(self.total_deadline(), phase);
+        });
+        let total = self.total_deadline();
         let Some(http) = self.http.as_mut() else {
             return Ok(());
         };
         let url = self.inner.url.as_str();
-        let chunk = match tokio::time::timeout_at(at, http.chunk()).await {
-            Err(_) => return Err(attempt::timeout(url, phase, after)),
+        // One poll with no timer first: on a fast stream the next piece is most often in
+        // hyper's buffer already, and then there is nothing to wait for, so no clock read and
+        // no timer armed (both once were a measurable share of the client's cost per block,
+        // see docs/performance.md). Only a read that has to wait starts its deadline, and an
+        // idle deadline measured from that moment is the same one: no data came in between.
+        let waited = {
+            let mut reading = std::pin::pin!(http.chunk());
+            match std::future::poll_fn(|cx| Poll::Ready(reading.as_mut().poll(cx))).await {
+                Poll::Ready(read) => Ok(read),
+                Poll::Pending => {
+                    let phase = first_token
+                        .unwrap_or_else(|| (Instant::now() + timeouts.idle, "data", timeouts.idle));
+                    let (at, phase, after) = Self::earliest(total, phase);
+                    tokio::time::timeout_at(at, reading)
+                        .await
+                        .map_err(|_| attempt::timeout(url, phase, after))
+                }
+            }
+        };
+        let chunk = match waited {
+            Err(timed_out) => return Err(timed_out),
             Ok(Err(error)) => {
                 let summary = self.decoder.summary();
                 return Err(PluginError::Transport {
