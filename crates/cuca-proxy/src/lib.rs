@@ -65,6 +65,7 @@
 
 mod config;
 mod error;
+mod flush;
 mod record;
 mod replay;
 mod rows;

@@ -22,6 +22,7 @@ use cuca_session_log::SessionLogPlugin;
 use tokio::sync::{mpsc, OwnedMutexGuard};
 use tokio::time::Instant;
 
+use crate::flush::OneAtATime;
 use crate::rows::CallRows;
 use crate::server::Shared;
 use crate::session::{Slot, POINT_HEADER, SESSION_HEADER};
@@ -230,9 +231,10 @@ pub(crate) async fn forward_chat(
         _recording: recording,
     };
     tokio::spawn(pump.run());
-    let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    }));
+    let body = Body::from_stream(OneAtATime::new(Box::pin(futures::stream::unfold(
+        rx,
+        |mut rx| async move { rx.recv().await.map(|item| (item, rx)) },
+    ))));
     let mut response = Response::new(body);
     *response.status_mut() = status;
     *response.headers_mut() = response_headers;

@@ -16,6 +16,7 @@ use cuca_events::{Message, MessageContentBlock, Role, UnifiedRequest};
 use cuca_replay::{ReplayTrajectory, ReplayTurn};
 use serde_json::{json, Value};
 
+use crate::flush::OneAtATime;
 use crate::session::{POINT_HEADER, SESSION_HEADER};
 use crate::wire::{clip, ApiError, CallerRequest};
 
@@ -291,9 +292,9 @@ pub(crate) fn render(
         );
         (
             "text/event-stream",
-            Body::from_stream(futures::stream::iter(
+            Body::from_stream(OneAtATime::new(futures::stream::iter(
                 chunks.into_iter().map(Ok::<Bytes, std::io::Error>),
-            )),
+            ))),
         )
     } else {
         let body = completion_object(turn, &id, &model, &finish, usage);
