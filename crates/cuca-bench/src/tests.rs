@@ -150,8 +150,8 @@ fn dechunk(response: &[u8]) -> Vec<&[u8]> {
     let mut chunks = Vec::new();
     loop {
         let line_end = memchr::memmem::find(rest, b"\r\n").unwrap();
-        let size = usize::from_str_radix(std::str::from_utf8(&rest[..line_end]).unwrap(), 16)
-            .unwrap();
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&rest[..line_end]).unwrap(), 16).unwrap();
         rest = &rest[line_end + 2..];
         if size == 0 {
             assert_eq!(rest, b"\r\n");
@@ -179,7 +179,9 @@ fn real_framing_sends_one_http_chunk_per_event_and_coalesced_framing_16_kib() {
     let chunks = dechunk(&coalesced);
     assert_eq!(chunks.concat(), body);
     assert_eq!(chunks.len(), body.len().div_ceil(16 * 1024));
-    assert!(chunks[..chunks.len() - 1].iter().all(|c| c.len() == 16 * 1024));
+    assert!(chunks[..chunks.len() - 1]
+        .iter()
+        .all(|c| c.len() == 16 * 1024));
 }
 
 #[test]
