@@ -581,10 +581,16 @@ fn table(results: &Results) -> String {
         let (figure, baseline) = (results.get(row.of), results.get(row.against));
         let show = |v: Option<Value>| v.map_or_else(|| "not run".to_owned(), |v| v.show());
         let ratio = match (figure, baseline) {
-            (Some(f), Some(b)) if f.amount > 0.0 && b.amount > 0.0 => Some(match row.ratio {
-                Ratio::Speed => b.amount / f.amount,
-                Ratio::Cost => f.amount / b.amount,
-            }),
+            // A cost may be a difference of two figures (`ClientsDiff`), which noise can take
+            // below zero: that is still a ratio (and under any cost target).
+            (Some(f), Some(b))
+                if b.amount > 0.0 && (f.amount > 0.0 || matches!(row.ratio, Ratio::Cost)) =>
+            {
+                Some(match row.ratio {
+                    Ratio::Speed => b.amount / f.amount,
+                    Ratio::Cost => f.amount / b.amount,
+                })
+            }
             _ => None,
         };
         let target = match (row.ratio, row.goal) {

@@ -54,7 +54,7 @@ use cuca_events::{
     CucaPlugin, Message, MessageContentBlock, PluginError, SessionBackend, UnifiedRequest,
 };
 use cuca_session_log::SessionLogPlugin;
-use cuca_store_file::FileBackend;
+use cuca_store_file::{Durability, FileBackend};
 use futures::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -317,7 +317,11 @@ fn prepare(contender: Contender, addr: SocketAddr, round: usize) -> Prepared {
         },
         Contender::CucaClientFileLog => {
             let dir = tempfile::tempdir().unwrap();
-            let backend = Arc::new(FileBackend::new(dir.path()).unwrap());
+            let backend = Arc::new(
+                FileBackend::new(dir.path())
+                    .unwrap()
+                    .with_durability(Durability::Buffered),
+            );
             let session = format!("bench-{round}");
             let log = SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>)
                 .with_session_id(&session);
@@ -498,13 +502,14 @@ fn by_name(values: Vec<f64>) -> serde_json::Map<String, serde_json::Value> {
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` does not: then one check each.
     let benching = std::env::args().any(|a| a == "--bench");
-    let (rounds, ttft_rounds) = if benching {
+    let (rounds, ttft_rounds, heap_rounds) = if benching {
         (
             env_rounds("CUCA_BENCH_ROUNDS", 31),
             env_rounds("CUCA_BENCH_TTFT_ROUNDS", 200),
+            3,
         )
     } else {
-        (1, 1)
+        (1, 1, 1)
     };
     let servers = start_servers();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -563,7 +568,7 @@ fn main() {
     // Peak heap, counted apart from the timed streams so the counting costs no contender
     // time; the median of three.
     let mut heap: Vec<Vec<f64>> = vec![Vec::new(); CONTENDERS.len()];
-    for round in 0..3 {
+    for round in 0..heap_rounds {
         for (i, &c) in CONTENDERS.iter().enumerate() {
             let prepared = prepare(c, servers.per_event, rounds + 1 + round);
             heap::start();
