@@ -5,8 +5,10 @@
 //! appends against a raw `write` of the same frame bytes (the physical limit), a JSONL file
 //! (one `serde_json` line per record: [`JsonlPeer`]) and SQLite as agent frameworks use it
 //! ([`SqlitePeer`]); and `SessionReplay` over a `.cslog` file against decoding the JSONL
-//! file and against reading the file's bytes into memory. `cargo xtask bench` runs it with
-//! every other bench and prints one table.
+//! file and against reading the file's bytes into memory. `benches/clients.rs` streams a
+//! llama-server answer ([`llama`]) from a loopback server through `CucaClient`, async-openai,
+//! a minimal SSE + JSON reader ([`llama::MinimalReader`]) and a raw body read. `cargo xtask
+//! bench` runs both with every other bench and prints one table.
 //!
 //! ```
 //! use cuca_bench::{turn_session, JsonlPeer, SqlitePeer};
@@ -41,6 +43,7 @@ use cuca_events::{Message, SessionEvent, SessionRecord};
 use rusqlite::{params, Connection};
 
 mod error;
+pub mod llama;
 
 pub use error::BenchError;
 

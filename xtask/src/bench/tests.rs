@@ -110,7 +110,7 @@ fn every_row_reads_a_bench_that_some_target_runs() {
         "peers/",
         "memory/",
         "file/",
-        "stream_10k_chunks/",
+        "decode_only/",
         "assemble/",
         "replay_100k/",
         "open_1M/",
@@ -119,11 +119,75 @@ fn every_row_reads_a_bench_that_some_target_runs() {
     ];
     for row in ROWS {
         for source in [row.of, row.against] {
-            if let Source::Criterion(id) = source {
-                assert!(groups.iter().any(|g| id.starts_with(g)), "{id}");
+            match source {
+                Source::Criterion(id) => {
+                    assert!(groups.iter().any(|g| id.starts_with(g)), "{id}");
+                }
+                Source::Clients(..) | Source::ClientsDiff(..) => {
+                    assert!(TARGETS
+                        .iter()
+                        .any(|t| t.package == "cuca-bench" && t.bench == "clients"));
+                }
+                _ => {}
             }
         }
     }
+}
+
+#[test]
+fn the_client_rows_compare_real_framing_with_async_openai_the_minimal_reader_and_recording() {
+    // Issue 24 item 2: "per block ≤ 0.7× async-openai and ≤ 1.5× the minimal reader"; item 3:
+    // "a block recorded through `SessionLogPlugin` over a `FileBackend` (Buffered) costs at
+    // most 1.0× the client's own per-block cost".
+    let results = Results {
+        clients: Some(serde_json::json!({
+            "per_block/per_event": {
+                "raw_sse_bytes": 1_000.0, "minimal_sse_json": 1_800.0, "cuca_client": 2_300.0,
+                "cuca_client_file_log": 4_200.0, "async_openai": 2_500.0,
+            },
+            "per_block/16KiB": { "cuca_client": 1_000.0, "async_openai": 2_600.0 },
+            "ttft/median": { "cuca_client": 234_000.0, "async_openai": 306_000.0 },
+            "ttft/p99": { "cuca_client": 360_000.0, "async_openai": 480_000.0 },
+            "peak_heap": { "cuca_client": 2_355_700.0, "async_openai": 832_918.0 },
+        })),
+        ..Results::default()
+    };
+    let table = table(&results);
+    let line = |figure: &str, baseline: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {figure} |")) && l.contains(baseline))
+            .unwrap()
+            .to_owned()
+    };
+    assert!(line("client stream, per block", "| async-openai 0.43 |")
+        .ends_with("| 2.30 µs | async-openai 0.43 | 2.50 µs | 0.92× | ≤ 0.70× | **no** |"));
+    assert!(line("client stream, per block", "minimal SSE").ends_with("| 1.28× | ≤ 1.50× | yes |"));
+    assert!(line("client stream, per block", "raw SSE read").ends_with("| 2.30× | — | — |"));
+    assert!(
+        line("client stream, per block, 16 KiB chunks", "async-openai")
+            .ends_with("| 0.38× | — | — |")
+    );
+    // (4.2 − 2.3) / (2.3 − 1.0) µs.
+    assert!(line("recording (file log) cost, per block", "client's own cost").ends_with(
+        "| 1.90 µs | client's own cost (client − raw read) | 1.30 µs | 1.46× | ≤ 1.00× | **no** |"
+    ));
+    assert!(line("client time to first token, p99", "async-openai")
+        .ends_with("| 360.00 µs | async-openai 0.43 | 480.00 µs | 0.75× | — | — |"));
+    assert!(line("client peak heap, 10k-block stream", "async-openai")
+        .ends_with("| 2355.7 KB | async-openai 0.43 | 832.9 KB | 2.83× | — | — |"));
+    assert!(line("client decode only, per block, per event", "16 KiB")
+        .ends_with("| not run | the same in 16 KiB pieces | not run | — | — | — |"));
+    // Noise can put the recording run under the plain one: a negative cost, not "not run".
+    let results = Results {
+        clients: Some(serde_json::json!({ "per_block/per_event": {
+            "raw_sse_bytes": 1_000.0, "cuca_client": 2_000.0, "cuca_client_file_log": 1_900.0,
+        }})),
+        ..Results::default()
+    };
+    assert!(super::table(&results).lines().any(|l| l
+        .starts_with("| recording (file log) cost, per block | -100 ns |")
+        && l.ends_with("| -0.10× | ≤ 1.00× | yes |")));
 }
 
 #[test]
