@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -432,6 +433,8 @@ struct Turn {
     /// A deadline the caller stated ([`CucaClient::generate_stream_by`]).
     caller_deadline: Option<Instant>,
     http: Option<reqwest::Response>,
+    /// The one timer every read of the body waits on (see [`Turn::read`]).
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
     attempt: Option<AttemptRecord>,
     decoder: ChatStreamDecoder,
     /// Decoded blocks not yet handed out.
@@ -457,6 +460,7 @@ impl Turn {
             started: Instant::now(),
             caller_deadline: None,
             http: None,
+            timer: None,
             attempt: None,
             decoder: ChatStreamDecoder::new(),
             pending: VecDeque::new(),
@@ -640,11 +644,15 @@ impl Turn {
             return Ok(());
         };
         let url = self.inner.url.as_str();
-        // One poll with no timer first: on a fast stream the next piece is most often in
-        // hyper's buffer already, and then there is nothing to wait for, so no clock read and
-        // no timer armed (both once were a measurable share of the client's cost per block,
-        // see docs/performance.md). Only a read that has to wait starts its deadline, and an
-        // idle deadline measured from that moment is the same one: no data came in between.
+        // One poll with no timer first: a piece already in hand needs no deadline at all.
+        // A read that has to wait computes its deadline (one clock read), and waits on the
+        // turn's one timer, which is re-armed only when it would fire late. A timer armed
+        // for an earlier read's deadline (sooner than this one's) is left as it is, and if
+        // it fires, it is moved on to this read's deadline then: once per idle period, not
+        // once per piece. Creating and dropping a timer on every read (it registers and
+        // deregisters in tokio's timer wheel) was about 5% of the client's cost per block,
+        // see docs/performance.md.
+        let timer = &mut self.timer;
         let waited = {
             let mut reading = std::pin::pin!(http.chunk());
             match std::future::poll_fn(|cx| Poll::Ready(reading.as_mut().poll(cx))).await {
@@ -653,9 +661,24 @@ impl Turn {
                     let phase = first_token
                         .unwrap_or_else(|| (Instant::now() + timeouts.idle, "data", timeouts.idle));
                     let (at, phase, after) = Self::earliest(total, phase);
-                    tokio::time::timeout_at(at, reading)
-                        .await
-                        .map_err(|_| attempt::timeout(url, phase, after))
+                    let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+                    if timer.deadline() > at {
+                        timer.as_mut().reset(at);
+                    }
+                    std::future::poll_fn(|cx| {
+                        if let Poll::Ready(read) = reading.as_mut().poll(cx) {
+                            return Poll::Ready(Ok(read));
+                        }
+                        loop {
+                            std::task::ready!(timer.as_mut().poll(cx));
+                            if timer.deadline() >= at {
+                                return Poll::Ready(Err(attempt::timeout(url, phase, after)));
+                            }
+                            // An earlier read's deadline passed; this read's has not.
+                            timer.as_mut().reset(at);
+                        }
+                    })
+                    .await
                 }
             }
         };

@@ -345,6 +345,39 @@ async fn silence_after_the_first_block_is_an_idle_timeout() {
     );
 }
 
+/// The idle timeout is the longest silence between two pieces, however long the stream:
+/// the reads share one timer, and a deadline an earlier read armed must not end a later read
+/// that is well inside its own. Six pieces 150 ms apart take about 750 ms against an idle
+/// timeout of 400 ms; a timer armed once and never moved on would end the call at 400 ms.
+#[tokio::test]
+async fn a_slow_steady_stream_never_meets_the_idle_timeout_of_an_earlier_read() {
+    let events: Vec<Vec<u8>> = support::STREAM_BASIC
+        .split_inclusive(|&b| b == b'\n')
+        .collect::<Vec<_>>()
+        .chunks(2)
+        .map(|event| event.concat())
+        .collect();
+    let (head, tail) = events.split_at(6);
+    let mut pieces = head.to_vec();
+    pieces.push(tail.concat());
+    let server = TestServer::start(vec![Reply::SsePaced(pieces, Duration::from_millis(150))]).await;
+    let client = CucaClient::builder()
+        .with_base_url(&server.base_url)
+        .with_idle_timeout(Duration::from_millis(400))
+        .with_retry_policy(RetryPolicy::none())
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let response = client.generate(request()).await.unwrap();
+    assert!(
+        started.elapsed() > Duration::from_millis(400),
+        "the stream outlasted one idle timeout ({:?})",
+        started.elapsed()
+    );
+    let whole = response.text();
+    assert!(whole.starts_with("phas temporal"), "{whole:?}");
+}
+
 #[tokio::test]
 async fn the_total_timeout_bounds_the_whole_call() {
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();

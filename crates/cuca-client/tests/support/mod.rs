@@ -38,6 +38,8 @@ pub enum Reply {
     Sse(Vec<Vec<u8>>),
     /// As [`Reply::Sse`], then the connection is closed without the terminating chunk.
     SseCut(Vec<Vec<u8>>),
+    /// As [`Reply::Sse`], with a pause of the given length before each piece after the first.
+    SsePaced(Vec<Vec<u8>>, std::time::Duration),
     /// As [`Reply::Sse`] without the terminating chunk, then the server waits until the
     /// client closes the connection and reports it on the channel.
     SseHold(Vec<Vec<u8>>, mpsc::UnboundedSender<&'static str>),
@@ -207,9 +209,21 @@ async fn read_request(socket: &mut TcpStream) -> Option<Recorded> {
 const SSE_HEAD: &[u8] = b"HTTP/1.1 200 OK\r\nServer: llama.cpp\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
 
 async fn write_chunks(socket: &mut TcpStream, pieces: &[Vec<u8>]) -> std::io::Result<()> {
+    write_paced(socket, pieces, std::time::Duration::ZERO).await
+}
+
+/// The SSE head, then each piece as one HTTP chunk, `pause` before each after the first.
+async fn write_paced(
+    socket: &mut TcpStream,
+    pieces: &[Vec<u8>],
+    pause: std::time::Duration,
+) -> std::io::Result<()> {
     socket.write_all(SSE_HEAD).await?;
     socket.flush().await?;
-    for piece in pieces.iter().filter(|p| !p.is_empty()) {
+    for (i, piece) in pieces.iter().filter(|p| !p.is_empty()).enumerate() {
+        if i > 0 && !pause.is_zero() {
+            tokio::time::sleep(pause).await;
+        }
         let mut frame = format!("{:x}\r\n", piece.len()).into_bytes();
         frame.extend_from_slice(piece);
         frame.extend_from_slice(b"\r\n");
@@ -228,6 +242,11 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<()
         }
         Reply::SseCut(pieces) => {
             write_chunks(socket, &pieces).await?;
+            socket.shutdown().await
+        }
+        Reply::SsePaced(pieces, pause) => {
+            write_paced(socket, &pieces, pause).await?;
+            socket.write_all(b"0\r\n\r\n").await?;
             socket.shutdown().await
         }
         Reply::SseHold(pieces, closed) => {
