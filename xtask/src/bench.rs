@@ -187,13 +187,15 @@ enum Source {
     /// The peers bench's interleaved comparison (`peers-interleaved.json`): group
     /// (`"append/32B"`), contender (`"file_backend"`), nanoseconds per element.
     Interleaved(&'static str, &'static str),
-    /// The clients bench's interleaved comparison (`clients-interleaved.json`): group
-    /// (`"per_block/per_event"`, `"ttft/p99"`, `"peak_heap"`), contender (`"cuca_client"`);
-    /// nanoseconds, or bytes for `peak_heap`.
-    Clients(&'static str, &'static str),
-    /// The difference of two contenders of one group of `clients-interleaved.json`: the
-    /// first's figure minus the second's (what one adds on top of the other).
-    ClientsDiff(&'static str, &'static str, &'static str),
+    /// A figure of a results file a bench wrote beside `peers-sizes.json`
+    /// ([`RESULT_FILES`]): file stem, group, contender. The clients bench's
+    /// (`"clients-interleaved"`: `"per_block/per_event"`, `"ttft/p99"`, `"peak_heap"`, …;
+    /// contender `"cuca_client"`, …) and the proxy bench's (`"proxy-ttfb"`: `"p50"`, `"p99"`;
+    /// route `"recording"`, …). Nanoseconds, or bytes for a `peak_heap` group.
+    Json(&'static str, &'static str, &'static str),
+    /// The difference of two contenders of one group of a results file: the first's figure
+    /// minus the second's (what one adds on top of the other).
+    JsonDiff(&'static str, &'static str, &'static str, &'static str),
 }
 
 /// How the ratio column is computed.
@@ -249,10 +251,21 @@ const fn row(
 
 use Goal::{AtLeast, AtMost, Below, Info};
 use Ratio::{Cost, Speed};
-use Source::{
-    CalllogP99, CliScale, Clients as K, ClientsDiff as KDiff, Criterion as C, Interleaved as I,
-    JournalRss, Size,
-};
+use Source::{CalllogP99, CliScale, Criterion as C, Interleaved as I, JournalRss, Size};
+
+/// The results files benches write beside `peers-sizes.json`, read whole into
+/// [`Results::json`] for [`Source::Json`] rows.
+const RESULT_FILES: &[&str] = &["clients-interleaved", "proxy-ttfb"];
+
+/// A figure of the clients bench's interleaved comparison.
+const fn k(group: &'static str, contender: &'static str) -> Source {
+    Source::Json("clients-interleaved", group, contender)
+}
+
+/// What one contender of the clients bench adds on top of another.
+const fn k_diff(group: &'static str, of: &'static str, minus: &'static str) -> Source {
+    Source::JsonDiff("clients-interleaved", group, of, minus)
+}
 
 /// The mapping from bench ids to table rows: the one place to change when a bench or a
 /// target changes. Times are per element (per append, per replayed record, per streamed
@@ -304,23 +317,25 @@ const ROWS: &[Row] = &[
     row("on_stream_chunk (file)", C("file/on_stream_chunk"), "FileBackend append", C("file/backend_append_baseline"), Cost, Info),
     // The client over llama-server's own framing (one HTTP chunk per event), interleaved with
     // its peers: per block ≤ 0.7× async-openai and ≤ 1.5× the minimal SSE + JSON reader.
-    row("client stream, per block", K("per_block/per_event", "cuca_client"), "async-openai 0.43", K("per_block/per_event", "async_openai"), Cost, AtMost(0.7)),
-    row("client stream, per block", K("per_block/per_event", "cuca_client"), "minimal SSE + JSON reader", K("per_block/per_event", "minimal_sse_json"), Cost, AtMost(1.5)),
-    row("client stream, per block", K("per_block/per_event", "cuca_client"), "raw SSE read", K("per_block/per_event", "raw_sse_bytes"), Cost, Info),
-    row("client stream, per block, 16 KiB chunks", K("per_block/16KiB", "cuca_client"), "async-openai 0.43, 16 KiB chunks", K("per_block/16KiB", "async_openai"), Cost, Info),
-    row("minimal SSE + JSON reader, per block", K("per_block/per_event", "minimal_sse_json"), "raw SSE read", K("per_block/per_event", "raw_sse_bytes"), Cost, Info),
+    row("client stream, per block", k("per_block/per_event", "cuca_client"), "async-openai 0.43", k("per_block/per_event", "async_openai"), Cost, AtMost(0.7)),
+    row("client stream, per block", k("per_block/per_event", "cuca_client"), "minimal SSE + JSON reader", k("per_block/per_event", "minimal_sse_json"), Cost, AtMost(1.5)),
+    row("client stream, per block", k("per_block/per_event", "cuca_client"), "raw SSE read", k("per_block/per_event", "raw_sse_bytes"), Cost, Info),
+    row("client stream, per block, 16 KiB chunks", k("per_block/16KiB", "cuca_client"), "async-openai 0.43, 16 KiB chunks", k("per_block/16KiB", "async_openai"), Cost, Info),
+    row("minimal SSE + JSON reader, per block", k("per_block/per_event", "minimal_sse_json"), "raw SSE read", k("per_block/per_event", "raw_sse_bytes"), Cost, Info),
     // Recording through SessionLogPlugin over FileBackend costs at most what the client does.
-    row("recording (file log) cost, per block", KDiff("per_block/per_event", "cuca_client_file_log", "cuca_client"), "client's own cost (client − raw read)", KDiff("per_block/per_event", "cuca_client", "raw_sse_bytes"), Cost, AtMost(1.0)),
-    row("client time to first token, median", K("ttft/median", "cuca_client"), "async-openai 0.43", K("ttft/median", "async_openai"), Cost, Info),
-    row("client time to first token, p99", K("ttft/p99", "cuca_client"), "async-openai 0.43", K("ttft/p99", "async_openai"), Cost, Info),
-    row("client peak heap, 10k-block stream", K("peak_heap", "cuca_client"), "async-openai 0.43", K("peak_heap", "async_openai"), Cost, Info),
+    row("recording (file log) cost, per block", k_diff("per_block/per_event", "cuca_client_file_log", "cuca_client"), "client's own cost (client − raw read)", k_diff("per_block/per_event", "cuca_client", "raw_sse_bytes"), Cost, AtMost(1.0)),
+    row("client time to first token, median", k("ttft/median", "cuca_client"), "async-openai 0.43", k("ttft/median", "async_openai"), Cost, Info),
+    row("client time to first token, p99", k("ttft/p99", "cuca_client"), "async-openai 0.43", k("ttft/p99", "async_openai"), Cost, Info),
+    row("client peak heap, 10k-block stream", k("peak_heap", "cuca_client"), "async-openai 0.43", k("peak_heap", "async_openai"), Cost, Info),
     row("client decode only, per block, per event", C("decode_only/per_event"), "the same in 16 KiB pieces", C("decode_only/16KiB"), Cost, Info),
-    // The recording proxy: at most 1.5× a plain pass-through proxy per chunk; its p99 time to
-    // first byte over each baseline is the bench's own `proxy ttfb` line (target: under 1 ms).
+    // The recording proxy: at most 1.5× a plain pass-through proxy per chunk, and under 1 ms
+    // added at p99 to time to first byte (the interleaved run's `proxy-ttfb.json`).
     row("recording proxy, per chunk", C("proxy_stream/recording"), "pass-through proxy", C("proxy_stream/passthrough"), Cost, AtMost(1.5)),
     row("recording proxy, per chunk", C("proxy_stream/recording"), "direct to upstream", C("proxy_stream/direct"), Cost, Info),
     row("recording proxy, time to first byte", C("proxy_ttfb/recording"), "pass-through proxy", C("proxy_ttfb/passthrough"), Cost, Info),
     row("recording proxy, time to first byte", C("proxy_ttfb/recording"), "direct to upstream", C("proxy_ttfb/direct"), Cost, Info),
+    row("what the recording proxy adds to time to first byte, p99", Source::JsonDiff("proxy-ttfb", "p99", "recording", "direct"), "direct to upstream, p99", Source::Json("proxy-ttfb", "p99", "direct"), Cost, Below(1e6)),
+    row("what the recording proxy adds to time to first byte, p99", Source::JsonDiff("proxy-ttfb", "p99", "recording", "passthrough"), "pass-through proxy, p99", Source::Json("proxy-ttfb", "p99", "passthrough"), Cost, Info),
     // Call-log append p99 under 50 µs at 8 writers.
     row("calllog append p99, 8 writers", CalllogP99("cuca-calllog append"), "raw write p99, 8 writers", CalllogP99("raw write of the line bytes"), Cost, Below(50_000.0)),
     row("calllog append p99, 8 writers", CalllogP99("cuca-calllog append"), "tracing-appender p99", CalllogP99("tracing-appender JSON (non-blocking)"), Cost, Info),
@@ -376,7 +391,8 @@ struct Results {
     calllog: HashMap<String, f64>,
     journal: Option<serde_json::Value>,
     interleaved: Option<serde_json::Value>,
-    clients: Option<serde_json::Value>,
+    /// The [`RESULT_FILES`] this run wrote, by file stem.
+    json: HashMap<&'static str, serde_json::Value>,
     cli: Option<serde_json::Value>,
 }
 
@@ -400,18 +416,18 @@ impl Results {
                 amount: self.interleaved.as_ref()?.get(group)?.get(name)?.as_f64()?,
                 unit: Unit::Nanos,
             }),
-            Source::Clients(group, name) => Some(Value {
-                amount: self.clients.as_ref()?.get(group)?.get(name)?.as_f64()?,
+            Source::Json(file, group, name) => Some(Value {
+                amount: self.json.get(file)?.get(group)?.get(name)?.as_f64()?,
                 unit: if group == "peak_heap" {
                     Unit::Bytes
                 } else {
                     Unit::Nanos
                 },
             }),
-            Source::ClientsDiff(group, of, minus) => {
+            Source::JsonDiff(file, group, of, minus) => {
                 let (of, minus) = (
-                    self.get(Source::Clients(group, of))?,
-                    self.get(Source::Clients(group, minus))?,
+                    self.get(Source::Json(file, group, of))?,
+                    self.get(Source::Json(file, group, minus))?,
                 );
                 Some(Value {
                     amount: of.amount - minus.amount,
@@ -497,16 +513,17 @@ pub(crate) fn run(quick: bool, no_run: bool) -> anyhow::Result<()> {
                 .with_context(|| format!("parsing {}", interleaved.display()))?,
         );
     }
-    let clients = target_dir
-        .join("cuca-bench")
-        .join("clients-interleaved.json");
-    if fresh(&clients, since) {
-        let text = std::fs::read_to_string(&clients)
-            .with_context(|| format!("reading {}", clients.display()))?;
-        results.clients = Some(
-            serde_json::from_str(&text)
-                .with_context(|| format!("parsing {}", clients.display()))?,
-        );
+    for &stem in RESULT_FILES {
+        let path = target_dir.join("cuca-bench").join(format!("{stem}.json"));
+        if fresh(&path, since) {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            results.json.insert(
+                stem,
+                serde_json::from_str(&text)
+                    .with_context(|| format!("parsing {}", path.display()))?,
+            );
+        }
     }
     if let Ok(log) = std::fs::read_to_string(logs.join("cuca-calllog-append.log")) {
         if fresh(&logs.join("cuca-calllog-append.log"), since) {
@@ -581,7 +598,7 @@ fn table(results: &Results) -> String {
         let (figure, baseline) = (results.get(row.of), results.get(row.against));
         let show = |v: Option<Value>| v.map_or_else(|| "not run".to_owned(), |v| v.show());
         let ratio = match (figure, baseline) {
-            // A cost may be a difference of two figures (`ClientsDiff`), which noise can take
+            // A cost may be a difference of two figures (`JsonDiff`), which noise can take
             // below zero: that is still a ratio (and under any cost target).
             (Some(f), Some(b))
                 if b.amount > 0.0 && (f.amount > 0.0 || matches!(row.ratio, Ratio::Cost)) =>

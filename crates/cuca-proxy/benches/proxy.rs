@@ -15,7 +15,8 @@
 //!   figure is the cost per chunk;
 //! * after criterion, an interleaved run of `TTFB_ROUNDS` transcript calls per route prints p50
 //!   and p99 time to first byte and what the recording proxy adds over each baseline at p99
-//!   (the target: under 1 ms).
+//!   (the target: under 1 ms), and writes them, in nanoseconds, to
+//!   `target/cuca-bench/proxy-ttfb.json` for `cargo xtask bench`'s table.
 //!
 //! Why time to first byte is not taken on the long stream: an upstream that has a thousand
 //! events ready at once (no model does; llama-server writes each as it is generated) keeps
@@ -41,7 +42,7 @@ use cuca_store_file::FileBackend;
 use futures::StreamExt;
 
 const N_CHUNKS: u64 = 1_000;
-const TTFB_ROUNDS: usize = 300;
+const TTFB_ROUNDS: usize = 1_000;
 
 /// The transcript's events, each with its blank line, byte for byte.
 fn transcript() -> Vec<Bytes> {
@@ -258,6 +259,32 @@ fn bench(c: &mut Criterion) {
         times.sort();
     }
     let p99: Vec<Duration> = ttfb.iter().map(|t| percentile(t, 0.99)).collect();
+    // For `cargo xtask bench`'s table (the results directory every cuca bench writes to).
+    let per_route = |p: f64| -> serde_json::Value {
+        short
+            .iter()
+            .zip(&ttfb)
+            .map(|((name, _), times)| {
+                (
+                    (*name).to_owned(),
+                    serde_json::json!(percentile(times, p).as_nanos() as f64),
+                )
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let results = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(
+            || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+            std::path::PathBuf::from,
+        )
+        .join("cuca-bench");
+    std::fs::create_dir_all(&results).unwrap();
+    std::fs::write(
+        results.join("proxy-ttfb.json"),
+        serde_json::json!({ "p50": per_route(0.5), "p99": per_route(0.99) }).to_string(),
+    )
+    .unwrap();
     println!(
         "proxy ttfb ({TTFB_ROUNDS} interleaved calls each, llama-server transcript): p50 direct {:?}, pass-through {:?}, recording {:?}; p99 direct {:?}, pass-through {:?}, recording {:?}; recording adds {:?} over direct and {:?} over pass-through at p99",
         percentile(&ttfb[0], 0.5),

@@ -123,10 +123,17 @@ fn every_row_reads_a_bench_that_some_target_runs() {
                 Source::Criterion(id) => {
                     assert!(groups.iter().any(|g| id.starts_with(g)), "{id}");
                 }
-                Source::Clients(..) | Source::ClientsDiff(..) => {
+                Source::Json(file, ..) | Source::JsonDiff(file, ..) => {
+                    // Each results file, and the bench that writes it.
+                    let (package, bench) = match file {
+                        "clients-interleaved" => ("cuca-bench", "clients"),
+                        "proxy-ttfb" => ("cuca-proxy", "proxy"),
+                        other => panic!("no bench writes {other}.json"),
+                    };
+                    assert!(RESULT_FILES.contains(&file), "{file}");
                     assert!(TARGETS
                         .iter()
-                        .any(|t| t.package == "cuca-bench" && t.bench == "clients"));
+                        .any(|t| t.package == package && t.bench == bench));
                 }
                 _ => {}
             }
@@ -140,16 +147,19 @@ fn the_client_rows_compare_real_framing_with_async_openai_the_minimal_reader_and
     // "a block recorded through `SessionLogPlugin` over a `FileBackend` (Buffered) costs at
     // most 1.0× the client's own per-block cost".
     let results = Results {
-        clients: Some(serde_json::json!({
-            "per_block/per_event": {
-                "raw_sse_bytes": 1_000.0, "minimal_sse_json": 1_800.0, "cuca_client": 2_300.0,
-                "cuca_client_file_log": 4_200.0, "async_openai": 2_500.0,
-            },
-            "per_block/16KiB": { "cuca_client": 1_000.0, "async_openai": 2_600.0 },
-            "ttft/median": { "cuca_client": 234_000.0, "async_openai": 306_000.0 },
-            "ttft/p99": { "cuca_client": 360_000.0, "async_openai": 480_000.0 },
-            "peak_heap": { "cuca_client": 2_355_700.0, "async_openai": 832_918.0 },
-        })),
+        json: HashMap::from([(
+            "clients-interleaved",
+            serde_json::json!({
+                "per_block/per_event": {
+                    "raw_sse_bytes": 1_000.0, "minimal_sse_json": 1_800.0, "cuca_client": 2_300.0,
+                    "cuca_client_file_log": 4_200.0, "async_openai": 2_500.0,
+                },
+                "per_block/16KiB": { "cuca_client": 1_000.0, "async_openai": 2_600.0 },
+                "ttft/median": { "cuca_client": 234_000.0, "async_openai": 306_000.0 },
+                "ttft/p99": { "cuca_client": 360_000.0, "async_openai": 480_000.0 },
+                "peak_heap": { "cuca_client": 2_355_700.0, "async_openai": 832_918.0 },
+            }),
+        )]),
         ..Results::default()
     };
     let table = table(&results);
@@ -180,9 +190,12 @@ fn the_client_rows_compare_real_framing_with_async_openai_the_minimal_reader_and
         .ends_with("| not run | the same in 16 KiB pieces | not run | — | — | — |"));
     // Noise can put the recording run under the plain one: a negative cost, not "not run".
     let results = Results {
-        clients: Some(serde_json::json!({ "per_block/per_event": {
-            "raw_sse_bytes": 1_000.0, "cuca_client": 2_000.0, "cuca_client_file_log": 1_900.0,
-        }})),
+        json: HashMap::from([(
+            "clients-interleaved",
+            serde_json::json!({ "per_block/per_event": {
+                "raw_sse_bytes": 1_000.0, "cuca_client": 2_000.0, "cuca_client_file_log": 1_900.0,
+            }}),
+        )]),
         ..Results::default()
     };
     assert!(super::table(&results).lines().any(|l| l
@@ -213,4 +226,32 @@ fn the_cli_scale_line_gives_the_cli_rows() {
     assert!(line("cuca replay --turn 0, 1M records").ends_with("| 4.00× | speed ≥ 3.00× | yes |"));
     assert!(line("cuca verify peak RSS, 1M records").contains("| 8.0 MiB |"));
     assert!(line("cuca replay --turn 0 peak RSS, 1M records").ends_with("| **no** |"));
+}
+
+#[test]
+fn the_proxy_row_holds_what_recording_adds_to_time_to_first_byte_at_p99_under_1_ms() {
+    // Issue 21: "the recording proxy adds under 1 ms at p99 to time to first token".
+    let results = |recording_p99: f64| Results {
+        json: HashMap::from([(
+            "proxy-ttfb",
+            serde_json::json!({
+                "p50": { "direct": 180_000.0, "passthrough": 350_000.0, "recording": 420_000.0 },
+                "p99": { "direct": 400_000.0, "passthrough": 600_000.0, "recording": recording_p99 },
+            }),
+        )]),
+        ..Results::default()
+    };
+    let line = |table: &str| {
+        table
+            .lines()
+            .find(|l| {
+                l.starts_with("| what the recording proxy adds to time to first byte, p99 |")
+                    && l.contains("direct to upstream")
+            })
+            .unwrap()
+            .to_owned()
+    };
+    assert!(line(&table(&results(800_000.0)))
+        .ends_with("| 400.00 µs | direct to upstream, p99 | 400.00 µs | 1.00× | < 1.0 ms | yes |"));
+    assert!(line(&table(&results(1_500_000.0))).ends_with("| < 1.0 ms | **no** |"));
 }
