@@ -662,10 +662,11 @@ pub(crate) struct Handle {
     scratch: Vec<u8>,
     /// The frame bytes of the last append, kept for their allocation.
     frame: Vec<u8>,
-    /// The process that took the lock. After `fork(2)` a child shares the parent's open file
-    /// and its lock, so the lock cannot keep the two apart: the handle refuses appends in any
-    /// other process.
+    /// The process that took the lock, and its fork generation ([`crate::fork`]). After
+    /// `fork(2)` a child shares the parent's open file and its lock, so the lock cannot keep
+    /// the two apart: the handle refuses appends in any other generation (any other process).
     pid: u32,
+    generation: u64,
 }
 
 impl Handle {
@@ -680,6 +681,7 @@ impl Handle {
             scratch: Vec::new(),
             frame: Vec::new(),
             pid: std::process::id(),
+            generation: crate::fork::generation(),
         }
     }
 
@@ -772,7 +774,7 @@ impl Handle {
         record: &SessionRecord,
         durability: Durability,
     ) -> Result<(), PluginError> {
-        if self.pid != std::process::id() {
+        if self.generation != crate::fork::generation() {
             return Err(PluginError::Locked {
                 path: self.path.clone(),
                 message: format!(
@@ -863,15 +865,23 @@ impl SessionBackend for FileBackend {
     }
 
     fn append(&self, record: SessionRecord) -> Result<(), PluginError> {
-        // Before the handle, which creates the file: a record too large to store leaves
-        // nothing behind, not even an empty session.
-        check_frame_len(&record).map_err(|error| {
-            PluginError::validation(
-                "SessionRecord",
-                format!("{} cannot be stored: {error}", record.point_id()),
-            )
-        })?;
-        let handle = self.handle(&record.session_id)?;
+        let open = self.lock_handles().get(&record.session_id);
+        let handle = match open {
+            // An open handle refuses a record too large to store when it encodes it, before
+            // writing anything.
+            Some(handle) => handle,
+            None => {
+                // Before the handle, which creates the file: a record too large to store
+                // leaves nothing behind, not even an empty session.
+                check_frame_len(&record).map_err(|error| {
+                    PluginError::validation(
+                        "SessionRecord",
+                        format!("{} cannot be stored: {error}", record.point_id()),
+                    )
+                })?;
+                self.handle(&record.session_id)?
+            }
+        };
         let mut handle = lock_handle(&handle);
         handle.append(&record, self.durability)
     }

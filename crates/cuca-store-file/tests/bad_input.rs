@@ -255,3 +255,35 @@ fn an_append_over_the_frame_limit_is_refused_before_any_file_is_created() {
     assert_eq!(snapshot(dir.path()), before);
     assert_eq!(backend.sessions().unwrap(), Vec::<String>::new());
 }
+
+/// The same refusal on a session whose file is already open for append (where the length is
+/// checked as the record is encoded, not in a pass of its own): nothing is written, the
+/// sequence is not used up, and the next append goes on from the last good record.
+#[test]
+fn an_append_over_the_frame_limit_to_an_open_session_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let small = |text: &str| SessionEvent::Output { text: text.into() };
+    backend.append(record("big", 0, small("a"))).unwrap();
+    let before = snapshot(dir.path());
+    let huge = SessionEvent::Output {
+        text: "x".repeat(cuca_store_file::MAX_FRAME_LEN),
+    };
+    match backend.append(record("big", 1, huge)) {
+        Err(PluginError::Validation { schema, message }) => {
+            assert_eq!(schema, "SessionRecord");
+            assert!(message.contains("longer than"), "{message}");
+            assert!(message.contains("big"), "{message}");
+        }
+        other => panic!("expected a validation error, got {other:?}"),
+    }
+    assert_eq!(snapshot(dir.path()), before);
+    backend.append(record("big", 1, small("b"))).unwrap();
+    let texts: Vec<u64> = backend
+        .replay("big")
+        .unwrap()
+        .iter()
+        .map(|r| r.sequence)
+        .collect();
+    assert_eq!(texts, [0, 1]);
+}

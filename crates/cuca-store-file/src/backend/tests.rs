@@ -123,7 +123,8 @@ fn a_whole_frame_missing_its_terminator_never_reads_as_a_record_once_sealed() {
 
 /// "After `fork(2)` without exec, a child shares the parent's lock and can append between its
 /// records": the handle remembers the process that locked it and refuses appends from any
-/// other. (A child made by `fork(2)` sees the handle unchanged, with its parent's pid.)
+/// other. (A child made by `fork(2)` sees the handle unchanged, with its parent's pid and
+/// fork generation; `fork::tests` shows a real child is in another generation.)
 #[test]
 fn a_handle_refuses_appends_in_a_process_other_than_the_one_that_locked_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -136,7 +137,7 @@ fn a_handle_refuses_appends_in_a_process_other_than_the_one_that_locked_it() {
         .unwrap();
     let before = std::fs::read(&path).unwrap();
     // What a forked child's copy of the handle looks like from inside the child.
-    handle.pid = std::process::id().wrapping_add(1);
+    handle.generation = crate::fork::generation().wrapping_add(1);
     let refused = handle.append(
         &record("s", 1, SessionEvent::Output { text: "b".into() }),
         Durability::Buffered,
