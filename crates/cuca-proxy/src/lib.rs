@@ -57,9 +57,9 @@
 //!
 //! It speaks Chat Completions only (no Responses API, no embeddings, no `n > 1` replay). It
 //! knows stores only through `SessionBackend`. It does not record an upstream's refusal (a
-//! 400 never became a turn; the call log has it), nor tool messages (the session log's rule),
-//! nor sampling parameters the unified request has no field for (`top_p`, `seed`, `stop`,
-//! …: they reach the upstream, and replay does not compare them). Calls on one session are
+//! 400 never became a turn; the call log has it), nor tool messages (the session log's rule);
+//! sampling parameters are recorded (every field the caller sent, in `CallRequest`) but replay
+//! does not compare them. Calls on one session are
 //! recorded one at a time — a session is one conversation; give concurrent agents their own.
 #![forbid(unsafe_code)]
 

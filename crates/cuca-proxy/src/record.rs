@@ -176,7 +176,10 @@ pub(crate) async fn forward_chat(
         unified.metadata.node = Some(session.clone());
         unified.metadata.call_id = Some(format!("{:016x}", rand::random::<u64>()));
         let started = match plugin.next_sequence() {
-            Ok(point) => plugin.on_request(&mut unified).await.map(|()| point),
+            // With the caller's own parameters, not only those a UnifiedRequest has fields for.
+            Ok(point) => plugin
+                .record_request_with(&unified, &request.parameters)
+                .map(|()| point),
             Err(error) => Err(error),
         };
         match started {

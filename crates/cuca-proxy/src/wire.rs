@@ -19,7 +19,16 @@ pub(crate) struct CallerRequest {
     pub(crate) stream: bool,
     /// `stream_options.include_usage: true`.
     pub(crate) include_usage: bool,
+    /// Every other top-level field the caller sent (`temperature`, `top_p`, `seed`, `stop`,
+    /// `response_format`, fields nobody here has heard of, …), as sent: the `CallRequest`
+    /// record's parameters, so a replay knows what the call was sent beyond what a
+    /// `UnifiedRequest` has a field for.
+    pub(crate) parameters: serde_json::Map<String, Value>,
 }
+
+/// The fields recorded elsewhere (the messages, the model and the tools have records or
+/// fields of their own) or that only shape the transport, not the answer.
+const NOT_PARAMETERS: [&str; 5] = ["messages", "model", "tools", "stream", "stream_options"];
 
 /// Reads a Chat Completions request body. `Err` says, in words, why it is not one; the
 /// record path still forwards such a body unchanged (the upstream's own 400 is the answer the
@@ -88,10 +97,16 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<CallerRequest, String> {
         .and_then(|o| o.get("include_usage"))
         .and_then(Value::as_bool)
         == Some(true);
+    let parameters = object
+        .iter()
+        .filter(|(key, _)| !NOT_PARAMETERS.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
     Ok(CallerRequest {
         unified,
         stream,
         include_usage,
+        parameters,
     })
 }
 

@@ -65,9 +65,19 @@ async fn a_streamed_call_passes_byte_for_byte_both_ways_and_says_where_it_was_re
         panic!("{:?}", records[2].event)
     };
     assert_eq!(model, "tiny");
+    // "Record, per call, the model, the sampling parameters": every field the caller sent
+    // beyond the messages, model, tools and transport, as sent (the transcript's integer
+    // `temperature` stays 0, not the unified request's f32).
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(parameters).unwrap(),
-        serde_json::json!({"max_tokens": 12, "temperature": 0.0})
+        serde_json::json!({
+            "max_tokens": 12,
+            "temperature": 0,
+            "seed": 7,
+            "logprobs": true,
+            "response_format": {"type": "text"},
+            "x_unknown": [1, {"a": null}],
+        })
     );
     assert!(records.iter().any(|r| r.event
         == SessionEvent::CallFinish {

@@ -5,7 +5,7 @@ use serde_json::{json, Map, Value};
 
 /// The [`SessionEvent::CallRequest`] of `request`: its model, the sampling parameters that
 /// travelled (only those it set), and the tools it offered.
-pub(crate) fn request_event(request: &UnifiedRequest) -> SessionEvent {
+pub(crate) fn request_event(request: &UnifiedRequest, more: &Map<String, Value>) -> SessionEvent {
     let mut parameters = Map::new();
     if let Some(max_tokens) = request.max_tokens {
         parameters.insert("max_tokens".into(), json!(max_tokens));
@@ -26,6 +26,11 @@ pub(crate) fn request_event(request: &UnifiedRequest) -> SessionEvent {
             ToolChoice::Named(name) => json!({"type": "function", "function": {"name": name}}),
         };
         parameters.insert("tool_choice".into(), choice);
+    }
+    // What the caller says it sent wins over the unified request's reading of it (an f32
+    // temperature, `max_completion_tokens` read as `max_tokens`).
+    for (key, value) in more {
+        parameters.insert(key.clone(), value.clone());
     }
     let tools: Vec<Value> = request
         .tools

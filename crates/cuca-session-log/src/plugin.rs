@@ -331,7 +331,41 @@ impl SessionLogPlugin {
         })
     }
 
-    fn record_request(&self, request: &UnifiedRequest) -> Result<(), PluginError> {
+    /// What [`CucaPlugin::on_request`] records, for a caller that knows more of what the call
+    /// was sent than a [`UnifiedRequest`] has fields for, such as a proxy holding the
+    /// caller's own JSON: `parameters` (a JSON object: `top_p`, `seed`, `stop`, …, as sent)
+    /// join the [`SessionEvent::CallRequest`] record's parameters, a key there replacing the
+    /// request's own reading of it. Without call metadata ([`Self::with_call_metadata`])
+    /// they are not recorded, and this is `on_request`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use cuca_events::{Message, SessionBackend, SessionEvent, UnifiedRequest};
+    /// # use cuca_session_log::SessionLogPlugin;
+    /// # use cuca_store_mem::InMemoryBackend;
+    /// let backend = Arc::new(InMemoryBackend::new());
+    /// let log = SessionLogPlugin::new(backend.clone()).with_call_metadata(true);
+    /// let request = UnifiedRequest::new(vec![Message::user("hi")]);
+    /// let sent = serde_json::json!({"seed": 7, "top_p": 0.9});
+    /// log.record_request_with(&request, sent.as_object().unwrap())?;
+    /// let records = backend.replay(log.session_id())?;
+    /// let SessionEvent::CallRequest { parameters, .. } = &records[1].event else { panic!() };
+    /// assert_eq!(parameters, r#"{"seed":7,"top_p":0.9}"#);
+    /// # Ok::<(), cuca_events::PluginError>(())
+    /// ```
+    pub fn record_request_with(
+        &self,
+        request: &UnifiedRequest,
+        parameters: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(), PluginError> {
+        self.record_request(request, parameters)
+    }
+
+    fn record_request(
+        &self,
+        request: &UnifiedRequest,
+        more: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(), PluginError> {
         // One lock for the whole request keeps its records contiguous in the session.
         let mut cursor = self.lock();
         for (position, message) in request.messages.iter().enumerate() {
@@ -353,7 +387,9 @@ impl SessionLogPlugin {
             }
         }
         if self.call_metadata {
-            self.write(&mut cursor, || Some(crate::call::request_event(request)))?;
+            self.write(&mut cursor, || {
+                Some(crate::call::request_event(request, more))
+            })?;
         }
         Ok(())
     }
@@ -425,7 +461,7 @@ impl CucaPlugin for SessionLogPlugin {
     /// assistant message whose position has not been recorded in this session yet. Tool
     /// messages are not recorded; the request is not changed.
     async fn on_request(&self, request: &mut UnifiedRequest) -> Result<(), PluginError> {
-        self.record_request(request)
+        self.record_request(request, &serde_json::Map::new())
     }
 
     /// Appends one record per block (Thinking → Reasoning, Text → Output, ToolCall →

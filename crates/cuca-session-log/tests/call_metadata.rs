@@ -150,3 +150,46 @@ fn next_sequence_is_the_sequence_the_next_record_gets() {
         .unwrap();
     assert_eq!(record.sequence, 5);
 }
+
+/// "Record, per call, the model, the sampling parameters": a caller holding the request's
+/// own JSON (the proxy) records every parameter it sent, not only those a UnifiedRequest has
+/// fields for; its value for a key wins over the request's reading of it. A plugin not asked
+/// for call metadata records what `on_request` records, and no parameters.
+#[test]
+fn record_request_with_adds_the_callers_own_parameters_to_the_call_request() {
+    let sent = serde_json::json!({"top_p": 0.9, "seed": 7, "stop": ["\n"], "temperature": 0.7});
+    let sent = sent.as_object().unwrap();
+
+    let backend = Arc::new(InMemoryBackend::new());
+    let log = SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>)
+        .with_session_id("s")
+        .with_call_metadata(true);
+    log.record_request_with(&request(), sent).unwrap();
+    let records = backend.replay("s").unwrap();
+    let SessionEvent::CallRequest { parameters, .. } = &records[2].event else {
+        panic!("{:?}", records[2].event)
+    };
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(parameters).unwrap(),
+        serde_json::json!({
+            "max_tokens": 12,
+            "temperature": 0.7,
+            "tool_choice": "auto",
+            "top_p": 0.9,
+            "seed": 7,
+            "stop": ["\n"],
+        })
+    );
+
+    let plain = Arc::new(InMemoryBackend::new());
+    let log =
+        SessionLogPlugin::new(Arc::clone(&plain) as Arc<dyn SessionBackend>).with_session_id("s");
+    log.record_request_with(&request(), sent).unwrap();
+    let kinds: Vec<&str> = plain
+        .replay("s")
+        .unwrap()
+        .iter()
+        .map(|r| r.event.kind())
+        .collect();
+    assert_eq!(kinds, ["SystemPrompt", "Message"]);
+}
