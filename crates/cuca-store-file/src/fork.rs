@@ -13,11 +13,13 @@
 //! does one atomic add (async-signal-safe, as a handler run inside `fork` must be).
 #![allow(unsafe_code)]
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Once;
 
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 static WATCH: Once = Once::new();
+/// `pthread_atfork` failed, and [`generation`] reads the process id instead.
+static FALLBACK: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn forked_child() {
     GENERATION.fetch_add(1, Ordering::Relaxed);
@@ -42,9 +44,6 @@ pub(crate) fn generation() -> u64 {
     }
     GENERATION.load(Ordering::Relaxed)
 }
-
-/// `pthread_atfork` failed, and [`generation`] reads the process id instead.
-static FALLBACK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 #[cfg(test)]
 mod tests {
