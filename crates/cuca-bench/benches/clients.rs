@@ -1,7 +1,7 @@
 //! Chat-stream clients over a loopback llama-server stream, measured interleaved in one run.
 //!
 //! A server thread answers every request with a canned llama-server response cut from the
-//! byte-exact transcript `data/stream-basic.body` ([`cuca_bench::llama`]): its role chunk,
+//! byte-exact transcript `fixtures/llama-server/stream-basic.body` ([`cuca_bench::llama`]): its role chunk,
 //! 10,000 content events taken cyclically from its own, its finish chunk, usage chunk and
 //! `data: [DONE]`. Two framings of that body: one HTTP chunk per server-sent event, as
 //! llama-server sends (the real framing, which the table's targets use), and 16 KiB HTTP

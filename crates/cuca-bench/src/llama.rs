@@ -1,14 +1,14 @@
 //! The llama-server event streams the clients bench serves, and the minimal reader it floors on.
 //!
-//! Every stream is cut from the byte-exact transcript `data/stream-basic.body` (a copy of
-//! `fixtures/llama-server/stream-basic.body`): its own role, content, finish, usage and
+//! Every stream is cut from the byte-exact transcript `fixtures/llama-server/stream-basic.body`:
+//! its own role, content, finish, usage and
 //! `[DONE]` events, never hand-written JSON, so every client parses what llama-server sends.
 
 use std::borrow::Cow;
 
 /// The body of one real llama-server streamed answer: a role chunk, 12 content chunks, a
 /// finish chunk, a usage chunk and `data: [DONE]`, each event ending in a blank line.
-pub const STREAM_BASIC: &[u8] = include_bytes!("../data/stream-basic.body");
+pub const STREAM_BASIC: &[u8] = include_bytes!("../../../fixtures/llama-server/stream-basic.body");
 
 /// What marks a content event in llama-server's chunks (the delta holds only `content`).
 const CONTENT_DELTA: &[u8] = b"\"delta\":{\"content\":\"";

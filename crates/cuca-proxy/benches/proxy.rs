@@ -35,6 +35,7 @@ use axum::routing::post;
 use axum::Router;
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use cuca_bench::llama;
 use cuca_calllog::CallLog;
 use cuca_events::SessionBackend;
 use cuca_proxy::{Mode, Proxy, ProxyConfig};
@@ -46,18 +47,10 @@ const TTFB_ROUNDS: usize = 1_000;
 
 /// The transcript's events, each with its blank line, byte for byte.
 fn transcript() -> Vec<Bytes> {
-    let body: &[u8] = include_bytes!("../../../fixtures/llama-server/stream-basic.body");
-    let mut out = Vec::new();
-    let mut rest = body;
-    while let Some(end) = rest.windows(2).position(|w| w == b"\n\n") {
-        out.push(Bytes::copy_from_slice(&rest[..end + 2]));
-        rest = &rest[end + 2..];
-    }
-    assert!(
-        rest.is_empty() && out.len() > 3,
-        "the transcript is whole events"
-    );
-    out
+    llama::events(llama::STREAM_BASIC)
+        .into_iter()
+        .map(Bytes::copy_from_slice)
+        .collect()
 }
 
 fn events() -> Vec<Bytes> {
@@ -245,16 +238,9 @@ fn bench(c: &mut Criterion) {
             .collect::<serde_json::Map<_, _>>()
             .into()
     };
-    let results = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(
-            || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-            std::path::PathBuf::from,
-        )
-        .join("cuca-bench");
-    std::fs::create_dir_all(&results).unwrap();
-    std::fs::write(
-        results.join("proxy-ttfb.json"),
-        serde_json::json!({ "p50": per_route(0.5), "p99": per_route(0.99) }).to_string(),
+    cuca_bench::write_result(
+        "proxy-ttfb",
+        &serde_json::json!({ "p50": per_route(0.5), "p99": per_route(0.99) }),
     )
     .unwrap();
     println!(
