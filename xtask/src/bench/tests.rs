@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// The table's line for `figure` against a baseline whose cell contains `baseline`.
+fn row_of(table: &str, figure: &str, baseline: &str) -> String {
+    table
+        .lines()
+        .find(|l| l.starts_with(&format!("| {figure} |")) && l.contains(baseline))
+        .unwrap_or_else(|| panic!("no row {figure:?} against {baseline:?} in\n{table}"))
+        .to_owned()
+}
+
 fn write_result(dir: &Path, full_id: &str, median_ns: f64, elements: Option<u64>) {
     let new = dir.join(full_id.replace('/', "_")).join("new");
     std::fs::create_dir_all(&new).unwrap();
@@ -85,13 +94,7 @@ fn the_table_gives_ratios_and_verdicts_and_says_what_did_not_run() {
         .criterion
         .insert("memory/backend_append_baseline".into(), ns(153.0));
     let table = table(&results);
-    let line = |figure: &str, baseline: &str| {
-        table
-            .lines()
-            .find(|l| l.starts_with(&format!("| {figure} |")) && l.contains(baseline))
-            .unwrap()
-            .to_owned()
-    };
+    let line = |figure: &str, baseline: &str| row_of(&table, figure, baseline);
     assert!(line("FileBackend append 32 B", "raw write")
         .ends_with("| 0.80× | speed ≥ 0.85× | **no** |"));
     assert!(line("FileBackend append 32 B", "SQLite insert")
@@ -163,13 +166,7 @@ fn the_client_rows_compare_real_framing_with_async_openai_the_minimal_reader_and
         ..Results::default()
     };
     let table = table(&results);
-    let line = |figure: &str, baseline: &str| {
-        table
-            .lines()
-            .find(|l| l.starts_with(&format!("| {figure} |")) && l.contains(baseline))
-            .unwrap()
-            .to_owned()
-    };
+    let line = |figure: &str, baseline: &str| row_of(&table, figure, baseline);
     assert!(line("client stream, per block", "| async-openai 0.43 |")
         .ends_with("| 2.30 µs | async-openai 0.43 | 2.50 µs | 0.92× | ≤ 0.70× | **no** |"));
     assert!(line("client stream, per block", "minimal SSE").ends_with("| 1.28× | ≤ 1.50× | yes |"));
@@ -242,14 +239,11 @@ fn the_proxy_row_holds_what_recording_adds_to_time_to_first_byte_at_p99_under_1_
         ..Results::default()
     };
     let line = |table: &str| {
-        table
-            .lines()
-            .find(|l| {
-                l.starts_with("| what the recording proxy adds to time to first byte, p99 |")
-                    && l.contains("direct to upstream")
-            })
-            .unwrap()
-            .to_owned()
+        row_of(
+            table,
+            "what the recording proxy adds to time to first byte, p99",
+            "direct to upstream",
+        )
     };
     assert!(line(&table(&results(800_000.0)))
         .ends_with("| 400.00 µs | direct to upstream, p99 | 400.00 µs | 1.00× | < 1.0 ms | yes |"));
