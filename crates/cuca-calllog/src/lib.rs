@@ -68,6 +68,7 @@ mod finite;
 mod log;
 mod read;
 mod record;
+mod redact;
 mod time;
 
 #[cfg(test)]
@@ -86,6 +87,9 @@ pub use error::Error;
 pub use log::{Builder, CallLog, LastCall, SilenceScope, WarnSink};
 pub use read::{calls_per_run, in_flight, read_rows, ReadReport, SkippedLine, TornTail};
 pub use record::{clip_error, new_id, Ended, Record, MAX_ERROR_CHARS, PHASE_START};
+pub use redact::{
+    redact_error, Quoted, MAX_REDACTED_BYTES, MIN_QUOTED_BYTES, QUOTE_MARKER, WIRE_WORDS,
+};
 
 /// The process-global log; `None` until first used or [`open`]ed.
 static GLOBAL: Mutex<Option<CallLog>> = Mutex::new(None);
