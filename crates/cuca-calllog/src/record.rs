@@ -226,9 +226,11 @@ pub struct Record {
     /// The provider's own sentence, clipped by [`clip_error`]: a provider that answers with a
     /// stack trace or an HTML page would otherwise put a screenful into every line.
     ///
-    /// A provider's sentence can quote the request (and a stream's bytes are the answer), so
-    /// a writer puts it here only under the bodies pin; without the pin the row names the
-    /// error's kind in words that cannot hold request or response text (`cuca-client` does).
+    /// A provider's sentence can quote the request, so without the bodies pin a writer puts
+    /// it here through [`redact_error`](crate::redact_error), which keeps the sentence and
+    /// replaces every stretch quoting what was sent with
+    /// [`QUOTE_MARKER`](crate::QUOTE_MARKER). A stream's own bytes are the answer, not a
+    /// sentence: without the pin a writer names their kind only (`cuca-client` does).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub error: String,
     /// The quirks this answer taught the adapter, by their memo names. A list, because one

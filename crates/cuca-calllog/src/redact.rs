@@ -39,12 +39,13 @@ use std::collections::HashSet;
 
 use crate::record::clip_error;
 
-/// What replaces each stretch of a provider's message that quotes the request.
+/// What replaces each stretch of a provider's message that quotes what was sent (or, where a
+/// writer adds it, the answer so far).
 ///
-/// Square brackets, because no server writes them around its own words, and plain words so a
-/// reader knows what was there without a glossary. A request that itself contains this text
-/// gets it back in the marker; that is the one way request text can appear beside a marker.
-pub const QUOTE_MARKER: &str = "[request text]";
+/// Square brackets, because no server writes them around its own words, and one plain word
+/// that says what was there without naming more of it. A request that itself contains this
+/// text gets it back in the marker; that is the one way quoted text can sit beside a marker.
+pub const QUOTE_MARKER: &str = "[quoted]";
 
 /// The shortest run of request text [`redact_error`] looks for, in bytes.
 ///
@@ -96,11 +97,11 @@ pub const WIRE_WORDS: &[&str] = &[
 /// let message = r#"Missing 'role' in message: {"content":"my card is 4111-1111-1111-1111"}"#;
 /// assert_eq!(
 ///     redact_error(message, &quoted),
-///     r#"Missing 'role' in message: {"content":"[request text]"}"#
+///     r#"Missing 'role' in message: {"content":"[quoted]"}"#
 /// );
 /// assert_eq!(
 ///     redact_error("bad key: Bearer sk-live-0123456789", &quoted),
-///     "bad key: [request text]"
+///     "bad key: [quoted]"
 /// );
 /// ```
 #[derive(Debug, Clone, Default)]
@@ -309,8 +310,11 @@ struct Forms {
 impl Forms {
     /// A header value or other text: as it is, and JSON-escaped.
     fn header(&mut self, text: &[u8], scan: &mut Scan) {
-        scan.feed(text);
         let text = String::from_utf8_lossy(text);
+        if WIRE_WORDS.contains(&text.as_ref()) {
+            return;
+        }
+        scan.feed(text.as_bytes());
         self.escaped_forms(&text, None, scan);
     }
 

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use cuca_calllog::{clip_error, CallLog, Ended, Record, ResponseBody};
+use cuca_calllog::{clip_error, redact_error, CallLog, Ended, Quoted, Record, ResponseBody};
 use cuca_events::{PluginError, UnifiedRequest};
 use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use tokio::time::Instant;
@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use crate::client::Inner;
 use crate::conn::ConnUse;
 use crate::decode::{clip, server_error_type, server_message, server_text, StreamSummary};
+use crate::endpoint::ApiKey;
 
 /// The most bytes of an error body read for its message: a JSON error is a few hundred
 /// bytes, and an HTML error page needs no more than its first screen to be recognised.
@@ -27,12 +28,16 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// Where a failed attempt's error came from, which decides what of it the call log's `error`
 /// may hold.
 ///
-/// Seed 003: "WHAT IS NEVER IN IT: the prompts ... the bodies only when someone deliberately
-/// asks for them". A server's message can quote the request (llama-server's "Failed to parse
-/// messages: …; messages = [the whole conversation]"), a chunk that did not parse is the
-/// answer's own bytes, a nameless tool call's arguments are the model's output, and a
-/// plugin's error is whatever the plugin said. So without the bodies pin those are named by
-/// kind only; with it, the row keeps the words, clipped once by `clip_error`.
+/// Seed 003: "WHAT IS NEVER IN IT: the prompts", and "ClipError is how a provider's message
+/// becomes a record's Error field … the provider's own words fit". A server's message can
+/// quote the request (llama-server's "Failed to parse messages: …; messages = [the whole
+/// conversation]"), so without the bodies pin a provider's sentence goes through
+/// `cuca_calllog::redact_error` with the request that was sent and its headers: the
+/// sentence is kept, every stretch quoting the request (or the answer so far) becomes a
+/// marker (issue 28.8). A chunk that did not parse and a nameless tool call's arguments are
+/// the answer's own bytes, not a provider's sentence, and a plugin's error is whatever the
+/// plugin said: those are still named by kind only. With the pin, the row keeps the words,
+/// clipped once by `clip_error`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) enum ErrorSource {
     /// The client's own words (a timeout, a refused connection, a broken stream, a
@@ -42,36 +47,33 @@ pub(crate) enum ErrorSource {
     /// An HTTP error body: `text` is its message unclipped, `kind` its `error.type` word.
     Server { text: String, kind: Option<String> },
     /// The stream's own bytes (an in-stream error, a chunk that did not parse, a nameless
-    /// tool call): `text` quotes them unclipped.
-    Stream { text: String },
+    /// tool call): `text` quotes them unclipped; `answer` is the answer's text decoded
+    /// before the failure, which an in-stream error may quote.
+    Stream { text: String, answer: String },
     /// A plugin hook failed with its own error.
     Plugin,
 }
 
-/// The `error` of a failed attempt's end row.
-fn error_field(error: &PluginError, source: &ErrorSource, bodies: bool) -> String {
+/// The `error` of a failed attempt's end row. `quoted` is what the attempt sent (its body
+/// and header values), whose quotes a provider's sentence loses without the bodies pin.
+fn error_field(
+    error: &PluginError,
+    source: &ErrorSource,
+    bodies: bool,
+    quoted: &Quoted<'_>,
+) -> String {
     const WITHHELD: &str = "withheld without CUCA_CALL_LOG_BODIES";
     match (source, bodies) {
-        (ErrorSource::Client, _) | (ErrorSource::Plugin, true) => clip_error(&error.to_string()),
-        (ErrorSource::Server { text, .. } | ErrorSource::Stream { text }, true) => clip_error(text),
-        (ErrorSource::Server { kind, .. }, false) => {
-            let status = match error {
-                PluginError::Provider { status, .. } => format!("HTTP {status}"),
-                _ => "an error".to_owned(),
-            };
-            match kind {
-                Some(kind) => format!(
-                    "the server answered {status} ({kind}); its message is {WITHHELD} (it can quote the request)"
-                ),
-                None => format!(
-                    "the server answered {status}; its message is {WITHHELD} (it can quote the request)"
-                ),
-            }
+        (ErrorSource::Client, true) | (ErrorSource::Plugin, true) => clip_error(&error.to_string()),
+        (ErrorSource::Server { text, .. } | ErrorSource::Stream { text, .. }, true) => {
+            clip_error(text)
         }
-        (ErrorSource::Stream { .. }, false) => match error {
-            PluginError::Provider { .. } => {
-                format!("the server sent an error in the stream; its message is {WITHHELD}")
-            }
+        // The client's own words hold no request text by construction; they go through the
+        // same redaction anyway, so that stays true of words added later.
+        (ErrorSource::Client, false) => redact_error(&error.to_string(), quoted),
+        (ErrorSource::Server { text, .. }, false) => redact_error(text, quoted),
+        (ErrorSource::Stream { text, answer }, false) => match error {
+            PluginError::Provider { .. } => redact_error(text, &quoted.clone().text(answer)),
             _ => format!("the server sent a response cuca cannot read; its bytes are {WITHHELD}"),
         },
         (ErrorSource::Plugin, false) => match error {
@@ -210,6 +212,11 @@ pub(crate) struct AttemptRecord {
     pub(crate) error_source: ErrorSource,
     /// Whether the log keeps bodies (and so the words of errors that quote them).
     bodies: bool,
+    /// The body this attempt sent (a cheap clone of the call's own), for the redaction of
+    /// an error that quotes it.
+    body: Bytes,
+    /// The key this attempt sent in `Authorization`, for the same redaction.
+    api_key: Option<ApiKey>,
 }
 
 impl AttemptRecord {
@@ -253,6 +260,8 @@ impl AttemptRecord {
             response: bodies.then(ResponseBody::new),
             error_source: ErrorSource::Client,
             bodies,
+            body: body.clone(),
+            api_key: None,
         }
     }
 
@@ -344,7 +353,15 @@ impl AttemptRecord {
             }
             AttemptEnd::Retrying(error, _) | AttemptEnd::Failed(error) => {
                 failed_row(&mut row, error);
-                row.error = error_field(error, &self.error_source, self.bodies);
+                let authorization = self
+                    .api_key
+                    .as_ref()
+                    .map(|key| format!("Bearer {}", key.expose()));
+                let mut quoted = Quoted::new().body(&self.body);
+                if let Some(value) = &authorization {
+                    quoted = quoted.header(value.as_bytes());
+                }
+                row.error = error_field(error, &self.error_source, self.bodies, &quoted);
             }
         }
         match self.response.take() {
@@ -502,6 +519,7 @@ pub(crate) async fn send(
         .header(ACCEPT, "text/event-stream")
         .body(body);
     if let Some(key) = &inner.api_key {
+        record.api_key = Some(key.clone());
         let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {}", key.expose()))
             .map_err(|_| AttemptFailure {
                 error: PluginError::Transport {

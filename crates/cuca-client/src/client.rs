@@ -723,6 +723,12 @@ impl Turn {
                 {
                     record.error_source = ErrorSource::Stream {
                         text: text.to_owned(),
+                        answer: answer_text(
+                            self.content
+                                .iter()
+                                .chain(&self.pending)
+                                .chain(&self.decoded),
+                        ),
                     };
                 }
                 return Err(self.decode_error(error));
@@ -839,4 +845,20 @@ impl Turn {
             }
         }
     }
+}
+
+/// The answer's text decoded so far, joined as it streamed (deltas without separators, so a
+/// quote spanning two deltas is one run), for the redaction of an in-stream error that
+/// quotes it.
+fn answer_text<'b>(blocks: impl Iterator<Item = &'b MessageContentBlock>) -> String {
+    let mut answer = String::new();
+    for block in blocks {
+        match block {
+            MessageContentBlock::Text { text } => answer.push_str(text),
+            MessageContentBlock::Thinking { thinking } => answer.push_str(thinking),
+            MessageContentBlock::ToolCall { arguments, .. } => answer.push_str(arguments),
+            _ => {}
+        }
+    }
+    answer
 }

@@ -316,12 +316,8 @@ async fn a_429_then_200_leaves_attempts_1_and_2_and_the_first_end_row_carries_th
     assert_ne!(rows[0].id, rows[2].id);
     let refused = &rows[1];
     assert_eq!(refused.status, 429);
-    // Without the bodies pin the server's words are withheld (issue 18.13).
-    assert_eq!(
-        refused.error,
-        "the server answered HTTP 429; its message is withheld without CUCA_CALL_LOG_BODIES \
-         (it can quote the request)"
-    );
+    // The provider's own words, which quote nothing of the request (issue 28.8).
+    assert_eq!(refused.error, "slots busy");
     assert_eq!(refused.retry_after, 0.05);
     assert_eq!(refused.ended, "");
     assert_eq!(rows[3].status, 200);
@@ -403,20 +399,17 @@ async fn a_server_error_gives_its_status_and_its_clipped_sentence() {
     let rows = log.rows();
     assert_eq!(rows.len(), 4, "{rows:#?}");
     assert_eq!(rows[1].status, 400);
-    // Without the bodies pin the server's words stay out (issue 18.13): its kind only.
-    assert_eq!(
-        rows[1].error,
-        "the server answered HTTP 400 (invalid_request_error); its message is withheld \
-         without CUCA_CALL_LOG_BODIES (it can quote the request)"
-    );
+    // Seed 003: "ClipError is how a provider's message becomes a record's Error field";
+    // without the bodies pin it is kept too, less what quotes the request (issue 28.8).
+    assert_eq!(rows[1].error, "'messages' is required");
     assert_eq!(rows[1].ended, "");
     assert_eq!(rows[1].served, "");
     assert_eq!(rows[3].status, 500);
     assert_eq!(
         rows[3].error,
-        "the server answered HTTP 500; its message is withheld without CUCA_CALL_LOG_BODIES \
-         (it can quote the request)"
+        cuca_calllog::clip_error(&"overloaded ".repeat(200))
     );
+    assert!(rows[3].error.ends_with('…'));
     // A failed call is not "heard back from".
     assert_eq!(log.log.last_call(), None);
     assert_no_prompt_text(&log.lines());
@@ -470,15 +463,21 @@ async fn with_the_bodies_pin_a_provider_error_is_clipped_once_the_seeds_way() {
 }
 
 #[tokio::test]
-async fn without_the_bodies_pin_an_error_row_carries_its_kind_and_no_content() {
-    // Issue 18.13: "The call log holds prompt or answer text without CUCA_CALL_LOG_BODIES:
-    // it arrives through the error field (server errors that quote the input, malformed
-    // stream chunks, tool-call arguments)." Seed 003: "WHAT IS NEVER IN IT: the prompts."
+async fn without_the_bodies_pin_a_providers_sentence_is_kept_and_what_it_quotes_is_not() {
+    // Issue 28.8: "`CucaClient` went the other way and withholds the provider's message
+    // entirely ... Do both right, in one place shared by the client and the proxy: keep the
+    // provider's own sentence, clipped by `clip_error` (ending in its ellipsis), with every
+    // stretch that quotes the request ... replaced by a marker." Issue 18.13 still holds for
+    // what is not a provider's sentence: a malformed chunk and a nameless tool call's
+    // arguments are the answer's bytes, named by kind only.
     const ANSWER: &str = "the vault code is 4471";
     let malformed =
         format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{ANSWER}\"}}}}]\n\n");
-    let error_event =
-        format!("data: {{\"error\":{{\"message\":\"cannot continue after: {ANSWER}\"}}}}\n\n");
+    // An in-stream error that quotes the answer decoded before it.
+    let error_event = format!(
+        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{ANSWER}\"}}}}]}}\n\n\
+         data: {{\"error\":{{\"message\":\"cannot continue after: {ANSWER}\"}}}}\n\n"
+    );
     // The documented OpenAI tool-call chunk shape (llama-server does not stream tool calls
     // for the test model), with the function name missing.
     let nameless_tool = format!(
@@ -501,7 +500,7 @@ async fn without_the_bodies_pin_an_error_row_carries_its_kind_and_no_content() {
     for _ in 0..6 {
         errors.push(client.generate(request(12)).await.unwrap_err());
     }
-    // The caller's error keeps the server's words: only the log withholds them.
+    // The caller's error keeps the server's words whole: only the log redacts them.
     assert!(errors[0].to_string().contains("Failed to parse messages"));
 
     let rows = log.rows();
@@ -512,32 +511,32 @@ async fn without_the_bodies_pin_an_error_row_carries_its_kind_and_no_content() {
         .step_by(2)
         .map(|r| r.error.as_str())
         .collect();
-    let withheld = "withheld without CUCA_CALL_LOG_BODIES";
+    // llama-server's parse error dumps the whole conversation after its sentence: the
+    // sentence stays, the system prompt and the user's text become markers.
+    assert!(
+        ends[0].starts_with(
+            "Failed to parse messages: Expected 'content' (ref: \
+             https://github.com/ggml-org/llama.cpp/issues/8367); messages = ["
+        ),
+        "{}",
+        ends[0]
+    );
+    assert!(ends[0].contains("\"content\": \"[quoted]\""), "{}", ends[0]);
     assert_eq!(
-        ends[0],
-        format!(
-            "the server answered HTTP 400 (invalid_request_error); its message is {withheld} \
-             (it can quote the request)"
-        )
+        ends[1],
+        "request (15014 tokens) exceeds the available context size (2048 tokens), try increasing it"
     );
-    assert!(
-        ends[1].contains("HTTP 400 (exceed_context_size_error)"),
-        "{}",
-        ends[1]
+    assert_eq!(
+        ends[2],
+        "[json.exception.parse_error.101] parse error at line 2, column 1: syntax error while \
+         parsing object key - unexpected end of input; expected string literal"
     );
-    assert!(
-        ends[2].contains("HTTP 400 (invalid_request_error)"),
-        "{}",
-        ends[2]
-    );
+    let withheld = "withheld without CUCA_CALL_LOG_BODIES";
     assert_eq!(
         ends[3],
         format!("the server sent a response cuca cannot read; its bytes are {withheld}")
     );
-    assert_eq!(
-        ends[4],
-        format!("the server sent an error in the stream; its message is {withheld}")
-    );
+    assert_eq!(ends[4], "cannot continue after: [quoted]");
     assert_eq!(
         ends[5],
         format!("the server sent a response cuca cannot read; its bytes are {withheld}")
@@ -546,8 +545,6 @@ async fn without_the_bodies_pin_an_error_row_carries_its_kind_and_no_content() {
     assert_no_prompt_text(&lines);
     for line in &lines {
         assert!(!line.contains("4471"), "answer text in {line}");
-        assert!(!line.contains("Failed to parse"), "server words in {line}");
-        assert!(!line.contains("15014 tokens"), "server words in {line}");
     }
 
     // With the pin, the same errors keep their words, clipped once.
@@ -580,6 +577,39 @@ async fn without_the_bodies_pin_an_error_row_carries_its_kind_and_no_content() {
     for end in &ends {
         assert!(!end.contains("bytes in all"), "{end}");
     }
+}
+
+#[tokio::test]
+async fn an_upstream_that_echoes_the_key_leaves_no_run_of_it_in_the_row() {
+    // Issue 28.8: "an upstream that echoes `Authorization`/`api-key` puts the keys there";
+    // "an upstream echoing a key must never leave any 8+ char run of it".
+    const KEY: &str = "sk-test-Qm7Rt2Vx9Lp4Zc8N";
+    let body = format!(
+        r#"{{"error":{{"code":401,"message":"invalid api key: Authorization: Bearer {KEY} (key {}…) for model tiny","type":"authentication_error"}}}}"#,
+        &KEY[..12]
+    );
+    let server = TestServer::start(vec![Reply::json_error(401, body.as_bytes())]).await;
+    let log = TempLog::new(false);
+    let client = CucaClient::builder()
+        .with_base_url(&server.base_url)
+        .with_model("tiny")
+        .with_api_key(KEY)
+        .with_retry_policy(RetryPolicy::none())
+        .with_call_log(log.log.clone())
+        .build()
+        .unwrap();
+    client.generate(request(12)).await.unwrap_err();
+    let rows = log.rows();
+    assert_eq!(
+        rows[1].error,
+        "invalid api key: Authorization: [quoted] (key[quoted]…) for model tiny"
+    );
+    let file = std::fs::read_to_string(&log.path).unwrap();
+    for run in KEY.as_bytes().windows(cuca_calllog::MIN_QUOTED_BYTES) {
+        let run = std::str::from_utf8(run).unwrap();
+        assert!(!file.contains(run), "{run:?} of the key in {file}");
+    }
+    assert_no_prompt_text(&log.lines());
 }
 
 #[tokio::test]

@@ -47,7 +47,7 @@ fn a_missing_role_quote_of_a_card_is_replaced_and_the_sentence_kept() {
     );
     assert_eq!(
         out,
-        r#"Failed to parse messages: Missing 'role' in message: {"content":"[request text]"}"#
+        r#"Failed to parse messages: Missing 'role' in message: {"content":"[quoted]"}"#
     );
     assert_no_run_of(&out, "my card is 4111-1111-1111-1111, exp 09/29");
 }
@@ -59,7 +59,7 @@ fn the_whole_conversation_dumped_pretty_after_the_sentence_is_replaced() {
     let request = r#"{"messages":[{"role":"system","content":"You are Ana's banking agent"},{"content":"pin 4321, card 4111111111111111"}]}"#;
     let message = "Failed to parse messages: Missing 'role' in message: {\"content\":\"pin 4321, card 4111111111111111\"}; messages = [\n  {\n    \"content\": \"You are Ana's banking agent\",\n    \"role\": \"system\"\n  },\n  {\n    \"content\": \"pin 4321, card 4111111111111111\"\n  }\n]";
     let out = redact_error(message, &Quoted::new().body(request.as_bytes()));
-    assert!(out.starts_with("Failed to parse messages: Missing 'role' in message: {\"content\":\"[request text]\"}; messages = ["), "{out}");
+    assert!(out.starts_with("Failed to parse messages: Missing 'role' in message: {\"content\":\"[quoted]\"}; messages = ["), "{out}");
     assert_no_run_of(&out, "You are Ana's banking agent");
     assert_no_run_of(&out, "pin 4321, card 4111111111111111");
     assert!(
@@ -126,7 +126,7 @@ fn a_prefix_the_server_cut_is_replaced() {
         &message,
         &Quoted::new().body(request.to_string().as_bytes()),
     );
-    assert_eq!(out, "prompt too long: '[request text]...' (1200 tokens)");
+    assert_eq!(out, "prompt too long: '[quoted]...' (1200 tokens)");
 }
 
 #[test]
@@ -178,7 +178,7 @@ fn a_broken_body_still_yields_its_strings() {
         br#"{"model":"tiny","messages":[{"role":"user","content":"my password is hunter2hunter2"#;
     let message = "parse error near 'my password is hunter2hunter2'";
     let out = redact_error(message, &Quoted::new().body(request));
-    assert_eq!(out, "parse error near '[request text]'");
+    assert_eq!(out, "parse error near '[quoted]'");
 }
 
 #[test]
@@ -188,7 +188,7 @@ fn a_body_that_is_not_json_is_looked_for_whole() {
         "cannot parse body: plain text prompt with a secret 0xDEADBEEF",
         &Quoted::new().body(request),
     );
-    assert_eq!(out, "cannot parse body: [request text]");
+    assert_eq!(out, "cannot parse body: [quoted]");
 }
 
 #[test]
@@ -202,10 +202,10 @@ fn multi_byte_text_is_never_cut_in_a_character() {
     ]});
     let quoted = request.to_string();
     let quoted = Quoted::new().body(quoted.as_bytes());
-    assert_eq!(redact_error("x abcdefgè y", &quoted), "x [request text] y");
+    assert_eq!(redact_error("x abcdefgè y", &quoted), "x [quoted] y");
     assert_eq!(
         redact_error("échec: 日本語のプロンプトé fin", &quoted),
-        "échec: [request text]é fin"
+        "échec: [quoted]é fin"
     );
 }
 
@@ -218,7 +218,7 @@ fn overlapping_quotes_become_one_marker() {
     .to_string();
     let message = "seen: alpha beta gamma delta epsilon zeta; done";
     let out = redact_error(message, &Quoted::new().body(request.as_bytes()));
-    assert_eq!(out, "seen: [request text]; done");
+    assert_eq!(out, "seen: [quoted]; done");
 }
 
 #[test]
@@ -234,7 +234,7 @@ fn the_result_is_clipped_with_its_ellipsis() {
         &format!("echo {huge}"),
         &Quoted::new().body(request.as_bytes()),
     );
-    assert_eq!(out, "echo [request text]…");
+    assert_eq!(out, "echo [quoted]…");
 }
 
 #[test]
@@ -250,7 +250,7 @@ fn a_sixteen_mebibyte_request_is_read_once() {
     let full = redact(&message, &Quoted::new().body(request.as_bytes()));
     // The space before the quote goes too: " 0000000" is a run of the prompt.
     assert!(
-        full.ends_with("context  rejected:[request text] and more"),
+        full.ends_with("context  rejected:[quoted] and more"),
         "{}",
         &full[full.len().saturating_sub(80)..]
     );
