@@ -122,6 +122,7 @@ pub(crate) async fn forward_chat(
         parsed.map(|r| &r.unified),
         parsed.is_some_and(|r| r.stream),
         &body,
+        &headers,
     );
     let Some(url) = shared.chat_url.clone() else {
         rows.failed("the proxy has no upstream");

@@ -3,11 +3,15 @@
 //! The proxy is a second door model calls pass through, so it writes rows as `cuca-client`
 //! does: a start row as the call goes out, an end row when it comes back, and `ended:
 //! cancelled` from the guard when the caller goes away first. Rows carry the request's shape
-//! (counts and knobs), never its text, unless the bodies pin is on; never its headers.
+//! (counts and knobs), never its text, unless the bodies pin is on; never its headers. An
+//! `error` is the upstream's (or the proxy's) own sentence with every stretch that quotes the
+//! caller's body or headers replaced by a marker (`cuca_calllog::redact_error`, issue 28.8).
 
 use std::time::Duration;
 
-use cuca_calllog::{clip_error, Attempt, CallLog, Ended, Record};
+use axum::http::HeaderMap;
+use bytes::Bytes;
+use cuca_calllog::{clip_error, redact_error, Attempt, CallLog, Ended, Quoted, Record};
 use cuca_client::StreamSummary;
 use cuca_events::{MessageContentBlock, UnifiedRequest};
 use tokio::time::Instant;
@@ -28,18 +32,27 @@ pub(crate) struct CallRows {
     pub(crate) ttft: Option<Duration>,
     response: Option<Vec<u8>>,
     response_len: u64,
+    /// Whether the bodies pin is on: then `error` keeps the sentence whole, as the body does.
+    bodies: bool,
+    /// The caller's body (a cheap clone of the one forwarded) and headers, for the redaction
+    /// of an error that quotes them.
+    body: Bytes,
+    headers: HeaderMap,
 }
 
 impl CallRows {
     /// Writes the start row of a call in `session` with the shape of `request` (when the body
-    /// was a request at all) and returns the rows' owner.
+    /// was a request at all) and returns the rows' owner. `body` and `headers` are what the
+    /// caller sent: kept (the body by reference count) so a failure's sentence can lose what
+    /// it quotes of them.
     pub(crate) fn start(
         log: &CallLog,
         run: &str,
         session: &str,
         request: Option<&UnifiedRequest>,
         stream: bool,
-        body: &[u8],
+        body: &Bytes,
+        headers: &HeaderMap,
     ) -> Self {
         let mut row = Record {
             run: run.to_owned(),
@@ -72,6 +85,9 @@ impl CallRows {
             ttft: None,
             response: bodies.then(Vec::new),
             response_len: 0,
+            bodies,
+            body: body.clone(),
+            headers: headers.clone(),
         }
     }
 
@@ -139,13 +155,25 @@ impl CallRows {
         guard.finish(row);
     }
 
-    /// The call failed: the upstream's status and its own sentence, clipped.
+    /// The call failed: the upstream's status and its own sentence (or the decoder's, or the
+    /// proxy's), clipped; without the bodies pin, less every stretch that quotes the caller's
+    /// body or headers.
     pub(crate) fn failed(&mut self, message: &str) {
         let Some(guard) = self.guard.take() else {
             return;
         };
         let mut row = self.end_row();
-        row.error = clip_error(message);
+        row.error = if self.bodies {
+            clip_error(message)
+        } else {
+            let quoted = self
+                .headers
+                .values()
+                .fold(Quoted::new().body(&self.body), |quoted, value| {
+                    quoted.header(value.as_bytes())
+                });
+            redact_error(message, &quoted)
+        };
         guard.finish(row);
     }
 
