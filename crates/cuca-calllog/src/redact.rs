@@ -35,7 +35,9 @@
 //! ([`WIRE_WORDS`]: roles, content types, `application/json`). Strings shorter than
 //! [`MIN_QUOTED_BYTES`] cannot be told from the server's words and are not looked for.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::record::clip_error;
 
@@ -238,12 +240,38 @@ fn window_value(window: &[u8]) -> u64 {
     u64::from_le_bytes(value)
 }
 
+/// A hasher for windows, which are already well-mixed `u64`s once multiplied: SipHash's
+/// defence against chosen keys buys nothing here (a collision costs a probe, never a wrong
+/// answer, since the set compares whole windows) and cost most of a long scan.
+#[derive(Default)]
+struct WindowHasher(u64);
+
+impl Hasher for WindowHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.write_u64(u64::from(*byte));
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        let mixed = (self.0 ^ value).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // Fold the high half down: hashbrown takes buckets from the low bits.
+        self.0 = mixed ^ (mixed >> 29);
+    }
+}
+
+type Windows = HashSet<u64, BuildHasherDefault<WindowHasher>>;
+
 /// The message's windows, and which of them the request's text was seen to hold.
 struct Scan {
     /// Windows of the message not yet seen in the request.
-    wanted: HashSet<u64>,
+    wanted: Windows,
     /// Windows of the message seen in the request.
-    found: HashSet<u64>,
+    found: Windows,
     /// A bit per [`Scan::slot`]: a cheap first test, since nearly every window of a long
     /// request is not in a short message.
     filter: Vec<u64>,
@@ -255,7 +283,7 @@ const FILTER_BITS: u32 = 20;
 
 impl Scan {
     fn of(message: &[u8]) -> Scan {
-        let wanted: HashSet<u64> = windows(message).map(|(_, window)| window).collect();
+        let wanted: Windows = windows(message).map(|(_, window)| window).collect();
         let mut filter = vec![0u64; 1 << (FILTER_BITS - 6)];
         for window in &wanted {
             let slot = Scan::slot(*window);
@@ -263,7 +291,7 @@ impl Scan {
         }
         Scan {
             wanted,
-            found: HashSet::new(),
+            found: Windows::default(),
             filter,
         }
     }
@@ -283,19 +311,21 @@ impl Scan {
         if text.len() < MIN_QUOTED_BYTES || self.done() {
             return;
         }
-        let mut window = window_value(&text[..MIN_QUOTED_BYTES]);
-        let mut next = MIN_QUOTED_BYTES;
-        loop {
-            let slot = Scan::slot(window);
-            if self.filter[slot >> 6] & (1 << (slot & 63)) != 0 && self.wanted.remove(&window) {
-                self.found.insert(window);
-            }
-            let Some(byte) = text.get(next) else {
-                return;
-            };
+        let (first, rest) = text.split_at(MIN_QUOTED_BYTES);
+        let mut window = window_value(first);
+        self.look(window);
+        for byte in rest {
             // Little-endian: the oldest byte is the low one, shifted out first.
             window = (window >> 8) | (u64::from(*byte) << 56);
-            next += 1;
+            self.look(window);
+        }
+    }
+
+    #[inline]
+    fn look(&mut self, window: u64) {
+        let slot = Scan::slot(window);
+        if self.filter[slot >> 6] & (1 << (slot & 63)) != 0 && self.wanted.remove(&window) {
+            self.found.insert(window);
         }
     }
 }
@@ -320,10 +350,15 @@ impl Forms {
 
     /// A string literal of a JSON body, as written between its quotes.
     fn literal(&mut self, literal: &[u8], scan: &mut Scan) {
-        self.decoded.clear();
-        unescape(literal, &mut self.decoded);
-        let decoded = String::from_utf8_lossy(&self.decoded).into_owned();
-        if WIRE_WORDS.contains(&decoded.as_str()) {
+        // Without a backslash the literal is its own decoding: no copy of a long prompt.
+        let decoded = if literal.contains(&b'\\') {
+            self.decoded.clear();
+            unescape(literal, &mut self.decoded);
+            Cow::Owned(String::from_utf8_lossy(&self.decoded).into_owned())
+        } else {
+            String::from_utf8_lossy(literal)
+        };
+        if WIRE_WORDS.contains(&decoded.as_ref()) {
             return;
         }
         scan.feed(literal);
@@ -337,8 +372,16 @@ impl Forms {
     /// the same), all-ASCII (Python's default), and with whitespace collapsed. A form equal
     /// to `written` (already fed) is skipped.
     fn escaped_forms(&mut self, text: &str, written: Option<&[u8]>, scan: &mut Scan) {
+        // One pass for what decides the forms (the text can be a 16 MiB prompt).
+        let (mut escapes, mut other_space, mut double_space, mut prev) = (false, false, false, 0);
+        for byte in text.bytes() {
+            escapes |= byte < 0x20 || byte == b'"' || byte == b'\\';
+            other_space |= matches!(byte, b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
+            double_space |= byte == b' ' && prev == b' ';
+            prev = byte;
+        }
         // Without a character JSON escapes, `serde_json`'s form is the text itself.
-        if text.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        if escapes {
             self.form.clear();
             escape_json(text, false, &mut self.form);
             if Some(self.form.as_bytes()) != written {
@@ -350,7 +393,9 @@ impl Forms {
             escape_json(text, true, &mut self.form);
             scan.feed(self.form.as_bytes());
         }
-        if text.contains(|c: char| c.is_whitespace() && c != ' ') || text.contains("  ") {
+        let other_space = other_space
+            || (!text.is_ascii() && text.contains(|c: char| c.is_whitespace() && c != ' '));
+        if other_space || double_space {
             self.form.clear();
             for (n, word) in text.split_whitespace().enumerate() {
                 if n > 0 {
