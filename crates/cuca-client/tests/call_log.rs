@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cuca_calllog::{read_rows, CallLog, Record, MAX_ERROR_CHARS};
-use cuca_client::{CucaClient, RetryPolicy};
+use cuca_client::{CucaClient, CucaClientBuilder, RetryPolicy};
 use cuca_events::{Message, PluginError, ToolDefinition, UnifiedRequest};
 use futures::StreamExt;
 use support::{Reply, TestServer};
@@ -60,13 +60,19 @@ impl TempLog {
     }
 
     fn client(&self, base_url: &str, retry: RetryPolicy) -> CucaClient {
-        CucaClient::builder()
-            .with_base_url(base_url)
+        self.builder(base_url)
             .with_model("tiny")
             .with_retry_policy(retry)
-            .with_call_log(self.log.clone())
             .build()
             .unwrap()
+    }
+
+    /// A client builder writing to this log, with no retries.
+    fn builder(&self, base_url: &str) -> CucaClientBuilder {
+        CucaClient::builder()
+            .with_base_url(base_url)
+            .with_retry_policy(RetryPolicy::none())
+            .with_call_log(self.log.clone())
     }
 }
 
@@ -590,12 +596,10 @@ async fn an_upstream_that_echoes_the_key_leaves_no_run_of_it_in_the_row() {
     );
     let server = TestServer::start(vec![Reply::json_error(401, body.as_bytes())]).await;
     let log = TempLog::new(false);
-    let client = CucaClient::builder()
-        .with_base_url(&server.base_url)
+    let client = log
+        .builder(&server.base_url)
         .with_model("tiny")
         .with_api_key(KEY)
-        .with_retry_policy(RetryPolicy::none())
-        .with_call_log(log.log.clone())
         .build()
         .unwrap();
     client.generate(request(12)).await.unwrap_err();
@@ -634,10 +638,8 @@ async fn a_plugins_error_is_named_without_its_words() {
     }
     let server = TestServer::start(vec![Reply::sse(support::STREAM_BASIC)]).await;
     let log = TempLog::new(false);
-    let client = CucaClient::builder()
-        .with_base_url(&server.base_url)
-        .with_retry_policy(RetryPolicy::none())
-        .with_call_log(log.log.clone())
+    let client = log
+        .builder(&server.base_url)
         .register_plugin(std::sync::Arc::new(Refuser))
         .build()
         .unwrap();

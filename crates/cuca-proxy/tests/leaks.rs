@@ -157,6 +157,13 @@ async fn call(proxy: &Running, reply: &str, body: Vec<u8>, headers: &[(&str, &st
     status
 }
 
+/// A streamed chat request for `messages`.
+fn streamed(messages: serde_json::Value) -> Vec<u8> {
+    serde_json::json!({"model": "tiny", "stream": true, "messages": messages})
+        .to_string()
+        .into_bytes()
+}
+
 fn end_rows(proxy: &Running) -> Vec<Record> {
     proxy
         .rows()
@@ -207,12 +214,11 @@ async fn a_missing_role_answer_quoting_a_card_leaves_the_sentence_and_no_prompt(
     const CARD: &str = "my card is 4111-1111-1111-1111, exp 09/29, cvv 123 — \"urgent\"";
     let dir = tempfile::tempdir().unwrap();
     let proxy = proxy(dir.path()).await;
-    let body = serde_json::json!({
-        "model": "tiny",
-        "stream": true,
-        "messages": [{"role": "system", "content": SYSTEM}, {"content": CARD}]
-    });
-    let status = call(&proxy, "missing-role", body.to_string().into_bytes(), &[]).await;
+    let body = streamed(serde_json::json!([
+        {"role": "system", "content": SYSTEM},
+        {"content": CARD}
+    ]));
+    let status = call(&proxy, "missing-role", body, &[]).await;
     assert_eq!(status, 500);
     let ends = end_rows(&proxy);
     assert_eq!(ends.len(), 1);
@@ -273,12 +279,8 @@ async fn the_decoders_error_from_a_stream_loses_the_prompt_it_quotes() {
     const PROMPT: &str = "Summarise the merger memo for Lisbon Holdings, strictly confidential";
     let dir = tempfile::tempdir().unwrap();
     let proxy = proxy(dir.path()).await;
-    let body = serde_json::json!({
-        "model": "tiny",
-        "stream": true,
-        "messages": [{"role": "user", "content": PROMPT}]
-    });
-    let status = call(&proxy, "stream-error", body.to_string().into_bytes(), &[]).await;
+    let body = streamed(serde_json::json!([{"role": "user", "content": PROMPT}]));
+    let status = call(&proxy, "stream-error", body, &[]).await;
     assert_eq!(status, 200);
     let ends = end_rows(&proxy);
     assert_eq!(ends.len(), 1);
