@@ -20,6 +20,12 @@ use tokio::time::Instant;
 /// client keeps, for the same reason (a long answer many times over, far under the rotation).
 const MAX_LOGGED_RESPONSE: usize = 4 << 20;
 
+/// Request headers whose values are not looked for in an error sentence: they describe the
+/// connection to the proxy, not the caller's text. `Host` is the proxy's own address, which
+/// on one machine shares its `127.0.0.1:` with the upstream's, and the proxy's own sentence
+/// ("the upstream http://127.0.0.1:8080 did not answer") must keep it.
+const NOT_QUOTED_HEADERS: [&str; 3] = ["host", "content-length", "connection"];
+
 /// One forwarded call's rows: the start row is written by [`CallRows::start`]; the end row by
 /// [`CallRows::finished`], [`CallRows::failed`] or [`CallRows::cancelled`], or, when none
 /// runs (the caller dropped the call while it waited for the upstream), by the guard.
@@ -168,8 +174,9 @@ impl CallRows {
         } else {
             let quoted = self
                 .headers
-                .values()
-                .fold(Quoted::new().body(&self.body), |quoted, value| {
+                .iter()
+                .filter(|(name, _)| !NOT_QUOTED_HEADERS.contains(&name.as_str()))
+                .fold(Quoted::new().body(&self.body), |quoted, (_, value)| {
                     quoted.header(value.as_bytes())
                 });
             redact_error(message, &quoted)

@@ -294,3 +294,31 @@ async fn the_decoders_error_from_a_stream_loses_the_prompt_it_quotes() {
     let file = std::fs::read_to_string(&proxy.log_path).unwrap();
     assert_nowhere(&file, PROMPT);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transport_error_keeps_the_proxys_own_words_and_the_upstreams_address() {
+    // "... a transport error" goes through the redaction too, and loses nothing: it quotes
+    // no request text. The caller's `Host` names the proxy (127.0.0.1 as the upstream
+    // does), which is the proxy's own address, not the caller's text, and is not looked for.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let gone = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start(
+        ProxyConfig::new(Mode::Record, Some(gone.clone())).unwrap(),
+        dir.path(),
+    )
+    .await;
+    let body = streamed(serde_json::json!([{"role": "user", "content": "Say hi to the vault"}]));
+    let status = call(&proxy, "none", body, &[("api-key", "key-0123456789")]).await;
+    assert_eq!(status, 502);
+    let ends = end_rows(&proxy);
+    assert!(
+        ends[0]
+            .error
+            .starts_with(&format!("the upstream {gone} did not answer: ")),
+        "{}",
+        ends[0].error
+    );
+    assert!(!ends[0].error.contains(QUOTE_MARKER), "{}", ends[0].error);
+}
