@@ -290,6 +290,7 @@ async fn route_chat(
 async fn recording(shared: &Shared, session: &str) -> Result<Recording, ApiError> {
     let slot = shared.slots.get(session)?;
     let guard = Arc::clone(&slot.lock).lock_owned().await;
+    slot.prepare(session).await?;
     Ok(Recording {
         slot,
         _guard: guard,
