@@ -90,7 +90,9 @@ impl CallRows {
     /// The session could not record the whole call: the end row's `error` says so, whatever
     /// the caller got (a recording that failed is not a clean row).
     pub(crate) fn not_recorded(&mut self, message: &str) {
-        self.not_recorded = Some(format!("the session does not hold this call in full: {message}"));
+        self.not_recorded = Some(format!(
+            "the session does not hold this call in full: {message}"
+        ));
     }
 
     fn end_row(&mut self) -> Record {

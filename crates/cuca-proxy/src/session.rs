@@ -138,7 +138,9 @@ impl Slot {
                 "invalid_request_error",
                 "cuca_invalid_session",
             ),
-            PluginError::Locked { .. } => (StatusCode::CONFLICT, "server_error", "cuca_session_locked"),
+            PluginError::Locked { .. } => {
+                (StatusCode::CONFLICT, "server_error", "cuca_session_locked")
+            }
             _ => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",
@@ -149,7 +151,9 @@ impl Slot {
             status,
             kind,
             code,
-            format!("session {session:?} cannot be recorded, so the call was not forwarded: {error}"),
+            format!(
+                "session {session:?} cannot be recorded, so the call was not forwarded: {error}"
+            ),
         )
         .in_session(session))
     }

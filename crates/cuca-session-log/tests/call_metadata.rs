@@ -158,7 +158,8 @@ fn next_sequence_is_the_sequence_the_next_record_gets() {
 /// `on_request` records, and no parameters.
 #[test]
 fn record_request_with_records_the_callers_parameters_exactly_as_sent() {
-    let sent = r#"{"top_p":0.9,"seed":7,"stop":["\n"],"temperature":0.7,"max_completion_tokens":5}"#;
+    let sent =
+        r#"{"top_p":0.9,"seed":7,"stop":["\n"],"temperature":0.7,"max_completion_tokens":5}"#;
 
     let backend = Arc::new(InMemoryBackend::new());
     let log = SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>)
@@ -175,7 +176,10 @@ fn record_request_with_records_the_callers_parameters_exactly_as_sent() {
 
     // A text that is no JSON object is refused before anything is written.
     let refused = log.record_request_with(&request(), "[1]").unwrap_err();
-    assert!(matches!(refused, cuca_events::PluginError::Validation { .. }), "{refused}");
+    assert!(
+        matches!(refused, cuca_events::PluginError::Validation { .. }),
+        "{refused}"
+    );
     assert_eq!(backend.replay("s").unwrap().len(), records.len());
 
     let plain = Arc::new(InMemoryBackend::new());
@@ -201,8 +205,8 @@ fn record_request_with_returns_the_sequence_its_first_record_got() {
         .with_session_id("s")
         .with_call_metadata(true);
     assert_eq!(log.next_sequence().unwrap(), 0);
-    let other = SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>)
-        .with_session_id("s");
+    let other =
+        SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>).with_session_id("s");
     for n in 0..3 {
         other
             .append_log(SessionEvent::Output {
