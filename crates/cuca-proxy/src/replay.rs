@@ -135,8 +135,9 @@ pub(crate) fn lookup(
         .iter()
         .rev()
         .find(|&&t| {
+            // Not a call the recorder marked incomplete: its answer was cut or lost.
             let call = trajectory.turns()[t].call();
-            !call.has_finish() || call.finish_reason().is_some()
+            call.incomplete().is_none() && (!call.has_finish() || call.finish_reason().is_some())
         })
         .or(pool.last())
         .copied();

@@ -255,10 +255,15 @@ fn scan_row(
 
 /// [`scan_row`] for a caller that only counts: the records are skimmed, their text left in
 /// the read buffer, so a scan allocates nothing per record.
-fn skim_row(backend: &FileBackend, session: &str) -> Result<Scanned, CliError> {
+fn skim_row(
+    backend: &FileBackend,
+    session: &str,
+    see: &mut dyn FnMut(&'static str),
+) -> Result<Scanned, CliError> {
     let mut n_records = 0u64;
-    let result = backend.skim_each(session, &mut |_| {
+    let result = backend.skim_each(session, &mut |record| {
         n_records += 1;
+        see(record.kind());
         Ok(())
     });
     scanned(backend, session, result, n_records)
