@@ -135,17 +135,25 @@ fn report_lines(summary: &ScanSummary) -> Vec<String> {
 /// a file can be clean while a call in it was cut short or could not be written whole.
 #[derive(Debug, Default)]
 struct Calls {
-    /// `CallIncomplete` records: calls whose records do not hold the whole call.
+    /// Calls with a `CallIncomplete` record: their records do not hold the whole call.
     incomplete: u64,
     /// A `CallRequest` with no `CallFinish` after it, at the end of the session.
     open_at_end: bool,
+    /// The current call has been counted as incomplete already (it may carry several marks).
+    counted: bool,
 }
 
 impl Calls {
     fn see(&mut self, kind: &str) {
         match kind {
-            "CallIncomplete" => self.incomplete += 1,
-            "CallRequest" => self.open_at_end = true,
+            "CallIncomplete" if !self.counted => {
+                self.incomplete += 1;
+                self.counted = true;
+            }
+            "CallRequest" => {
+                self.open_at_end = true;
+                self.counted = false;
+            }
             "CallFinish" => self.open_at_end = false,
             _ => {}
         }
