@@ -34,14 +34,19 @@ fn verify_names_calls_not_recorded_in_full_and_a_call_left_open() {
         open.record_request_with(&request, "{}").unwrap();
         let whole = plugin(dir.path(), "whole");
         whole.record_request_with(&request, "{}").unwrap();
-        whole.append_log(SessionEvent::CallFinish {
-            finish_reason: Some("stop".into()),
-            model: "m".into(),
-        })
-        .unwrap();
+        whole
+            .append_log(SessionEvent::CallFinish {
+                finish_reason: Some("stop".into()),
+                model: "m".into(),
+            })
+            .unwrap();
     }
     let out = cuca().arg("verify").arg(dir.path()).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let block = |session: &str| -> String {
         text.split("\n")

@@ -341,7 +341,10 @@ data: [DONE]\n\n";
     let summary = decoder.finish(&mut blocks).unwrap();
     assert_eq!(
         blocks,
-        vec![MessageContentBlock::text("a"), MessageContentBlock::text("b")]
+        vec![
+            MessageContentBlock::text("a"),
+            MessageContentBlock::text("b")
+        ]
     );
     assert_eq!(summary.n_skipped, 1);
     assert!(summary
