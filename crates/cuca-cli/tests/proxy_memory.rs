@@ -7,11 +7,14 @@
 // Helpers outside `#[test]` functions unwrap too: a failure there is a failed test.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::{Arc, Barrier};
+
+use common::{serving, status_kib};
 
 use cuca::{FileBackend, Message, SessionBackend, SessionEvent, SessionRecord};
 
@@ -27,26 +30,6 @@ const N_CALLERS: usize = 16;
 /// buffers) and the process itself. Twice the session leaves room for the allocator's slack;
 /// sixteen loads, as before, are sixteen copies.
 const RSS_CEILING_KIB: u64 = (2 * (N_BLOCKS * BLOCK_BYTES) as u64 + 48 * 1024 * 1024) / 1024;
-
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
-    line[field.len()..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .unwrap()
-}
 
 fn write_session(dir: &Path) {
     let backend = FileBackend::new(dir).unwrap();
@@ -98,31 +81,19 @@ fn call(address: &str, limit: Option<u64>) -> (String, usize) {
 fn sixteen_concurrent_replays_of_a_50_mib_turn_share_one_load() {
     let dir = tempfile::tempdir().unwrap();
     write_session(dir.path());
-    let mut child = Child(
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"))
-            .args([
-                "proxy",
-                "--mode",
-                "replay",
-                "--listen",
-                "127.0.0.1:0",
-                "--dir",
-            ])
-            .arg(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let (child, address, lines) = serving(
+        &[
+            "proxy".as_ref(),
+            "--mode".as_ref(),
+            "replay".as_ref(),
+            "--listen".as_ref(),
+            "127.0.0.1:0".as_ref(),
+            "--dir".as_ref(),
+            dir.path().as_os_str(),
+        ],
+        "listening on http://",
     );
     let pid = child.0.id();
-    let mut lines = BufReader::new(child.0.stdout.take().unwrap());
-    let mut first = String::new();
-    lines.read_line(&mut first).unwrap();
-    let address = first
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .to_owned();
     let start = Arc::new(Barrier::new(N_CALLERS));
     // All sixteen ask at once, so all sixteen need the session at once. One reads its whole
     // answer; the others read the first blocks and hang up, which keeps the test short (each
@@ -152,11 +123,11 @@ fn sixteen_concurrent_replays_of_a_50_mib_turn_share_one_load() {
     eprintln!(
         "cuca proxy --mode replay, {N_CALLERS} callers of a {} MiB turn: peak RSS {peak_kib} KiB \
          (ceiling {RSS_CEILING_KIB} KiB)",
-        N_BLOCKS * BLOCK_BYTES >> 20
+        (N_BLOCKS * BLOCK_BYTES) >> 20
     );
     assert!(
         peak_kib < RSS_CEILING_KIB,
         "peak RSS {peak_kib} KiB is over the {RSS_CEILING_KIB} KiB ceiling"
     );
-    drop(lines);
+    drop((lines, child));
 }

@@ -8,10 +8,13 @@
 // Helpers outside `#[test]` functions unwrap too: a failure there is a failed test.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::Stdio;
+
+use common::{serving, status_kib, Killed};
 
 use cuca::{FileBackend, SessionBackend, SessionEvent, SessionRecord};
 
@@ -25,26 +28,6 @@ const N_RECORDS: u64 = 10;
 /// allocator's slack. Holding the session, as before, is ten records for one request and
 /// eighty for eight.
 const RSS_CEILING_KIB: u64 = (4 * RECORD_BYTES as u64 + 48 * 1024 * 1024) / 1024;
-
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
-    line[field.len()..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .unwrap()
-}
 
 fn write_session(dir: &Path) {
     let backend = FileBackend::new(dir).unwrap();
@@ -62,26 +45,16 @@ fn write_session(dir: &Path) {
 }
 
 /// `cuca view DIR` on a free loopback port: the child and its address.
-fn view(dir: &Path) -> (Child, String) {
-    let mut child = Child(
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"))
-            .arg("view")
-            .arg(dir)
-            .args(["--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+fn view(dir: &Path) -> (Killed, String) {
+    let (child, address, _) = serving(
+        &[
+            "view".as_ref(),
+            dir.as_os_str(),
+            "--listen".as_ref(),
+            "127.0.0.1:0".as_ref(),
+        ],
+        "cuca view: http://",
     );
-    let mut lines = BufReader::new(child.0.stdout.take().unwrap());
-    let mut first = String::new();
-    lines.read_line(&mut first).unwrap();
-    let address = first
-        .trim()
-        .strip_prefix("cuca view: http://")
-        .and_then(|rest| rest.strip_suffix('/'))
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .to_owned();
     (child, address)
 }
 
