@@ -37,6 +37,7 @@ pub(crate) struct ProxyArgs {
 /// Binds `--listen`, prints the URL on stdout (flushed, so a supervisor or a test can read
 /// it), then serves until the process is stopped.
 pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
+    report_to_stderr();
     let mode: Mode = args
         .mode
         .parse()
@@ -84,4 +85,19 @@ pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
             .await
             .map_err(|error| CliError::Failed(error.to_string()))
     })
+}
+
+/// Sends the proxy's warnings and errors to stderr, one line each: a call that could not be
+/// recorded in full must say so where the person running the proxy looks (issue 28.3), not
+/// only in the call log. `RUST_LOG` chooses another level.
+fn report_to_stderr() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Another subscriber already installed (a test harness) is left in place.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .try_init();
 }

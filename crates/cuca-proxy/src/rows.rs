@@ -13,7 +13,7 @@ use axum::http::HeaderMap;
 use bytes::Bytes;
 use cuca_calllog::{clip_error, redact_error, Attempt, CallLog, Ended, Quoted, Record};
 use cuca_client::StreamSummary;
-use cuca_events::{MessageContentBlock, UnifiedRequest};
+use cuca_events::UnifiedRequest;
 use tokio::time::Instant;
 
 /// The most response bytes kept for `response_body` under the bodies pin: the same bound the
@@ -44,6 +44,8 @@ pub(crate) struct CallRows {
     /// of an error that quotes them.
     body: Bytes,
     headers: HeaderMap,
+    /// Why the session does not hold the whole call, when a record could not be written.
+    not_recorded: Option<String>,
 }
 
 impl CallRows {
@@ -94,6 +96,7 @@ impl CallRows {
             bodies,
             body: body.clone(),
             headers: headers.clone(),
+            not_recorded: None,
         }
     }
 
@@ -106,8 +109,19 @@ impl CallRows {
         }
     }
 
+    /// The session could not record the whole call: the end row's `error` says so, whatever
+    /// the caller got (a recording that failed is not a clean row).
+    pub(crate) fn not_recorded(&mut self, message: &str) {
+        self.not_recorded = Some(format!(
+            "the session does not hold this call in full: {message}"
+        ));
+    }
+
     fn end_row(&mut self) -> Record {
         let mut row = self.template.clone();
+        if let Some(message) = &self.not_recorded {
+            row.error = self.error_field(message);
+        }
         row.status = self.status;
         row.ms = ceil_ms(self.sent_at.elapsed());
         row.ttft_ms = self.ttft.map_or(0, ceil_ms);
@@ -125,7 +139,7 @@ impl CallRows {
     }
 
     /// The call came back whole: finish, served model and the server's counts.
-    pub(crate) fn finished(&mut self, summary: &StreamSummary, blocks: &[MessageContentBlock]) {
+    pub(crate) fn finished(&mut self, summary: &StreamSummary, answered: bool) {
         let Some(guard) = self.guard.take() else {
             return;
         };
@@ -147,11 +161,6 @@ impl CallRows {
             (None, Some(timings)) => timings.cache_n.unwrap_or(0),
             (None, None) => 0,
         };
-        let answered = blocks.iter().any(|block| match block {
-            MessageContentBlock::Text { text } => !text.trim().is_empty(),
-            MessageContentBlock::ToolCall { .. } => true,
-            _ => false,
-        });
         // The thinking-ate-the-answer signature, as the client writes it.
         row.empty_at_ceiling = !answered
             && row.finish == "length"
@@ -169,19 +178,27 @@ impl CallRows {
             return;
         };
         let mut row = self.end_row();
-        row.error = if self.bodies {
-            clip_error(message)
-        } else {
-            let quoted = self
-                .headers
-                .iter()
-                .filter(|(name, _)| !NOT_QUOTED_HEADERS.contains(&name.as_str()))
-                .fold(Quoted::new().body(&self.body), |quoted, (_, value)| {
-                    quoted.header(value.as_bytes())
-                });
-            redact_error(message, &quoted)
+        row.error = match &self.not_recorded {
+            Some(also) => self.error_field(&format!("{message}; {also}")),
+            None => self.error_field(message),
         };
         guard.finish(row);
+    }
+
+    /// What every `error` this proxy writes becomes: clipped, and without the bodies pin less
+    /// every stretch that quotes the caller's body or headers (issue 28.8).
+    fn error_field(&self, message: &str) -> String {
+        if self.bodies {
+            return clip_error(message);
+        }
+        let quoted = self
+            .headers
+            .iter()
+            .filter(|(name, _)| !NOT_QUOTED_HEADERS.contains(&name.as_str()))
+            .fold(Quoted::new().body(&self.body), |quoted, (_, value)| {
+                quoted.header(value.as_bytes())
+            });
+        redact_error(message, &quoted)
     }
 
     /// The caller went away (or stopped reading) before the call ended.

@@ -296,6 +296,28 @@ fn turn_box(session: &str, turn: &TurnView) -> Markup {
             @for group in groups(&turn.records) {
                 (record_group(group))
             }
+            @if turn.clipped.any() {
+                (clipped_note(session, &turn.clipped))
+            }
+        }
+    }
+}
+
+/// The note under a turn the page clipped: how much it left out, and where to read it whole.
+fn clipped_note(session: &str, clipped: &crate::sessions::Clipped) -> Markup {
+    let mut parts = Vec::new();
+    if clipped.bytes > 0 {
+        parts.push(plural(clipped.bytes, "more byte", "more bytes"));
+    }
+    if clipped.records > 0 {
+        parts.push(plural(clipped.records, "more record", "more records"));
+    }
+    html! {
+        p.clipped {
+            "… " (parts.join(" and ")) " not shown (a page shows at most "
+            (crate::sessions::MAX_TURN_TEXT_BYTES / 1024) " KiB of a turn's text and "
+            (crate::sessions::MAX_TURN_RECORDS) " of its records); "
+            code { "cuca show DIR " (session) " --json" } " prints every record whole."
         }
     }
 }
@@ -414,6 +436,11 @@ fn record_group(group: &[RecordView]) -> Markup {
             div.rec.meta.call-finish { (anchors(group))
                 "finish reason " code { (finish_reason.as_deref().unwrap_or("none (the stream was cut short)")) }
                 " · answered by " code { (model) } " · " (seq_label) }
+        },
+        SessionEvent::CallIncomplete { reason } => html! {
+            div.rec.note.call-incomplete { (anchors(group))
+                div.who { "incomplete call · " (seq_label) }
+                div { "This call's records do not hold its whole answer: " (reason) } }
         },
         other => html! {
             div.rec.meta { (anchors(group)) div.who { (other.kind()) " · " (seq_label) } pre { (format!("{other:?}")) } }
@@ -606,6 +633,7 @@ fn event_text(event: &SessionEvent) -> String {
             "finished ({}) by {model}",
             finish_reason.as_deref().unwrap_or("cut short")
         ),
+        SessionEvent::CallIncomplete { reason } => format!("incomplete: {reason}"),
         other => format!("{other:?}"),
     }
 }

@@ -19,6 +19,7 @@ use cuca_client::ChatStreamDecoder;
 use cuca_events::{MessageContentBlock, SessionBackend, SessionRecord};
 use cuca_proxy::{Mode, Proxy, ProxyConfig};
 use cuca_store_file::FileBackend;
+use futures::StreamExt;
 use tokio::sync::{oneshot, Notify};
 
 pub fn fixtures_dir() -> PathBuf {
@@ -124,6 +125,10 @@ impl Drop for DropSignal {
 }
 
 fn choose(body: &[u8]) -> &'static str {
+    // A body nested past serde_json's depth is answered as a basic stream.
+    if body.windows(7).any(|w| w == b"Go deep") {
+        return "stream-basic";
+    }
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
         return "error-bad-json";
     };
@@ -138,6 +143,10 @@ fn choose(body: &[u8]) -> &'static str {
         "error-context-overflow"
     } else if last.contains("HANG") {
         "hang"
+    } else if last.contains("MALFORMED") {
+        "malformed"
+    } else if last.contains("HUGE") {
+        "huge"
     } else if last.contains("TOOLS") {
         "tools"
     } else if last == "Say hi" {
@@ -182,6 +191,38 @@ fn pieces(body: Vec<u8>) -> Vec<Bytes> {
     }
     out
 }
+
+/// The event `MALFORMED` calls get in the middle of their stream.
+pub const MALFORMED_EVENT: &str =
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"cut\n\n";
+
+/// Events of 1,000 characters each in a `HUGE` call's answer.
+pub const HUGE_EVENTS: usize = 1000;
+
+/// A `HUGE` call's stream: [`HUGE_EVENTS`] content events of 1,000 `x`s, then the finish
+/// chunk, the usage chunk and `[DONE]`: about a megabyte to record.
+pub fn huge_stream() -> Vec<Bytes> {
+    let chunk = |delta: &str, finish: &str| {
+        Bytes::from(format!(
+            "data: {{\"id\":\"h\",\"object\":\"chat.completion.chunk\",\"model\":\"cuca-tiny-random\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
+        ))
+    };
+    let text = "x".repeat(1000);
+    let mut out = vec![chunk("{\"role\":\"assistant\",\"content\":null}", "null")];
+    for _ in 0..HUGE_EVENTS {
+        out.push(chunk(&format!("{{\"content\":\"{text}\"}}"), "null"));
+    }
+    out.push(chunk("{}", "\"length\""));
+    out.push(Bytes::from_static(
+        b"data: {\"id\":\"h\",\"object\":\"chat.completion.chunk\",\"model\":\"cuca-tiny-random\",\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1000,\"total_tokens\":1005}}\n\n",
+    ));
+    out.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    out
+}
+
+/// How long after its last event the stand-in upstream ends a body: the few milliseconds
+/// a real server takes to finish its response after writing `[DONE]`.
+pub const END_GAP: std::time::Duration = std::time::Duration::from_millis(2);
 
 pub async fn upstream() -> Upstream {
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
@@ -242,6 +283,23 @@ pub async fn upstream() -> Upstream {
                         );
                         sse(StatusCode::OK, Body::from_stream(stream))
                     }
+                    "malformed" => {
+                        // The real stream with one event that is not a chat chunk in the middle.
+                        let mut events = pieces(fixture("stream-basic.body"));
+                        events.insert(4, Bytes::from_static(MALFORMED_EVENT.as_bytes()));
+                        sse(
+                            StatusCode::OK,
+                            Body::from_stream(futures::stream::iter(
+                                events.into_iter().map(Ok::<_, std::io::Error>),
+                            )),
+                        )
+                    }
+                    "huge" => sse(
+                        StatusCode::OK,
+                        Body::from_stream(futures::stream::iter(
+                            huge_stream().into_iter().map(Ok::<_, std::io::Error>),
+                        )),
+                    ),
                     "tools" => sse(
                         StatusCode::OK,
                         Body::from_stream(futures::stream::iter(
@@ -253,13 +311,23 @@ pub async fn upstream() -> Upstream {
                     name => {
                         let (status, content_type) = head(name);
                         let chunks = pieces(fixture(&format!("{name}.body")));
+                        // A real server ends its body a little after its last event (issue
+                        // 28.1: a caller that stops reading at `[DONE]` hangs up in that gap,
+                        // and a stand-in that ended the body with the last piece hid it).
+                        let end_gap = futures::stream::once(async {
+                            tokio::time::sleep(END_GAP).await;
+                        })
+                        .filter_map(|()| async { None });
                         Response::builder()
                             .status(status)
                             .header("Content-Type", content_type)
                             .header("Server", "llama.cpp")
-                            .body(Body::from_stream(futures::stream::iter(
-                                chunks.into_iter().map(Ok::<_, std::io::Error>),
-                            )))
+                            .body(Body::from_stream(
+                                futures::stream::iter(
+                                    chunks.into_iter().map(Ok::<_, std::io::Error>),
+                                )
+                                .chain(end_gap),
+                            ))
                             .unwrap()
                     }
                 }
