@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::client::Inner;
 use crate::conn::ConnUse;
-use crate::decode::{clip, server_error_type, server_message, server_text, StreamSummary};
+use crate::decode::{clip, server_message, server_text, StreamSummary};
 use crate::endpoint::ApiKey;
 
 /// The most bytes of an error body read for its message: a JSON error is a few hundred
@@ -44,8 +44,8 @@ pub(crate) enum ErrorSource {
     /// truncated body): no request or response content.
     #[default]
     Client,
-    /// An HTTP error body: `text` is its message unclipped, `kind` its `error.type` word.
-    Server { text: String, kind: Option<String> },
+    /// An HTTP error body: `text` is its message unclipped.
+    Server { text: String },
     /// The stream's own bytes (an in-stream error, a chunk that did not parse, a nameless
     /// tool call): `text` quotes them unclipped; `answer` is the answer's text decoded
     /// before the failure, which an in-stream error may quote.
@@ -65,13 +65,11 @@ fn error_field(
     const WITHHELD: &str = "withheld without CUCA_CALL_LOG_BODIES";
     match (source, bodies) {
         (ErrorSource::Client, true) | (ErrorSource::Plugin, true) => clip_error(&error.to_string()),
-        (ErrorSource::Server { text, .. } | ErrorSource::Stream { text, .. }, true) => {
-            clip_error(text)
-        }
+        (ErrorSource::Server { text } | ErrorSource::Stream { text, .. }, true) => clip_error(text),
         // The client's own words hold no request text by construction; they go through the
         // same redaction anyway, so that stays true of words added later.
         (ErrorSource::Client, false) => redact_error(&error.to_string(), quoted),
-        (ErrorSource::Server { text, .. }, false) => redact_error(text, quoted),
+        (ErrorSource::Server { text }, false) => redact_error(text, quoted),
         (ErrorSource::Stream { text, answer }, false) => match error {
             PluginError::Provider { .. } => redact_error(text, &quoted.clone().text(answer)),
             _ => format!("the server sent a response cuca cannot read; its bytes are {WITHHELD}"),
@@ -574,7 +572,6 @@ pub(crate) async fn send(
     let body = read_error_body(response, at, record).await;
     record.error_source = ErrorSource::Server {
         text: server_text(&body),
-        kind: server_error_type(&body),
     };
     let code = status.as_u16();
     Err(AttemptFailure {

@@ -403,20 +403,6 @@ pub(crate) fn server_text(body: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The machine word a JSON error body names its kind with (`error.type`:
-/// `invalid_request_error`, `exceed_context_size_error`), when it is one: a short
-/// lowercase word of letters, digits and `_`, which cannot carry request text.
-pub(crate) fn server_error_type(body: &str) -> Option<String> {
-    let value = serde_json::from_str::<serde_json::Value>(body.trim()).ok()?;
-    let word = value.get("error")?.get("type")?.as_str()?;
-    let machine = !word.is_empty()
-        && word.len() <= 64
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    machine.then(|| word.to_owned())
-}
-
 /// Enough of `text` for the call log's `clip_error` to clip it the same way it would clip
 /// the whole (one character past its bound), so a huge payload is not held for a row.
 fn for_clip_error(text: String) -> String {
