@@ -10,7 +10,7 @@
 use std::net::SocketAddr;
 
 use axum::extract::Request;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::Router;
@@ -28,6 +28,19 @@ pub struct Refusal {
     pub status: StatusCode,
     /// A sentence naming the header, its value and the rule.
     pub message: String,
+}
+
+impl Refusal {
+    /// The refusal as plain text, the viewer's way of answering an error.
+    pub fn text(self) -> Response {
+        let mut response = Response::new(axum::body::Body::from(format!("{}\n", self.message)));
+        *response.status_mut() = self.status;
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        response
+    }
 }
 
 /// The `Host` and `Origin` rules for a server listening on one address.
@@ -159,7 +172,6 @@ fn split_port(authority: &str) -> (&str, Option<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
