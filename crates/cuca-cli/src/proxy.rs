@@ -55,7 +55,10 @@ pub(crate) struct ProxyArgs {
 /// then runs until it is killed, as before).
 async fn stop_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
         (Ok(mut interrupt), Ok(mut terminate)) => {
             tokio::select! {
                 _ = interrupt.recv() => {}

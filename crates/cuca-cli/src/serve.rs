@@ -103,7 +103,10 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), CliError> {
             // The viewer's pages show sessions: the same Host and Origin rules as `cuca view`.
             let guard = cuca_serve::LocalOrigin::for_address(address);
             if guard.is_open() {
-                eprintln!("{}", crate::view::open_warning("cuca serve", address, "read"));
+                eprintln!(
+                    "{}",
+                    crate::view::open_warning("cuca serve", address, "read")
+                );
             }
             app = guard.layer(app, cuca_serve::Refusal::text);
         }

@@ -102,4 +102,3 @@ pub(crate) fn open_warning(server: &str, address: std::net::SocketAddr, what: &s
          anyone who can reach this address can {what} your sessions"
     )
 }
-
