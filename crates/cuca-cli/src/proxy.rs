@@ -73,6 +73,7 @@ async fn stop_signal() {
 /// it), then serves until SIGINT or SIGTERM, and shuts down gracefully: calls in flight get
 /// the grace, then each left closes its turn; the exit code is 0.
 pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
+    report_to_stderr();
     let mode: Mode = args
         .mode
         .parse()
@@ -139,4 +140,19 @@ pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
             .await
             .map_err(|error| CliError::Failed(error.to_string()))
     })
+}
+
+/// Sends the proxy's warnings and errors to stderr, one line each: a call that could not be
+/// recorded in full must say so where the person running the proxy looks (issue 28.3), not
+/// only in the call log. `RUST_LOG` chooses another level.
+fn report_to_stderr() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Another subscriber already installed (a test harness) is left in place.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .try_init();
 }

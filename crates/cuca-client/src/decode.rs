@@ -61,6 +61,12 @@ pub struct StreamSummary {
     pub saw_done: bool,
     /// Events decoded, `[DONE]` included.
     pub n_events: u64,
+    /// Events that were not chat chunks and were passed over, counted only by a decoder
+    /// made with [`ChatStreamDecoder::skipping_malformed`] (a plain decoder refuses the
+    /// stream at the first one).
+    pub n_skipped: u64,
+    /// The first passed-over event's error, clipped.
+    pub first_skipped: Option<String>,
 }
 
 /// Decodes one chat-completions event stream.
@@ -87,6 +93,8 @@ pub struct ChatStreamDecoder {
 #[derive(Debug, Default)]
 struct ChatState {
     summary: StreamSummary,
+    /// Pass over an event that is not a chat chunk instead of failing the stream.
+    skip_malformed: bool,
     tools: Vec<PartialToolCall>,
     /// The last error's text with the server's bytes unclipped (see
     /// [`ChatStreamDecoder::error_detail`]).
@@ -105,6 +113,16 @@ impl ChatStreamDecoder {
     /// A decoder at the start of a stream.
     pub fn new() -> Self {
         ChatStreamDecoder::default()
+    }
+
+    /// A decoder that passes over an event that does not parse as a chat chunk, counting it
+    /// in [`StreamSummary::n_skipped`], instead of refusing the rest of the stream: for a
+    /// recorder that forwards every byte whatever it holds and must record all it can (the
+    /// proxy). An error the server sends in the stream still fails it.
+    pub fn skipping_malformed() -> Self {
+        let mut decoder = ChatStreamDecoder::default();
+        decoder.state.skip_malformed = true;
+        decoder
     }
 
     /// Feeds the next bytes; the blocks they complete are pushed onto `out` in order.
@@ -202,6 +220,17 @@ impl ChatState {
         }
         let chunk: WireChunk<'_> = match serde_json::from_str(data) {
             Ok(chunk) => chunk,
+            Err(e) if self.skip_malformed => {
+                self.summary.n_skipped += 1;
+                if self.summary.first_skipped.is_none() {
+                    self.summary.first_skipped = Some(format!(
+                        "event {} is not a chat.completion.chunk ({e}): {}",
+                        self.summary.n_events,
+                        clip(data)
+                    ));
+                }
+                return Ok(());
+            }
             Err(e) => {
                 let what = format!(
                     "event {} is not a chat.completion.chunk ({e})",

@@ -48,6 +48,16 @@ pub trait SessionBackend: Send + Sync + std::fmt::Debug {
     ///   refused with [`PluginError::Validation`] (a store may refuse more ids, and says which).
     fn append(&self, record: SessionRecord) -> Result<(), PluginError>;
 
+    /// Checks, before a caller does work it could not record, that `session_id` can be
+    /// appended to now: the id is one this store takes, and no other writer holds the
+    /// session. Nothing is written, and a session that does not exist yet is not created. A
+    /// store may open (and lock) the session for its next append while checking.
+    ///
+    /// The default checks the id rule every store shares ([`crate::validate_session_id`]).
+    fn check_writable(&self, session_id: &str) -> Result<(), PluginError> {
+        crate::validate_session_id(session_id)
+    }
+
     /// Every record of a session, in append order. An unknown session replays as empty.
     fn replay(&self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError>;
 

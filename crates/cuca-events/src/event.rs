@@ -118,11 +118,23 @@ pub enum SessionEvent {
         /// The model that answered, in the server's word.
         model: String,
     },
+    /// The records of the call before it do not hold its whole answer, and why: the caller
+    /// hung up or the upstream broke mid-answer, the recorder stopped (a shutdown, or a turn
+    /// found open when its session was next used after a crash), a record could not be
+    /// written, or part of the answer could not be decoded. Written by a recorder that knows
+    /// (the proxy) just before the call's closing records; a reader shows the turn as
+    /// incomplete instead of as a short answer.
+    ///
+    /// Added at the end, after `CallFinish`, so older records keep their indices.
+    CallIncomplete {
+        /// What is missing and why, in words (`"the caller hung up after 12 events"`).
+        reason: String,
+    },
 }
 
 impl SessionEvent {
     /// Every variant name, in format (index) order.
-    pub const KINDS: [&'static str; 12] = [
+    pub const KINDS: [&'static str; 13] = [
         "SystemPrompt",
         "Message",
         "Reasoning",
@@ -135,6 +147,7 @@ impl SessionEvent {
         "Fork",
         "CallRequest",
         "CallFinish",
+        "CallIncomplete",
     ];
 
     /// The variant's name, as the seed's reports print it (`"Reasoning"`, `"Fork"`, …).
@@ -157,6 +170,7 @@ impl SessionEvent {
             SessionEvent::Fork { .. } => 9,
             SessionEvent::CallRequest { .. } => 10,
             SessionEvent::CallFinish { .. } => 11,
+            SessionEvent::CallIncomplete { .. } => 12,
         }
     }
 }

@@ -17,8 +17,7 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use cuca_client::{ChatStreamDecoder, StreamSummary};
-use cuca_events::{CucaPlugin, MessageContentBlock, TokenUsage, UnifiedResponse};
-use cuca_session_log::SessionLogPlugin;
+use cuca_events::{CucaPlugin, MessageContentBlock, SessionEvent, TokenUsage, UnifiedResponse};
 use tokio::sync::{mpsc, watch, OwnedMutexGuard};
 use tokio::time::Instant;
 
@@ -176,7 +175,8 @@ pub(crate) async fn forward_chat(
 
     // Only an answer is recorded: a refused call (a 400 for a prompt over the context) never
     // became a turn, and the call log holds its status and sentence.
-    let mut recorder = None;
+    let mut recorder_slot = None;
+    let mut include_usage = false;
     if let (true, Ok(request)) = (status.is_success(), request) {
         let plugin = Arc::clone(&recording.slot.plugin);
         let mut unified = request.unified;
@@ -184,31 +184,34 @@ pub(crate) async fn forward_chat(
         unified.metadata.tag = Some("proxy".into());
         unified.metadata.node = Some(session.clone());
         unified.metadata.call_id = Some(format!("{:016x}", rand::random::<u64>()));
-        let started = match plugin.next_sequence() {
-            // With the caller's own parameters, not only those a UnifiedRequest has fields for.
-            Ok(point) => plugin
-                .record_request_with(&unified, &request.parameters)
-                .map(|()| point),
-            Err(error) => Err(error),
-        };
+        // The point is the first record this call actually wrote: another writer's records
+        // may have come first, and the plugin continues after them.
+        let started = plugin.record_request_with(&unified, &request.parameters);
         match started {
             Ok(point) => {
-                if let Ok(value) = HeaderValue::from_str(&format!("{session}:{point}")) {
+                if let Some(value) = point
+                    .and_then(|point| HeaderValue::from_str(&format!("{session}:{point}")).ok())
+                {
                     response_headers.insert(HeaderName::from_static(POINT_HEADER), value);
                 }
-                recorder = Some(Recorder {
-                    plugin,
+                let mut recorder = Recorder {
+                    slot: Arc::clone(&recording.slot),
                     model: unified.model.clone(),
                     call_id: unified.metadata.call_id.clone(),
-                    failed: false,
+                    failure: None,
+                    missing: Vec::new(),
                     session: session.clone(),
-                });
+                };
+                recorder.missing.extend(request.unrecorded.iter().cloned());
+                include_usage = request.include_usage;
+                recorder_slot = Some(recorder);
             }
             Err(error) => {
                 // What cannot be recorded is not served as if it were: the caller learns now,
                 // and dropping the upstream response stops the generation.
                 let message = format!("cannot record the call in session {session:?}: {error}");
                 tracing::warn!(session = %session, %error, "recording failed; call refused");
+                recording.slot.needs_close();
                 rows.failed(&message);
                 return ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,
@@ -226,7 +229,9 @@ pub(crate) async fn forward_chat(
     let tee = if !status.is_success() {
         Tee::Kept(Vec::new())
     } else if is_sse {
-        Tee::Sse(Box::new(ChatStreamDecoder::new()), None)
+        // What a malformed event leaves out is marked, and the rest of the stream is still
+        // recorded.
+        Tee::Sse(Box::new(ChatStreamDecoder::skipping_malformed()), None)
     } else {
         Tee::Kept(Vec::new())
     };
@@ -235,8 +240,10 @@ pub(crate) async fn forward_chat(
         tx,
         rows,
         tee,
-        recorder,
-        blocks: Vec::new(),
+        recorder: recorder_slot,
+        n_blocks: 0,
+        answered: false,
+        include_usage,
         stall: shared.config.caller_stall_timeout,
         ok: status.is_success(),
         started: Instant::now(),
@@ -285,35 +292,55 @@ enum Tee {
 
 /// The session-log side of a recorded call.
 struct Recorder {
-    plugin: Arc<SessionLogPlugin>,
+    slot: Arc<Slot>,
     model: String,
     call_id: Option<String>,
-    /// Set when an append failed: the rest of the call is forwarded but not recorded.
-    failed: bool,
+    /// The first append that failed: the rest of the call is forwarded, and only the records
+    /// that close it are tried again, with a [`SessionEvent::CallIncomplete`] saying so.
+    failure: Option<String>,
+    /// What the records will not hold, in words, for the call's `CallIncomplete`.
+    missing: Vec<String>,
     session: String,
 }
 
 impl Recorder {
-    async fn block(&mut self, block: &MessageContentBlock) {
-        if self.failed {
+    async fn block(&mut self, block: &MessageContentBlock, index: u64) {
+        if self.failure.is_some() {
             return;
         }
-        if let Err(error) = self.plugin.on_stream_chunk(block).await {
-            self.failed = true;
-            tracing::warn!(session = %self.session, %error, "could not record a block; the rest of this call is forwarded unrecorded");
+        if let Err(error) = self.slot.plugin.on_stream_chunk(block).await {
+            let message = format!(
+                "block {index} of the answer could not be recorded ({error}); it and the blocks after it are not in the session"
+            );
+            tracing::error!(session = %self.session, "{message}");
+            self.failure = Some(message);
         }
     }
 
-    /// Closes the call's turn. A call cut short is closed too, with no finish reason, so the
-    /// next call in the session starts a turn of its own.
+    /// Closes the call's turn. A call whose records are not whole (cut short, a block that
+    /// could not be written or decoded) gets a `CallIncomplete` first, so a reader sees an
+    /// incomplete call and not a short answer; the closing records follow either way, so the
+    /// next call in the session starts a turn of its own. Returns the failure to write, if
+    /// any, for the call log; a session left open is closed before its next call.
     async fn complete(
         &mut self,
         summary: Option<&StreamSummary>,
-        content: Vec<MessageContentBlock>,
         duration: Duration,
-    ) {
-        if self.failed {
-            return;
+    ) -> Option<String> {
+        let mut missing = std::mem::take(&mut self.missing);
+        missing.extend(self.failure.clone());
+        let mut failure = self.failure.clone();
+        if !missing.is_empty() {
+            let reason = missing.join("; ");
+            if let Err(error) = self
+                .slot
+                .plugin
+                .append_log(SessionEvent::CallIncomplete { reason })
+            {
+                failure.get_or_insert_with(|| {
+                    format!("the call's incomplete mark could not be recorded ({error})")
+                });
+            }
         }
         let token_usage = summary.map_or_else(TokenUsage::default, token_usage);
         let response = UnifiedResponse {
@@ -321,7 +348,8 @@ impl Recorder {
                 .and_then(|s| s.model.clone())
                 .unwrap_or_else(|| self.model.clone()),
             provider: "openai-compatible".into(),
-            content,
+            // The blocks are in the session already; the plugin records none from here.
+            content: Vec::new(),
             finish_reason: summary.and_then(|s| s.finish_reason.clone()),
             token_usage,
             usage: summary.and_then(|s| s.usage.clone()),
@@ -329,9 +357,17 @@ impl Recorder {
             duration,
             call_id: self.call_id.clone(),
         };
-        if let Err(error) = self.plugin.on_response_complete(&response).await {
-            tracing::warn!(session = %self.session, %error, "could not record the end of a call");
+        if let Err(error) = self.slot.plugin.on_response_complete(&response).await {
+            failure.get_or_insert_with(|| {
+                format!("the end of the call could not be recorded ({error})")
+            });
         }
+        if let Some(message) = &failure {
+            tracing::error!(session = %self.session, "the call is not recorded in full: {message}");
+            // The turn may be open in the store: the session's next call closes it first.
+            self.slot.needs_close();
+        }
+        failure
     }
 }
 
@@ -369,8 +405,12 @@ struct Pump {
     rows: CallRows,
     tee: Tee,
     recorder: Option<Recorder>,
-    /// Blocks recorded so far, for the aggregated response.
-    blocks: Vec<MessageContentBlock>,
+    /// Blocks recorded so far; a block is recorded as it is decoded and not kept.
+    n_blocks: u64,
+    /// Whether a block with text or a tool call arrived: the call log's empty-answer check.
+    answered: bool,
+    /// The caller asked for a usage chunk after the finish chunk.
+    include_usage: bool,
     stall: Duration,
     ok: bool,
     started: Instant,
@@ -425,19 +465,45 @@ impl Pump {
         let duration = self.started.elapsed();
         match outcome {
             Outcome::Ended => self.ended(&mut decoded, duration).await,
+            // A caller that stops reading once it has the whole answer (the Python SDK closes
+            // the response at `[DONE]`, often before the upstream's body has ended) got
+            // everything: the call was answered, not cancelled.
+            Outcome::Cancelled(_) if self.has_whole_answer() => {
+                self.ended(&mut decoded, duration).await;
+            }
+            // The session's records first, so the call-log row can say whether they failed.
             Outcome::Cancelled(why) => {
+                self.close_cut(&why, &mut decoded, duration).await;
                 self.rows.cancelled(&why);
-                self.close_cut(duration).await;
             }
             Outcome::Broken(message) => {
+                self.close_cut(&message, &mut decoded, duration).await;
                 self.rows.failed(&message);
-                self.close_cut(duration).await;
             }
             Outcome::ShutDown => {
                 // The caller's stream breaks rather than ending as if the answer were whole.
                 let _ = self.tx.try_send(Err(io::Error::other(SHUT_DOWN)));
+                self.close_cut(SHUT_DOWN, &mut decoded, duration).await;
                 self.rows.cancelled(SHUT_DOWN);
-                self.close_cut(duration).await;
+            }
+        }
+    }
+
+    /// Whether what passed holds the whole answer: a stream's `[DONE]`, or its finish reason
+    /// and the usage chunk asked for; a whole JSON answer.
+    fn has_whole_answer(&self) -> bool {
+        match &self.tee {
+            Tee::Sse(decoder, None) => {
+                let summary = decoder.summary();
+                decoder.is_done()
+                    || (summary.finish_reason.is_some()
+                        && (summary.usage.is_some() || !self.include_usage))
+            }
+            Tee::Sse(_, Some(_)) => false,
+            Tee::Kept(kept) => {
+                self.ok
+                    && kept.len() < MAX_DECODED_BODY
+                    && serde_json::from_slice::<Box<serde_json::value::RawValue>>(kept).is_ok()
             }
         }
     }
@@ -466,17 +532,25 @@ impl Pump {
             self.rows.ttft = Some(self.rows.sent_at.elapsed());
         }
         for block in decoded.drain(..) {
+            self.answered |= match &block {
+                MessageContentBlock::Text { text } => !text.trim().is_empty(),
+                MessageContentBlock::ToolCall { .. } => true,
+                _ => false,
+            };
             if let Some(recorder) = self.recorder.as_mut() {
-                recorder.block(&block).await;
+                recorder.block(&block, self.n_blocks).await;
             }
-            self.blocks.push(block);
+            self.n_blocks += 1;
         }
     }
 
     async fn ended(&mut self, decoded: &mut Vec<MessageContentBlock>, duration: Duration) {
         let finished = match std::mem::replace(&mut self.tee, Tee::Kept(Vec::new())) {
             Tee::Sse(_, Some(error)) => Err(error),
-            Tee::Sse(mut decoder, None) => decoder.finish(decoded).map_err(|e| e.to_string()),
+            Tee::Sse(mut decoder, None) => decoder
+                .finish(decoded)
+                .map_err(|e| e.to_string())
+                .inspect(|summary| self.note_skipped(summary)),
             Tee::Kept(kept) if !self.ok => Err(error_sentence(&kept)),
             Tee::Kept(kept) if kept.len() >= MAX_DECODED_BODY => Err(format!(
                 "the answer passed {MAX_DECODED_BODY} bytes; forwarded whole, recorded without its blocks"
@@ -489,23 +563,79 @@ impl Pump {
         self.record_decoded(decoded).await;
         match finished {
             Ok(summary) => {
-                self.rows.finished(&summary, &self.blocks);
-                if let Some(mut recorder) = self.recorder.take() {
-                    let blocks = std::mem::take(&mut self.blocks);
-                    recorder.complete(Some(&summary), blocks, duration).await;
+                let not_recorded = match self.recorder.take() {
+                    Some(mut recorder) => recorder.complete(Some(&summary), duration).await,
+                    None => None,
+                };
+                if let Some(message) = not_recorded {
+                    self.rows.not_recorded(&message);
                 }
+                self.rows.finished(&summary, self.answered);
             }
             Err(message) => {
+                if let Some(recorder) = self.recorder.as_mut() {
+                    recorder
+                        .missing
+                        .push(format!("the answer could not be read: {message}"));
+                }
+                self.close_recorder(None, duration).await;
                 self.rows.failed(&message);
-                self.close_cut(duration).await;
             }
         }
     }
 
-    async fn close_cut(&mut self, duration: Duration) {
+    /// Records a stream's passed-over events as missing from the call's records.
+    fn note_skipped(&mut self, summary: &StreamSummary) {
+        if summary.n_skipped == 0 {
+            return;
+        }
+        if let Some(recorder) = self.recorder.as_mut() {
+            recorder.missing.push(format!(
+                "{} event(s) of the stream could not be decoded and are not recorded; the first: {}",
+                summary.n_skipped,
+                summary.first_skipped.as_deref().unwrap_or("(not kept)")
+            ));
+        }
+    }
+
+    /// A call cut short: everything the decoder had is recorded (a tool call it was still
+    /// assembling included), the turn is marked incomplete with `why`, and closed with what
+    /// the stream had said by then (its model, finish reason and usage where they came).
+    async fn close_cut(
+        &mut self,
+        why: &str,
+        decoded: &mut Vec<MessageContentBlock>,
+        duration: Duration,
+    ) {
+        let mut summary = None;
+        if let Tee::Sse(decoder, None) = &mut self.tee {
+            // The answer is cut, so the decoder's refusal of it is expected; what it still
+            // held is pushed onto `decoded` all the same.
+            let _ = decoder.finish(decoded);
+            summary = Some(decoder.summary().clone());
+        }
+        if let Some(summary) = &summary {
+            self.note_skipped(summary);
+        }
+        self.record_decoded(decoded).await;
+        let events = summary.as_ref().map_or(0, |s| s.n_events);
+        if let Some(recorder) = self.recorder.as_mut() {
+            recorder.missing.insert(
+                0,
+                format!(
+                    "cut short: {why}, after {events} event(s) and {} block(s)",
+                    self.n_blocks
+                ),
+            );
+        }
+        self.close_recorder(summary.as_ref(), duration).await;
+    }
+
+    async fn close_recorder(&mut self, summary: Option<&StreamSummary>, duration: Duration) {
         if let Some(mut recorder) = self.recorder.take() {
-            let blocks = std::mem::take(&mut self.blocks);
-            recorder.complete(None, blocks, duration).await;
+            if let Some(message) = recorder.complete(summary, duration).await {
+                self.rows.not_recorded(&message);
+            }
         }
     }
 }

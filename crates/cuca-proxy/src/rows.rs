@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use cuca_calllog::{clip_error, Attempt, CallLog, Ended, Record};
 use cuca_client::StreamSummary;
-use cuca_events::{MessageContentBlock, UnifiedRequest};
+use cuca_events::UnifiedRequest;
 use tokio::time::Instant;
 
 /// The most response bytes kept for `response_body` under the bodies pin: the same bound the
@@ -28,6 +28,8 @@ pub(crate) struct CallRows {
     pub(crate) ttft: Option<Duration>,
     response: Option<Vec<u8>>,
     response_len: u64,
+    /// Why the session does not hold the whole call, when a record could not be written.
+    not_recorded: Option<String>,
 }
 
 impl CallRows {
@@ -72,6 +74,7 @@ impl CallRows {
             ttft: None,
             response: bodies.then(Vec::new),
             response_len: 0,
+            not_recorded: None,
         }
     }
 
@@ -84,8 +87,19 @@ impl CallRows {
         }
     }
 
+    /// The session could not record the whole call: the end row's `error` says so, whatever
+    /// the caller got (a recording that failed is not a clean row).
+    pub(crate) fn not_recorded(&mut self, message: &str) {
+        self.not_recorded = Some(format!(
+            "the session does not hold this call in full: {message}"
+        ));
+    }
+
     fn end_row(&mut self) -> Record {
         let mut row = self.template.clone();
+        if let Some(message) = &self.not_recorded {
+            row.error = clip_error(message);
+        }
         row.status = self.status;
         row.ms = ceil_ms(self.sent_at.elapsed());
         row.ttft_ms = self.ttft.map_or(0, ceil_ms);
@@ -103,7 +117,7 @@ impl CallRows {
     }
 
     /// The call came back whole: finish, served model and the server's counts.
-    pub(crate) fn finished(&mut self, summary: &StreamSummary, blocks: &[MessageContentBlock]) {
+    pub(crate) fn finished(&mut self, summary: &StreamSummary, answered: bool) {
         let Some(guard) = self.guard.take() else {
             return;
         };
@@ -125,11 +139,6 @@ impl CallRows {
             (None, Some(timings)) => timings.cache_n.unwrap_or(0),
             (None, None) => 0,
         };
-        let answered = blocks.iter().any(|block| match block {
-            MessageContentBlock::Text { text } => !text.trim().is_empty(),
-            MessageContentBlock::ToolCall { .. } => true,
-            _ => false,
-        });
         // The thinking-ate-the-answer signature, as the client writes it.
         row.empty_at_ceiling = !answered
             && row.finish == "length"
@@ -145,7 +154,10 @@ impl CallRows {
             return;
         };
         let mut row = self.end_row();
-        row.error = clip_error(message);
+        row.error = match &self.not_recorded {
+            Some(also) => clip_error(&format!("{message}; {also}")),
+            None => clip_error(message),
+        };
         guard.finish(row);
     }
 

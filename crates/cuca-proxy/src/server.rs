@@ -429,6 +429,7 @@ async fn recording(shared: &Shared, session: &str) -> Result<Recording, ApiError
     if shared.closing.load(Ordering::SeqCst) {
         return Err(shutting_down(session));
     }
+    slot.prepare(session).await?;
     Ok(Recording {
         slot,
         _guard: guard,

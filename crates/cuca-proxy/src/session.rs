@@ -1,10 +1,11 @@
 //! Choosing a call's session, and the one writer the proxy keeps per session.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::http::{HeaderMap, StatusCode};
-use cuca_events::SessionBackend;
+use cuca_events::{PluginError, SessionBackend};
 use cuca_session_log::SessionLogPlugin;
 
 use crate::wire::ApiError;
@@ -32,6 +33,11 @@ pub(crate) fn invalid_session_id(id: &str) -> Option<String> {
         return Some(format!(
             "a session id is at most {MAX_SESSION_ID_BYTES} bytes; this one has {}",
             id.len()
+        ));
+    }
+    if id.chars().all(|c| c == '.') {
+        return Some(format!(
+            "session id {id:?} is made only of dots, which name directories, not files"
         ));
     }
     if id.contains(['/', '\\', '\0']) || id.chars().any(char::is_control) {
@@ -81,6 +87,76 @@ pub(crate) struct Slot {
     /// Held for a whole recorded call: a session is one conversation, and two calls recorded
     /// into it at once would interleave their records and merge their turns.
     pub(crate) lock: Arc<tokio::sync::Mutex<()>>,
+    /// Whether the session's last call may be open in the store: true until the session is
+    /// first checked (a proxy killed mid-call leaves one), and again after a write failed.
+    may_be_open: AtomicBool,
+}
+
+/// What a call found open in its session is closed with: the `CallIncomplete` reason.
+const LEFT_OPEN: &str = "the call was left open: its recorder stopped before the call ended (the proxy was killed, or a record could not be written); closed when the session was next used";
+
+impl Slot {
+    /// The session's last call may be open in the store: close it before the next call.
+    pub(crate) fn needs_close(&self) {
+        self.may_be_open.store(true, Ordering::Release);
+    }
+
+    /// Everything that can be checked before a call is forwarded (issue 28.7: a call that
+    /// cannot be recorded is refused, not forwarded first): the store takes the session id
+    /// and no other process holds the session; and a call its recorder left open is closed,
+    /// so this call is a turn of its own. Runs on a blocking thread: it may read the session.
+    pub(crate) async fn prepare(self: &Arc<Self>, session: &str) -> Result<(), ApiError> {
+        let slot = Arc::clone(self);
+        let id = session.to_owned();
+        let checked = tokio::task::spawn_blocking(move || -> Result<(), PluginError> {
+            slot.plugin.backend().check_writable(&id)?;
+            if slot.may_be_open.swap(false, Ordering::AcqRel) {
+                if let Err(error) = slot.plugin.close_open_call(LEFT_OPEN) {
+                    slot.needs_close();
+                    return Err(error);
+                }
+            }
+            Ok(())
+        })
+        .await;
+        let error = match checked {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(error)) => error,
+            Err(join) => {
+                return Err(ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "server_error",
+                    "cuca_record_failed",
+                    format!("checking session {session:?} stopped: {join}"),
+                )
+                .in_session(session))
+            }
+        };
+        let (status, kind, code) = match &error {
+            PluginError::Validation { .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "cuca_invalid_session",
+            ),
+            PluginError::Locked { .. } => {
+                (StatusCode::CONFLICT, "server_error", "cuca_session_locked")
+            }
+            _ => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "cuca_record_failed",
+            ),
+        };
+        Err(ApiError::new(
+            status,
+            kind,
+            code,
+            format!(
+                "session {session:?} cannot be recorded, so the call was not forwarded: {error}"
+            ),
+        )
+        .in_session(session))
+    }
 }
 
 /// The writers of the sessions in use, at most `max` of them.
@@ -143,6 +219,7 @@ impl Slots {
         let slot = Arc::new(Slot {
             plugin: Arc::new(plugin),
             lock: Arc::new(tokio::sync::Mutex::new(())),
+            may_be_open: AtomicBool::new(true),
         });
         slots.insert(session.to_owned(), Arc::clone(&slot));
         Ok(slot)

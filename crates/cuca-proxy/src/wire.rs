@@ -8,7 +8,9 @@ use cuca_events::{
     Message, MessageContentBlock, PromptCacheUsage, ProviderUsage, Role, ToolChoice,
     ToolDefinition, UnifiedRequest,
 };
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 /// What the proxy understood of a caller's request body.
 #[derive(Debug, Clone)]
@@ -20,10 +22,14 @@ pub(crate) struct CallerRequest {
     /// `stream_options.include_usage: true`.
     pub(crate) include_usage: bool,
     /// Every other top-level field the caller sent (`temperature`, `top_p`, `seed`, `stop`,
-    /// `response_format`, fields nobody here has heard of, …), as sent: the `CallRequest`
-    /// record's parameters, so a replay knows what the call was sent beyond what a
-    /// `UnifiedRequest` has a field for.
-    pub(crate) parameters: serde_json::Map<String, Value>,
+    /// `response_format`, fields nobody here has heard of, …), as the JSON text of one object
+    /// whose values are the caller's own bytes: the `CallRequest` record's parameters, so a
+    /// replay knows what the call was sent beyond what a `UnifiedRequest` has a field for.
+    pub(crate) parameters: String,
+    /// What the request carried that could not be read into the records (a tool schema
+    /// nested deeper than a JSON value can be built), in words; the recorder marks the call
+    /// incomplete with it.
+    pub(crate) unrecorded: Vec<String>,
 }
 
 /// The fields recorded elsewhere (the messages, the model and the tools have records or
@@ -33,14 +39,28 @@ const NOT_PARAMETERS: [&str; 5] = ["messages", "model", "tools", "stream", "stre
 /// Reads a Chat Completions request body. `Err` says, in words, why it is not one; the
 /// record path still forwards such a body unchanged (the upstream's own 400 is the answer the
 /// caller should see), it only records nothing.
+///
+/// The top level is read as raw values, which have no nesting limit, so a parameter nested
+/// deeper than serde_json builds a `Value` for (128 levels: a deep `response_format` schema)
+/// is still recorded, byte for byte; only the fields cuca reads are built as values.
 pub(crate) fn parse_request(body: &[u8]) -> Result<CallerRequest, String> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
-    let object = value
-        .as_object()
-        .ok_or_else(|| "the body is not a JSON object".to_owned())?;
-    let messages = object
-        .get("messages")
+    let object: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(body).map_err(|e| {
+        if e.classify() == serde_json::error::Category::Data {
+            "the body is not a JSON object".to_owned()
+        } else {
+            format!("the body is not JSON: {e}")
+        }
+    })?;
+    let value_of = |key: &str| -> Result<Option<Value>, String> {
+        object
+            .get(key)
+            .map(|raw| serde_json::from_str::<Value>(raw.get()))
+            .transpose()
+            .map_err(|e| format!("'{key}' cannot be read: {e}"))
+    };
+    let messages = value_of("messages")?;
+    let messages = messages
+        .as_ref()
         .and_then(Value::as_array)
         .ok_or_else(|| "'messages' is required and must be an array".to_owned())?;
     let mut unified = UnifiedRequest::default();
@@ -49,36 +69,31 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<CallerRequest, String> {
             .messages
             .push(message_of(message).map_err(|e| format!("messages[{index}]: {e}"))?);
     }
-    unified.model = object
-        .get("model")
+    let scalar = |key: &str| value_of(key).ok().flatten();
+    unified.model = scalar("model")
+        .as_ref()
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
     unified.max_tokens = ["max_completion_tokens", "max_tokens"]
         .iter()
-        .find_map(|key| object.get(*key).and_then(Value::as_u64))
+        .find_map(|key| scalar(key).as_ref().and_then(Value::as_u64))
         .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
     // The unified request holds an f32; a temperature is a small number, so nothing is lost
     // that a sampler would notice.
-    unified.temperature = object
-        .get("temperature")
+    unified.temperature = scalar("temperature")
+        .as_ref()
         .and_then(Value::as_f64)
         .map(|t| t as f32);
-    unified.reasoning_effort = object
-        .get("reasoning_effort")
+    unified.reasoning_effort = scalar("reasoning_effort")
+        .as_ref()
         .and_then(Value::as_str)
         .map(str::to_owned);
-    if let Some(tools) = object.get("tools").and_then(Value::as_array) {
-        for tool in tools {
-            let function = tool.get("function").unwrap_or(tool);
-            unified.tools.push(ToolDefinition {
-                name: str_field(function, "name"),
-                description: str_field(function, "description"),
-                parameters: function.get("parameters").cloned().unwrap_or(Value::Null),
-            });
-        }
+    let mut unrecorded = Vec::new();
+    if let Some(tools) = object.get("tools") {
+        read_tools(tools, &mut unified, &mut unrecorded);
     }
-    unified.tool_choice = object.get("tool_choice").and_then(|choice| match choice {
+    unified.tool_choice = scalar("tool_choice").and_then(|choice| match &choice {
         Value::String(word) => match word.as_str() {
             "auto" => Some(ToolChoice::Auto),
             "none" => Some(ToolChoice::None),
@@ -91,23 +106,65 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<CallerRequest, String> {
             .map(|name| ToolChoice::Named(name.to_owned())),
         _ => None,
     });
-    let stream = object.get("stream").and_then(Value::as_bool) == Some(true);
-    let include_usage = object
-        .get("stream_options")
-        .and_then(|o| o.get("include_usage"))
-        .and_then(Value::as_bool)
-        == Some(true);
-    let parameters = object
+    let stream = scalar("stream").as_ref().and_then(Value::as_bool) == Some(true);
+    let include_usage = object.get("stream_options").is_some_and(|raw| {
+        serde_json::from_str::<BTreeMap<String, Box<RawValue>>>(raw.get())
+            .ok()
+            .and_then(|options| options.get("include_usage").map(|v| v.get() == "true"))
+            == Some(true)
+    });
+    let mut parameters = String::from("{");
+    for (key, raw) in object
         .iter()
         .filter(|(key, _)| !NOT_PARAMETERS.contains(&key.as_str()))
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect();
+    {
+        if parameters.len() > 1 {
+            parameters.push(',');
+        }
+        parameters.push_str(&Value::String(key.clone()).to_string());
+        parameters.push(':');
+        parameters.push_str(raw.get());
+    }
+    parameters.push('}');
     Ok(CallerRequest {
         unified,
         stream,
         include_usage,
         parameters,
+        unrecorded,
     })
+}
+
+/// The tools offered, each read on its own: a tool whose schema cannot be built as a value
+/// (nested past serde_json's limit) is kept by name with its schema as the raw JSON text, and
+/// noted as not recorded in full.
+fn read_tools(tools: &RawValue, unified: &mut UnifiedRequest, unrecorded: &mut Vec<String>) {
+    let Ok(tools) = serde_json::from_str::<Vec<Box<RawValue>>>(tools.get()) else {
+        unrecorded.push("'tools' is not an array; the tools offered are not recorded".into());
+        return;
+    };
+    for (index, raw) in tools.iter().enumerate() {
+        match serde_json::from_str::<Value>(raw.get()) {
+            Ok(tool) => {
+                let function = tool.get("function").unwrap_or(&tool);
+                unified.tools.push(ToolDefinition {
+                    name: str_field(function, "name"),
+                    description: str_field(function, "description"),
+                    parameters: function.get("parameters").cloned().unwrap_or(Value::Null),
+                });
+            }
+            Err(error) => {
+                unrecorded.push(format!(
+                    "tools[{index}] cannot be read as a value ({error}); its schema is recorded as its JSON text"
+                ));
+                unified.tools.push(ToolDefinition {
+                    name: format!("tools[{index}]"),
+                    description: String::new(),
+                    parameters: Value::String(raw.get().to_owned()),
+                });
+            }
+        }
+    }
 }
 
 fn str_field(value: &Value, key: &str) -> String {

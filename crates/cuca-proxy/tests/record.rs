@@ -335,7 +335,9 @@ async fn a_caller_that_hangs_up_cancels_the_upstream_call() {
     assert_eq!(ends.len(), 1);
     assert_eq!(ends[0].ended, "cancelled");
     assert_eq!(ends[0].status, 200);
-    // The turn is closed without a finish reason, so the next call starts its own.
+    // The turn is marked incomplete (issue 28.1: "a real cancel keeps everything the decoder
+    // had" and says it was cut) and closed without a finish reason, so the next call starts
+    // its own.
     let records = proxy.records("hang");
     let kinds: Vec<_> = records.iter().map(|r| r.event.kind()).collect();
     assert_eq!(
@@ -343,16 +345,25 @@ async fn a_caller_that_hangs_up_cancels_the_upstream_call() {
         [
             "Message",
             "CallRequest",
+            "CallIncomplete",
             "CallFinish",
             "Latency",
             "TokenUsage"
         ]
     );
+    let SessionEvent::CallIncomplete { reason } = &records[2].event else {
+        unreachable!()
+    };
+    assert!(
+        reason.starts_with("cut short: the caller hung up, after 1 event(s)"),
+        "{reason}"
+    );
+    // The model is the one the stream said answered, as for a whole answer.
     assert_eq!(
-        records[2].event,
+        records[3].event,
         SessionEvent::CallFinish {
             finish_reason: None,
-            model: "tiny".into()
+            model: "cuca-tiny-random".into()
         }
     );
 }

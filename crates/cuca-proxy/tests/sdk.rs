@@ -131,6 +131,45 @@ async fn the_openai_python_sdk_records_through_the_proxy_and_replays_offline() {
     assert_eq!(record["no_usage"]["text"], text_of("stream-no-usage"));
     assert_eq!(record["no_usage"]["usage"], Value::Null);
 
+    // Issue 28.1: "A decoded [DONE] (or the finish and usage seen) ends the turn as
+    // answered": each of the twenty SDK streams that hung up at `[DONE]`, 2 ms before the
+    // upstream ended its body, is recorded whole, and its call-log row is not `cancelled`.
+    let gaps = record["gap"].as_array().unwrap();
+    assert_eq!(gaps.len(), 20);
+    let rows = proxy.rows();
+    for (i, call) in gaps.iter().enumerate() {
+        let session = format!("sdk-gap{i}");
+        assert_eq!(call["usage"], serde_json::json!([40, 12]), "{session}");
+        proxy.proxy.settled(&session).await;
+        let records = proxy.records(&session);
+        assert!(
+            records.iter().all(|r| r.event.kind() != "CallIncomplete"),
+            "{session}: {records:?}"
+        );
+        let finish = records.iter().find_map(|r| match &r.event {
+            cuca_events::SessionEvent::CallFinish { finish_reason, .. } => {
+                Some(finish_reason.clone())
+            }
+            _ => None,
+        });
+        assert_eq!(finish, Some(Some("length".to_owned())), "{session}");
+        assert_eq!(
+            records.last().map(|r| r.event.clone()),
+            Some(cuca_events::SessionEvent::TokenUsage {
+                prompt_tokens: 40,
+                completion_tokens: 12
+            }),
+            "{session}"
+        );
+        let end = rows
+            .iter()
+            .find(|r| r.node == session && r.phase.is_empty())
+            .unwrap();
+        assert_eq!(end.ended, "", "{session}: {end:?}");
+        assert_eq!(end.finish, "length", "{session}");
+        assert_eq!(end.completion_tokens, 12, "{session}");
+    }
+
     // The two 400s reach the SDK as the upstream wrote them.
     let overflow = &record["overflow"];
     assert_eq!(overflow["class"], "BadRequestError");
@@ -185,6 +224,11 @@ async fn the_openai_python_sdk_records_through_the_proxy_and_replays_offline() {
         }
     }
     assert_eq!(replay["whole"]["model"], record["whole"]["model"]);
+    // Replayed, the twenty streams get the usage they got live (not `completion_tokens: 0`).
+    for (live, replayed) in gaps.iter().zip(replay["gap"].as_array().unwrap()) {
+        assert_eq!(replayed["usage"], live["usage"]);
+        assert_eq!(replayed["text"], live["text"]);
+    }
     for call in replay["sixteen"].as_array().unwrap() {
         assert_eq!(call["text"], text_of("stream-basic"));
     }

@@ -27,6 +27,7 @@ pub struct CallParameters {
 pub struct CallMetadata {
     request: Option<CallParameters>,
     finish: Option<(Option<String>, String)>,
+    incomplete: Option<String>,
 }
 
 impl CallMetadata {
@@ -53,13 +54,20 @@ impl CallMetadata {
         self.finish.as_ref().map(|(_, model)| model.as_str())
     }
 
-    /// Whether the turn holds neither record.
-    pub fn is_empty(&self) -> bool {
-        self.request.is_none() && self.finish.is_none()
+    /// Why the turn's records do not hold the call's whole answer, from its
+    /// `CallIncomplete` record; `None` for a call recorded whole (or by a recorder that does
+    /// not write the record).
+    pub fn incomplete(&self) -> Option<&str> {
+        self.incomplete.as_deref()
     }
 
-    /// Files a `CallRequest` or `CallFinish` event; a turn keeps the last of each kind, since
-    /// one call writes one of each.
+    /// Whether the turn holds none of the call records.
+    pub fn is_empty(&self) -> bool {
+        self.request.is_none() && self.finish.is_none() && self.incomplete.is_none()
+    }
+
+    /// Files a `CallRequest`, `CallFinish` or `CallIncomplete` event; a turn keeps the last
+    /// of each kind, since one call writes one of each.
     pub(crate) fn take(&mut self, event: SessionEvent) {
         match event {
             SessionEvent::CallRequest {
@@ -79,6 +87,7 @@ impl CallMetadata {
                 finish_reason,
                 model,
             } => self.finish = Some((finish_reason, model)),
+            SessionEvent::CallIncomplete { reason } => self.incomplete = Some(reason),
             _ => {}
         }
     }

@@ -453,7 +453,9 @@ impl<'c> Segmenter<'c> {
             }
             // Handled above; kept so this match stays exhaustive over the known variants.
             SessionEvent::TokenUsage { .. } => None,
-            event @ (SessionEvent::CallRequest { .. } | SessionEvent::CallFinish { .. }) => {
+            event @ (SessionEvent::CallRequest { .. }
+            | SessionEvent::CallFinish { .. }
+            | SessionEvent::CallIncomplete { .. }) => {
                 turn.call.take(event);
                 None
             }

@@ -279,9 +279,9 @@ where
             }
             // Handled above; kept so this match stays exhaustive over the known variants.
             SessionEvent::TokenUsage { .. } => return Ok(()),
-            event @ (SessionEvent::CallRequest { .. } | SessionEvent::CallFinish { .. }) => {
-                TurnPart::Call(event)
-            }
+            event @ (SessionEvent::CallRequest { .. }
+            | SessionEvent::CallFinish { .. }
+            | SessionEvent::CallIncomplete { .. }) => TurnPart::Call(event),
             other => {
                 return Err(PluginError::validation(
                     "SessionEvent",

@@ -4,8 +4,38 @@ use cuca_events::{SessionEvent, ToolChoice, UnifiedRequest, UnifiedResponse};
 use serde_json::{json, Map, Value};
 
 /// The [`SessionEvent::CallRequest`] of `request`: its model, the sampling parameters that
-/// travelled (only those it set), and the tools it offered.
-pub(crate) fn request_event(request: &UnifiedRequest, more: &Map<String, Value>) -> SessionEvent {
+/// travelled, and the tools it offered.
+///
+/// `sent` is the caller's own JSON object text of its parameters, when the caller holds it
+/// (the proxy): then it is the record's parameters exactly as sent, and nothing is added
+/// from the unified request's reading of them (a `max_completion_tokens` is not also written
+/// as a `max_tokens`). Without it, the parameters the request set are written.
+pub(crate) fn request_event(request: &UnifiedRequest, sent: Option<&str>) -> SessionEvent {
+    let parameters = match sent {
+        Some(sent) => sent.to_owned(),
+        None => Value::Object(unified_parameters(request)).to_string(),
+    };
+    let tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|tool| {
+            json!({
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+            })
+        })
+        .collect();
+    SessionEvent::CallRequest {
+        model: request.model.clone(),
+        parameters,
+        tools: Value::Array(tools).to_string(),
+        messages: request.messages.len() as u64,
+    }
+}
+
+/// The sampling parameters a unified request set, with the names OpenAI gives them.
+fn unified_parameters(request: &UnifiedRequest) -> Map<String, Value> {
     let mut parameters = Map::new();
     if let Some(max_tokens) = request.max_tokens {
         parameters.insert("max_tokens".into(), json!(max_tokens));
@@ -27,28 +57,7 @@ pub(crate) fn request_event(request: &UnifiedRequest, more: &Map<String, Value>)
         };
         parameters.insert("tool_choice".into(), choice);
     }
-    // What the caller says it sent wins over the unified request's reading of it (an f32
-    // temperature, `max_completion_tokens` read as `max_tokens`).
-    for (key, value) in more {
-        parameters.insert(key.clone(), value.clone());
-    }
-    let tools: Vec<Value> = request
-        .tools
-        .iter()
-        .map(|tool| {
-            json!({
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": tool.parameters,
-            })
-        })
-        .collect();
-    SessionEvent::CallRequest {
-        model: request.model.clone(),
-        parameters: Value::Object(parameters).to_string(),
-        tools: Value::Array(tools).to_string(),
-        messages: request.messages.len() as u64,
-    }
+    parameters
 }
 
 /// The [`SessionEvent::CallFinish`] of `response`.

@@ -274,24 +274,28 @@ impl SessionLogPlugin {
     /// moves only when the backend took it. `make` runs a second time only for the one retry
     /// after a refused sequence, so the first attempt moves its event into the record
     /// without a copy.
+    /// Returns the sequence the record was stored at, `None` when there was nothing to record.
     fn write(
         &self,
         cursor: &mut Cursor,
         make: impl Fn() -> Option<SessionEvent>,
-    ) -> Result<(), PluginError> {
+    ) -> Result<Option<u64>, PluginError> {
         let Some(event) = make() else {
-            return Ok(());
+            return Ok(None);
         };
         let record = self.stamp(cursor, event)?;
+        let mut sequence = record.sequence;
         if let Err(refused) = self.backend.append(record) {
             self.realign(cursor, refused)?;
-            if let Some(event) = make() {
-                let record = self.stamp(cursor, event)?;
-                self.append_realigned(cursor, record)?;
-            }
+            let Some(event) = make() else {
+                return Ok(None);
+            };
+            let record = self.stamp(cursor, event)?;
+            sequence = record.sequence;
+            self.append_realigned(cursor, record)?;
         }
         Self::advance(cursor);
-        Ok(())
+        Ok(Some(sequence))
     }
 
     /// After a refused append: when the backend refused the sequence
@@ -331,12 +335,18 @@ impl SessionLogPlugin {
         })
     }
 
-    /// What [`CucaPlugin::on_request`] records, for a caller that knows more of what the call
-    /// was sent than a [`UnifiedRequest`] has fields for, such as a proxy holding the
-    /// caller's own JSON: `parameters` (a JSON object: `top_p`, `seed`, `stop`, …, as sent)
-    /// join the [`SessionEvent::CallRequest`] record's parameters, a key there replacing the
-    /// request's own reading of it. Without call metadata ([`Self::with_call_metadata`])
-    /// they are not recorded, and this is `on_request`.
+    /// What [`CucaPlugin::on_request`] records, for a caller that holds the caller's own
+    /// JSON of the call, such as a proxy: `parameters` is the JSON text of one object (`top_p`,
+    /// `seed`, `stop`, `max_completion_tokens`, …, exactly as sent), and it is the
+    /// [`SessionEvent::CallRequest`] record's parameters as it is — nothing is added from the
+    /// request's own reading of them. Without call metadata ([`Self::with_call_metadata`]) the
+    /// parameters are not recorded, and this is `on_request`.
+    ///
+    /// Returns the sequence of the first record this call wrote — where the call starts in
+    /// the session, even when another writer's records came first — or `None` when it wrote
+    /// none (every message already recorded, no system prompt, no call metadata). A text that
+    /// is not a JSON object's is refused with [`PluginError::Validation`] before anything is
+    /// written.
     ///
     /// ```
     /// # use std::sync::Arc;
@@ -346,8 +356,8 @@ impl SessionLogPlugin {
     /// let backend = Arc::new(InMemoryBackend::new());
     /// let log = SessionLogPlugin::new(backend.clone()).with_call_metadata(true);
     /// let request = UnifiedRequest::new(vec![Message::user("hi")]);
-    /// let sent = serde_json::json!({"seed": 7, "top_p": 0.9});
-    /// log.record_request_with(&request, sent.as_object().unwrap())?;
+    /// let first = log.record_request_with(&request, r#"{"seed":7,"top_p":0.9}"#)?;
+    /// assert_eq!(first, Some(0));
     /// let records = backend.replay(log.session_id())?;
     /// let SessionEvent::CallRequest { parameters, .. } = &records[1].event else { panic!() };
     /// assert_eq!(parameters, r#"{"seed":7,"top_p":0.9}"#);
@@ -356,47 +366,104 @@ impl SessionLogPlugin {
     pub fn record_request_with(
         &self,
         request: &UnifiedRequest,
-        parameters: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<(), PluginError> {
-        self.record_request(request, parameters)
+        parameters: &str,
+    ) -> Result<Option<u64>, PluginError> {
+        let trimmed = parameters.trim();
+        if !(trimmed.starts_with('{') && trimmed.ends_with('}')) {
+            return Err(PluginError::validation(
+                "parameters",
+                "the parameters must be the JSON text of one object, such as {\"seed\":7}",
+            ));
+        }
+        self.record_request(request, Some(trimmed))
     }
 
     fn record_request(
         &self,
         request: &UnifiedRequest,
-        more: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<(), PluginError> {
+        sent: Option<&str>,
+    ) -> Result<Option<u64>, PluginError> {
         // One lock for the whole request keeps its records contiguous in the session.
         let mut cursor = self.lock();
+        let mut first = None;
         for (position, message) in request.messages.iter().enumerate() {
-            match message.role {
-                Role::System => {
-                    self.write(&mut cursor, || {
-                        Some(SessionEvent::SystemPrompt {
-                            text: message.text(),
-                        })
-                    })?;
-                }
-                Role::User | Role::Assistant => {
-                    if cursor.is_new(position) {
+            let written = match message.role {
+                Role::System => self.write(&mut cursor, || {
+                    Some(SessionEvent::SystemPrompt {
+                        text: message.text(),
+                    })
+                })?,
+                Role::User | Role::Assistant if cursor.is_new(position) => {
+                    let written =
                         self.write(&mut cursor, || Some(SessionEvent::Message(message.clone())))?;
-                        cursor.seen_positions.insert(position);
-                    }
+                    cursor.seen_positions.insert(position);
+                    written
                 }
-                Role::Tool => {}
-            }
+                Role::User | Role::Assistant | Role::Tool => None,
+            };
+            first = first.or(written);
         }
         if self.call_metadata {
-            self.write(&mut cursor, || {
-                Some(crate::call::request_event(request, more))
+            let written = self.write(&mut cursor, || {
+                Some(crate::call::request_event(request, sent))
             })?;
+            first = first.or(written);
         }
-        Ok(())
+        Ok(first)
+    }
+
+    /// Closes the session's last call when it was left open — a `CallRequest` with no
+    /// `CallFinish` after it, which is what a recorder killed mid-call (SIGKILL, an OOM kill,
+    /// a failed write) leaves — so the next call starts a turn of its own instead of joining
+    /// it. Writes [`SessionEvent::CallIncomplete`] with `reason`, then a `CallFinish` with no
+    /// finish reason, a `Latency` from the `CallRequest` to the session's last record, and a
+    /// zero `TokenUsage`. Returns whether it closed one; a session whose last call is closed
+    /// (or that has no call records) is left as it is. One replay of the session.
+    pub fn close_open_call(&self, reason: &str) -> Result<bool, PluginError> {
+        let mut cursor = self.lock();
+        let records = self.backend.replay(&self.session_id)?;
+        let mut open = None;
+        for record in &records {
+            match &record.event {
+                SessionEvent::CallRequest { model, .. } => {
+                    open = Some((model.clone(), record.timestamp_ms));
+                }
+                SessionEvent::CallFinish { .. } => open = None,
+                _ => {}
+            }
+        }
+        let Some((model, started_ms)) = open else {
+            return Ok(false);
+        };
+        let last_ms = records.last().map_or(started_ms, |r| r.timestamp_ms);
+        let duration_ms = last_ms.saturating_sub(started_ms);
+        cursor.next_sequence = Some(tail(&records));
+        Self::load_positions(&mut cursor, &records);
+        self.write(&mut cursor, || {
+            Some(SessionEvent::CallIncomplete {
+                reason: reason.to_owned(),
+            })
+        })?;
+        self.write(&mut cursor, || {
+            Some(SessionEvent::CallFinish {
+                finish_reason: None,
+                model: model.clone(),
+            })
+        })?;
+        self.write(&mut cursor, || Some(SessionEvent::Latency { duration_ms }))?;
+        self.write(&mut cursor, || {
+            Some(SessionEvent::TokenUsage {
+                prompt_tokens: 0,
+                completion_tokens: 0,
+            })
+        })?;
+        Ok(true)
     }
 
     fn record_block(&self, block: &MessageContentBlock) -> Result<(), PluginError> {
         let mut cursor = self.lock();
         self.write(&mut cursor, || Self::block_event(block))
+            .map(|_| ())
     }
 
     /// The record of a streamed block, `None` for one that is not recorded.
@@ -448,6 +515,7 @@ impl SessionLogPlugin {
                 completion_tokens: response.token_usage.completion_tokens,
             })
         })
+        .map(|_| ())
     }
 }
 
@@ -461,7 +529,7 @@ impl CucaPlugin for SessionLogPlugin {
     /// assistant message whose position has not been recorded in this session yet. Tool
     /// messages are not recorded; the request is not changed.
     async fn on_request(&self, request: &mut UnifiedRequest) -> Result<(), PluginError> {
-        self.record_request(request, &serde_json::Map::new())
+        self.record_request(request, None).map(|_| ())
     }
 
     /// Appends one record per block (Thinking → Reasoning, Text → Output, ToolCall →

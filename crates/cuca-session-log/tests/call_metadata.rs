@@ -152,34 +152,35 @@ fn next_sequence_is_the_sequence_the_next_record_gets() {
 }
 
 /// "Record, per call, the model, the sampling parameters": a caller holding the request's
-/// own JSON (the proxy) records every parameter it sent, not only those a UnifiedRequest has
-/// fields for; its value for a key wins over the request's reading of it. A plugin not asked
-/// for call metadata records what `on_request` records, and no parameters.
+/// own JSON (the proxy) records every parameter it sent, exactly as sent: nothing the
+/// unified request read is added (issue 28.6: a call that sent only `max_completion_tokens`
+/// was recorded with a `max_tokens` too). A plugin not asked for call metadata records what
+/// `on_request` records, and no parameters.
 #[test]
-fn record_request_with_adds_the_callers_own_parameters_to_the_call_request() {
-    let sent = serde_json::json!({"top_p": 0.9, "seed": 7, "stop": ["\n"], "temperature": 0.7});
-    let sent = sent.as_object().unwrap();
+fn record_request_with_records_the_callers_parameters_exactly_as_sent() {
+    let sent =
+        r#"{"top_p":0.9,"seed":7,"stop":["\n"],"temperature":0.7,"max_completion_tokens":5}"#;
 
     let backend = Arc::new(InMemoryBackend::new());
     let log = SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>)
         .with_session_id("s")
         .with_call_metadata(true);
-    log.record_request_with(&request(), sent).unwrap();
+    // `request()` sets max_tokens 12, temperature and a tool choice of its own reading.
+    assert_eq!(log.record_request_with(&request(), sent).unwrap(), Some(0));
     let records = backend.replay("s").unwrap();
     let SessionEvent::CallRequest { parameters, .. } = &records[2].event else {
         panic!("{:?}", records[2].event)
     };
-    assert_eq!(
-        serde_json::from_str::<serde_json::Value>(parameters).unwrap(),
-        serde_json::json!({
-            "max_tokens": 12,
-            "temperature": 0.7,
-            "tool_choice": "auto",
-            "top_p": 0.9,
-            "seed": 7,
-            "stop": ["\n"],
-        })
+    assert_eq!(parameters, sent);
+    assert!(!parameters.contains("\"max_tokens\""), "{parameters}");
+
+    // A text that is no JSON object is refused before anything is written.
+    let refused = log.record_request_with(&request(), "[1]").unwrap_err();
+    assert!(
+        matches!(refused, cuca_events::PluginError::Validation { .. }),
+        "{refused}"
     );
+    assert_eq!(backend.replay("s").unwrap().len(), records.len());
 
     let plain = Arc::new(InMemoryBackend::new());
     let log =
@@ -192,4 +193,87 @@ fn record_request_with_adds_the_callers_own_parameters_to_the_call_request() {
         .map(|r| r.event.kind())
         .collect();
     assert_eq!(kinds, ["SystemPrompt", "Message"]);
+}
+
+/// Issue 28.4: the point of a call is "the first record actually written", not the tail the
+/// plugin last knew: another writer's records (here a second plugin on the same store) come
+/// first, and the call's records follow them.
+#[test]
+fn record_request_with_returns_the_sequence_its_first_record_got() {
+    let backend = Arc::new(InMemoryBackend::new());
+    let log = SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>)
+        .with_session_id("s")
+        .with_call_metadata(true);
+    assert_eq!(log.next_sequence().unwrap(), 0);
+    let other =
+        SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>).with_session_id("s");
+    for n in 0..3 {
+        other
+            .append_log(SessionEvent::Output {
+                text: format!("other {n}"),
+            })
+            .unwrap();
+    }
+    let first = log.record_request_with(&request(), "{}").unwrap();
+    assert_eq!(first, Some(3));
+    let records = backend.replay("s").unwrap();
+    assert_eq!(records[3].event.kind(), "SystemPrompt");
+}
+
+/// Issue 28.2: "on resume close any tail turn that has a CallRequest and no CallFinish": a
+/// recorder killed mid-call leaves its turn open; the next plugin closes it with a
+/// CallIncomplete saying why, so the next call is a turn of its own. A closed session is
+/// left alone.
+#[test]
+fn close_open_call_closes_a_call_left_open_and_nothing_else() {
+    let backend = Arc::new(InMemoryBackend::new());
+    let killed = SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>)
+        .with_session_id("s")
+        .with_call_metadata(true);
+    killed.record_request_with(&request(), "{}").unwrap();
+    killed
+        .append_log(SessionEvent::Output {
+            text: "half an ans".into(),
+        })
+        .unwrap();
+    let n_before = backend.replay("s").unwrap().len();
+
+    let resumed = SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>)
+        .with_session_id("s")
+        .with_call_metadata(true);
+    assert!(resumed.close_open_call("the recorder stopped").unwrap());
+    let records = backend.replay("s").unwrap();
+    let kinds: Vec<&str> = records[n_before..].iter().map(|r| r.event.kind()).collect();
+    assert_eq!(
+        kinds,
+        ["CallIncomplete", "CallFinish", "Latency", "TokenUsage"]
+    );
+    assert_eq!(
+        records[n_before].event,
+        SessionEvent::CallIncomplete {
+            reason: "the recorder stopped".into()
+        }
+    );
+    assert_eq!(
+        records[n_before + 1].event,
+        SessionEvent::CallFinish {
+            finish_reason: None,
+            model: "tiny".into()
+        }
+    );
+    // Dense sequences: the closing records follow the tail.
+    for (i, record) in records.iter().enumerate() {
+        assert_eq!(record.sequence, i as u64);
+    }
+    // Closed now: a second look changes nothing.
+    assert!(!resumed.close_open_call("again").unwrap());
+    assert_eq!(backend.replay("s").unwrap().len(), records.len());
+    // A session without call records is never touched.
+    let plain = SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>)
+        .with_session_id("plain");
+    plain
+        .append_log(SessionEvent::Output { text: "x".into() })
+        .unwrap();
+    assert!(!plain.close_open_call("no").unwrap());
+    assert_eq!(backend.replay("plain").unwrap().len(), 1);
 }

@@ -864,6 +864,18 @@ impl SessionBackend for FileBackend {
         "file"
     }
 
+    /// Refuses what `append` would refuse before writing: an id this store cannot name a
+    /// file after (dots only, `/`, too long, …), and a session file another process holds
+    /// locked (the file is opened for append here, and its handle kept for the next append).
+    /// A session with no file yet is not created.
+    fn check_writable(&self, session_id: &str) -> Result<(), PluginError> {
+        let live = self.session_path(session_id)?;
+        if self.lock_handles().get(session_id).is_some() || !exists(&live)? {
+            return Ok(());
+        }
+        self.handle(session_id).map(|_| ())
+    }
+
     fn append(&self, record: SessionRecord) -> Result<(), PluginError> {
         let open = self.lock_handles().get(&record.session_id);
         let handle = match open {

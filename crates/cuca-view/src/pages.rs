@@ -415,6 +415,11 @@ fn record_group(group: &[RecordView]) -> Markup {
                 "finish reason " code { (finish_reason.as_deref().unwrap_or("none (the stream was cut short)")) }
                 " · answered by " code { (model) } " · " (seq_label) }
         },
+        SessionEvent::CallIncomplete { reason } => html! {
+            div.rec.note.call-incomplete { (anchors(group))
+                div.who { "incomplete call · " (seq_label) }
+                div { "This call's records do not hold its whole answer: " (reason) } }
+        },
         other => html! {
             div.rec.meta { (anchors(group)) div.who { (other.kind()) " · " (seq_label) } pre { (format!("{other:?}")) } }
         },
@@ -606,6 +611,7 @@ fn event_text(event: &SessionEvent) -> String {
             "finished ({}) by {model}",
             finish_reason.as_deref().unwrap_or("cut short")
         ),
+        SessionEvent::CallIncomplete { reason } => format!("incomplete: {reason}"),
         other => format!("{other:?}"),
     }
 }

@@ -225,6 +225,10 @@ impl<W: Write> Human<'_, W> {
                     line(&model)
                 );
             }
+            TurnPart::Call(SessionEvent::CallIncomplete { reason }) => {
+                self.close_run()?;
+                return writeln!(self.out, "  incomplete: {}", line(&reason));
+            }
             TurnPart::Block(block) => match block {
                 MessageContentBlock::Thinking { thinking } => ("reasoning", thinking),
                 MessageContentBlock::Text { text } => ("output", text),

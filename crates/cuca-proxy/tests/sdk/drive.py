@@ -89,8 +89,15 @@ def sixteen(proxy, prefix):
         return [call.result() for call in calls]
 
 
+def gap(proxy, prefix):
+    """Twenty synchronous streams read the way most code reads them: a plain for loop, which
+    stops at `[DONE]` and closes the response, racing the end of the upstream's body."""
+    return [streamed(proxy, f"{prefix}-gap{i}", [SYSTEM, FIRST]) for i in range(20)]
+
+
 def record(proxy):
     out = conversations(proxy, "sdk")
+    out["gap"] = gap(proxy, "sdk")
     with open(sys.argv[3], encoding="utf-8") as f:
         overflow = json.load(f)["messages"]
     out["overflow"] = error_of(lambda: client(proxy, "sdk-errors").chat.completions.create(
@@ -119,6 +126,7 @@ def record(proxy):
 
 def replay(proxy):
     out = conversations(proxy, "sdk")
+    out["gap"] = gap(proxy, "sdk")
     out["sixteen"] = sixteen(proxy, "sdk")
     changed = [SYSTEM, {"role": "user", "content": "The vault is in Porto. Reply with: noted"}]
     out["changed"] = error_of(lambda: streamed(proxy, "sdk-basic", changed))

@@ -19,6 +19,7 @@ use cuca_client::ChatStreamDecoder;
 use cuca_events::{MessageContentBlock, SessionBackend, SessionRecord};
 use cuca_proxy::{Mode, Proxy, ProxyConfig};
 use cuca_store_file::FileBackend;
+use futures::StreamExt;
 use tokio::sync::{oneshot, Notify};
 
 pub fn fixtures_dir() -> PathBuf {
@@ -183,6 +184,10 @@ fn pieces(body: Vec<u8>) -> Vec<Bytes> {
     out
 }
 
+/// How long after its last event the stand-in upstream ends a body: the few milliseconds
+/// a real server takes to finish its response after writing `[DONE]`.
+pub const END_GAP: std::time::Duration = std::time::Duration::from_millis(2);
+
 pub async fn upstream() -> Upstream {
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let hang_dropped = Arc::new(Notify::new());
@@ -253,13 +258,23 @@ pub async fn upstream() -> Upstream {
                     name => {
                         let (status, content_type) = head(name);
                         let chunks = pieces(fixture(&format!("{name}.body")));
+                        // A real server ends its body a little after its last event (issue
+                        // 28.1: a caller that stops reading at `[DONE]` hangs up in that gap,
+                        // and a stand-in that ended the body with the last piece hid it).
+                        let end_gap = futures::stream::once(async {
+                            tokio::time::sleep(END_GAP).await;
+                        })
+                        .filter_map(|()| async { None });
                         Response::builder()
                             .status(status)
                             .header("Content-Type", content_type)
                             .header("Server", "llama.cpp")
-                            .body(Body::from_stream(futures::stream::iter(
-                                chunks.into_iter().map(Ok::<_, std::io::Error>),
-                            )))
+                            .body(Body::from_stream(
+                                futures::stream::iter(
+                                    chunks.into_iter().map(Ok::<_, std::io::Error>),
+                                )
+                                .chain(end_gap),
+                            ))
                             .unwrap()
                     }
                 }

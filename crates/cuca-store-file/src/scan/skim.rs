@@ -102,6 +102,9 @@ impl SkimmedRecord<'_> {
                 finish_reason: finish_reason.map(|_| String::new()),
                 model: String::new(),
             },
+            SkimmedEvent::CallIncomplete { .. } => SessionEvent::CallIncomplete {
+                reason: String::new(),
+            },
         }
     }
 }
@@ -162,6 +165,9 @@ enum SkimmedEvent<'a> {
         finish_reason: Option<&'a str>,
         model: &'a str,
     },
+    CallIncomplete {
+        reason: &'a str,
+    },
 }
 
 impl SkimmedEvent<'_> {
@@ -179,6 +185,7 @@ impl SkimmedEvent<'_> {
             SkimmedEvent::Fork { .. } => 9,
             SkimmedEvent::CallRequest { .. } => 10,
             SkimmedEvent::CallFinish { .. } => 11,
+            SkimmedEvent::CallIncomplete { .. } => 12,
         }
     }
 }
