@@ -489,6 +489,10 @@ fn eleven_hundred_half_sent_heads_under_1024_fds_do_not_keep_a_real_call_out() {
             &fast.url,
             "--dir",
             dir.path().to_str().unwrap(),
+            // Longer than `HANG`: a real call that waited for half-sent heads to time out
+            // (rather than for them to be shed) would fail this test.
+            "--header-timeout",
+            "120s",
         ],
         Some(1024),
     );
