@@ -712,3 +712,33 @@ fn the_viewer_refuses_a_rebinding_host_and_a_cross_site_origin() {
     assert_eq!(get(&viewer.address, "").0, 200);
     assert_eq!(get(&format!("localhost:{port}"), "").0, 200);
 }
+
+#[test]
+fn cuca_serve_with_the_viewer_refuses_a_rebinding_host_on_every_route() {
+    let runs = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(runs.path().join("r")).unwrap();
+    std::fs::write(runs.path().join("r/replay.json.gz"), b"record").unwrap();
+    let sessions = tempfile::tempdir().unwrap();
+    let server = spawn(
+        &[
+            "serve",
+            "--runs",
+            runs.path().to_str().unwrap(),
+            "--sessions",
+            sessions.path().to_str().unwrap(),
+        ],
+        None,
+    );
+    let port = server.address.rsplit(':').next().unwrap().to_owned();
+    let get = |host: &str, path: &str| {
+        exchange(
+            &server.address,
+            &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n"),
+        )
+    };
+    let evil = format!("evil.example:{port}");
+    assert_eq!(get(&evil, "/").0, 421);
+    assert_eq!(get(&evil, "/runs/r/replay").0, 421);
+    let (status, _, body) = get(&server.address, "/runs/r/replay");
+    assert_eq!((status, body.as_slice()), (200, b"record".as_slice()));
+}

@@ -223,3 +223,47 @@ impl ProxyConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_timeout_or_cap_is_refused_by_name() {
+        let good = ProxyConfig::new(Mode::Replay, None).unwrap();
+        assert_eq!(good.max_connections, DEFAULT_MAX_CONNECTIONS);
+        assert_eq!(good.shutdown_grace, DEFAULT_SHUTDOWN_GRACE);
+        let cases: [(&str, fn(&mut ProxyConfig)); 4] = [
+            ("header_read_timeout", |c| {
+                c.header_read_timeout = Duration::ZERO
+            }),
+            ("body_read_timeout", |c| {
+                c.body_read_timeout = Duration::ZERO
+            }),
+            ("idle_timeout", |c| c.idle_timeout = Duration::ZERO),
+            ("max_connections", |c| c.max_connections = 0),
+        ];
+        for (name, spoil) in cases {
+            let mut config = good.clone();
+            spoil(&mut config);
+            match config.validate() {
+                Err(ProxyError::InvalidConfig { field, .. }) => assert_eq!(field, name),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        // A grace of zero is allowed: calls in flight are closed at once.
+        let mut config = good;
+        config.shutdown_grace = Duration::ZERO;
+        assert!(config.validate().is_ok());
+    }
+
+    #[test]
+    fn the_idle_bound_outlasts_a_slow_prefill_and_the_cap_fits_1024_fds() {
+        // "a real model may take minutes before its first byte": the idle bound is longer
+        // than ten minutes of silence.
+        assert!(DEFAULT_IDLE_TIMEOUT > Duration::from_secs(600));
+        // A caller socket, an upstream socket and a pooled one per connection, the store's
+        // open sessions and a margin for the process itself, under `ulimit -n 1024`.
+        assert!(DEFAULT_MAX_CONNECTIONS * 3 + 256 + 50 < 1024);
+    }
+}

@@ -617,3 +617,34 @@ async fn no_route(method: Method, uri: Uri) -> Response {
     );
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_application_json_or_a_json_suffix_and_nothing_a_page_can_send_unasked() {
+        let json = |v: &'static str| is_json(Some(&HeaderValue::from_static(v)));
+        for yes in [
+            "application/json",
+            "Application/JSON",
+            "application/json; charset=utf-8",
+            "application/vnd.api+json",
+        ] {
+            assert!(json(yes), "{yes}");
+        }
+        for no in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "text/json+plain",
+            "",
+        ] {
+            assert!(!json(no), "{no}");
+        }
+        assert!(!is_json(None));
+        let refused = require_json(&HeaderMap::new()).unwrap_err();
+        assert_eq!(refused.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        assert!(refused.message.contains("Content-Type: application/json"));
+    }
+}
