@@ -336,7 +336,12 @@ fn next_call_records_and_replays(dir: &Path) {
             "the cut turn has no {closing}: {kinds_after_stop:?}"
         );
     }
+    record_and_replay_the_retried_call(dir);
+}
 
+/// A second proxy on `dir` records the call again against a fast upstream, and a third, in
+/// replay mode, answers it with 200 and the transcript's text.
+fn record_and_replay_the_retried_call(dir: &Path) {
     let again = upstream(0);
     let recorder = proxy(&again, dir, &[]);
     let (status, _, body) = exchange(
@@ -365,7 +370,13 @@ fn next_call_records_and_replays(dir: &Path) {
             CHAT,
         ),
     );
-    assert_eq!(status, 200, "{head}\n{}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        status,
+        200,
+        "{head}\n{}\nrecords: {:?}",
+        String::from_utf8_lossy(&body),
+        kinds(dir, "demo")
+    );
     let (_, expected) = common::streamed_text(common::STREAM_BASIC);
     let (_, replayed) = common::streamed_text(&body);
     assert_eq!(replayed, expected);
@@ -426,47 +437,7 @@ fn sigkill_mid_stream_leaves_a_turn_the_next_proxy_closes_and_the_next_call_repl
     running.signal("KILL");
     let status = running.exit();
     assert_eq!(status.code(), None, "killed by a signal");
-    let again = upstream(0);
-    let recorder = proxy(&again, dir.path(), &[]);
-    let (status, _, body) = exchange(
-        &recorder.address,
-        &post_request(
-            &recorder.address,
-            "/s/demo/v1/chat/completions",
-            "Content-Type: application/json\r\n",
-            CHAT,
-        ),
-    );
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    drop(recorder);
-    let replayer = spawn(
-        &[
-            "proxy",
-            "--mode",
-            "replay",
-            "--dir",
-            dir.path().to_str().unwrap(),
-        ],
-        None,
-    );
-    let (status, head, body) = exchange(
-        &replayer.address,
-        &post_request(
-            &replayer.address,
-            "/s/demo/v1/chat/completions",
-            "Content-Type: application/json\r\n",
-            CHAT,
-        ),
-    );
-    assert_eq!(
-        status,
-        200,
-        "{head}\n{}\nrecords: {:?}",
-        String::from_utf8_lossy(&body),
-        kinds(dir.path(), "demo")
-    );
-    let (_, expected) = common::streamed_text(common::STREAM_BASIC);
-    assert_eq!(common::streamed_text(&body).1, expected);
+    record_and_replay_the_retried_call(dir.path());
 }
 
 /// The proxy's open file descriptors now.
@@ -565,17 +536,6 @@ fn a_body_that_stops_after_10_bytes_gets_a_408_and_its_connection_is_closed() {
     assert_eq!(fast.chats.load(Ordering::SeqCst), 0);
 }
 
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
-    line[field.len()..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 /// The ceiling the proxy's peak resident memory must stay under while an upstream sends an
 /// endless model list (before the bound: 1 GiB sent, 1.07 GB resident).
 const MODELS_RSS_CEILING_KIB: u64 = 64 * 1024;
@@ -603,7 +563,7 @@ fn an_endless_model_list_is_a_502_naming_the_bound_and_the_proxy_stays_under_64_
             "{body}"
         );
     }
-    let peak = status_kib(running.pid(), "VmHWM:");
+    let peak = common::status_kib(running.pid(), "VmHWM:");
     eprintln!("cuca proxy after 4 endless model lists: peak RSS {peak} KiB");
     assert!(
         peak < MODELS_RSS_CEILING_KIB,

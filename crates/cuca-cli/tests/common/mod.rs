@@ -190,3 +190,18 @@ pub fn cslog_files(dir: &Path) -> Vec<String> {
     names.sort();
     names
 }
+
+/// A `kB` field of `/proc/PID/status` (`VmRSS:`, `VmHWM:`), in KiB.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
+    line[field.len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap()
+}
