@@ -340,6 +340,48 @@ fn verify_a_skipped_frame_whose_neighbours_continue_is_recovered() {
         "{}",
         result.stdout
     );
+    // A record after it continues the sequence: that, and only that, is what shows nothing
+    // was lost there.
+    assert!(
+        result
+            .stderr
+            .contains("the sequence continues across it, so no record is missing there"),
+        "{}",
+        result.stderr
+    );
+}
+
+#[test]
+fn verify_a_flipped_last_frame_of_a_v1_file_says_what_is_known_not_that_nothing_is_missing() {
+    // Issue 28 item 13: "The v1 warning \"the sequence continues across it, so no record is
+    // missing there\" after a flipped last frame of a v1 file … is not true: say what is known."
+    let dir = tempfile::tempdir().unwrap();
+    let name = "v1_bitflip_last_frame.cslog";
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cuca-reliability/tests/corpus");
+    std::fs::copy(corpus.join(name), dir.path().join(name)).unwrap();
+    let result = run(&["verify", path(dir.path()), "v1_bitflip_last_frame"]);
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    assert!(
+        result
+            .stdout
+            .contains("v1_bitflip_last_frame: recovered (4 records"),
+        "{}",
+        result.stdout
+    );
+    let warning: Vec<&str> = result.stderr.lines().collect();
+    assert_eq!(warning.len(), 1, "{}", result.stderr);
+    assert!(
+        !warning[0].contains("continues across it"),
+        "{}",
+        warning[0]
+    );
+    assert!(
+        warning[0].contains(
+            "no record follows it, at the end of a v1 file: it is either an append torn and sealed (never acknowledged, nothing lost) or the last record, damaged and lost; v1 cannot tell which"
+        ),
+        "{}",
+        warning[0]
+    );
 }
 
 #[test]

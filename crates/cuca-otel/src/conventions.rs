@@ -65,6 +65,9 @@ pub const CUCA_SEQUENCE_FIRST: &str = "cuca.sequence.first";
 pub const CUCA_SEQUENCE_LAST: &str = "cuca.sequence.last";
 /// Whether the turn closed on a Latency-then-TokenUsage pair.
 pub const CUCA_TURN_COMPLETE: &str = "cuca.turn.complete";
+/// Why the call's records do not hold the whole call, from its `CallIncomplete` record (cut
+/// short, a record that could not be written, …); absent for a call recorded whole.
+pub const CUCA_CALL_INCOMPLETE: &str = "cuca.call.incomplete";
 /// The recorded wall time of a call in milliseconds.
 pub const CUCA_DURATION_MS: &str = "cuca.duration_ms";
 /// Blocks the answer streamed.

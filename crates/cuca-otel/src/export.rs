@@ -31,6 +31,14 @@ pub const MAX_SPANS_PER_REQUEST: usize = 512;
 /// hold an export (or the live exporter's queue) for minutes.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The most bytes of a collector's answer that are read. An OTLP response is a few bytes (an
+/// empty `ExportTraceServiceResponse`, or a partial success with a count and a message), and an
+/// error status needs only the start of its body for [`Error::Status`]'s message; 64 KiB holds
+/// either with room to spare, and stops a collector (or anything at its address) that answers
+/// with an endless body from filling memory: the rest is never read, and the connection is
+/// dropped.
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+
 /// The URL traces go to: `endpoint` as given when it already ends in `/v1/traces` (the
 /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` form), else `endpoint` with `/v1/traces` appended
 /// (the `OTEL_EXPORTER_OTLP_ENDPOINT` form, e.g. `http://localhost:4318`).
@@ -182,10 +190,7 @@ impl Exporter {
                 source,
             })?;
         let status = response.status();
-        let bytes = response.bytes().await.map_err(|source| Error::Send {
-            url: self.url.clone(),
-            source,
-        })?;
+        let bytes = self.read_capped(response).await?;
         if !status.is_success() {
             let text = String::from_utf8_lossy(&bytes);
             let message: String = text.chars().take(300).collect();
@@ -196,11 +201,29 @@ impl Exporter {
             });
         }
         // A collector may answer 200 with a partial success naming spans it dropped; a body
-        // that is not the protobuf response (some proxies answer with nothing or JSON) is
-        // taken as full success, which is what its 2xx says.
+        // that is not the protobuf response (some proxies answer with nothing or JSON, and a
+        // body cut at the cap is none) is taken as full success, which is what its 2xx says.
         Ok(ExportTraceServiceResponse::decode(bytes.as_ref())
             .ok()
             .and_then(|r| r.partial_success)
             .map_or(0, |p| u64::try_from(p.rejected_spans).unwrap_or(0)))
+    }
+
+    /// The answer's body, at most [`MAX_RESPONSE_BYTES`] of it: reading stops there and the
+    /// response (with its connection) is dropped unread.
+    async fn read_capped(&self, mut response: reqwest::Response) -> Result<Vec<u8>, Error> {
+        let mut bytes = Vec::new();
+        while bytes.len() < MAX_RESPONSE_BYTES {
+            let chunk = response.chunk().await.map_err(|source| Error::Send {
+                url: self.url.clone(),
+                source,
+            })?;
+            let Some(chunk) = chunk else {
+                break;
+            };
+            let room = MAX_RESPONSE_BYTES - bytes.len();
+            bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        }
+        Ok(bytes)
     }
 }

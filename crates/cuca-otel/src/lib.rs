@@ -97,7 +97,7 @@ pub use calls::{call_spans, CallSpans};
 pub use error::Error;
 pub use export::{
     build_request, encode_gzip, traces_url, Exporter, SendReport, DEFAULT_REQUEST_TIMEOUT,
-    MAX_SPANS_PER_REQUEST, TRACES_PATH,
+    MAX_RESPONSE_BYTES, MAX_SPANS_PER_REQUEST, TRACES_PATH,
 };
 pub use live::{LiveConfig, LiveStats, LiveWorker, OtelPlugin};
 pub use session::{session_spans, SessionSpans};

@@ -47,6 +47,10 @@ pub struct LiveConfig {
     pub flush_interval: Duration,
     /// How long one request may take.
     pub request_timeout: Duration,
+    /// How long [`OtelPlugin::shutdown`] waits for the worker to send what is queued; what
+    /// is still queued or in flight then is dropped and counted
+    /// ([`LiveStats::dropped_at_shutdown`]).
+    pub shutdown_timeout: Duration,
     /// Whether to send the messages and answers (the conventions' opt-in content
     /// attributes). Off unless asked for: prompts are the person's own data.
     pub with_content: bool,
@@ -62,6 +66,11 @@ impl LiveConfig {
     /// The default [`LiveConfig::flush_interval`]: one second, so a call shows up in the
     /// collector about a second after it ends, while a busy agent's calls share requests.
     pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+    /// The default [`LiveConfig::shutdown_timeout`]: five seconds. Enough for a reachable
+    /// collector to take a full queue (eight requests of 256 spans, each a few hundred KiB),
+    /// and a bound on how long a program's exit waits for one that hangs (unbounded, a full
+    /// queue against a hung collector held the exit for eight request timeouts, 88–95 s).
+    pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
     /// A validated config for `endpoint` with the defaults, `service.name` `cuca`, and no
     /// content.
@@ -78,6 +87,7 @@ impl LiveConfig {
             max_batch: LiveConfig::DEFAULT_MAX_BATCH,
             flush_interval: LiveConfig::DEFAULT_FLUSH_INTERVAL,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            shutdown_timeout: LiveConfig::DEFAULT_SHUTDOWN_TIMEOUT,
             with_content: false,
         };
         config.validate()?;
@@ -118,6 +128,9 @@ pub struct LiveStats {
     pub dropped_queue_full: u64,
     /// Spans dropped because their request failed (collector down, refused, timed out).
     pub dropped_send_failed: u64,
+    /// Spans still queued or in flight when [`OtelPlugin::shutdown`]'s bound
+    /// ([`LiveConfig::shutdown_timeout`]) ran out.
+    pub dropped_at_shutdown: u64,
     /// Requests that failed.
     pub failed_requests: u64,
     /// Calls whose request was seen but whose end never was, forgotten to keep the table of
@@ -131,6 +144,7 @@ struct Counters {
     exported: AtomicU64,
     dropped_queue_full: AtomicU64,
     dropped_send_failed: AtomicU64,
+    dropped_at_shutdown: AtomicU64,
     failed_requests: AtomicU64,
     unmatched: AtomicU64,
     /// Names spans of calls that carry no call id.
@@ -144,6 +158,7 @@ impl Counters {
             exported: self.exported.load(Ordering::Relaxed),
             dropped_queue_full: self.dropped_queue_full.load(Ordering::Relaxed),
             dropped_send_failed: self.dropped_send_failed.load(Ordering::Relaxed),
+            dropped_at_shutdown: self.dropped_at_shutdown.load(Ordering::Relaxed),
             failed_requests: self.failed_requests.load(Ordering::Relaxed),
             unmatched: self.unmatched.load(Ordering::Relaxed),
         }
@@ -299,13 +314,38 @@ impl OtelPlugin {
     }
 
     /// Closes the queue and, when [`OtelPlugin::spawn`] started the worker, waits for it to
-    /// send what was queued (each request bounded by [`LiveConfig::request_timeout`]); then
-    /// returns the final counts.
+    /// send what was queued, at most [`LiveConfig::shutdown_timeout`]; then returns the final
+    /// counts.
+    ///
+    /// Bounded in time: when the bound runs out the worker is stopped where it is (its
+    /// request in flight abandoned), and every span queued that was neither exported nor
+    /// already dropped is counted in [`LiveStats::dropped_at_shutdown`], so
+    /// `queued == exported + dropped_send_failed + dropped_at_shutdown` afterwards.
     pub async fn shutdown(&self) -> LiveStats {
         self.close();
-        if let Some(join) = self.worker.lock().await.take() {
+        if let Some(mut join) = self.worker.lock().await.take() {
+            let bound = self.config.shutdown_timeout;
+            if tokio::time::timeout(bound, &mut join).await.is_err() {
+                join.abort();
+                // Cancelled (or it finished meanwhile, or panicked): either way it counts no
+                // more, so what is unaccounted for now is what it never sent.
+                let _ = join.await;
+                let stats = self.counters.stats();
+                let open = stats
+                    .queued
+                    .saturating_sub(stats.exported)
+                    .saturating_sub(stats.dropped_send_failed)
+                    .saturating_sub(stats.dropped_at_shutdown);
+                self.counters
+                    .dropped_at_shutdown
+                    .fetch_add(open, Ordering::Relaxed);
+                tracing::warn!(
+                    dropped = open,
+                    ?bound,
+                    "otlp export did not finish within its shutdown bound; the rest is dropped"
+                );
+            }
             // A worker that panicked has nothing more to send; its counts stand.
-            let _ = join.await;
         }
         self.stats()
     }

@@ -268,7 +268,12 @@ fn turn_span(cx: TurnContext<'_>, turn: &ReplayTurn, model: &mut Option<String>)
         if let Ok(serde_json::Value::Object(parameters)) =
             serde_json::from_str::<serde_json::Value>(&request.parameters)
         {
-            if let Some(max_tokens) = parameters.get("max_tokens").and_then(|v| v.as_u64()) {
+            // The proxy records the caller's own keys: a newer client sends
+            // `max_completion_tokens` alone.
+            if let Some(max_tokens) = ["max_tokens", "max_completion_tokens"]
+                .iter()
+                .find_map(|key| parameters.get(*key).and_then(|v| v.as_u64()))
+            {
                 span = span.int(c::GEN_AI_REQUEST_MAX_TOKENS, max_tokens);
             }
             if let Some(temperature) = parameters.get("temperature").and_then(|v| v.as_f64()) {
@@ -300,6 +305,9 @@ fn turn_span(cx: TurnContext<'_>, turn: &ReplayTurn, model: &mut Option<String>)
         .bool(c::CUCA_TURN_COMPLETE, completion.is_some())
         .int(c::CUCA_BLOCKS, turn.blocks().len() as u64)
         .int_nonzero(c::CUCA_TOOL_CALLS, n_tool_calls as u64);
+    if let Some(reason) = call.incomplete() {
+        span = span.str(c::CUCA_CALL_INCOMPLETE, reason);
+    }
     span = note_events(span, turn, first_ms, model);
     if cx.options.with_content {
         if !turn.system_prompts().is_empty() {

@@ -303,3 +303,47 @@ async fn a_collector_that_hangs_holds_no_call_and_is_given_up_on() {
         "the request did reach the hung collector"
     );
 }
+
+#[tokio::test]
+async fn shutdown_against_a_collector_that_never_answers_returns_within_its_bound_and_counts_the_rest(
+) {
+    // Issue 28 item 11: "its `shutdown()` takes 88–95 s against a hanging collector … bounded
+    // in time". The requests would each wait a minute; the shutdown bound is 200 ms.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hung = format!("http://{}", listener.local_addr().unwrap());
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let keep = Arc::clone(&held);
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            keep.lock().unwrap().push(socket);
+        }
+    });
+    let config = LiveConfig {
+        request_timeout: std::time::Duration::from_secs(60),
+        shutdown_timeout: std::time::Duration::from_millis(200),
+        max_batch: 2,
+        ..LiveConfig::new(&hung).unwrap()
+    };
+    let plugin = OtelPlugin::spawn(config).unwrap();
+    for n in 0..5 {
+        plugin
+            .on_response_complete(&response(&format!("stuck-{n}")))
+            .await
+            .unwrap();
+    }
+    // A guard far above the bound, so a regression fails instead of hanging the suite.
+    let stats = tokio::time::timeout(std::time::Duration::from_secs(30), plugin.shutdown())
+        .await
+        .expect("shutdown returned within its guard");
+    assert_eq!(stats.queued, 5);
+    assert_eq!(stats.exported, 0);
+    assert_eq!(stats.dropped_send_failed, 0);
+    // Every span is accounted for: the batch in flight and the ones still queued.
+    assert_eq!(stats.dropped_at_shutdown, 5, "{stats:?}");
+    assert!(
+        !held.lock().unwrap().is_empty(),
+        "the first request did reach the hung collector"
+    );
+    // A second shutdown has nothing left to wait for and changes no count.
+    assert_eq!(plugin.shutdown().await, stats);
+}

@@ -450,3 +450,53 @@ async fn call_metadata_names_each_calls_model_parameters_and_finish() {
     assert_eq!(int_attr(call, "gen_ai.request.max_tokens"), 12);
     assert!(has(call, "gen_ai.request.temperature"));
 }
+
+/// Issue 28: a call whose records do not hold the whole call says so on its span
+/// (`cuca.call.incomplete`, from its `CallIncomplete` record), and a proxy call that sent only
+/// `max_completion_tokens` (recorded as sent) still names its ceiling.
+#[tokio::test]
+async fn an_incomplete_call_says_why_and_max_completion_tokens_is_its_ceiling() {
+    let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
+    let mut records = cuca_testkit::demo_turn("cut", 0);
+    records.insert(
+        2,
+        cuca_testkit::record(
+            "cut",
+            2,
+            SessionEvent::CallRequest {
+                model: "m".into(),
+                parameters: r#"{"max_completion_tokens":9}"#.into(),
+                tools: "[]".into(),
+                messages: 2,
+            },
+        ),
+    );
+    let at = records.len() - 2;
+    records.insert(
+        at,
+        cuca_testkit::record(
+            "cut",
+            0,
+            SessionEvent::CallIncomplete {
+                reason: "cut short: the caller hung up".into(),
+            },
+        ),
+    );
+    for (i, record) in records.iter_mut().enumerate() {
+        record.sequence = i as u64;
+    }
+    cuca_testkit::append_all(backend.as_ref(), &records);
+    let export = session_spans(backend, "cut", &ExportOptions::default()).unwrap();
+    let call = &export.spans[1];
+    assert_eq!(
+        str_attr(call, "cuca.call.incomplete"),
+        "cut short: the caller hung up"
+    );
+    assert_eq!(int_attr(call, "gen_ai.request.max_tokens"), 9);
+    // A call recorded whole has no such attribute.
+    let plain: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
+    cuca_testkit::append_all(plain.as_ref(), &cuca_testkit::demo_turn("whole", 0));
+    let whole = session_spans(plain, "whole", &ExportOptions::default()).unwrap();
+    assert_eq!(whole.n_turns, 1);
+    assert!(!has(&whole.spans[1], "cuca.call.incomplete"));
+}

@@ -8,12 +8,15 @@
 //! position by position, and its system messages those of that turn; the first difference is
 //! a 409 that names the message index and quotes both sides, clipped.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
 use axum::body::Body;
 use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
 use cuca_events::{Message, MessageContentBlock, Role, UnifiedRequest};
-use cuca_replay::{ReplayTrajectory, ReplayTurn};
+use cuca_replay::{ReplayTrajectory, ReplayTurn, SessionReplay};
 use serde_json::{json, Value};
 
 use crate::flush::OneAtATime;
@@ -22,6 +25,71 @@ use crate::wire::{clip, ApiError, CallerRequest};
 
 /// The response header with the index of the recorded turn a replayed answer came from.
 pub const TURN_HEADER: &str = "x-cuca-turn";
+
+/// A session's load as callers share it: the trajectory, or why it could not be loaded.
+pub(crate) type Loaded = Result<Arc<ReplayTrajectory>, String>;
+
+/// The replay loads of one proxy, shared: callers asking for a session while it is being
+/// loaded wait for that load and share its trajectory instead of each loading their own copy.
+///
+/// The bound: at most one load of each session runs at a time, and a trajectory lives only
+/// while a caller uses it (nothing is cached past the callers of the load), so N concurrent
+/// callers of one session hold one copy of it, not N (issue 28 item 11: "a 50 MB turn, 16
+/// callers → 1.04 GB"). A caller that arrives after a load finished starts a new one, so it
+/// sees every record stored before it asked; one that joins a load in flight sees the session
+/// as that load read it, which is the state when its request was concurrent with the read. In
+/// auto mode callers of one session are already one at a time (the writer is taken before the
+/// lookup), so a recorded call is always in the next caller's load.
+pub(crate) struct Loads {
+    replay: SessionReplay,
+    in_flight: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Loaded>>>>,
+}
+
+impl Loads {
+    pub(crate) fn new(replay: SessionReplay) -> Loads {
+        Loads {
+            replay,
+            in_flight: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn in_flight(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, Arc<tokio::sync::OnceCell<Loaded>>>> {
+        // The map holds no invariant a panic could break halfway.
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The session's trajectory, loaded on a blocking thread (a long session is a long read,
+    /// and other callers must not wait for it), or joined from the load already running.
+    pub(crate) async fn load(&self, session: &str) -> Loaded {
+        let cell = Arc::clone(self.in_flight().entry(session.to_owned()).or_default());
+        let replay = self.replay.clone();
+        let id = session.to_owned();
+        let loaded = cell
+            .get_or_init(|| async move {
+                let name = id.clone();
+                match tokio::task::spawn_blocking(move || replay.load(&id)).await {
+                    Ok(Ok(trajectory)) => Ok(Arc::new(trajectory)),
+                    Ok(Err(error)) => Err(format!("cannot load session {name:?}: {error}")),
+                    Err(join) => Err(format!("loading session {name:?} stopped: {join}")),
+                }
+            })
+            .await
+            .clone();
+        // Done: the next caller loads afresh, and sees what was appended meanwhile.
+        let mut in_flight = self.in_flight();
+        if in_flight
+            .get(session)
+            .is_some_and(|current| Arc::ptr_eq(current, &cell))
+        {
+            in_flight.remove(session);
+        }
+        loaded
+    }
+}
 
 /// Where a request falls in its session's recording.
 #[derive(Debug)]
@@ -135,8 +203,9 @@ pub(crate) fn lookup(
         .iter()
         .rev()
         .find(|&&t| {
+            // Not a call the recorder marked incomplete: its answer was cut or lost.
             let call = trajectory.turns()[t].call();
-            !call.has_finish() || call.finish_reason().is_some()
+            call.incomplete().is_none() && (!call.has_finish() || call.finish_reason().is_some())
         })
         .or(pool.last())
         .copied();
@@ -283,17 +352,21 @@ pub(crate) fn render(
     });
     let id = format!("chatcmpl-cuca-{turn_idx}");
     let (content_type, body) = if request.stream {
-        let chunks = sse(
-            turn,
-            &id,
-            &model,
-            &finish,
-            request.include_usage.then_some(usage),
-        );
+        let events = SseEvents {
+            turn: turn.clone(),
+            id,
+            model,
+            finish,
+            usage: request.include_usage.then_some(usage),
+            stage: Stage::Role,
+            next_block: 0,
+            offset: 0,
+            n_tool_calls: 0,
+        };
         (
             "text/event-stream",
             Body::from_stream(OneAtATime::new(futures::stream::iter(
-                chunks.into_iter().map(Ok::<Bytes, std::io::Error>),
+                events.map(Ok::<Bytes, std::io::Error>),
             ))),
         )
     } else {
@@ -333,53 +406,142 @@ fn event(value: &Value) -> Bytes {
     Bytes::from(format!("data: {value}\n\n"))
 }
 
-/// One event per recorded block — reasoning as `reasoning_content`, text as `content`, each
-/// tool call whole in one `tool_calls` delta — then the finish reason, the usage chunk when
-/// asked for, and `[DONE]`.
-fn sse(turn: &ReplayTurn, id: &str, model: &str, finish: &str, usage: Option<Value>) -> Vec<Bytes> {
-    let mut out = Vec::with_capacity(turn.blocks().len() + 4);
-    out.push(event(&chunk(
-        id,
-        model,
-        json!({"role": "assistant", "content": null}),
-        None,
-    )));
-    let mut n_tool_calls = 0;
-    for block in turn.blocks() {
-        let delta = match block {
-            MessageContentBlock::Thinking { thinking } => json!({"reasoning_content": thinking}),
-            MessageContentBlock::Text { text } => json!({"content": text}),
-            MessageContentBlock::ToolCall {
-                id,
-                name,
-                arguments,
-            } => {
-                n_tool_calls += 1;
-                json!({"tool_calls": [{
-                    "index": n_tool_calls - 1,
-                    "id": id,
-                    "type": "function",
-                    "function": {"name": name, "arguments": arguments},
-                }]})
+/// The most bytes of text one streamed event carries. A recorded block longer than this (a
+/// non-streamed answer is one block) goes out in several deltas, as a provider streams it, so
+/// a stream holds one event of at most this much text at a time, however long the turn.
+pub(crate) const MAX_EVENT_TEXT: usize = 64 * 1024;
+
+/// Where an [`SseEvents`] is in the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Role,
+    Blocks,
+    Finish,
+    Usage,
+    Done,
+    End,
+}
+
+/// The replayed stream, built one event at a time as the body is polled: one event per
+/// recorded block (a long text in pieces of [`MAX_EVENT_TEXT`]) — reasoning as
+/// `reasoning_content`, text as `content`, each tool call whole in one `tool_calls` delta —
+/// then the finish reason, the usage chunk when asked for, and `[DONE]`. Lazily, so a stream
+/// holds its turn (whose blocks every caller of the session shares) and one event, never the
+/// whole answer rendered.
+struct SseEvents {
+    turn: ReplayTurn,
+    id: String,
+    model: String,
+    finish: String,
+    usage: Option<Value>,
+    stage: Stage,
+    next_block: usize,
+    /// Bytes of the current block's text already sent.
+    offset: usize,
+    n_tool_calls: usize,
+}
+
+impl SseEvents {
+    fn event(&self, delta: Value, finish: Option<&str>) -> Bytes {
+        event(&chunk(&self.id, &self.model, delta, finish))
+    }
+
+    /// The next piece of `text` from `offset`, at most [`MAX_EVENT_TEXT`] bytes cut at a
+    /// character boundary, and whether it is the last.
+    fn piece(text: &str, offset: usize) -> (&str, bool) {
+        let mut end = offset.saturating_add(MAX_EVENT_TEXT).min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        (text.get(offset..end).unwrap_or_default(), end >= text.len())
+    }
+
+    fn next_block_event(&mut self) -> Option<Bytes> {
+        while let Some(block) = self.turn.blocks().get(self.next_block) {
+            let (delta, done) = match block {
+                MessageContentBlock::Thinking { thinking } => {
+                    let (piece, last) = Self::piece(thinking, self.offset);
+                    let n = piece.len();
+                    let delta = json!({"reasoning_content": piece});
+                    self.offset += n;
+                    (delta, last)
+                }
+                MessageContentBlock::Text { text } => {
+                    let (piece, last) = Self::piece(text, self.offset);
+                    let n = piece.len();
+                    let delta = json!({"content": piece});
+                    self.offset += n;
+                    (delta, last)
+                }
+                MessageContentBlock::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                } => {
+                    self.n_tool_calls += 1;
+                    let delta = json!({"tool_calls": [{
+                        "index": self.n_tool_calls - 1,
+                        "id": id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": arguments},
+                    }]});
+                    (delta, true)
+                }
+                // A provider never streams a tool result or an image.
+                _ => {
+                    self.next_block += 1;
+                    continue;
+                }
+            };
+            if done {
+                self.next_block += 1;
+                self.offset = 0;
             }
-            // A provider never streams a tool result or an image.
-            _ => continue,
-        };
-        out.push(event(&chunk(id, model, delta, None)));
+            return Some(self.event(delta, None));
+        }
+        None
     }
-    out.push(event(&chunk(id, model, json!({}), Some(finish))));
-    if let Some(usage) = usage {
-        out.push(event(&json!({
-            "id": id,
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": model,
-            "choices": [],
-            "usage": usage,
-        })));
+}
+
+impl Iterator for SseEvents {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        loop {
+            match self.stage {
+                Stage::Role => {
+                    self.stage = Stage::Blocks;
+                    return Some(self.event(json!({"role": "assistant", "content": null}), None));
+                }
+                Stage::Blocks => match self.next_block_event() {
+                    Some(event) => return Some(event),
+                    None => self.stage = Stage::Finish,
+                },
+                Stage::Finish => {
+                    self.stage = Stage::Usage;
+                    return Some(self.event(json!({}), Some(&self.finish.clone())));
+                }
+                Stage::Usage => {
+                    self.stage = Stage::Done;
+                    if let Some(usage) = self.usage.take() {
+                        return Some(event(&json!({
+                            "id": self.id,
+                            "object": "chat.completion.chunk",
+                            "created": 0,
+                            "model": self.model,
+                            "choices": [],
+                            "usage": usage,
+                        })));
+                    }
+                }
+                Stage::Done => {
+                    self.stage = Stage::End;
+                    return Some(Bytes::from_static(b"data: [DONE]\n\n"));
+                }
+                Stage::End => return None,
+            }
+        }
     }
-    out.push(Bytes::from_static(b"data: [DONE]\n\n"));
-    out
 }
 
 fn completion_object(

@@ -31,7 +31,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// What every handler shares.
 pub(crate) struct Shared {
     pub(crate) config: ProxyConfig,
-    pub(crate) replay: SessionReplay,
+    pub(crate) replay: replay::Loads,
     pub(crate) slots: Slots,
     pub(crate) http: reqwest::Client,
     /// `{upstream}/v1/chat/completions`; `None` in replay mode.
@@ -141,7 +141,7 @@ impl Proxy {
         let slots = Slots::new(Arc::clone(&backend), config.max_sessions);
         Ok(Proxy {
             shared: Arc::new(Shared {
-                replay: SessionReplay::new(backend),
+                replay: replay::Loads::new(SessionReplay::new(backend)),
                 slots,
                 http,
                 chat_url,
@@ -446,37 +446,22 @@ fn bad_request(session: &str, message: String) -> ApiError {
     .in_session(session)
 }
 
-/// Loads the session on a blocking thread (a long session is a long read, and other callers
-/// must not wait for it) and places the request in it.
+/// Loads the session (one load shared by every caller of it meanwhile, see
+/// [`replay::Loads`]) and places the request in it.
 async fn load_and_lookup(
     shared: &Arc<Shared>,
     session: &str,
     request: &CallerRequest,
 ) -> Result<Lookup, ApiError> {
-    let loader = Arc::clone(shared);
-    let id = session.to_owned();
-    let loaded = tokio::task::spawn_blocking(move || loader.replay.load(&id)).await;
-    let trajectory = match loaded {
-        Ok(Ok(trajectory)) => trajectory,
-        Ok(Err(error)) => {
-            return Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "server_error",
-                "cuca_replay_failed",
-                format!("cannot load session {session:?}: {error}"),
-            )
-            .in_session(session))
-        }
-        Err(join) => {
-            return Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "server_error",
-                "cuca_replay_failed",
-                format!("loading session {session:?} stopped: {join}"),
-            )
-            .in_session(session))
-        }
-    };
+    let trajectory = shared.replay.load(session).await.map_err(|message| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "cuca_replay_failed",
+            message,
+        )
+        .in_session(session)
+    })?;
     Ok(replay::lookup(&trajectory, session, &request.unified))
 }
 

@@ -389,3 +389,63 @@ async fn turns_are_placed_by_the_message_count_each_call_was_sent() {
     assert_eq!(headers["x-cuca-turn"], "2");
     assert_eq!(blocks_of_sse(&body), blocks_of_sse(TOOL_STREAM.as_bytes()));
 }
+
+/// Issue 28 item 11: "each replayed request loads its whole session". The stream is built
+/// one event at a time, and a block longer than an event's text goes out in pieces: the
+/// caller's decoder joins them back into exactly the recorded text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_recorded_block_is_replayed_in_pieces_that_join_to_it_exactly() {
+    use cuca_events::{Message, SessionBackend, SessionEvent, SessionRecord};
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = dir.path().join("sessions");
+    let backend = cuca_store_file::FileBackend::new(&sessions).unwrap();
+    // 200 KiB and a bit, with multi-byte characters where the pieces are cut.
+    let long: String = "añ€".repeat(200 * 1024 / 6 + 7);
+    let events = [
+        SessionEvent::Message(Message::user("LONG: say a lot")),
+        SessionEvent::Output { text: long.clone() },
+        SessionEvent::Latency { duration_ms: 5 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 3,
+            completion_tokens: 9,
+        },
+    ];
+    for (sequence, event) in events.into_iter().enumerate() {
+        backend
+            .append(SessionRecord {
+                session_id: "long".into(),
+                sequence: sequence as u64,
+                timestamp_ms: 1,
+                event,
+            })
+            .unwrap();
+    }
+    drop(backend);
+    let proxy = replaying(dir.path()).await;
+    let body = json!({
+        "model": "tiny", "stream": true,
+        "messages": [{"role": "user", "content": "LONG: say a lot"}],
+    });
+    let (status, _, answer) = post(
+        &proxy.chat_url(Some("long")),
+        serde_json::to_vec(&body).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    let text = String::from_utf8(answer.clone()).unwrap();
+    let events: Vec<&str> = text
+        .lines()
+        .filter(|line| line.starts_with("data: {"))
+        .collect();
+    let pieces = events
+        .iter()
+        .filter(|line| line.contains("\"content\":\""))
+        .count();
+    // 200 KiB in pieces of 64 KiB at most: four of them, and no event much longer than one.
+    assert_eq!(pieces, 4, "{pieces} content events");
+    assert!(
+        events.iter().all(|line| line.len() < 64 * 1024 + 1024),
+        "an event is longer than a piece"
+    );
+    assert_eq!(joined(&blocks_of_sse(&answer), false), long);
+}

@@ -296,6 +296,28 @@ fn turn_box(session: &str, turn: &TurnView) -> Markup {
             @for group in groups(&turn.records) {
                 (record_group(group))
             }
+            @if turn.clipped.any() {
+                (clipped_note(session, &turn.clipped))
+            }
+        }
+    }
+}
+
+/// The note under a turn the page clipped: how much it left out, and where to read it whole.
+fn clipped_note(session: &str, clipped: &crate::sessions::Clipped) -> Markup {
+    let mut parts = Vec::new();
+    if clipped.bytes > 0 {
+        parts.push(plural(clipped.bytes, "more byte", "more bytes"));
+    }
+    if clipped.records > 0 {
+        parts.push(plural(clipped.records, "more record", "more records"));
+    }
+    html! {
+        p.clipped {
+            "… " (parts.join(" and ")) " not shown (a page shows at most "
+            (crate::sessions::MAX_TURN_TEXT_BYTES / 1024) " KiB of a turn's text and "
+            (crate::sessions::MAX_TURN_RECORDS) " of its records); "
+            code { "cuca show DIR " (session) " --json" } " prints every record whole."
         }
     }
 }

@@ -30,11 +30,9 @@ pub fn list(dir: &Path) -> Result<Vec<RunRow>, ViewError> {
         let Ok(id) = entry.file_name().into_string() else {
             continue;
         };
-        let record = entry.path().join(RECORD_FILE);
-        // Regular files only: a FIFO or a device named like a record would hang the read.
-        if !std::fs::symlink_metadata(&record).is_ok_and(|m| m.is_file()) {
+        let Some(record) = record_of(&entry.path()) else {
             continue;
-        }
+        };
         rows.push(RunRow {
             summary: read_record(&record).map_err(|error| error.to_string()),
             id,
@@ -44,16 +42,31 @@ pub fn list(dir: &Path) -> Result<Vec<RunRow>, ViewError> {
     Ok(rows)
 }
 
+/// The record file of the run directory `run`, when `run` is a real directory (not a symlink)
+/// holding a regular file of that name.
+///
+/// A symlinked run directory is refused as a symlinked session file is: following it would
+/// show a record from anywhere on the disk under the runs directory's name. Regular files
+/// only: a FIFO or a device named like a record would hang the read.
+fn record_of(run: &Path) -> Option<std::path::PathBuf> {
+    if !std::fs::symlink_metadata(run).is_ok_and(|m| m.is_dir()) {
+        return None;
+    }
+    let record = run.join(RECORD_FILE);
+    std::fs::symlink_metadata(&record)
+        .is_ok_and(|m| m.is_file())
+        .then_some(record)
+}
+
 /// The summary of run `id` under `dir`.
 pub fn show(dir: &Path, id: &str) -> Result<RecordSummary, ViewError> {
     // A run id is one directory name: nothing that could climb out of the runs directory.
     if id.is_empty() || id == "." || id == ".." || id.contains(['/', '\\', '\0']) {
         return Err(ViewError::UnknownRun { run: id.to_owned() });
     }
-    let record = dir.join(id).join(RECORD_FILE);
-    if !std::fs::symlink_metadata(&record).is_ok_and(|m| m.is_file()) {
+    let Some(record) = record_of(&dir.join(id)) else {
         return Err(ViewError::UnknownRun { run: id.to_owned() });
-    }
+    };
     read_record(&record).map_err(|error| ViewError::Run {
         run: id.to_owned(),
         reason: error.to_string(),

@@ -8,6 +8,10 @@ use cuca_store_file::{FileBackend, Verdict};
 use crate::error::ViewError;
 use crate::ViewConfig;
 
+mod clip;
+
+pub use clip::{Clipped, MAX_LABEL_BYTES, MAX_TAIL_RECORDS, MAX_TURN_RECORDS, MAX_TURN_TEXT_BYTES};
+
 /// How many turns one session page shows. Small enough that the first page of a session of
 /// any length is read in a few milliseconds; the page links to the next.
 pub const TURNS_PER_PAGE: usize = 20;
@@ -90,12 +94,50 @@ pub fn parent_of(id: &str) -> Option<(String, String)> {
     cuca_events::fork_parent(id).map(|(parent, point)| (parent.to_owned(), point.to_owned()))
 }
 
+/// The newest list scan: the directories it covered, when it started, and its rows.
+#[derive(Debug)]
+struct Recent {
+    dirs: Vec<PathBuf>,
+    started: std::time::Instant,
+    rows: Vec<SessionSummary>,
+}
+
+/// Held while a list scans its sessions, and holding the newest scan (see [`list`]).
+static LISTING: std::sync::Mutex<Option<Recent>> = std::sync::Mutex::new(None);
+
 /// Every session in the configured directories, most recent activity first.
 ///
 /// Each file is verified in full (the status column), so this costs one read of every
-/// session; a session whose file cannot be read is a row with [`Status::Unreadable`], never a
-/// failed list.
+/// session, streamed: memory is one frame at a time, never a whole session; a session
+/// whose file cannot be read is a row with [`Status::Unreadable`], never a failed list.
+///
+/// One scan at a time in the process, shared: a list that arrives while another scans
+/// waits for it, and takes the rows of a scan that started after it arrived (so it never
+/// sees a state older than its own request) instead of scanning again. A burst of
+/// concurrent lists therefore costs at most two scans, one after the other, and holds one
+/// frame at a time, not a frame (or, before, a whole session) per request.
 pub fn list(config: &ViewConfig) -> Result<Vec<SessionSummary>, ViewError> {
+    let arrived = std::time::Instant::now();
+    // A scan that panicked left its rows unwritten, nothing half-made.
+    let mut recent = LISTING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(recent) = recent.as_ref() {
+        if recent.started >= arrived && recent.dirs == config.session_dirs {
+            return Ok(recent.rows.clone());
+        }
+    }
+    let started = std::time::Instant::now();
+    let rows = scan_all(config)?;
+    *recent = Some(Recent {
+        dirs: config.session_dirs.clone(),
+        started,
+        rows: rows.clone(),
+    });
+    Ok(rows)
+}
+
+fn scan_all(config: &ViewConfig) -> Result<Vec<SessionSummary>, ViewError> {
     let mut rows = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for dir in &config.session_dirs {
@@ -126,8 +168,15 @@ fn summarise(backend: &FileBackend, dir: &Path, id: String) -> SessionSummary {
         last_activity_ms: None,
         status: Status::Clean,
     };
-    let report = match backend.verify(&row.id) {
-        Ok(report) => report,
+    // A streaming scan: each record is skimmed (its text left in the read buffer) and only
+    // its numbers kept, so a row costs one frame of memory however long the session, and
+    // concurrent lists cost one frame each, never a whole session each (issue 28 item 11).
+    let mut tally = Tally::default();
+    let summary = match backend.skim_each(&row.id, &mut |record| {
+        tally.take(record.timestamp_ms, &record.hollow_event());
+        Ok(())
+    }) {
+        Ok(summary) => summary,
         Err(error) => {
             row.status = Status::Unreadable {
                 reason: error.to_string(),
@@ -135,7 +184,7 @@ fn summarise(backend: &FileBackend, dir: &Path, id: String) -> SessionSummary {
             return row;
         }
     };
-    row.status = match &report.verdict {
+    row.status = match &summary.verdict {
         Verdict::Clean => Status::Clean,
         Verdict::Recovered => Status::Recovered,
         Verdict::Refused { offset, reason } => Status::Refused {
@@ -143,31 +192,50 @@ fn summarise(backend: &FileBackend, dir: &Path, id: String) -> SessionSummary {
             reason: reason.clone(),
         },
         _ => Status::Unreadable {
-            reason: format!("{:?}", report.verdict),
+            reason: format!("{:?}", summary.verdict),
         },
     };
-    if !report.is_loadable() {
+    // Records are visited before the verdict is known; a refused file's row counts none, as
+    // a load of it returns none.
+    if !summary.is_loadable() {
         return row;
     }
-    let mut segmenter = Segmenter::default();
-    for record in &report.records {
-        row.n_records += 1;
-        row.last_activity_ms = Some(
-            row.last_activity_ms
-                .map_or(record.timestamp_ms, |t| t.max(record.timestamp_ms)),
+    row.n_records = tally.n_records;
+    row.last_activity_ms = tally.last_activity_ms;
+    row.prompt_tokens = tally.prompt_tokens;
+    row.completion_tokens = tally.completion_tokens;
+    let segmenter = tally.segmenter;
+    row.n_turns = segmenter.turns();
+    row
+}
+
+/// What a list row counts, record by record.
+#[derive(Debug, Default)]
+struct Tally {
+    n_records: u64,
+    last_activity_ms: Option<u64>,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    segmenter: Segmenter,
+}
+
+impl Tally {
+    fn take(&mut self, timestamp_ms: u64, event: &SessionEvent) {
+        self.n_records += 1;
+        self.last_activity_ms = Some(
+            self.last_activity_ms
+                .map_or(timestamp_ms, |t| t.max(timestamp_ms)),
         );
         if let SessionEvent::TokenUsage {
             prompt_tokens,
             completion_tokens,
-        } = &record.event
+        } = event
         {
-            row.prompt_tokens += prompt_tokens;
-            row.completion_tokens += completion_tokens;
+            self.prompt_tokens += prompt_tokens;
+            self.completion_tokens += completion_tokens;
         }
-        segmenter.push(&record.event);
+        self.segmenter.push(event);
     }
-    row.n_turns = segmenter.turns();
-    row
 }
 
 /// Seed 001's segmentation, counted: a turn ends at a Latency immediately followed by a
@@ -322,6 +390,8 @@ pub struct TurnView {
     pub records: Vec<RecordView>,
     /// Whether a Latency + TokenUsage pair closed it.
     pub complete: bool,
+    /// What the page left out of it ([`MAX_TURN_TEXT_BYTES`], [`MAX_TURN_RECORDS`]).
+    pub clipped: Clipped,
 }
 
 /// A window of a session's turns.
@@ -351,6 +421,11 @@ impl Page {
 
 /// Reads turns `first_turn..first_turn + n_turns` of `session`, stopping as soon as it has
 /// them (and one record more, to know whether there is a next page).
+///
+/// Each turn is kept clipped ([`MAX_TURN_TEXT_BYTES`] of text, [`MAX_TURN_RECORDS`] records;
+/// [`TurnView::clipped`] says what was cut) as its records are read, so a page's memory is its
+/// turns' budgets plus the one record being decoded (at most a frame,
+/// `cuca_store_file::MAX_FRAME_LEN`), however long a turn is.
 pub fn page(
     backend: &dyn SessionBackend,
     session: &str,
@@ -368,6 +443,8 @@ pub fn page(
     let mut current: Vec<RecordView> = Vec::new();
     let mut segmenter = Segmenter::default();
     let mut stopped = false;
+    let mut budget = MAX_TURN_TEXT_BYTES;
+    let mut clipped = Clipped::default();
     let result = backend.replay_each(session, &mut |record| {
         page.records_read += 1;
         if turn_idx >= end_turn {
@@ -378,7 +455,13 @@ pub fn page(
         }
         let closes = segmenter.push(&record.event);
         if turn_idx >= first_turn {
-            current.push(RecordView::from(record));
+            if clip::keeps(current.len(), &record.event) {
+                let mut view = RecordView::from(record);
+                clipped.bytes += clip::clip_event(&mut view.event, &mut budget);
+                current.push(view);
+            } else {
+                clipped.records += 1;
+            }
         }
         if closes {
             if turn_idx >= first_turn {
@@ -386,8 +469,10 @@ pub fn page(
                     turn_idx,
                     records: std::mem::take(&mut current),
                     complete: true,
+                    clipped: std::mem::take(&mut clipped),
                 });
             }
+            budget = MAX_TURN_TEXT_BYTES;
             turn_idx += 1;
         }
         Ok(())
@@ -401,6 +486,7 @@ pub fn page(
             turn_idx,
             records: current,
             complete: false,
+            clipped,
         });
     }
     Ok(page)

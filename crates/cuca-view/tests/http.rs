@@ -227,6 +227,33 @@ async fn journal_runs_show_their_agents_inputs_and_outcome() {
 }
 
 #[tokio::test]
+async fn a_symlinked_run_directory_is_refused_as_symlinked_sessions_are() {
+    // Issue 28 item 12: "The viewer follows a symlinked run directory (sessions refuse
+    // symlinks): refuse it too."
+    let fixture = Fixture::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let outside = elsewhere.path().join("outside-run");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::copy(
+        fixture
+            .runs
+            .join("run-1")
+            .join(cuca_view::runs::RECORD_FILE),
+        outside.join(cuca_view::runs::RECORD_FILE),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&outside, fixture.runs.join("linked")).unwrap();
+    let base = support::serve(fixture.config()).await;
+    let (status, _, list) = get(&format!("{base}/runs")).await;
+    assert_eq!(status, 200);
+    assert!(list.contains("href=\"/runs/run-1\""), "{list}");
+    assert!(!list.contains("linked"), "{list}");
+    let (status, _, run) = get(&format!("{base}/runs/linked")).await;
+    assert_eq!(status, 404, "{run}");
+    assert!(!run.contains("planner"), "{run}");
+}
+
+#[tokio::test]
 async fn a_viewer_without_a_call_log_says_how_to_give_it_one() {
     let fixture = Fixture::new();
     let base = support::serve(cuca_view::ViewConfig::new(vec![fixture.sessions.clone()])).await;

@@ -255,10 +255,15 @@ fn scan_row(
 
 /// [`scan_row`] for a caller that only counts: the records are skimmed, their text left in
 /// the read buffer, so a scan allocates nothing per record.
-fn skim_row(backend: &FileBackend, session: &str) -> Result<Scanned, CliError> {
+fn skim_row(
+    backend: &FileBackend,
+    session: &str,
+    see: &mut dyn FnMut(&'static str),
+) -> Result<Scanned, CliError> {
     let mut n_records = 0u64;
-    let result = backend.skim_each(session, &mut |_| {
+    let result = backend.skim_each(session, &mut |record| {
         n_records += 1;
+        see(record.kind());
         Ok(())
     });
     scanned(backend, session, result, n_records)
@@ -306,8 +311,11 @@ fn damage_words(summary: &ScanSummary) -> String {
     let mut parts = Vec::new();
     for frame in &summary.skipped {
         parts.push(format!(
-            "skipped frame at byte {} ({} bytes: {}); the sequence continues across it, so no record is missing there",
-            frame.offset, frame.len, frame.reason
+            "skipped frame at byte {} ({} bytes: {}); {}",
+            frame.offset,
+            frame.len,
+            frame.reason,
+            skipped_meaning(summary, frame)
         ));
     }
     let unlisted = summary.skipped_runs - summary.skipped.len() as u64;
@@ -323,6 +331,28 @@ fn damage_words(summary: &ScanSummary) -> String {
         ));
     }
     parts.join("; ")
+}
+
+/// What one skipped run of a loadable file means. The scan lets a file with a damaged run
+/// load only when a record after the run continues the sequence across it, when the run holds
+/// only sealed torn frames (appends that never completed), or, after the last record, when it
+/// holds only sealed torn frames and zero bytes (v2) — or anything at all in a v1 file, whose
+/// seal (a lone `0x00`) cannot be told from a damaged last frame (issue 28 item 13: the
+/// sequence does not "continue across" a run that nothing follows).
+fn skipped_meaning(summary: &ScanSummary, frame: &cuca::store_file::SkippedFrame) -> &'static str {
+    // A run ends at its last frame's terminator; when nothing but a torn tail follows that,
+    // no good record comes after it.
+    let end = frame.offset.saturating_add(frame.len).saturating_add(1);
+    let last = end >= summary.file_len.saturating_sub(summary.torn_tail_bytes);
+    if frame.sealed == frame.frames {
+        "it holds only sealed torn frames: appends that never completed, so no acknowledged record is missing there"
+    } else if !last {
+        "the sequence continues across it, so no record is missing there"
+    } else if summary.version == Some(cuca::store_file::VERSION_1) {
+        "no record follows it, at the end of a v1 file: it is either an append torn and sealed (never acknowledged, nothing lost) or the last record, damaged and lost; v1 cannot tell which"
+    } else {
+        "no record follows it and it holds sealed torn frames and zero bytes: appends that never completed, or data a power cut kept from the disk (records written after the last sync may be lost there)"
+    }
 }
 
 /// One record as a JSON line: the `SessionRecord` serde_json writes (a `ReplayedRecord`

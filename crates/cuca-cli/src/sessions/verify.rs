@@ -131,6 +131,52 @@ fn report_lines(summary: &ScanSummary) -> Vec<String> {
     lines
 }
 
+/// What a session's call records say about the calls themselves, beside the file's verdict:
+/// a file can be clean while a call in it was cut short or could not be written whole.
+#[derive(Debug, Default)]
+struct Calls {
+    /// Calls with a `CallIncomplete` record: their records do not hold the whole call.
+    incomplete: u64,
+    /// A `CallRequest` with no `CallFinish` after it, at the end of the session.
+    open_at_end: bool,
+    /// The current call has been counted as incomplete already (it may carry several marks).
+    counted: bool,
+}
+
+impl Calls {
+    fn see(&mut self, kind: &str) {
+        match kind {
+            "CallIncomplete" if !self.counted => {
+                self.incomplete += 1;
+                self.counted = true;
+            }
+            "CallRequest" => {
+                self.open_at_end = true;
+                self.counted = false;
+            }
+            "CallFinish" => self.open_at_end = false,
+            _ => {}
+        }
+    }
+
+    fn write(&self, out: &mut impl Write) -> Result<(), CliError> {
+        if self.incomplete > 0 {
+            writeln!(
+                out,
+                "  incomplete: {} not recorded in full (cut short, or a record could not be written); `cuca replay` says why",
+                count(self.incomplete, "call", "calls")
+            )?;
+        }
+        if self.open_at_end {
+            writeln!(
+                out,
+                "  open call at the end: a CallRequest with no CallFinish after it (a call in flight now, or its recorder stopped mid-call; cuca proxy closes it before the session's next call)"
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// `cuca verify DIR [SESSION…]`.
 pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), CliError> {
     let backend = open_dir(dir)?;
@@ -150,11 +196,14 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
     let mut out = stdout();
     let (mut clean, mut recovered, mut refused, mut n_records, mut n_bytes) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut n_incomplete = 0u64;
     for session in &ids {
         bar.set_message(format!("verifying {}", line(session)));
         // Records are counted by the scan and kept by no one: memory is one read chunk,
         // whatever the session's length.
-        let scanned = skim_row(&backend, session)?;
+        let mut calls = Calls::default();
+        let scanned = skim_row(&backend, session, &mut |kind| calls.see(kind))?;
+        n_incomplete += calls.incomplete + u64::from(calls.open_at_end);
         bar.inc(1);
         n_records += scanned.n_records();
         n_bytes += scanned.file_len();
@@ -167,18 +216,30 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
             _ => refused += 1,
         }
         if as_json {
-            writeln!(out, "{}", report_json(session, &scanned))?;
+            let mut report = report_json(session, &scanned);
+            report["incomplete_calls"] = json!(calls.incomplete);
+            report["open_call_at_end"] = json!(calls.open_at_end);
+            writeln!(out, "{report}")?;
         } else {
             write_report(&mut out, session, &scanned)?;
+            calls.write(&mut out)?;
         }
     }
     bar.finish_and_clear();
     if !as_json {
         writeln!(
             out,
-            "{}, {}, {n_bytes} bytes: {clean} clean, {recovered} recovered (loadable), {refused} refused",
+            "{}, {}, {n_bytes} bytes: {clean} clean, {recovered} recovered (loadable), {refused} refused{}",
             count(ids.len() as u64, "session", "sessions"),
             count(n_records, "record", "records"),
+            if n_incomplete == 0 {
+                String::new()
+            } else {
+                format!(
+                    "; {} not recorded in full (see the lines above)",
+                    count(n_incomplete, "call", "calls")
+                )
+            },
         )?;
     }
     out.flush()?;

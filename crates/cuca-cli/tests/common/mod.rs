@@ -191,7 +191,48 @@ pub fn cslog_files(dir: &Path) -> Vec<String> {
     names
 }
 
-/// A `kB` field of `/proc/PID/status` (`VmRSS:`, `VmHWM:`), in KiB.
+/// A child process killed (and reaped) when the test ends, whichever way it ends.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The real `cuca` binary started with `args`, serving: the child, the address its first
+/// stdout line names after `prefix` (a trailing `/` dropped), and the rest of its stdout
+/// (kept open so the child never writes into a closed pipe).
+pub fn serving(
+    args: &[&std::ffi::OsStr],
+    prefix: &str,
+) -> (
+    Killed,
+    String,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    use std::io::BufRead;
+    let mut child = Killed(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = std::io::BufReader::new(child.0.stdout.take().unwrap());
+    let mut first = String::new();
+    lines.read_line(&mut first).unwrap();
+    let address = first
+        .trim()
+        .strip_prefix(prefix)
+        .map(|rest| rest.trim_end_matches('/').to_owned())
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+    (child, address, lines)
+}
+
+/// A `/proc/PID/status` field in KiB (`VmHWM:` is the peak resident set).
 pub fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status

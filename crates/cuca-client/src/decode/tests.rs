@@ -326,3 +326,33 @@ proptest! {
         prop_assert_eq!(decode_chunks(&split_at(OPENAI_TOOL_CALLS, &cuts)).unwrap(), whole);
     }
 }
+
+/// A decoder made to skip malformed events (the proxy's, issue 28.5) passes over an event
+/// that is not a chat chunk, counts it, and decodes the rest; a plain one refuses the stream.
+#[test]
+fn a_skipping_decoder_passes_over_a_malformed_event_and_counts_it() {
+    let stream = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"cut\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"},\"finish_reason\":\"stop\"}]}\n\n\
+data: [DONE]\n\n";
+    let mut decoder = ChatStreamDecoder::skipping_malformed();
+    let mut blocks = Vec::new();
+    decoder.feed(stream, &mut blocks).unwrap();
+    let summary = decoder.finish(&mut blocks).unwrap();
+    assert_eq!(
+        blocks,
+        vec![
+            MessageContentBlock::text("a"),
+            MessageContentBlock::text("b")
+        ]
+    );
+    assert_eq!(summary.n_skipped, 1);
+    assert!(summary
+        .first_skipped
+        .as_deref()
+        .is_some_and(|e| e.starts_with("event 2 is not a chat.completion.chunk")));
+    assert_eq!(summary.finish_reason.as_deref(), Some("stop"));
+
+    let mut plain = ChatStreamDecoder::new();
+    assert!(plain.feed(stream, &mut Vec::new()).is_err());
+}

@@ -125,6 +125,10 @@ impl Drop for DropSignal {
 }
 
 fn choose(body: &[u8]) -> &'static str {
+    // A body nested past serde_json's depth is answered as a basic stream.
+    if body.windows(7).any(|w| w == b"Go deep") {
+        return "stream-basic";
+    }
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
         return "error-bad-json";
     };
@@ -139,6 +143,10 @@ fn choose(body: &[u8]) -> &'static str {
         "error-context-overflow"
     } else if last.contains("HANG") {
         "hang"
+    } else if last.contains("MALFORMED") {
+        "malformed"
+    } else if last.contains("HUGE") {
+        "huge"
     } else if last.contains("TOOLS") {
         "tools"
     } else if last == "Say hi" {
@@ -181,6 +189,34 @@ fn pieces(body: Vec<u8>) -> Vec<Bytes> {
     if start < body.len() {
         out.push(Bytes::copy_from_slice(&body[start..]));
     }
+    out
+}
+
+/// The event `MALFORMED` calls get in the middle of their stream.
+pub const MALFORMED_EVENT: &str =
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"cut\n\n";
+
+/// Events of 1,000 characters each in a `HUGE` call's answer.
+pub const HUGE_EVENTS: usize = 1000;
+
+/// A `HUGE` call's stream: [`HUGE_EVENTS`] content events of 1,000 `x`s, then the finish
+/// chunk, the usage chunk and `[DONE]`: about a megabyte to record.
+pub fn huge_stream() -> Vec<Bytes> {
+    let chunk = |delta: &str, finish: &str| {
+        Bytes::from(format!(
+            "data: {{\"id\":\"h\",\"object\":\"chat.completion.chunk\",\"model\":\"cuca-tiny-random\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
+        ))
+    };
+    let text = "x".repeat(1000);
+    let mut out = vec![chunk("{\"role\":\"assistant\",\"content\":null}", "null")];
+    for _ in 0..HUGE_EVENTS {
+        out.push(chunk(&format!("{{\"content\":\"{text}\"}}"), "null"));
+    }
+    out.push(chunk("{}", "\"length\""));
+    out.push(Bytes::from_static(
+        b"data: {\"id\":\"h\",\"object\":\"chat.completion.chunk\",\"model\":\"cuca-tiny-random\",\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1000,\"total_tokens\":1005}}\n\n",
+    ));
+    out.push(Bytes::from_static(b"data: [DONE]\n\n"));
     out
 }
 
@@ -247,6 +283,23 @@ pub async fn upstream() -> Upstream {
                         );
                         sse(StatusCode::OK, Body::from_stream(stream))
                     }
+                    "malformed" => {
+                        // The real stream with one event that is not a chat chunk in the middle.
+                        let mut events = pieces(fixture("stream-basic.body"));
+                        events.insert(4, Bytes::from_static(MALFORMED_EVENT.as_bytes()));
+                        sse(
+                            StatusCode::OK,
+                            Body::from_stream(futures::stream::iter(
+                                events.into_iter().map(Ok::<_, std::io::Error>),
+                            )),
+                        )
+                    }
+                    "huge" => sse(
+                        StatusCode::OK,
+                        Body::from_stream(futures::stream::iter(
+                            huge_stream().into_iter().map(Ok::<_, std::io::Error>),
+                        )),
+                    ),
                     "tools" => sse(
                         StatusCode::OK,
                         Body::from_stream(futures::stream::iter(

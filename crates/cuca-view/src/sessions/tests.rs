@@ -143,3 +143,83 @@ fn the_fork_tree_runs_from_the_oldest_ancestor_through_every_branch() {
     assert_eq!(tree.children[0].children[0].id, a1);
     assert!(tree.children[1].children.is_empty());
 }
+
+#[test]
+fn a_page_keeps_a_long_turn_clipped_and_counts_what_it_cut() {
+    // Issue 28 item 11: the viewer "renders a page of 20 turns however long a turn is (a
+    // 622 MB turn → 2.26 GB)". A turn of one long output and more streamed blocks than a page
+    // keeps: the text is cut to the turn's budget, the records to the turn's count, and the
+    // header's records after them are still kept.
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let long = "é".repeat(MAX_TURN_TEXT_BYTES); // two bytes a character: a cut mid-character
+    let mut records = vec![record(
+        "big",
+        0,
+        SessionEvent::Output {
+            text: format!("x{long}"),
+        },
+    )];
+    let blocks = MAX_TURN_RECORDS + 10;
+    for n in 0..blocks {
+        records.push(record(
+            "big",
+            1 + n as u64,
+            SessionEvent::Output { text: "ab".into() },
+        ));
+    }
+    let next = 1 + blocks as u64;
+    records.push(record(
+        "big",
+        next,
+        SessionEvent::Latency { duration_ms: 7 },
+    ));
+    records.push(record(
+        "big",
+        next + 1,
+        SessionEvent::TokenUsage {
+            prompt_tokens: 1,
+            completion_tokens: 2,
+        },
+    ));
+    records.extend(demo_turn("big", next + 2));
+    append_all(&backend, &records);
+
+    let page = page(&backend, "big", 0, TURNS_PER_PAGE).unwrap();
+    assert_eq!(page.turns.len(), 2);
+    let turn = &page.turns[0];
+    assert!(turn.complete);
+    // Kept: the records up to the count, then the two header records.
+    assert_eq!(turn.records.len(), MAX_TURN_RECORDS + 2);
+    assert_eq!(turn.clipped.records, (blocks + 1 - MAX_TURN_RECORDS) as u64);
+    let SessionEvent::Output { text } = &turn.records[0].event else {
+        panic!("the first record is the output");
+    };
+    // The budget less the byte a whole "é" did not fit in.
+    assert_eq!(text.len(), MAX_TURN_TEXT_BYTES - 1);
+    assert!(text.starts_with("xé"));
+    let shown: usize = turn
+        .records
+        .iter()
+        .map(|r| match &r.event {
+            SessionEvent::Output { text } => text.len(),
+            _ => 0,
+        })
+        .sum();
+    assert!(shown <= MAX_TURN_TEXT_BYTES, "{shown}");
+    // Everything of the first record past the budget; the first kept block fits one byte of
+    // what is left, and the others none.
+    let kept_blocks = (MAX_TURN_RECORDS - 1) as u64;
+    assert_eq!(
+        turn.clipped.bytes,
+        (1 + long.len() - (MAX_TURN_TEXT_BYTES - 1)) as u64 + 1 + 2 * (kept_blocks - 1)
+    );
+    assert_eq!(shown, MAX_TURN_TEXT_BYTES);
+    assert!(matches!(
+        turn.records[MAX_TURN_RECORDS].event,
+        SessionEvent::Latency { duration_ms: 7 }
+    ));
+    // The next turn starts with a full budget again.
+    assert_eq!(page.turns[1].clipped, Clipped::default());
+    assert_eq!(page.turns[1].records.len(), 7);
+}
