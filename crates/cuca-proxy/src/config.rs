@@ -92,6 +92,9 @@ pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// connection cap bound hostile ones).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
+// "A real model may take minutes before its first byte": the bound outlasts ten of them.
+const _: () = assert!(DEFAULT_IDLE_TIMEOUT.as_secs() > 600);
+
 /// How many caller connections are served at once. Under the common `ulimit -n 1024` every
 /// one can be a call in flight, which also holds an upstream socket, and the upstream client
 /// keeps up to as many idle sockets pooled; with the store's 256 open sessions and the
@@ -99,6 +102,11 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// cap a connection that has not sent a whole request head is closed to make room, so
 /// half-sent heads cannot keep a real call out.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 200;
+
+// The arithmetic above, checked when the crate compiles: a caller socket, an upstream socket
+// and a pooled one per connection, the store's 256 open sessions and a margin for the
+// process itself fit under `ulimit -n 1024`.
+const _: () = assert!(DEFAULT_MAX_CONNECTIONS * 3 + 256 + 50 < 1024);
 
 /// How long a shutdown lets calls in flight run on before it ends them. A few seconds
 /// finishes most short answers whole; a long generation is then closed as a cut call (its
@@ -233,7 +241,8 @@ mod tests {
         let good = ProxyConfig::new(Mode::Replay, None).unwrap();
         assert_eq!(good.max_connections, DEFAULT_MAX_CONNECTIONS);
         assert_eq!(good.shutdown_grace, DEFAULT_SHUTDOWN_GRACE);
-        let cases: [(&str, fn(&mut ProxyConfig)); 4] = [
+        type Spoil = fn(&mut ProxyConfig);
+        let cases: [(&str, Spoil); 4] = [
             ("header_read_timeout", |c| {
                 c.header_read_timeout = Duration::ZERO
             }),
@@ -255,15 +264,5 @@ mod tests {
         let mut config = good;
         config.shutdown_grace = Duration::ZERO;
         assert!(config.validate().is_ok());
-    }
-
-    #[test]
-    fn the_idle_bound_outlasts_a_slow_prefill_and_the_cap_fits_1024_fds() {
-        // "a real model may take minutes before its first byte": the idle bound is longer
-        // than ten minutes of silence.
-        assert!(DEFAULT_IDLE_TIMEOUT > Duration::from_secs(600));
-        // A caller socket, an upstream socket and a pooled one per connection, the store's
-        // open sessions and a margin for the process itself, under `ulimit -n 1024`.
-        assert!(DEFAULT_MAX_CONNECTIONS * 3 + 256 + 50 < 1024);
     }
 }
