@@ -155,7 +155,12 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
             // The proxy composes like the CLI does, one level below it (ARCHITECTURE.md).
             "cuca-proxy" => matches!(
                 to,
-                "cuca-events" | "cuca-calllog" | "cuca-client" | "cuca-session-log" | "cuca-replay"
+                "cuca-events"
+                    | "cuca-calllog"
+                    | "cuca-client"
+                    | "cuca-session-log"
+                    | "cuca-replay"
+                    | "cuca-serve"
             ),
             "cuca-calllog" => false,
             // The viewer sits on top like the CLI: it reads through the crates that own the

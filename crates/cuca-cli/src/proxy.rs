@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
 use cuca_proxy::{Mode, Proxy, ProxyConfig, DEFAULT_MAX_BODY_BYTES, DEFAULT_SESSION};
@@ -32,10 +33,45 @@ pub(crate) struct ProxyArgs {
     /// The largest request body accepted, in bytes.
     #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
+    /// How long a caller may take to send a request's head before it is closed.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    header_timeout: Duration,
+    /// How long a caller may take to send a request's body before it gets a 408.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    body_timeout: Duration,
+    /// How long a connection may go with no byte moving either way before it is closed; long,
+    /// since a model may prefill for minutes before its first byte.
+    #[arg(long, default_value = "15m", value_parser = humantime::parse_duration)]
+    idle_timeout: Duration,
+    /// How many caller connections are served at once.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// On SIGINT or SIGTERM, how long calls in flight may run on before they are closed.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    shutdown_grace: Duration,
+}
+
+/// Resolves on the first SIGINT or SIGTERM; never, when neither can be watched (the proxy
+/// then runs until it is killed, as before).
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut interrupt), Ok(mut terminate)) => {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+        }
+        _ => std::future::pending().await,
+    }
 }
 
 /// Binds `--listen`, prints the URL on stdout (flushed, so a supervisor or a test can read
-/// it), then serves until the process is stopped.
+/// it), then serves until SIGINT or SIGTERM, and shuts down gracefully: calls in flight get
+/// the grace, then each left closes its turn; the exit code is 0.
 pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
     report_to_stderr();
     let mode: Mode = args
@@ -46,6 +82,14 @@ pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
         .map_err(|error| CliError::Usage(error.to_string()))?;
     config.default_session = args.session.clone();
     config.max_body_bytes = args.max_body_bytes;
+    config.header_read_timeout = args.header_timeout;
+    config.body_read_timeout = args.body_timeout;
+    config.idle_timeout = args.idle_timeout;
+    config.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
+    config.shutdown_grace = args.shutdown_grace;
+    config
+        .validate()
+        .map_err(|error| CliError::Usage(error.to_string()))?;
     let backend = cuca::FileBackend::new(&args.dir).map_err(|error| {
         CliError::Usage(format!(
             "sessions directory {}: {error}",
@@ -80,8 +124,19 @@ pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
             );
             let _ = out.flush();
         }
+        if cuca_serve::LocalOrigin::for_address(address).is_open() {
+            eprintln!("{}", crate::view::open_warning("cuca proxy", address, "record into and replay"));
+        }
+        let watcher = proxy.clone();
+        let shutdown = async move {
+            stop_signal().await;
+            eprintln!(
+                "cuca proxy: shutting down, closing {} calls in flight",
+                watcher.in_flight()
+            );
+        };
         proxy
-            .serve(listener, std::future::pending())
+            .serve(listener, shutdown)
             .await
             .map_err(|error| CliError::Failed(error.to_string()))
     })

@@ -100,6 +100,15 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), CliError> {
                 config = config.with_call_log(calls);
             }
             app = app.merge(cuca_view::router(config));
+            // The viewer's pages show sessions: the same Host and Origin rules as `cuca view`.
+            let guard = cuca_serve::LocalOrigin::for_address(address);
+            if guard.is_open() {
+                eprintln!(
+                    "{}",
+                    crate::view::open_warning("cuca serve", address, "read")
+                );
+            }
+            app = guard.layer(app, cuca_serve::Refusal::text);
         }
         cuca_serve::serve(listener, app, limits)
             .await

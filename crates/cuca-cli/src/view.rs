@@ -79,14 +79,26 @@ pub(crate) fn run(args: ViewArgs) -> Result<(), CliError> {
             let _ = writeln!(out, "cuca view: http://{address}/");
             let _ = out.flush();
         }
+        let guard = cuca_serve::LocalOrigin::for_address(address);
+        if guard.is_open() {
+            eprintln!("{}", open_warning("cuca view", address, "read"));
+        }
         // The same limits as `cuca serve`: header-read and idle timeouts and a connection cap,
         // so slow or silent clients cannot hold the viewer.
         cuca_serve::serve(
             listener,
-            cuca_view::router(config),
+            guard.layer(cuca_view::router(config), cuca_serve::Refusal::text),
             cuca_serve::ServeLimits::default(),
         )
         .await
         .map_err(|error| CliError::Failed(format!("serve on {address}: {error}")))
     })
+}
+
+/// The stderr warning of a server asked to listen beyond loopback.
+pub(crate) fn open_warning(server: &str, address: std::net::SocketAddr, what: &str) -> String {
+    format!(
+        "{server}: warning: listening on {address}, beyond loopback, with no authentication: \
+         anyone who can reach this address can {what} your sessions"
+    )
 }

@@ -6,6 +6,8 @@
 // Helpers outside `#[test]` functions unwrap too: a failure there is a failed test.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::Stdio;
@@ -43,20 +45,6 @@ fn write_record(path: &std::path::Path) {
         gz.write_all(&block).unwrap();
     }
     gz.finish().unwrap().flush().unwrap();
-}
-
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
-    line[field.len()..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 #[test]
@@ -99,7 +87,7 @@ fn two_hundred_slow_clients_of_a_64_mib_record_keep_the_server_under_64_mib() {
         .strip_prefix("listening on http://")
         .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
         .to_owned();
-    let started_kib = status_kib(pid, "VmRSS:");
+    let started_kib = common::status_kib(pid, "VmRSS:");
 
     // 200 slow clients, none of which ever reads: 100 take the record verbatim, 50 decoded,
     // and 50 never finish their request's head.
@@ -132,8 +120,8 @@ fn two_hundred_slow_clients_of_a_64_mib_record_keep_the_server_under_64_mib() {
     assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
     assert!(answer.ends_with(b"small"));
 
-    let peak_kib = status_kib(pid, "VmHWM:");
-    let now_kib = status_kib(pid, "VmRSS:");
+    let peak_kib = common::status_kib(pid, "VmHWM:");
+    let now_kib = common::status_kib(pid, "VmRSS:");
     eprintln!(
         "cuca serve, 200 slow clients of a 64 MiB record: RSS {started_kib} KiB at start, \
          peak {peak_kib} KiB, {now_kib} KiB after; probe answered after {elapsed:?}"

@@ -73,6 +73,55 @@ pub const DEFAULT_CALLER_STALL_TIMEOUT: Duration = Duration::from_secs(120);
 /// the table is full and re-read from the store when next used.
 pub const DEFAULT_MAX_SESSIONS: usize = 4096;
 
+/// How long a caller may take to send a request's head (line and headers). Ten seconds is
+/// ample for any client on any network; a head that takes longer is a slowloris holding a
+/// connection, and it is closed.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a caller may take to send a request's whole body once its head is in. A body of
+/// [`DEFAULT_MAX_BODY_BYTES`] takes well under a second on loopback and about 16 s at 1 MB/s;
+/// sixty seconds covers a slow link, and a body that stops arriving gets a 408 after it
+/// instead of holding its connection (and its session's writer) for good.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a connection may go with no byte moving either way before it is closed. The
+/// upstream may say nothing for minutes before its first byte: llama-server on a CPU takes
+/// minutes to prefill a long prompt, and the proxy has nothing to send meanwhile. Fifteen
+/// minutes is longer than any honest prefill, so the bound never cuts a real call; it only
+/// reclaims connections left open and silent (the header, body and stall timeouts and the
+/// connection cap bound hostile ones).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+// "A real model may take minutes before its first byte": the bound outlasts ten of them.
+const _: () = assert!(DEFAULT_IDLE_TIMEOUT.as_secs() > 600);
+
+/// How many caller connections are served at once. Under the common `ulimit -n 1024` every
+/// one can be a call in flight, which also holds an upstream socket, and the upstream client
+/// keeps up to as many idle sockets pooled; with the store's 256 open sessions and the
+/// process's own few dozen, 200 × 3 + 256 + 50 ≈ 900 descriptors stays under 1,024. At the
+/// cap a connection that has not sent a whole request head is closed to make room, so
+/// half-sent heads cannot keep a real call out.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 200;
+
+// The arithmetic above, checked when the crate compiles: a caller socket, an upstream socket
+// and a pooled one per connection, the store's 256 open sessions and a margin for the
+// process itself fit under `ulimit -n 1024`.
+const _: () = assert!(DEFAULT_MAX_CONNECTIONS * 3 + 256 + 50 < 1024);
+
+/// How long a shutdown lets calls in flight run on before it ends them. A few seconds
+/// finishes most short answers whole; a long generation is then closed as a cut call (its
+/// turn gets its closing records, with no finish reason), so the session stays replayable.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// The largest `GET /v1/models` body passed on from the upstream. A model list is a few
+/// kilobytes (llama-server's is under one); four mebibytes is thousands of models, and an
+/// upstream that sends more is answered with a 502 instead of being buffered.
+pub const MODELS_MAX_BYTES: usize = 4 << 20;
+
+/// How long the upstream has to send its whole model list. It is read from memory by any
+/// real server; thirty seconds is a loaded machine many times over.
+pub const MODELS_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The session a call is recorded in when neither its path nor its header names one.
 pub const DEFAULT_SESSION: &str = "default";
 
@@ -93,6 +142,18 @@ pub struct ProxyConfig {
     pub caller_stall_timeout: Duration,
     /// The most sessions with a writer held at once.
     pub max_sessions: usize,
+    /// How long a request's head may take to arrive ([`DEFAULT_HEADER_READ_TIMEOUT`]).
+    pub header_read_timeout: Duration,
+    /// How long a request's body may take to arrive; after it, a 408
+    /// ([`DEFAULT_BODY_READ_TIMEOUT`]).
+    pub body_read_timeout: Duration,
+    /// How long a connection may be silent both ways ([`DEFAULT_IDLE_TIMEOUT`]).
+    pub idle_timeout: Duration,
+    /// How many caller connections are served at once ([`DEFAULT_MAX_CONNECTIONS`]).
+    pub max_connections: usize,
+    /// How long a shutdown lets calls in flight run before it closes them
+    /// ([`DEFAULT_SHUTDOWN_GRACE`]).
+    pub shutdown_grace: Duration,
 }
 
 impl ProxyConfig {
@@ -105,6 +166,11 @@ impl ProxyConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             caller_stall_timeout: DEFAULT_CALLER_STALL_TIMEOUT,
             max_sessions: DEFAULT_MAX_SESSIONS,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         };
         config.validate()?;
         Ok(config)
@@ -145,6 +211,58 @@ impl ProxyConfig {
                 message: "0 records no session".into(),
             });
         }
+        let timeouts = [
+            ("header_read_timeout", self.header_read_timeout),
+            ("body_read_timeout", self.body_read_timeout),
+            ("idle_timeout", self.idle_timeout),
+        ];
+        if let Some((field, _)) = timeouts.iter().find(|(_, d)| d.is_zero()) {
+            return Err(ProxyError::InvalidConfig {
+                field,
+                message: "0 closes every connection before it is served".into(),
+            });
+        }
+        if self.max_connections == 0 {
+            return Err(ProxyError::InvalidConfig {
+                field: "max_connections",
+                message: "0 serves no caller".into(),
+            });
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_timeout_or_cap_is_refused_by_name() {
+        let good = ProxyConfig::new(Mode::Replay, None).unwrap();
+        assert_eq!(good.max_connections, DEFAULT_MAX_CONNECTIONS);
+        assert_eq!(good.shutdown_grace, DEFAULT_SHUTDOWN_GRACE);
+        type Spoil = fn(&mut ProxyConfig);
+        let cases: [(&str, Spoil); 4] = [
+            ("header_read_timeout", |c| {
+                c.header_read_timeout = Duration::ZERO
+            }),
+            ("body_read_timeout", |c| {
+                c.body_read_timeout = Duration::ZERO
+            }),
+            ("idle_timeout", |c| c.idle_timeout = Duration::ZERO),
+            ("max_connections", |c| c.max_connections = 0),
+        ];
+        for (name, spoil) in cases {
+            let mut config = good.clone();
+            spoil(&mut config);
+            match config.validate() {
+                Err(ProxyError::InvalidConfig { field, .. }) => assert_eq!(field, name),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        // A grace of zero is allowed: calls in flight are closed at once.
+        let mut config = good;
+        config.shutdown_grace = Duration::ZERO;
+        assert!(config.validate().is_ok());
     }
 }

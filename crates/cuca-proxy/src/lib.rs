@@ -24,6 +24,13 @@
 //! replayed from in `X-Cuca-Session` and `X-Cuca-Point` (`{session}:{sequence}` of the
 //! call's first record). Errors are OpenAI's error JSON with the right status.
 //!
+//! [`Proxy::serve`] serves callers through `cuca_serve`'s bounded accept loop (header-read,
+//! body-read and idle timeouts, a connection cap that sheds half-sent heads first) behind
+//! [`cuca_serve::LocalOrigin`]: on loopback only loopback `Host`s are answered, a cross-site
+//! `Origin` is a 403, and a model call that is not JSON a 415. When its shutdown future
+//! resolves it stops accepting, lets calls in flight run for [`ProxyConfig::shutdown_grace`],
+//! closes the rest as cut calls and returns once every record is written.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use cuca_proxy::{Mode, Proxy, ProxyConfig};
@@ -74,8 +81,10 @@ mod session;
 mod wire;
 
 pub use config::{
-    Mode, ProxyConfig, DEFAULT_CALLER_STALL_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS,
-    DEFAULT_SESSION,
+    Mode, ProxyConfig, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_CALLER_STALL_TIMEOUT,
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION, DEFAULT_SHUTDOWN_GRACE,
+    MODELS_MAX_BYTES, MODELS_TIMEOUT,
 };
 pub use error::ProxyError;
 pub use replay::TURN_HEADER;

@@ -18,12 +18,12 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use cuca_client::{ChatStreamDecoder, StreamSummary};
 use cuca_events::{CucaPlugin, MessageContentBlock, SessionEvent, TokenUsage, UnifiedResponse};
-use tokio::sync::{mpsc, OwnedMutexGuard};
+use tokio::sync::{mpsc, watch, OwnedMutexGuard};
 use tokio::time::Instant;
 
 use crate::flush::OneAtATime;
 use crate::rows::CallRows;
-use crate::server::Shared;
+use crate::server::{self, Shared, SHUT_DOWN};
 use crate::session::{Slot, POINT_HEADER, SESSION_HEADER};
 use crate::wire::{self, ApiError, CallerRequest};
 
@@ -127,13 +127,22 @@ pub(crate) async fn forward_chat(
         rows.failed("the proxy has no upstream");
         return no_upstream(&session).into_response();
     };
-    let sent = shared
+    let send = shared
         .http
         .post(url)
         .headers(upstream_headers(&headers))
         .body(body)
-        .send()
-        .await;
+        .send();
+    // A shutdown past its grace does not wait for an upstream still prefilling: nothing is
+    // recorded yet, so the call just ends.
+    let mut shutdown = shared.cut.subscribe();
+    let sent = tokio::select! {
+        sent = send => sent,
+        () = server::cut(&mut shutdown) => {
+            rows.cancelled(SHUT_DOWN);
+            return server::shutting_down(&session).into_response();
+        }
+    };
     let upstream = match sent {
         Ok(upstream) => upstream,
         Err(error) => {
@@ -239,6 +248,7 @@ pub(crate) async fn forward_chat(
         stall: shared.config.caller_stall_timeout,
         ok: status.is_success(),
         started: Instant::now(),
+        shutdown,
         _recording: recording,
     };
     tokio::spawn(pump.run());
@@ -383,6 +393,8 @@ enum Outcome {
     Ended,
     /// The caller went away or stopped reading.
     Cancelled(String),
+    /// The proxy shut down with the call still in flight.
+    ShutDown,
     /// The upstream connection broke mid-answer.
     Broken(String),
 }
@@ -403,6 +415,8 @@ struct Pump {
     stall: Duration,
     ok: bool,
     started: Instant,
+    /// Says when a shutdown ends the calls still in flight.
+    shutdown: watch::Receiver<bool>,
     /// The session's writer, held to the call's last record; holding the slot too keeps a
     /// full slot table from dropping a writer that is still in use.
     _recording: Recording,
@@ -415,6 +429,7 @@ impl Pump {
             let chunk = tokio::select! {
                 biased;
                 () = self.tx.closed() => break Outcome::Cancelled("the caller hung up".into()),
+                () = server::cut(&mut self.shutdown) => break Outcome::ShutDown,
                 chunk = self.upstream.chunk() => chunk,
             };
             let bytes = match chunk {
@@ -431,7 +446,11 @@ impl Pump {
                 }
             };
             // The caller first: recording never delays a byte.
-            match tokio::time::timeout(self.stall, self.tx.send(Ok(bytes.clone()))).await {
+            let sent = tokio::select! {
+                sent = tokio::time::timeout(self.stall, self.tx.send(Ok(bytes.clone()))) => sent,
+                () = server::cut(&mut self.shutdown) => break Outcome::ShutDown,
+            };
+            match sent {
                 Err(_) => {
                     break Outcome::Cancelled(format!(
                         "the caller read nothing for {} s",
@@ -461,6 +480,12 @@ impl Pump {
             Outcome::Broken(message) => {
                 self.close_cut(&message, &mut decoded, duration).await;
                 self.rows.failed(&message);
+            }
+            Outcome::ShutDown => {
+                // The caller's stream breaks rather than ending as if the answer were whole.
+                let _ = self.tx.try_send(Err(io::Error::other(SHUT_DOWN)));
+                self.close_cut(SHUT_DOWN, &mut decoded, duration).await;
+                self.rows.cancelled(SHUT_DOWN);
             }
         }
     }

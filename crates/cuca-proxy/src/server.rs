@@ -1,5 +1,6 @@
 //! `Proxy`: the axum router, its shared state, and the handlers that route each call.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,8 +15,9 @@ use cuca_calllog::CallLog;
 use cuca_events::SessionBackend;
 use cuca_replay::SessionReplay;
 use serde_json::json;
+use tokio::sync::watch;
 
-use crate::config::{Mode, ProxyConfig};
+use crate::config::{Mode, ProxyConfig, MODELS_MAX_BYTES, MODELS_TIMEOUT};
 use crate::error::ProxyError;
 use crate::record::{self, root_cause, upstream_headers, Recording};
 use crate::replay::{self, Lookup};
@@ -41,6 +43,22 @@ pub(crate) struct Shared {
     pub(crate) call_log: CallLog,
     /// The call log's `run` for every call this proxy forwards.
     pub(crate) run_id: String,
+    /// Set when a shutdown begins: new calls are refused with a 503 from then on.
+    pub(crate) closing: AtomicBool,
+    /// Set to `true` when the shutdown's grace is over: every call still in flight ends now
+    /// and closes its turn ([`cut`]).
+    pub(crate) cut: watch::Sender<bool>,
+}
+
+/// The call-log sentence of a call the proxy ended because it was shutting down.
+pub(crate) const SHUT_DOWN: &str = "the proxy shut down";
+
+/// Resolves once the shutdown's grace is over (never, while the proxy runs).
+pub(crate) async fn cut(shutdown: &mut watch::Receiver<bool>) {
+    if shutdown.wait_for(|cut| *cut).await.is_err() {
+        // The proxy itself is gone: nothing will ever say "cut".
+        std::future::pending::<()>().await;
+    }
 }
 
 /// The OpenAI-compatible recording and replaying proxy. See the crate docs.
@@ -131,6 +149,8 @@ impl Proxy {
                 upstream_base,
                 call_log,
                 run_id: format!("{:08x}", rand::random::<u32>()),
+                closing: AtomicBool::new(false),
+                cut: watch::Sender::new(false),
                 config,
             }),
         })
@@ -155,6 +175,24 @@ impl Proxy {
         }
     }
 
+    /// Waits until no call is being recorded in any session: every record of every call is
+    /// in the store.
+    pub async fn settled_all(&self) {
+        for slot in self.shared.slots.all() {
+            drop(slot.lock.lock().await);
+        }
+    }
+
+    /// How many calls are in flight now: sessions whose writer a call holds.
+    pub fn in_flight(&self) -> usize {
+        self.shared
+            .slots
+            .all()
+            .iter()
+            .filter(|slot| slot.lock.try_lock().is_err())
+            .count()
+    }
+
     /// The routes: `POST /v1/chat/completions`, `GET /v1/models`, and both again under
     /// `/s/{session}`; anything else is an OpenAI-shaped 404.
     pub fn router(&self) -> Router {
@@ -168,27 +206,63 @@ impl Proxy {
             .with_state(Arc::clone(&self.shared))
     }
 
-    /// Serves the router on `listener` until the process ends or `shutdown` resolves.
+    /// Serves the router on `listener` until `shutdown` resolves, then shuts down gracefully.
+    ///
+    /// Callers are served through `cuca_serve`'s accept loop under the config's header-read
+    /// and idle timeouts and connection cap, with its `Host`/`Origin` rules
+    /// ([`cuca_serve::LocalOrigin`]) for the listener's address. When `shutdown` resolves,
+    /// nothing new is accepted and new calls get a 503; calls in flight run on for
+    /// [`ProxyConfig::shutdown_grace`], then the ones left are ended: each closes its turn as
+    /// a cut call and its call-log row says the proxy shut down. This returns once every
+    /// recording has written its last record.
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), ProxyError> {
-        let addr = listener
-            .local_addr()
-            .map_or_else(|_| "the listener".to_owned(), |a| a.to_string());
-        // Each streamed event is a small write; Nagle's algorithm would hold it back until
-        // the caller acknowledged the one before.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            if let Err(error) = tcp.set_nodelay(true) {
-                tracing::debug!(%error, "could not set TCP_NODELAY on a caller's connection");
-            }
-        });
-        axum::serve(listener, self.router())
-            .with_graceful_shutdown(shutdown)
+        let local = listener.local_addr();
+        let addr = local
+            .as_ref()
+            .map_or_else(|_| "the listener".to_owned(), ToString::to_string);
+        let local = local.map_err(|source| ProxyError::Serve {
+            addr: addr.clone(),
+            source,
+        })?;
+        let config = &self.shared.config;
+        let limits = cuca_serve::ServeLimits::new(
+            config.header_read_timeout,
+            config.idle_timeout,
+            config.max_connections,
+        );
+        let router = cuca_serve::LocalOrigin::for_address(local).layer(self.router(), refused);
+        let served = cuca_serve::serve_with_shutdown(listener, router, limits, shutdown).await;
+        self.shared.closing.store(true, Ordering::SeqCst);
+        let grace = self.shared.config.shutdown_grace;
+        if tokio::time::timeout(grace, self.settled_all())
             .await
-            .map_err(|source| ProxyError::Serve { addr, source })
+            .is_err()
+        {
+            self.shared.cut.send_replace(true);
+            self.settled_all().await;
+        }
+        served.map_err(|source| ProxyError::Serve { addr, source })
     }
+}
+
+/// A request the `Host`/`Origin` rules refused, in OpenAI's error shape.
+fn refused(refusal: cuca_serve::Refusal) -> Response {
+    let code = if refusal.status == StatusCode::FORBIDDEN {
+        "cuca_cross_site_origin"
+    } else {
+        "cuca_wrong_host"
+    };
+    ApiError::new(
+        refusal.status,
+        "invalid_request_error",
+        code,
+        refusal.message,
+    )
+    .into_response()
 }
 
 async fn chat_default(
@@ -227,9 +301,65 @@ async fn read_body(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<B
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
-    axum::body::to_bytes(body, max)
-        .await
-        .map_err(|_| too_large())
+    let timeout = shared.config.body_read_timeout;
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, max)).await {
+        Ok(read) => read.map_err(|_| too_large()),
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            "cuca_body_timeout",
+            format!(
+                "the request body did not arrive within the proxy's {} s",
+                timeout.as_secs_f64()
+            ),
+        )),
+    }
+}
+
+/// Whether a `Content-Type` is JSON: `application/json` or any `…+json`, parameters aside.
+fn is_json(content_type: Option<&HeaderValue>) -> bool {
+    let Some(value) = content_type.and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or("").trim();
+    let essence = essence.to_ascii_lowercase();
+    essence == "application/json"
+        || essence
+            .strip_prefix("application/")
+            .is_some_and(|sub| sub.ends_with("+json"))
+}
+
+/// Refuses what a web page could send without a CORS preflight: a model call is JSON, and
+/// `text/plain`, a form or a multipart body is a cross-site page's, never an SDK's (the
+/// OpenAI SDKs send `application/json`).
+fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    if is_json(headers.get(header::CONTENT_TYPE)) {
+        return Ok(());
+    }
+    let sent = headers.get(header::CONTENT_TYPE).map_or_else(
+        || "none".to_owned(),
+        |v| format!("{:?}", v.to_str().unwrap_or("?")),
+    );
+    Err(ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "invalid_request_error",
+        "cuca_not_json",
+        format!(
+            "the request's Content-Type is {sent}; send the chat request as JSON with \
+             Content-Type: application/json"
+        ),
+    ))
+}
+
+/// The 503 of a call that arrives while the proxy shuts down.
+pub(crate) fn shutting_down(session: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "server_error",
+        "cuca_shutting_down",
+        "the proxy is shutting down; retry against the next one",
+    )
+    .in_session(session)
 }
 
 async fn chat(
@@ -251,6 +381,10 @@ async fn route_chat(
     body: Body,
 ) -> Result<Response, ApiError> {
     let session = session::choose(from_path, &headers, &shared.config.default_session)?;
+    require_json(&headers).map_err(|e| e.in_session(&session))?;
+    if shared.closing.load(Ordering::SeqCst) {
+        return Err(shutting_down(&session));
+    }
     let body = read_body(&shared, &headers, body)
         .await
         .map_err(|e| e.in_session(&session))?;
@@ -290,6 +424,11 @@ async fn route_chat(
 async fn recording(shared: &Shared, session: &str) -> Result<Recording, ApiError> {
     let slot = shared.slots.get(session)?;
     let guard = Arc::clone(&slot.lock).lock_owned().await;
+    // A call that waited for its session's writer through the start of a shutdown must not
+    // start a recording the shutdown is no longer waiting for.
+    if shared.closing.load(Ordering::SeqCst) {
+        return Err(shutting_down(session));
+    }
     slot.prepare(session).await?;
     Ok(Recording {
         slot,
@@ -339,52 +478,97 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         )
             .into_response();
     };
-    let answer = shared
-        .http
-        .get(url)
-        .headers(upstream_headers(&headers))
-        .send()
-        .await;
-    let upstream = match answer {
-        Ok(upstream) => upstream,
-        Err(error) => {
-            return ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "upstream_error",
-                "cuca_upstream_unreachable",
-                format!(
-                    "the upstream {} did not answer: {}",
-                    shared.upstream_base,
-                    root_cause(&error)
-                ),
-            )
-            .into_response()
-        }
-    };
-    let status = upstream.status();
-    let content_type = upstream.headers().get(header::CONTENT_TYPE).cloned();
-    match upstream.bytes().await {
-        Ok(bytes) => {
-            let mut response = Response::new(Body::from(bytes));
-            *response.status_mut() = status;
-            if let Some(content_type) = content_type {
-                response
-                    .headers_mut()
-                    .insert(header::CONTENT_TYPE, content_type);
-            }
-            response
-        }
-        Err(error) => ApiError::new(
+    match tokio::time::timeout(MODELS_TIMEOUT, fetch_models(&shared, url, &headers)).await {
+        Ok(Ok(response)) => response,
+        Ok(Err(error)) => error.into_response(),
+        Err(_) => ApiError::new(
             StatusCode::BAD_GATEWAY,
             "upstream_error",
-            "cuca_upstream_broken",
+            "cuca_upstream_timeout",
             format!(
-                "the upstream's model list broke off: {}",
-                root_cause(&error)
+                "the upstream {} did not send its model list within the proxy's {} s",
+                shared.upstream_base,
+                MODELS_TIMEOUT.as_secs()
             ),
         )
         .into_response(),
     }
+}
+
+/// The upstream's model list, read up to [`MODELS_MAX_BYTES`] (a longer one is a 502, and
+/// the rest is never read).
+async fn fetch_models(
+    shared: &Shared,
+    url: reqwest::Url,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let answer = shared
+        .http
+        .get(url)
+        .headers(upstream_headers(headers))
+        .send()
+        .await;
+    let mut upstream = answer.map_err(|error| {
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_error",
+            "cuca_upstream_unreachable",
+            format!(
+                "the upstream {} did not answer: {}",
+                shared.upstream_base,
+                root_cause(&error)
+            ),
+        )
+    })?;
+    let too_long = || {
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_error",
+            "cuca_upstream_too_large",
+            format!(
+                "the upstream's model list is over the proxy's limit of {MODELS_MAX_BYTES} bytes"
+            ),
+        )
+    };
+    if upstream
+        .content_length()
+        .is_some_and(|n| n > MODELS_MAX_BYTES as u64)
+    {
+        return Err(too_long());
+    }
+    let status = upstream.status();
+    let content_type = upstream.headers().get(header::CONTENT_TYPE).cloned();
+    let mut body = Vec::new();
+    loop {
+        match upstream.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > MODELS_MAX_BYTES {
+                    return Err(too_long());
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => break,
+            Err(error) => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_error",
+                    "cuca_upstream_broken",
+                    format!(
+                        "the upstream's model list broke off: {}",
+                        root_cause(&error)
+                    ),
+                ))
+            }
+        }
+    }
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    if let Some(content_type) = content_type {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, content_type);
+    }
+    Ok(response)
 }
 
 async fn wrong_method(method: Method, uri: Uri) -> Response {
@@ -417,4 +601,35 @@ async fn no_route(method: Method, uri: Uri) -> Response {
         HeaderValue::from_static("1"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_application_json_or_a_json_suffix_and_nothing_a_page_can_send_unasked() {
+        let json = |v: &'static str| is_json(Some(&HeaderValue::from_static(v)));
+        for yes in [
+            "application/json",
+            "Application/JSON",
+            "application/json; charset=utf-8",
+            "application/vnd.api+json",
+        ] {
+            assert!(json(yes), "{yes}");
+        }
+        for no in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "text/json+plain",
+            "",
+        ] {
+            assert!(!json(no), "{no}");
+        }
+        assert!(!is_json(None));
+        let refused = require_json(&HeaderMap::new()).unwrap_err();
+        assert_eq!(refused.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        assert!(refused.message.contains("Content-Type: application/json"));
+    }
 }

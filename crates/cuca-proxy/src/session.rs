@@ -182,6 +182,12 @@ impl Slots {
         slots.get(session).cloned()
     }
 
+    /// Every writer made and not dropped.
+    pub(crate) fn all(&self) -> Vec<Arc<Slot>> {
+        let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        slots.values().cloned().collect()
+    }
+
     /// The writer of `session`, made on first use. When the table is full, writers nobody
     /// holds are dropped (a new one re-reads its session's tail from the store); when every
     /// one is in use, the call is refused with a 503 rather than the table growing.

@@ -6,7 +6,9 @@
 //! verbatim, a gzip-unaware client gets them decoded ([`negotiate`], [`negotiate_file`]).
 //! [`router`] mounts that over a runs directory; [`serve`] runs any axum router with a
 //! header-read timeout, an idle timeout and a connection cap ([`ServeLimits`]), streaming every
-//! file a chunk at a time as the client reads.
+//! file a chunk at a time as the client reads. [`LocalOrigin`] is the `Host` and `Origin` rule
+//! every cuca server on loopback adds, so no web page reaches it by DNS rebinding or a
+//! cross-site request.
 //!
 //! ```
 //! use axum::http::HeaderMap;
@@ -29,10 +31,12 @@
 //! server.
 #![forbid(unsafe_code)]
 
+mod guard;
 mod negotiate;
 mod route;
 mod server;
 
+pub use guard::{LocalOrigin, Refusal};
 pub use negotiate::{accepts_gzip, negotiate, negotiate_file};
 pub use route::{router, validate_run_id, RunIdError, MAX_RUN_ID_BYTES, RECORD_FILE_NAME};
 pub use server::{serve, serve_with_shutdown, ServeLimits};

@@ -3,23 +3,29 @@
 //! `axum::serve` has neither a header-read timeout nor an idle timeout nor a cap: 200 half-sent
 //! requests stayed open for as long as their clients liked, and each held its buffers. This loop
 //! serves an axum [`Router`] over hyper's HTTP/1 connection directly so the three bounds hold.
+//!
+//! At the cap, a new connection is not left in the backlog behind the ones holding the server:
+//! the oldest connection that has not yet sent a whole request head is closed to make room.
+//! 1,100 half-sent heads would otherwise keep a real caller waiting a header-read timeout per
+//! cap's worth of them; shed, they cost the real caller nothing.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
+use tower_service::Service;
 
 /// hyper's per-connection buffer ceiling, read and write.
 ///
@@ -41,8 +47,10 @@ pub struct ServeLimits {
     /// How long a connection may go without a byte moving either way: a client that neither
     /// sends nor reads (keep-alive idle, or a response it never takes) is closed after this.
     pub idle_timeout: Duration,
-    /// How many connections are served at once. Beyond it, new connections wait in the
-    /// listen backlog until one ends; the server's memory is bounded by this many.
+    /// How many connections are served at once. Beyond it, a new connection closes the oldest
+    /// one that has not sent a whole request head yet; when every connection has, new ones
+    /// wait in the listen backlog until one ends. The server's memory and file descriptors are
+    /// bounded by this many.
     pub max_connections: usize,
 }
 
@@ -89,7 +97,10 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ServeLimits) -> i
     serve_with_shutdown(listener, app, limits, std::future::pending()).await
 }
 
-/// [`serve`], returning when `shutdown` completes (connections in progress are dropped).
+/// [`serve`], returning when `shutdown` completes: the listener is closed, so nothing new is
+/// accepted. Connections in progress are not cut: they are tasks on the runtime and run on
+/// until they end or the runtime is dropped, so a server that wants to let them finish keeps
+/// the runtime for as long as it likes.
 pub async fn serve_with_shutdown(
     listener: TcpListener,
     app: Router,
@@ -97,16 +108,9 @@ pub async fn serve_with_shutdown(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let open = Arc::new(Open::default());
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            permit = Arc::clone(&permits).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                // The semaphore is never closed; if it were, nothing more could be served.
-                Err(_) => return Ok(()),
-            },
-            () = &mut shutdown => return Ok(()),
-        };
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = &mut shutdown => return Ok(()),
@@ -120,11 +124,78 @@ pub async fn serve_with_shutdown(
                 continue;
             }
         };
+        let permit = match Arc::clone(&permits).try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                // At the cap: make room by closing a connection that is only holding a place,
+                // then wait for its permit (or any other) to come back.
+                open.shed_oldest_headless();
+                tokio::select! {
+                    permit = Arc::clone(&permits).acquire_owned() => match permit {
+                        Ok(permit) => permit,
+                        // The semaphore is never closed; if it were, nothing more could be served.
+                        Err(_) => return Ok(()),
+                    },
+                    () = &mut shutdown => return Ok(()),
+                }
+            }
+        };
         let app = app.clone();
+        let open = Arc::clone(&open);
         tokio::spawn(async move {
-            serve_connection(stream, app, limits).await;
+            let (id, conn) = open.insert();
+            serve_connection(stream, app, limits, &conn).await;
+            open.remove(id);
             drop(permit);
         });
+    }
+}
+
+/// One open connection, as the accept loop sees it.
+#[derive(Default)]
+struct Conn {
+    /// Set once hyper has read a whole request head on it: from then on it is serving someone.
+    headed: AtomicBool,
+    /// Woken to close the connection at once.
+    shed: Notify,
+}
+
+/// The open connections, oldest first.
+#[derive(Default)]
+struct Open {
+    conns: Mutex<BTreeMap<u64, Arc<Conn>>>,
+    next_id: AtomicU64,
+}
+
+impl Open {
+    fn insert(&self) -> (u64, Arc<Conn>) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let conn = Arc::new(Conn::default());
+        self.lock().insert(id, Arc::clone(&conn));
+        (id, conn)
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// Closes the oldest connection that has not sent a whole request head, if there is one.
+    fn shed_oldest_headless(&self) {
+        let mut conns = self.lock();
+        let victim = conns
+            .iter()
+            .find(|(_, conn)| !conn.headed.load(Ordering::Relaxed))
+            .map(|(id, _)| *id);
+        if let Some(conn) = victim.and_then(|id| conns.remove(&id)) {
+            tracing::debug!("at the connection cap: closing a connection with no request head");
+            // `notify_one` keeps the wake-up if the task is not waiting yet.
+            conn.shed.notify_one();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Conn>>> {
+        // The map is changed only under this lock and never across an await.
+        self.conns.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -138,7 +209,7 @@ fn is_connection_error(err: &io::Error) -> bool {
     )
 }
 
-async fn serve_connection(stream: TcpStream, app: Router, limits: ServeLimits) {
+async fn serve_connection(stream: TcpStream, app: Router, limits: ServeLimits, conn: &Arc<Conn>) {
     let _ = stream.set_nodelay(true);
     let clock = Arc::new(Progress::new());
     let io = TokioIo::new(Watched {
@@ -150,11 +221,20 @@ async fn serve_connection(stream: TcpStream, app: Router, limits: ServeLimits) {
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(MAX_BUF_BYTES);
-    let connection = builder.serve_connection(io, TowerToHyperService::new(app));
+    // hyper calls the service once a request's head is whole: that is when the connection
+    // stops being one the accept loop may shed.
+    let headed = Arc::clone(conn);
+    let service = hyper::service::service_fn(move |request| {
+        headed.headed.store(true, Ordering::Relaxed);
+        let mut app = app.clone();
+        app.call(request)
+    });
+    let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
     loop {
         let deadline = clock.last() + limits.idle_timeout;
         tokio::select! {
+            () = conn.shed.notified() => return,
             result = connection.as_mut() => {
                 if let Err(err) = result {
                     tracing::debug!(error = %err, "connection ended with an error");

@@ -458,6 +458,16 @@ pub async fn replaying(dir: &Path) -> Running {
     start(ProxyConfig::new(Mode::Replay, None).unwrap(), dir).await
 }
 
+/// A client that sends `Content-Type: application/json` as the OpenAI SDKs do, unless a
+/// request sets its own (the proxy refuses a model call in any other type).
 pub fn client() -> reqwest::Client {
-    reqwest::Client::new()
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::CONTENT_TYPE,
+        reqwest::header::HeaderValue::from_static("application/json"),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap()
 }
