@@ -7,6 +7,8 @@
 // Helpers outside `#[test]` functions unwrap too: a failure there is a failed test.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::Stdio;
@@ -15,6 +17,7 @@ use axum::body::Body;
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
+use common::{status_kib, Killed};
 
 /// Content events of 64 KiB each, 2,048 of them: 128 MiB of answer.
 const EVENT_CHARS: usize = 64 * 1024;
@@ -22,26 +25,6 @@ const N_EVENTS: usize = 2048;
 /// The ceiling: the proxy's own working set (a few MiB) plus a few events in flight, far
 /// under the answer's 128 MiB.
 const RSS_CEILING_KIB: u64 = 48 * 1024;
-
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
-    line[field.len()..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .unwrap()
-}
 
 /// An upstream that streams `n_events` content events of [`EVENT_CHARS`], then finish, usage
 /// and `[DONE]`.
@@ -89,8 +72,8 @@ fn start_proxy(
     mut command: std::process::Command,
     dir: &std::path::Path,
     stderr: Stdio,
-) -> (Child, String) {
-    let mut child = Child(
+) -> (Killed, String) {
+    let mut child = Killed(
         command
             .env_remove("CUCA_CALL_LOG_BODIES")
             .env_remove("RUST_LOG")
@@ -184,52 +167,20 @@ fn a_write_that_fails_mid_answer_is_said_on_stderr_and_in_the_call_log() {
 fn recording_a_128_mib_stream_keeps_the_proxy_under_48_mib() {
     let upstream = start_upstream(N_EVENTS);
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Child(
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"))
-            .args([
-                "proxy",
-                "--listen",
-                "127.0.0.1:0",
-                "--upstream",
-                &upstream,
-                "--dir",
-            ])
-            .arg(dir.path())
-            .env_remove("CUCA_CALL_LOG_BODIES")
-            .env("CUCA_CALL_LOG", dir.path().join("calls.jsonl"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"));
+    command
+        .args([
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &upstream,
+            "--dir",
+        ])
+        .arg(dir.path());
+    let (child, address) = start_proxy(command, dir.path(), Stdio::null());
     let pid = child.0.id();
-    let mut lines = BufReader::new(child.0.stdout.take().unwrap());
-    let mut first = String::new();
-    lines.read_line(&mut first).unwrap();
-    let address = first
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .to_owned();
-
-    let body = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"long"}]}"#;
-    let mut stream = TcpStream::connect(&address).unwrap();
-    write!(
-        stream,
-        "POST /s/big/v1/chat/completions HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    // Read it all, counting, never holding it.
-    let mut total = 0usize;
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = stream.read(&mut buf).unwrap();
-        if n == 0 {
-            break;
-        }
-        total += n;
-    }
+    let total = call(&address, "big");
     assert!(total > N_EVENTS * EVENT_CHARS, "read {total} bytes");
     // The session holds every block: the recording is whole, and it was not kept in memory.
     let session = dir.path().join("big.cslog");
@@ -245,7 +196,7 @@ fn recording_a_128_mib_stream_keeps_the_proxy_under_48_mib() {
     let peak_kib = status_kib(pid, "VmHWM:");
     eprintln!(
         "cuca proxy recording a {} MiB stream: peak RSS {peak_kib} KiB",
-        N_EVENTS * EVENT_CHARS >> 20
+        (N_EVENTS * EVENT_CHARS) >> 20
     );
     assert!(
         peak_kib < RSS_CEILING_KIB,
