@@ -107,6 +107,7 @@ pub fn event() -> impl Strategy<Value = SessionEvent> {
                 model,
             }
         }),
+        any::<String>().prop_map(|reason| SessionEvent::CallIncomplete { reason }),
     ]
 }
 
@@ -239,6 +240,9 @@ fn postcard_variant_indices_are_pinned() {
         SessionEvent::CallFinish {
             finish_reason: None,
             model: String::new(),
+        },
+        SessionEvent::CallIncomplete {
+            reason: String::new(),
         },
     ];
     assert_eq!(samples.len(), SessionEvent::KINDS.len());

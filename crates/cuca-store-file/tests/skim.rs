@@ -105,6 +105,7 @@ fn arb_event() -> impl Strategy<Value = SessionEvent> {
                 model,
             }
         }),
+        arb_text().prop_map(|reason| SessionEvent::CallIncomplete { reason }),
     ]
 }
 
@@ -168,6 +169,7 @@ fn hollowed(event: &SessionEvent) -> SessionEvent {
             finish_reason.iter_mut().for_each(String::clear);
             model.clear();
         }
+        SessionEvent::CallIncomplete { reason } => reason.clear(),
         _ => {}
     }
     event
