@@ -87,6 +87,6 @@ pub use config::{
     MODELS_MAX_BYTES, MODELS_TIMEOUT,
 };
 pub use error::ProxyError;
-pub use replay::TURN_HEADER;
+pub use replay::{INCOMPLETE_HEADER, TURN_HEADER};
 pub use server::Proxy;
 pub use session::{POINT_HEADER, SESSION_HEADER};

@@ -481,6 +481,11 @@ impl Pump {
                 self.close_cut(&message, &mut decoded, duration).await;
                 self.rows.failed(&message);
             }
+            // Shut down after the whole answer had passed: answered, as for a caller that
+            // stopped reading at `[DONE]`.
+            Outcome::ShutDown if self.has_whole_answer() => {
+                self.ended(&mut decoded, duration).await;
+            }
             Outcome::ShutDown => {
                 // The caller's stream breaks rather than ending as if the answer were whole.
                 let _ = self.tx.try_send(Err(io::Error::other(SHUT_DOWN)));

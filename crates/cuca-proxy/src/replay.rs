@@ -26,6 +26,30 @@ use crate::wire::{clip, ApiError, CallerRequest};
 /// The response header with the index of the recorded turn a replayed answer came from.
 pub const TURN_HEADER: &str = "x-cuca-turn";
 
+/// The response header on a replayed answer whose recorded call is marked incomplete (cut
+/// short, a record that could not be written): why, as recorded. Such a call is served only
+/// when no whole call was recorded at its position, and never without saying so.
+pub const INCOMPLETE_HEADER: &str = "x-cuca-incomplete";
+
+/// The longest `X-Cuca-Incomplete` value: a header line, not a report.
+const MAX_INCOMPLETE_HEADER: usize = 240;
+
+/// `reason` as a header value: visible ASCII and spaces, at most [`MAX_INCOMPLETE_HEADER`]
+/// characters (anything else becomes `?`).
+fn header_text(reason: &str) -> String {
+    reason
+        .chars()
+        .take(MAX_INCOMPLETE_HEADER)
+        .map(|c| {
+            if c == ' ' || c.is_ascii_graphic() {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect()
+}
+
 /// A session's load as callers share it: the trajectory, or why it could not be loaded.
 pub(crate) type Loaded = Result<Arc<ReplayTrajectory>, String>;
 
@@ -384,7 +408,12 @@ pub(crate) fn render(
             format!("{session}:{}", turn.sequence_range().start()),
         ),
         (TURN_HEADER, turn_idx.to_string()),
-    ] {
+    ]
+    .into_iter()
+    .chain(
+        call.incomplete()
+            .map(|why| (INCOMPLETE_HEADER, header_text(why))),
+    ) {
         if let Ok(value) = HeaderValue::from_str(&value) {
             headers.insert(HeaderName::from_static(name), value);
         }

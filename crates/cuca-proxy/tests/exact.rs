@@ -419,3 +419,46 @@ impl Drop for Tmpfs {
             .status();
     }
 }
+
+/// A replayed call whose recording is marked incomplete (here the only call at its position,
+/// cut by a caller that hung up) is served with `X-Cuca-Incomplete` saying why; a whole one
+/// carries no such header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_incomplete_call_says_so_in_a_header() {
+    let upstream = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = recording(&upstream, dir.path()).await;
+    let hang = serde_json::json!({"model": "tiny", "stream": true,
+        "messages": [{"role": "user", "content": "HANG please"}]});
+    let mut response = post(&proxy.chat_url(Some("cut")), hang.to_string()).await;
+    response.chunk().await.unwrap().unwrap();
+    upstream.hang_started.notified().await;
+    drop(response);
+    let whole = serde_json::json!({"model": "tiny", "stream": true,
+        "messages": [{"role": "user", "content": "Say hi"}]});
+    post(&proxy.chat_url(Some("whole")), whole.to_string())
+        .await
+        .bytes()
+        .await
+        .unwrap();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        upstream.hang_dropped.notified(),
+    )
+    .await
+    .unwrap();
+    proxy.proxy.settled("cut").await;
+    proxy.proxy.settled("whole").await;
+    drop(proxy);
+
+    let replay = replaying(dir.path()).await;
+    let cut = post(&replay.chat_url(Some("cut")), hang.to_string()).await;
+    assert_eq!(cut.status(), 200);
+    let why = cut.headers()[cuca_proxy::INCOMPLETE_HEADER]
+        .to_str()
+        .unwrap();
+    assert!(why.starts_with("cut short: the caller hung up"), "{why}");
+    let whole = post(&replay.chat_url(Some("whole")), whole.to_string()).await;
+    assert_eq!(whole.status(), 200);
+    assert!(whole.headers().get(cuca_proxy::INCOMPLETE_HEADER).is_none());
+}
