@@ -157,14 +157,29 @@ fn read_tools(tools: &RawValue, unified: &mut UnifiedRequest, unrecorded: &mut V
                 unrecorded.push(format!(
                     "tools[{index}] cannot be read as a value ({error}); its schema is recorded as its JSON text"
                 ));
+                // The name and description sit near the top: read as raw values, which have no
+                // depth limit, they are kept even when the schema cannot be built.
+                let field = |key: &str| {
+                    shallow_str(raw, &["function", key]).or_else(|| shallow_str(raw, &[key]))
+                };
                 unified.tools.push(ToolDefinition {
-                    name: format!("tools[{index}]"),
-                    description: String::new(),
+                    name: field("name").unwrap_or_else(|| format!("tools[{index}]")),
+                    description: field("description").unwrap_or_default(),
                     parameters: Value::String(raw.get().to_owned()),
                 });
             }
         }
     }
+}
+
+/// The string at `path` (object keys) inside `raw`, read level by level as raw values.
+fn shallow_str(raw: &RawValue, path: &[&str]) -> Option<String> {
+    let mut at: Box<RawValue> = serde_json::from_str(raw.get()).ok()?;
+    for key in path {
+        let mut object: BTreeMap<String, Box<RawValue>> = serde_json::from_str(at.get()).ok()?;
+        at = object.remove(*key)?;
+    }
+    serde_json::from_str::<String>(at.get()).ok()
 }
 
 fn str_field(value: &Value, key: &str) -> String {

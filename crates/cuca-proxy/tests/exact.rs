@@ -123,6 +123,12 @@ async fn a_request_nested_deeper_than_serde_reads_is_recorded_as_sent() {
         "{}",
         &tools[..80]
     );
+    // The tool keeps its name, read without building its schema.
+    assert!(
+        tools.starts_with(r#"[{"description":"","name":"deep","#),
+        "{}",
+        &tools[..80]
+    );
     let marks = incomplete(&records);
     assert_eq!(marks.len(), 1, "{marks:?}");
     assert!(
