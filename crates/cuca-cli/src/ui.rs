@@ -46,10 +46,16 @@ pub(crate) fn count(n: impl Into<u64>, singular: &str, plural: &str) -> String {
     }
 }
 
+/// Work of at least this many steps (sessions) gets a progress bar on a terminal: a handful
+/// of files is scanned in well under a second.
+pub(crate) const PROGRESS_MIN_STEPS: u64 = 8;
+
 /// A progress bar of `len` steps drawn on stderr, or a hidden one when stderr is not a
-/// terminal: piped output and test runs never see bar frames.
+/// terminal (piped output and test runs never see bar frames) or the work is shorter than
+/// [`PROGRESS_MIN_STEPS`]. Decided here, before anything is drawn: a bar made visible and
+/// hidden afterwards has already drawn its first frame.
 pub(crate) fn progress(len: u64, what: &str) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
+    if len < PROGRESS_MIN_STEPS || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
     let template = if color() {

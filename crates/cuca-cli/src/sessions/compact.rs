@@ -6,7 +6,7 @@ use std::path::Path;
 use cuca::SessionBackend;
 use serde_json::json;
 
-use super::{count, open_dir, stdout, PROGRESS_MIN_SESSIONS};
+use super::{count, open_dir, stdout};
 use crate::error::CliError;
 use crate::term::line;
 use crate::ui;
@@ -31,9 +31,6 @@ pub(crate) fn compact(dir: &Path, named: &[String], as_json: bool) -> Result<(),
         named.to_vec()
     };
     let bar = ui::progress(ids.len() as u64, "compacting");
-    if ids.len() < PROGRESS_MIN_SESSIONS {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
     let mut out = stdout();
     let (mut before, mut after, mut n_compacted) = (0u64, 0u64, 0usize);
     let mut refused = 0usize;

@@ -6,9 +6,7 @@ use std::path::Path;
 use cuca::{SessionBackend, SessionEvent};
 use serde_json::json;
 
-use super::{
-    count, fork_parent, format_ms, open_dir, scan_row, stdout, Scanned, PROGRESS_MIN_SESSIONS,
-};
+use super::{count, fork_parent, format_ms, open_dir, scan_row, stdout, Scanned};
 use crate::error::CliError;
 use crate::term::line;
 use crate::ui;
@@ -134,9 +132,6 @@ pub(crate) fn list(dir: &Path, as_json: bool, sort: SortBy, last: bool) -> Resul
     let backend = open_dir(dir)?;
     let ids = backend.sessions()?;
     let bar = ui::progress(ids.len() as u64, "scanning");
-    if ids.len() < PROGRESS_MIN_SESSIONS {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
     let mut rows = Vec::with_capacity(ids.len());
     for id in &ids {
         rows.push(scan(&backend, id)?);

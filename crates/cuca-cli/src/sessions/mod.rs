@@ -34,10 +34,6 @@ pub(crate) use verify::verify;
 /// How many characters of a record's text `cuca show` prints.
 const PREVIEW_CHARS: usize = 60;
 
-/// Sessions at or above this count get a progress bar in `cuca verify` (on a terminal):
-/// scanning a handful of files takes well under a second.
-const PROGRESS_MIN_SESSIONS: usize = 8;
-
 /// The per-kind counts of `records`, in format order, zero counts left out:
 /// `"SystemPrompt 1, Message 1, Reasoning 72, Output 2, Latency 1, TokenUsage 1"`.
 pub fn kinds_line(records: &[SessionRecord]) -> String {

@@ -7,10 +7,7 @@ use cuca::store_file::{ScanSummary, Verdict};
 use cuca::SessionBackend;
 use serde_json::json;
 
-use super::{
-    count, open_dir, recovered_line, require_session, skim_row, stdout, Scanned,
-    PROGRESS_MIN_SESSIONS,
-};
+use super::{count, open_dir, recovered_line, require_session, skim_row, stdout, Scanned};
 use crate::error::CliError;
 use crate::term::line;
 use crate::ui;
@@ -190,9 +187,6 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
         named.to_vec()
     };
     let bar = ui::progress(ids.len() as u64, "verifying");
-    if ids.len() < PROGRESS_MIN_SESSIONS {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
     let mut out = stdout();
     let (mut clean, mut recovered, mut refused, mut n_records, mut n_bytes) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
