@@ -296,6 +296,9 @@ fn a_session_recorded_with_call_metadata_replays_shows_and_verifies() {
         SessionEvent::Output {
             text: "hello".into(),
         },
+        SessionEvent::CallIncomplete {
+            reason: "1 event(s) of the stream could not be decoded".into(),
+        },
         SessionEvent::CallFinish {
             finish_reason: Some("stop".into()),
             model: "gemma-q4".into(),
@@ -337,9 +340,29 @@ fn a_session_recorded_with_call_metadata_replays_shows_and_verifies() {
     assert_eq!(json.code, 0, "{}", json.stderr);
     let turn: serde_json::Value =
         serde_json::from_str(json.stdout.lines().next().unwrap()).unwrap();
-    assert_eq!(turn["call"][1]["CallFinish"]["finish_reason"], "stop");
+    assert_eq!(
+        turn["call"][1]["CallIncomplete"]["reason"],
+        "1 event(s) of the stream could not be decoded"
+    );
+    assert_eq!(turn["call"][2]["CallFinish"]["finish_reason"], "stop");
+    assert!(
+        replayed
+            .stdout
+            .contains("incomplete: 1 event(s) of the stream could not be decoded"),
+        "{}",
+        replayed.stdout
+    );
     for command in ["show", "verify", "export"] {
         let out = run(&[command, p(dir.path()), "proxied"]);
         assert_eq!(out.code, 0, "{command}: {}", out.stderr);
+    }
+    // Issue 33.8: "`show` previews for every record kind".
+    let shown = run(&["show", p(dir.path()), "proxied"]).stdout;
+    for preview in [
+        r#"gemma with 1 messages, 0 tools, parameters {"max_tokens":8}"#,
+        "stop by gemma-q4",
+        "1 event(s) of the stream could not be decoded",
+    ] {
+        assert!(shown.contains(preview), "{preview:?} in {shown}");
     }
 }

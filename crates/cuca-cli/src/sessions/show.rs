@@ -17,13 +17,18 @@ use crate::term::line;
 /// A one-line, clipped rendering of `text`: its first characters, every control character
 /// (newlines and tabs included) escaped.
 fn clip(text: &str) -> String {
+    format!("\"{}\"", clipped(text))
+}
+
+/// `text` cut to [`PREVIEW_CHARS`], made printable, with `…` when cut; JSON shown as itself.
+fn clipped(text: &str) -> String {
     let head: String = text.chars().take(PREVIEW_CHARS).collect();
     let more = if text.chars().nth(PREVIEW_CHARS).is_some() {
         "…"
     } else {
         ""
     };
-    format!("\"{}{more}\"", line(&head))
+    format!("{}{more}", line(&head))
 }
 
 fn message_preview(message: &Message) -> String {
@@ -65,6 +70,39 @@ fn preview(event: &SessionEvent) -> String {
             from_point,
             to_session,
         } => format!("at {} -> {}", line(from_point), line(to_session)),
+        SessionEvent::CallRequest {
+            model,
+            parameters,
+            tools,
+            messages,
+        } => {
+            let model = if model.is_empty() {
+                "the server's default"
+            } else {
+                model
+            };
+            let n_tools =
+                serde_json::from_str::<Vec<serde_json::Value>>(tools).map_or(0, |t| t.len());
+            format!(
+                "{} with {messages} messages, {n_tools} tools, parameters {}",
+                line(model),
+                clipped(parameters)
+            )
+        }
+        SessionEvent::CallFinish {
+            finish_reason,
+            model,
+        } => format!(
+            "{} by {}",
+            line(
+                finish_reason
+                    .as_deref()
+                    .unwrap_or("no finish reason (cut short)")
+            ),
+            line(model)
+        ),
+        SessionEvent::CallIncomplete { reason } => clip(reason),
+        // A kind added after this command was written still gets its line, without a preview.
         _ => String::new(),
     }
 }
