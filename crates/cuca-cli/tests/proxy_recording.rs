@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Stdio;
 
@@ -17,7 +17,7 @@ use axum::body::Body;
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
-use common::{status_kib, Killed};
+use common::{serving_with, status_kib, Killed};
 
 /// Content events of 64 KiB each, 2,048 of them: 128 MiB of answer.
 const EVENT_CHARS: usize = 64 * 1024;
@@ -73,24 +73,12 @@ fn start_proxy(
     dir: &std::path::Path,
     stderr: Stdio,
 ) -> (Killed, String) {
-    let mut child = Killed(
-        command
-            .env_remove("CUCA_CALL_LOG_BODIES")
-            .env_remove("RUST_LOG")
-            .env("CUCA_CALL_LOG", dir.join("calls.jsonl"))
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .unwrap(),
-    );
-    let mut lines = BufReader::new(child.0.stdout.take().unwrap());
-    let mut first = String::new();
-    lines.read_line(&mut first).unwrap();
-    let address = first
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .to_owned();
+    command
+        .env_remove("CUCA_CALL_LOG_BODIES")
+        .env_remove("RUST_LOG")
+        .env("CUCA_CALL_LOG", dir.join("calls.jsonl"))
+        .stderr(stderr);
+    let (child, address, _stdout) = serving_with(command, "listening on http://");
     (child, address)
 }
 

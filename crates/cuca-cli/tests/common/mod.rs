@@ -212,12 +212,25 @@ pub fn serving(
     String,
     std::io::BufReader<std::process::ChildStdout>,
 ) {
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"));
+    command.args(args).stderr(std::process::Stdio::null());
+    serving_with(command, prefix)
+}
+
+/// [`serving`] for a command the caller has set up (its environment, its stderr, a shell
+/// that execs `cuca`): spawned with stdout piped, its first line read for the address.
+pub fn serving_with(
+    mut command: std::process::Command,
+    prefix: &str,
+) -> (
+    Killed,
+    String,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
     use std::io::BufRead;
     let mut child = Killed(
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"))
-            .args(args)
+        command
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap(),
     );
