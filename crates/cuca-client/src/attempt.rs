@@ -17,8 +17,8 @@ use tokio::time::Instant;
 
 use crate::client::Inner;
 use crate::conn::ConnUse;
-use crate::decode::{clip, server_message, server_text, StreamSummary};
 use crate::endpoint::ApiKey;
+use cuca_wire::{clip, server_message, server_text, StreamSummary};
 
 /// The most bytes of an error body read for its message: a JSON error is a few hundred
 /// bytes, and an HTML error page needs no more than its first screen to be recognised.

@@ -19,10 +19,11 @@ use tokio::time::Instant;
 use crate::attempt::{self, AttemptEnd, AttemptRecord, AttemptShape, CallerDeadline, ErrorSource};
 use crate::config::{RetryPolicy, Timeouts};
 use crate::conn::{ConnTrace, TimedResolver, TraceLayer};
-use crate::decode::{ChatStreamDecoder, StreamSummary};
 use crate::endpoint::{ApiKey, ProviderEndpoint};
 use crate::error::ClientError;
 use crate::wire;
+use cuca_wire::chat::ChatStreamDecoder;
+use cuca_wire::StreamSummary;
 
 /// Builds a [`CucaClient`]; [`CucaClientBuilder::build`] validates everything.
 #[derive(Default)]
@@ -731,7 +732,7 @@ impl Turn {
                         ),
                     };
                 }
-                return Err(self.decode_error(error));
+                return Err(self.decode_error(error.into()));
             }
         };
         if !self.decoded.is_empty() && !self.first_block_decoded {

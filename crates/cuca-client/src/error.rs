@@ -79,3 +79,16 @@ fn truncated_message(n_events: u64) -> String {
         )
     }
 }
+
+impl From<cuca_wire::WireError> for ClientError {
+    /// A stream the decoder refused, as the client reports it.
+    fn from(error: cuca_wire::WireError) -> Self {
+        match error {
+            cuca_wire::WireError::Truncated { n_events } => ClientError::Truncated { n_events },
+            cuca_wire::WireError::StreamError { message } => ClientError::StreamError { message },
+            other => ClientError::Decode {
+                message: other.to_string(),
+            },
+        }
+    }
+}

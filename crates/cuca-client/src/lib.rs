@@ -78,15 +78,14 @@ mod attempt;
 mod client;
 mod config;
 mod conn;
-mod decode;
 mod endpoint;
 mod error;
-mod sse;
 mod wire;
 
 pub use client::{CucaClient, CucaClientBuilder};
 pub use config::{RetryPolicy, Timeouts, MAX_TIMEOUT};
-pub use decode::{ChatStreamDecoder, LlamaTimings, StreamSummary};
+pub use cuca_wire::chat::ChatStreamDecoder;
+pub use cuca_wire::{LlamaTimings, StreamSummary};
+pub use cuca_wire::{SseDecoder, SseEvent, WireError, MAX_EVENT_BYTES};
 pub use endpoint::{ApiKey, ProviderEndpoint};
 pub use error::ClientError;
-pub use sse::{SseDecoder, SseEvent, MAX_EVENT_BYTES};

@@ -16,8 +16,8 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use cuca_client::{ChatStreamDecoder, StreamSummary};
 use cuca_events::{CucaPlugin, MessageContentBlock, SessionEvent, TokenUsage, UnifiedResponse};
+use cuca_wire::{Format, StreamDecoder, StreamSummary, WireRequest};
 use tokio::sync::{mpsc, watch, OwnedMutexGuard};
 use tokio::time::Instant;
 
@@ -25,7 +25,7 @@ use crate::flush::OneAtATime;
 use crate::rows::CallRows;
 use crate::server::{self, Shared, SHUT_DOWN};
 use crate::session::{Slot, POINT_HEADER, SESSION_HEADER};
-use crate::wire::{self, ApiError, CallerRequest};
+use crate::wire::ApiError;
 
 /// Pieces of an answer buffered between the upstream and a caller that reads slower than
 /// the upstream writes. Small, so a slow caller slows its own upstream read (back-pressure)
@@ -105,12 +105,13 @@ pub(crate) struct Recording {
 /// Forwards one chat call and answers the caller with the upstream's answer as it streams.
 /// `request` is what the proxy understood of the body (`Err` when it is not a chat request:
 /// it is still forwarded, and only the call log records it).
-pub(crate) async fn forward_chat(
+pub(crate) async fn forward(
     shared: Arc<Shared>,
+    format: Format,
     session: String,
     headers: HeaderMap,
     body: Bytes,
-    request: Result<CallerRequest, String>,
+    request: Result<WireRequest, String>,
     recording: Recording,
 ) -> Response {
     let parsed = request.as_ref().ok();
@@ -232,11 +233,12 @@ pub(crate) async fn forward_chat(
     } else if is_sse {
         // What a malformed event leaves out is marked, and the rest of the stream is still
         // recorded.
-        Tee::Sse(Box::new(ChatStreamDecoder::skipping_malformed()), None)
+        Tee::Sse(format.decoder(true), None)
     } else {
         Tee::Kept(Vec::new())
     };
     let pump = Pump {
+        format,
         upstream,
         tx,
         rows,
@@ -285,7 +287,7 @@ pub(crate) fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
 /// What the tee does with the answer's bytes.
 enum Tee {
     /// A stream: decoded as it passes; the error, once one is met, stops the decoding.
-    Sse(Box<ChatStreamDecoder>, Option<String>),
+    Sse(Box<dyn StreamDecoder>, Option<String>),
     /// A whole JSON answer (or an error body), kept up to [`MAX_DECODED_BODY`] to decode at
     /// the end.
     Kept(Vec<u8>),
@@ -401,6 +403,7 @@ enum Outcome {
 
 /// One call in flight: copies the upstream's body to the caller and tees it.
 struct Pump {
+    format: Format,
     upstream: reqwest::Response,
     tx: mpsc::Sender<Result<Bytes, io::Error>>,
     rows: CallRows,
@@ -561,7 +564,7 @@ impl Pump {
             Tee::Kept(kept) if kept.len() >= MAX_DECODED_BODY => Err(format!(
                 "the answer passed {MAX_DECODED_BODY} bytes; forwarded whole, recorded without its blocks"
             )),
-            Tee::Kept(kept) => wire::decode_completion(&kept).map(|(blocks, summary)| {
+            Tee::Kept(kept) => self.format.decode_whole(&kept).map(|(blocks, summary)| {
                 decoded.extend(blocks);
                 summary
             }),

@@ -17,11 +17,11 @@ use axum::response::Response;
 use bytes::Bytes;
 use cuca_events::{Message, MessageContentBlock, Role, UnifiedRequest};
 use cuca_replay::{ReplayTrajectory, ReplayTurn, SessionReplay};
-use serde_json::{json, Value};
 
 use crate::flush::OneAtATime;
 use crate::session::{POINT_HEADER, SESSION_HEADER};
-use crate::wire::{clip, ApiError, CallerRequest};
+use crate::wire::{clip, ApiError};
+use cuca_wire::{Format, RecordedAnswer, WireRequest};
 
 /// The response header with the index of the recorded turn a replayed answer came from.
 pub const TURN_HEADER: &str = "x-cuca-turn";
@@ -338,14 +338,25 @@ fn describe(message: &Message) -> String {
     out
 }
 
-/// The answer the upstream gave for `turn`, rebuilt: an SSE stream when the request asked
-/// for one, else one `chat.completion` object. The same turn and request give the same
-/// bytes every time: no clock, no random id.
+/// The blocks of a recorded turn, shared with every caller of its load: what an encoder
+/// streams from.
+struct TurnBlocks(ReplayTurn);
+
+impl AsRef<[MessageContentBlock]> for TurnBlocks {
+    fn as_ref(&self) -> &[MessageContentBlock] {
+        self.0.blocks()
+    }
+}
+
+/// The answer the upstream gave for `turn`, rebuilt in the caller's `format`: its event
+/// stream when the request asked for one, else its whole answer object. The same turn and
+/// request give the same bytes every time: no clock, no random id.
 pub(crate) fn render(
     turn: &ReplayTurn,
     turn_idx: usize,
     session: &str,
-    request: &CallerRequest,
+    request: &WireRequest,
+    format: Format,
 ) -> Response {
     let call = turn.call();
     let model = call
@@ -360,41 +371,27 @@ pub(crate) fn render(
                 request.unified.model.clone()
             }
         });
-    let has_tools = turn
-        .blocks()
-        .iter()
-        .any(|b| matches!(b, MessageContentBlock::ToolCall { .. }));
-    let finish = call
-        .finish_reason()
-        .unwrap_or(if has_tools { "tool_calls" } else { "stop" })
-        .to_owned();
     let completion = turn.completion().unwrap_or_default();
-    let usage = json!({
-        "prompt_tokens": completion.prompt_tokens,
-        "completion_tokens": completion.completion_tokens,
-        "total_tokens": completion.prompt_tokens + completion.completion_tokens,
-    });
-    let id = format!("chatcmpl-cuca-{turn_idx}");
+    let answer = RecordedAnswer {
+        blocks: TurnBlocks(turn.clone()),
+        model,
+        finish_reason: call.finish_reason().map(str::to_owned),
+        prompt_tokens: completion.prompt_tokens,
+        completion_tokens: completion.completion_tokens,
+        wire: None,
+        id: format!("cuca-{turn_idx}"),
+    };
     let (content_type, body) = if request.stream {
-        let events = SseEvents {
-            turn: turn.clone(),
-            id,
-            model,
-            finish,
-            usage: request.include_usage.then_some(usage),
-            stage: Stage::Role,
-            next_block: 0,
-            offset: 0,
-            n_tool_calls: 0,
-        };
         (
             "text/event-stream",
             Body::from_stream(OneAtATime::new(futures::stream::iter(
-                events.map(Ok::<Bytes, std::io::Error>),
+                format
+                    .encode_stream(answer, request)
+                    .map(Ok::<Bytes, std::io::Error>),
             ))),
         )
     } else {
-        let body = completion_object(turn, &id, &model, &finish, usage);
+        let body = format.encode_object(&answer, request);
         ("application/json", Body::from(body.to_string()))
     };
     let mut response = Response::new(body);
@@ -419,202 +416,4 @@ pub(crate) fn render(
         }
     }
     response
-}
-
-fn chunk(id: &str, model: &str, delta: Value, finish: Option<&str>) -> Value {
-    json!({
-        "id": id,
-        "object": "chat.completion.chunk",
-        "created": 0,
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    })
-}
-
-fn event(value: &Value) -> Bytes {
-    Bytes::from(format!("data: {value}\n\n"))
-}
-
-/// The most bytes of text one streamed event carries. A recorded block longer than this (a
-/// non-streamed answer is one block) goes out in several deltas, as a provider streams it, so
-/// a stream holds one event of at most this much text at a time, however long the turn.
-pub(crate) const MAX_EVENT_TEXT: usize = 64 * 1024;
-
-/// Where an [`SseEvents`] is in the stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
-    Role,
-    Blocks,
-    Finish,
-    Usage,
-    Done,
-    End,
-}
-
-/// The replayed stream, built one event at a time as the body is polled: one event per
-/// recorded block (a long text in pieces of [`MAX_EVENT_TEXT`]) — reasoning as
-/// `reasoning_content`, text as `content`, each tool call whole in one `tool_calls` delta —
-/// then the finish reason, the usage chunk when asked for, and `[DONE]`. Lazily, so a stream
-/// holds its turn (whose blocks every caller of the session shares) and one event, never the
-/// whole answer rendered.
-struct SseEvents {
-    turn: ReplayTurn,
-    id: String,
-    model: String,
-    finish: String,
-    usage: Option<Value>,
-    stage: Stage,
-    next_block: usize,
-    /// Bytes of the current block's text already sent.
-    offset: usize,
-    n_tool_calls: usize,
-}
-
-impl SseEvents {
-    fn event(&self, delta: Value, finish: Option<&str>) -> Bytes {
-        event(&chunk(&self.id, &self.model, delta, finish))
-    }
-
-    /// The next piece of `text` from `offset`, at most [`MAX_EVENT_TEXT`] bytes cut at a
-    /// character boundary, and whether it is the last.
-    fn piece(text: &str, offset: usize) -> (&str, bool) {
-        let mut end = offset.saturating_add(MAX_EVENT_TEXT).min(text.len());
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        (text.get(offset..end).unwrap_or_default(), end >= text.len())
-    }
-
-    fn next_block_event(&mut self) -> Option<Bytes> {
-        while let Some(block) = self.turn.blocks().get(self.next_block) {
-            let (delta, done) = match block {
-                MessageContentBlock::Thinking { thinking } => {
-                    let (piece, last) = Self::piece(thinking, self.offset);
-                    let n = piece.len();
-                    let delta = json!({"reasoning_content": piece});
-                    self.offset += n;
-                    (delta, last)
-                }
-                MessageContentBlock::Text { text } => {
-                    let (piece, last) = Self::piece(text, self.offset);
-                    let n = piece.len();
-                    let delta = json!({"content": piece});
-                    self.offset += n;
-                    (delta, last)
-                }
-                MessageContentBlock::ToolCall {
-                    id,
-                    name,
-                    arguments,
-                } => {
-                    self.n_tool_calls += 1;
-                    let delta = json!({"tool_calls": [{
-                        "index": self.n_tool_calls - 1,
-                        "id": id,
-                        "type": "function",
-                        "function": {"name": name, "arguments": arguments},
-                    }]});
-                    (delta, true)
-                }
-                // A provider never streams a tool result or an image.
-                _ => {
-                    self.next_block += 1;
-                    continue;
-                }
-            };
-            if done {
-                self.next_block += 1;
-                self.offset = 0;
-            }
-            return Some(self.event(delta, None));
-        }
-        None
-    }
-}
-
-impl Iterator for SseEvents {
-    type Item = Bytes;
-
-    fn next(&mut self) -> Option<Bytes> {
-        loop {
-            match self.stage {
-                Stage::Role => {
-                    self.stage = Stage::Blocks;
-                    return Some(self.event(json!({"role": "assistant", "content": null}), None));
-                }
-                Stage::Blocks => match self.next_block_event() {
-                    Some(event) => return Some(event),
-                    None => self.stage = Stage::Finish,
-                },
-                Stage::Finish => {
-                    self.stage = Stage::Usage;
-                    return Some(self.event(json!({}), Some(&self.finish.clone())));
-                }
-                Stage::Usage => {
-                    self.stage = Stage::Done;
-                    if let Some(usage) = self.usage.take() {
-                        return Some(event(&json!({
-                            "id": self.id,
-                            "object": "chat.completion.chunk",
-                            "created": 0,
-                            "model": self.model,
-                            "choices": [],
-                            "usage": usage,
-                        })));
-                    }
-                }
-                Stage::Done => {
-                    self.stage = Stage::End;
-                    return Some(Bytes::from_static(b"data: [DONE]\n\n"));
-                }
-                Stage::End => return None,
-            }
-        }
-    }
-}
-
-fn completion_object(
-    turn: &ReplayTurn,
-    id: &str,
-    model: &str,
-    finish: &str,
-    usage: Value,
-) -> Value {
-    let mut text = String::new();
-    let mut reasoning = String::new();
-    let mut tool_calls = Vec::new();
-    for block in turn.blocks() {
-        match block {
-            MessageContentBlock::Text { text: t } => text.push_str(t),
-            MessageContentBlock::Thinking { thinking } => reasoning.push_str(thinking),
-            MessageContentBlock::ToolCall {
-                id,
-                name,
-                arguments,
-            } => tool_calls.push(json!({
-                "id": id,
-                "type": "function",
-                "function": {"name": name, "arguments": arguments},
-            })),
-            _ => {}
-        }
-    }
-    let mut message = json!({"role": "assistant", "content": text});
-    if text.is_empty() && !tool_calls.is_empty() {
-        message["content"] = Value::Null;
-    }
-    if !reasoning.is_empty() {
-        message["reasoning_content"] = Value::String(reasoning);
-    }
-    if !tool_calls.is_empty() {
-        message["tool_calls"] = Value::Array(tool_calls);
-    }
-    json!({
-        "id": id,
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": usage,
-    })
 }

@@ -22,7 +22,8 @@ use crate::error::ProxyError;
 use crate::record::{self, root_cause, upstream_headers, Recording};
 use crate::replay::{self, Lookup};
 use crate::session::{self, Slots};
-use crate::wire::{self, ApiError, CallerRequest};
+use crate::wire::ApiError;
+use cuca_wire::{Format, WireRequest};
 
 /// How long the proxy waits to open a connection to the upstream. Generation itself has no
 /// bound here: the caller decides how long it waits, and hanging up cancels the call.
@@ -388,20 +389,21 @@ async fn route_chat(
     let body = read_body(&shared, &headers, body)
         .await
         .map_err(|e| e.in_session(&session))?;
-    let request = wire::parse_request(&body);
+    let format = Format::Chat;
+    let request = format.parse_request(&body);
     match shared.config.mode {
         Mode::Replay => {
             let request = request.map_err(|message| bad_request(&session, message))?;
             match load_and_lookup(&shared, &session, &request).await? {
                 Lookup::Found(turn, turn_idx) => {
-                    Ok(replay::render(&turn, turn_idx, &session, &request))
+                    Ok(replay::render(&turn, turn_idx, &session, &request, format))
                 }
                 Lookup::Diverged(error) | Lookup::NotRecorded(error) => Err(error),
             }
         }
         Mode::Record => {
             let recording = recording(&shared, &session).await?;
-            Ok(record::forward_chat(shared, session, headers, body, request, recording).await)
+            Ok(record::forward(shared, format, session, headers, body, request, recording).await)
         }
         Mode::Auto => {
             // The writer is taken before the lookup, so a call recorded meanwhile on the same
@@ -410,13 +412,13 @@ async fn route_chat(
             if let Ok(parsed) = &request {
                 match load_and_lookup(&shared, &session, parsed).await? {
                     Lookup::Found(turn, turn_idx) => {
-                        return Ok(replay::render(&turn, turn_idx, &session, parsed));
+                        return Ok(replay::render(&turn, turn_idx, &session, parsed, format));
                     }
                     Lookup::Diverged(error) => return Err(error),
                     Lookup::NotRecorded(_) => {}
                 }
             }
-            Ok(record::forward_chat(shared, session, headers, body, request, recording).await)
+            Ok(record::forward(shared, format, session, headers, body, request, recording).await)
         }
     }
 }
@@ -451,7 +453,7 @@ fn bad_request(session: &str, message: String) -> ApiError {
 async fn load_and_lookup(
     shared: &Arc<Shared>,
     session: &str,
-    request: &CallerRequest,
+    request: &WireRequest,
 ) -> Result<Lookup, ApiError> {
     let trajectory = shared.replay.load(session).await.map_err(|message| {
         ApiError::new(

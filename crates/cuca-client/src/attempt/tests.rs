@@ -29,16 +29,15 @@ fn shape() -> (AttemptShape, Bytes) {
 }
 
 fn summary(finish: &str, completion_tokens: u64) -> StreamSummary {
-    StreamSummary {
-        finish_reason: Some(finish.into()),
-        usage: Some(ProviderUsage {
-            prompt_tokens: 7,
-            completion_tokens,
-            reasoning_tokens: Some(completion_tokens),
-            cost: Some(0.25),
-        }),
-        ..StreamSummary::default()
-    }
+    let mut summary = StreamSummary::default();
+    summary.finish_reason = Some(finish.into());
+    summary.usage = Some(ProviderUsage {
+        prompt_tokens: 7,
+        completion_tokens,
+        reasoning_tokens: Some(completion_tokens),
+        cost: Some(0.25),
+    });
+    summary
 }
 
 fn end_row(path: &std::path::Path) -> Record {

@@ -20,59 +20,16 @@ use std::borrow::Cow;
 use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage};
 use serde::Deserialize;
 
-use crate::error::ClientError;
+use crate::error::WireError;
 use crate::sse::{SseDecoder, SseEvent};
-
-/// The longest piece of a server's bytes quoted in an error message: enough to recognise
-/// the payload, short enough to keep a log line readable.
-pub(crate) const CLIP_CHARS: usize = 240;
-
-/// llama.cpp's per-call `timings` object, as far as cuca reads it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
-#[non_exhaustive]
-pub struct LlamaTimings {
-    /// Prompt tokens served from the KV cache.
-    pub cache_n: Option<u64>,
-    /// Prompt tokens evaluated.
-    pub prompt_n: Option<u64>,
-    /// Milliseconds spent on the prompt.
-    pub prompt_ms: Option<f64>,
-    /// Tokens generated.
-    pub predicted_n: Option<u64>,
-    /// Milliseconds spent generating.
-    pub predicted_ms: Option<f64>,
-}
-
-/// Everything a stream said besides its content blocks.
-#[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
-pub struct StreamSummary {
-    /// The server's `model` field, from the first chunk that had one.
-    pub model: Option<String>,
-    /// Why generation stopped, where the server said.
-    pub finish_reason: Option<String>,
-    /// The usage chunk, where one arrived.
-    pub usage: Option<ProviderUsage>,
-    /// `prompt_tokens_details.cached_tokens`, where reported.
-    pub prompt_cache: Option<PromptCacheUsage>,
-    /// llama.cpp's `timings`, from the last chunk that had them.
-    pub timings: Option<LlamaTimings>,
-    /// Whether `data: [DONE]` arrived.
-    pub saw_done: bool,
-    /// Events decoded, `[DONE]` included.
-    pub n_events: u64,
-    /// Events that were not chat chunks and were passed over, counted only by a decoder
-    /// made with [`ChatStreamDecoder::skipping_malformed`] (a plain decoder refuses the
-    /// stream at the first one).
-    pub n_skipped: u64,
-    /// The first passed-over event's error, clipped.
-    pub first_skipped: Option<String>,
-}
+use crate::summary::{LlamaTimings, StreamSummary};
+use crate::text::{clip, error_value_text, for_clip_error, server_text};
+use crate::StreamDecoder;
 
 /// Decodes one chat-completions event stream.
 ///
 /// ```
-/// use cuca_client::ChatStreamDecoder;
+/// use cuca_wire::chat::ChatStreamDecoder;
 /// use cuca_events::MessageContentBlock;
 ///
 /// let mut decoder = ChatStreamDecoder::new();
@@ -132,7 +89,7 @@ impl ChatStreamDecoder {
         &mut self,
         bytes: &[u8],
         out: &mut Vec<MessageContentBlock>,
-    ) -> Result<(), ClientError> {
+    ) -> Result<(), WireError> {
         if self.state.summary.saw_done {
             return Ok(());
         }
@@ -154,7 +111,7 @@ impl ChatStreamDecoder {
     /// log's `clip_error` needs), when the error quoted them: the in-stream error's message,
     /// the chunk that did not parse, a nameless tool call's arguments. `None` for errors made
     /// of the decoder's own words alone (offsets, counts).
-    pub(crate) fn error_detail(&self) -> Option<&str> {
+    pub fn error_detail(&self) -> Option<&str> {
         self.state.detail.as_deref()
     }
 
@@ -172,12 +129,12 @@ impl ChatStreamDecoder {
     ///
     /// A stream is complete when `[DONE]` arrived or, failing that, a `finish_reason` did:
     /// a server that closes the body right after its last chunk lost nothing. A body that
-    /// ends before either is refused with [`ClientError::Truncated`], because the answer
+    /// ends before either is refused with [`WireError::Truncated`], because the answer
     /// may have been cut anywhere.
     pub fn finish(
         &mut self,
         out: &mut Vec<MessageContentBlock>,
-    ) -> Result<StreamSummary, ClientError> {
+    ) -> Result<StreamSummary, WireError> {
         if !self.state.summary.saw_done {
             let state = &mut self.state;
             self.sse.finish(&mut |event| state.on_event(event, out))?;
@@ -185,7 +142,7 @@ impl ChatStreamDecoder {
         self.state.flush_tools(out)?;
         let summary = &self.state.summary;
         if !summary.saw_done && summary.finish_reason.is_none() {
-            return Err(ClientError::Truncated {
+            return Err(WireError::Truncated {
                 n_events: summary.n_events,
             });
         }
@@ -198,7 +155,7 @@ impl ChatState {
         &mut self,
         event: SseEvent<'_>,
         out: &mut Vec<MessageContentBlock>,
-    ) -> Result<(), ClientError> {
+    ) -> Result<(), WireError> {
         if self.summary.saw_done {
             return Ok(());
         }
@@ -207,7 +164,7 @@ impl ChatState {
             let text = server_text(data);
             let message = clip(&text);
             self.detail = Some(for_clip_error(text));
-            return Err(ClientError::StreamError { message });
+            return Err(WireError::StreamError { message });
         }
         if data.is_empty() {
             return Ok(());
@@ -237,7 +194,7 @@ impl ChatState {
                     self.summary.n_events
                 );
                 self.detail = Some(for_clip_error(format!("{what}: {data}")));
-                return Err(ClientError::Decode {
+                return Err(WireError::Decode {
                     message: format!("{what}: {}", clip(data)),
                 });
             }
@@ -246,7 +203,7 @@ impl ChatState {
             let text = error_value_text(&error).unwrap_or_else(|| data.to_owned());
             let message = clip(&text);
             self.detail = Some(for_clip_error(text));
-            return Err(ClientError::StreamError { message });
+            return Err(WireError::StreamError { message });
         }
         if self.summary.model.is_none() {
             if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
@@ -334,7 +291,7 @@ impl ChatState {
         }
     }
 
-    fn flush_tools(&mut self, out: &mut Vec<MessageContentBlock>) -> Result<(), ClientError> {
+    fn flush_tools(&mut self, out: &mut Vec<MessageContentBlock>) -> Result<(), WireError> {
         if self.tools.is_empty() {
             return Ok(());
         }
@@ -347,7 +304,7 @@ impl ChatState {
                     "{what} (arguments: {})",
                     call.arguments
                 )));
-                return Err(ClientError::Decode {
+                return Err(WireError::Decode {
                     message: format!("{what} (arguments: {})", clip(&call.arguments)),
                 });
             }
@@ -364,80 +321,6 @@ impl ChatState {
         }
         Ok(())
     }
-}
-
-/// `text` cut to [`CLIP_CHARS`] characters, marked when cut.
-pub(crate) fn clip(text: &str) -> String {
-    match text.char_indices().nth(CLIP_CHARS) {
-        None => text.to_owned(),
-        Some((cut, _)) => format!("{}… ({} bytes in all)", &text[..cut], text.len()),
-    }
-}
-
-/// The human part of an error body: `error.message` from a JSON error (llama.cpp and
-/// OpenAI both send `{"error":{"message":…}}`), the text of an HTML page with its tags
-/// stripped, or the body itself; whitespace-collapsed and clipped.
-pub(crate) fn server_message(body: &str) -> String {
-    clip(&server_text(body))
-}
-
-/// [`server_message`] unclipped: what the call log clips once, its own way.
-pub(crate) fn server_text(body: &str) -> String {
-    let body = body.trim();
-    if body.is_empty() {
-        return "(empty body)".to_owned();
-    }
-    if let Ok(value) = serde_json::from_str::<serde_json::Value>(body) {
-        if let Some(message) = value.get("error").and_then(error_value_text) {
-            return message;
-        }
-        if let Some(message) = error_value_text(&value) {
-            return message;
-        }
-    }
-    let text = if body.starts_with('<') {
-        strip_tags(body)
-    } else {
-        body.to_owned()
-    };
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Enough of `text` for the call log's `clip_error` to clip it the same way it would clip
-/// the whole (one character past its bound), so a huge payload is not held for a row.
-fn for_clip_error(text: String) -> String {
-    let text = text.trim_start();
-    match text.char_indices().nth(cuca_calllog::MAX_ERROR_CHARS + 1) {
-        None => text.to_owned(),
-        Some((cut, _)) => text[..cut].to_owned(),
-    }
-}
-
-fn error_value_text(value: &serde_json::Value) -> Option<String> {
-    if let Some(text) = value.as_str() {
-        return Some(text.to_owned());
-    }
-    ["message", "detail", "error"]
-        .iter()
-        .find_map(|key| value.get(key).and_then(|v| v.as_str()))
-        .map(str::to_owned)
-}
-
-fn strip_tags(html: &str) -> String {
-    let mut out = String::with_capacity(html.len().min(4096));
-    let mut in_tag = false;
-    for c in html.chars() {
-        match c {
-            '<' => {
-                in_tag = true;
-                out.push(' ');
-            }
-            '>' => in_tag = false,
-            c if !in_tag => out.push(c),
-            _ => {}
-        }
-    }
-    out
 }
 
 #[derive(Deserialize)]
@@ -522,3 +405,25 @@ struct WireCompletionDetails {
 
 #[cfg(test)]
 mod tests;
+
+impl StreamDecoder for ChatStreamDecoder {
+    fn feed(&mut self, bytes: &[u8], out: &mut Vec<MessageContentBlock>) -> Result<(), WireError> {
+        ChatStreamDecoder::feed(self, bytes, out)
+    }
+
+    fn finish(&mut self, out: &mut Vec<MessageContentBlock>) -> Result<StreamSummary, WireError> {
+        ChatStreamDecoder::finish(self, out)
+    }
+
+    fn summary(&self) -> &StreamSummary {
+        ChatStreamDecoder::summary(self)
+    }
+
+    fn is_done(&self) -> bool {
+        ChatStreamDecoder::is_done(self)
+    }
+
+    fn error_detail(&self) -> Option<&str> {
+        ChatStreamDecoder::error_detail(self)
+    }
+}

@@ -4,14 +4,14 @@ use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage};
 use proptest::prelude::*;
 
 use super::*;
+use crate::text::{server_message, CLIP_CHARS};
 
-const BASIC: &[u8] = include_bytes!("../../tests/fixtures/llama-server/stream-basic.body");
-const REASONING: &[u8] = include_bytes!("../../tests/fixtures/llama-server/stream-reasoning.body");
-const NO_USAGE: &[u8] = include_bytes!("../../tests/fixtures/llama-server/stream-no-usage.body");
+const BASIC: &[u8] = include_bytes!("../../../tests/fixtures/llama-server/stream-basic.body");
+const REASONING: &[u8] =
+    include_bytes!("../../../tests/fixtures/llama-server/stream-reasoning.body");
+const NO_USAGE: &[u8] = include_bytes!("../../../tests/fixtures/llama-server/stream-no-usage.body");
 
-fn decode_chunks(
-    chunks: &[&[u8]],
-) -> Result<(Vec<MessageContentBlock>, StreamSummary), ClientError> {
+fn decode_chunks(chunks: &[&[u8]]) -> Result<(Vec<MessageContentBlock>, StreamSummary), WireError> {
     let mut decoder = ChatStreamDecoder::new();
     let mut blocks = Vec::new();
     for chunk in chunks {
@@ -21,7 +21,7 @@ fn decode_chunks(
     Ok((blocks, summary))
 }
 
-fn decode(body: &[u8]) -> Result<(Vec<MessageContentBlock>, StreamSummary), ClientError> {
+fn decode(body: &[u8]) -> Result<(Vec<MessageContentBlock>, StreamSummary), WireError> {
     decode_chunks(&[body])
 }
 
@@ -223,7 +223,7 @@ fn a_stream_with_neither_finish_reason_nor_done_is_refused() {
     let body = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"}}]}\n\n";
     let err = decode(body).unwrap_err();
     assert!(
-        matches!(err, ClientError::Truncated { n_events: 1 }),
+        matches!(err, WireError::Truncated { n_events: 1 }),
         "{err:?}"
     );
 }
@@ -231,7 +231,7 @@ fn a_stream_with_neither_finish_reason_nor_done_is_refused() {
 #[test]
 fn an_empty_body_is_refused_as_an_empty_stream() {
     let err = decode(b"").unwrap_err();
-    assert!(matches!(err, ClientError::Truncated { n_events: 0 }));
+    assert!(matches!(err, WireError::Truncated { n_events: 0 }));
     assert_eq!(
         err.to_string(),
         "the response body ended before any event: the server sent an empty stream"
@@ -242,7 +242,7 @@ fn an_empty_body_is_refused_as_an_empty_stream() {
 fn a_malformed_chunk_is_a_decode_error_quoting_the_bytes() {
     let err = decode(b"data: {\"choices\":[{\"delta\":\n\n").unwrap_err();
     let message = err.to_string();
-    assert!(matches!(err, ClientError::Decode { .. }));
+    assert!(matches!(err, WireError::Decode { .. }));
     assert!(
         message.starts_with("event 1 is not a chat.completion.chunk ("),
         "{message}"
@@ -273,7 +273,7 @@ fn bytes_after_done_are_ignored() {
 
 #[test]
 fn server_message_reads_json_errors_and_clips_html() {
-    let llama = include_str!("../../tests/fixtures/llama-server/error-no-messages.body");
+    let llama = include_str!("../../../tests/fixtures/llama-server/error-no-messages.body");
     assert_eq!(server_message(llama), "'messages' is required");
     let html = format!(
         "<html><head><title>500 Internal Server Error</title></head><body>{}</body></html>",

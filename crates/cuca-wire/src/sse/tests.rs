@@ -124,7 +124,7 @@ fn a_line_that_never_ends_is_refused_past_the_cap() {
     }
     assert_eq!(events, 0);
     match refused {
-        Some(ClientError::Decode { message }) => {
+        Some(WireError::Decode { message }) => {
             assert!(message.contains("without ending"), "{message}")
         }
         other => panic!("expected a Decode error, got {other:?}"),
@@ -146,7 +146,7 @@ fn an_event_that_never_ends_is_refused_past_the_cap() {
         }
     }
     match refused {
-        Some(ClientError::Decode { message }) => {
+        Some(WireError::Decode { message }) => {
             assert!(message.contains("more than"), "{message}")
         }
         other => panic!("expected a Decode error, got {other:?}"),

@@ -8,7 +8,7 @@
 //! event, and data left without its closing blank line at the end of the body is still
 //! dispatched.
 
-use crate::error::ClientError;
+use crate::error::WireError;
 
 /// The most bytes one line, or one event's joined data, may hold.
 ///
@@ -52,9 +52,9 @@ impl SseDecoder {
     ///
     /// Complete lines are decoded straight from `bytes`; only an unfinished last line is
     /// copied aside, so a large read costs one pass and no buffer shuffling.
-    pub fn feed<F>(&mut self, bytes: &[u8], on_event: &mut F) -> Result<(), ClientError>
+    pub fn feed<F>(&mut self, bytes: &[u8], on_event: &mut F) -> Result<(), WireError>
     where
-        F: FnMut(SseEvent<'_>) -> Result<(), ClientError>,
+        F: FnMut(SseEvent<'_>) -> Result<(), WireError>,
     {
         let mut input = bytes;
         if self.buf.last() == Some(&b'\r') && input.first().is_some_and(|&b| b != b'\n') {
@@ -103,9 +103,9 @@ impl SseDecoder {
     }
 
     /// Refuses an unfinished line longer than [`MAX_EVENT_BYTES`] instead of buffering it.
-    fn check_pending(&self) -> Result<(), ClientError> {
+    fn check_pending(&self) -> Result<(), WireError> {
         if self.buf.len() > MAX_EVENT_BYTES {
-            return Err(ClientError::Decode {
+            return Err(WireError::Decode {
                 message: format!(
                     "a line of the event stream at byte {} runs past {MAX_EVENT_BYTES} bytes without ending",
                     self.offset
@@ -117,9 +117,9 @@ impl SseDecoder {
 
     /// Ends the stream: a last unterminated line is taken as a line, and a pending event
     /// is dispatched.
-    pub fn finish<F>(&mut self, on_event: &mut F) -> Result<(), ClientError>
+    pub fn finish<F>(&mut self, on_event: &mut F) -> Result<(), WireError>
     where
-        F: FnMut(SseEvent<'_>) -> Result<(), ClientError>,
+        F: FnMut(SseEvent<'_>) -> Result<(), WireError>,
     {
         let pending = std::mem::take(&mut self.buf);
         let consumed = self.lines(&pending, true, on_event)?;
@@ -136,9 +136,9 @@ impl SseDecoder {
         data: &[u8],
         cr_final: bool,
         on_event: &mut F,
-    ) -> Result<usize, ClientError>
+    ) -> Result<usize, WireError>
     where
-        F: FnMut(SseEvent<'_>) -> Result<(), ClientError>,
+        F: FnMut(SseEvent<'_>) -> Result<(), WireError>,
     {
         let mut start = 0;
         while let Some(found) = memchr::memchr2(b'\n', b'\r', &data[start..]) {
@@ -160,9 +160,9 @@ impl SseDecoder {
         Ok(start)
     }
 
-    fn line<F>(&mut self, line: &[u8], on_event: &mut F) -> Result<(), ClientError>
+    fn line<F>(&mut self, line: &[u8], on_event: &mut F) -> Result<(), WireError>
     where
-        F: FnMut(SseEvent<'_>) -> Result<(), ClientError>,
+        F: FnMut(SseEvent<'_>) -> Result<(), WireError>,
     {
         if line.is_empty() {
             return self.dispatch(on_event);
@@ -170,7 +170,7 @@ impl SseDecoder {
         if line[0] == b':' {
             return Ok(());
         }
-        let line = std::str::from_utf8(line).map_err(|e| ClientError::Decode {
+        let line = std::str::from_utf8(line).map_err(|e| WireError::Decode {
             message: format!(
                 "the event stream is not UTF-8 at byte {}",
                 self.offset + e.valid_up_to() as u64
@@ -183,7 +183,7 @@ impl SseDecoder {
         match field {
             "data" => {
                 if self.data.len() + value.len() + 1 > MAX_EVENT_BYTES {
-                    return Err(ClientError::Decode {
+                    return Err(WireError::Decode {
                         message: format!(
                             "an event of the stream at byte {} carries more than {MAX_EVENT_BYTES} bytes of data",
                             self.offset
@@ -211,9 +211,9 @@ impl SseDecoder {
         Ok(())
     }
 
-    fn dispatch<F>(&mut self, on_event: &mut F) -> Result<(), ClientError>
+    fn dispatch<F>(&mut self, on_event: &mut F) -> Result<(), WireError>
     where
-        F: FnMut(SseEvent<'_>) -> Result<(), ClientError>,
+        F: FnMut(SseEvent<'_>) -> Result<(), WireError>,
     {
         let result = if self.has_data {
             on_event(SseEvent {

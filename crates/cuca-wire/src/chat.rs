@@ -1,0 +1,41 @@
+//! OpenAI Chat Completions (`POST /v1/chat/completions`): the format every other one is
+//! measured against, since cuca's session vocabulary was made for it.
+//!
+//! * request: `messages` (system and developer → system prompts; user, assistant, tool) and
+//!   `tools`, everything else kept verbatim as parameters ([`parse_request`]);
+//! * stream: [`ChatStreamDecoder`]; whole answer: [`decode_whole`];
+//! * replay: [`encode_stream`], [`encode_object`];
+//! * errors: `{"error":{"message","type","param","code"}}` ([`error_body`]).
+//!
+//! Chat keeps nothing outside the blocks: its [`crate::StreamSummary::wire`] is `None`.
+
+mod decode;
+mod encode;
+mod request;
+
+pub use decode::ChatStreamDecoder;
+pub use encode::{encode_object, encode_stream, finish_reason, SseEvents, MAX_EVENT_TEXT};
+pub use request::{decode_whole, parse_request};
+
+use crate::ErrorInfo;
+
+/// An error in OpenAI's shape: `{"error":{"message","type","param","code"}}`.
+///
+/// ```
+/// let body = cuca_wire::chat::error_body(&cuca_wire::ErrorInfo {
+///     status: 404,
+///     kind: "not_found_error",
+///     code: "cuca_turn_not_found",
+///     message: "no such turn",
+///     param: None,
+/// });
+/// assert_eq!(body["error"]["code"], "cuca_turn_not_found");
+/// ```
+pub fn error_body(error: &ErrorInfo<'_>) -> serde_json::Value {
+    serde_json::json!({"error": {
+        "message": error.message,
+        "type": error.kind,
+        "param": error.param,
+        "code": error.code,
+    }})
+}

@@ -1,0 +1,238 @@
+//! The wire formats cuca speaks, one module each, every module with the same four parts:
+//!
+//! | part | chat ([`chat`]) | messages ([`messages`]) | responses ([`responses`]) |
+//! | --- | --- | --- | --- |
+//! | request → [`WireRequest`] | `parse_request` | `parse_request` | `parse_request` |
+//! | stream → blocks + [`StreamSummary`] | [`chat::ChatStreamDecoder`] | `MessagesStreamDecoder` | `ResponsesStreamDecoder` |
+//! | whole answer → blocks + summary | `decode_whole` | `decode_whole` | `decode_whole` |
+//! | recorded answer → the format's stream and object | `encode_stream`, `encode_object` | the same | the same |
+//! | error shape | `error_body` | `error_body` | `error_body` |
+//!
+//! [`Format`] dispatches to them, so the proxy holds no format knowledge of its own and the
+//! client ([`chat`] only, today) decodes with the same code the proxy records with.
+//!
+//! # The invariant
+//!
+//! Every format maps into one session vocabulary ([`cuca_events::MessageContentBlock`]:
+//! reasoning, text, tool calls; one block per streamed delta) and keeps what that vocabulary
+//! has no field for (Anthropic's thinking signatures and message ids, Responses' item ids,
+//! cache-usage fields, block types cuca does not know) as one JSON object,
+//! [`StreamSummary::wire`], which a recorder stores beside the call and an encoder reads back.
+//! Decoding a recorded answer's encoding gives the same blocks and the same `wire` again:
+//! `decode(encode(decode(bytes))) == decode(bytes)` is each module's round-trip test.
+//!
+//! ```
+//! use cuca_wire::Format;
+//! use cuca_events::MessageContentBlock;
+//!
+//! let format = Format::for_path("/v1/chat/completions").unwrap();
+//! let mut decoder = format.decoder(false);
+//! let mut blocks = Vec::new();
+//! decoder.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n", &mut blocks).unwrap();
+//! let summary = decoder.finish(&mut blocks).unwrap();
+//! assert_eq!(blocks, vec![MessageContentBlock::text("hi")]);
+//! assert_eq!(summary.finish_reason.as_deref(), Some("stop"));
+//! ```
+#![forbid(unsafe_code)]
+
+use bytes::Bytes;
+use cuca_events::{MessageContentBlock, UnifiedRequest};
+
+pub mod chat;
+mod error;
+mod sse;
+mod summary;
+mod text;
+
+pub use error::WireError;
+pub use sse::{SseDecoder, SseEvent, MAX_EVENT_BYTES};
+pub use summary::{LlamaTimings, StreamSummary};
+pub use text::{clip, server_message, server_text, CLIP_CHARS};
+
+/// One of the wire formats, named as its route is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Format {
+    /// OpenAI Chat Completions, `POST /v1/chat/completions`.
+    Chat,
+}
+
+impl Format {
+    /// Every format, in the order the docs list them.
+    pub const ALL: [Format; 1] = [Format::Chat];
+
+    /// The format's short name, as `CallWire` records and the docs write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Chat => "chat",
+        }
+    }
+
+    /// The format whose [`Format::name`] is `name`.
+    pub fn from_name(name: &str) -> Option<Format> {
+        Format::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// The model-call route of this format, under `/v1`.
+    pub fn path(self) -> &'static str {
+        match self {
+            Format::Chat => "/v1/chat/completions",
+        }
+    }
+
+    /// The format a request path asks for (`/v1/chat/completions`, with or without a query).
+    pub fn for_path(path: &str) -> Option<Format> {
+        let path = path.split('?').next().unwrap_or(path);
+        Format::ALL.into_iter().find(|f| f.path() == path)
+    }
+
+    /// Reads a caller's request body. `Err` says, in words, why it is not one.
+    pub fn parse_request(self, body: &[u8]) -> Result<WireRequest, String> {
+        match self {
+            Format::Chat => chat::parse_request(body),
+        }
+    }
+
+    /// A stream decoder at the start of a stream. `skipping_malformed`: pass over an event
+    /// that does not parse (counted in [`StreamSummary::n_skipped`]) instead of refusing the
+    /// stream, for a recorder that must record all it can.
+    pub fn decoder(self, skipping_malformed: bool) -> Box<dyn StreamDecoder> {
+        match self {
+            Format::Chat => Box::new(if skipping_malformed {
+                chat::ChatStreamDecoder::skipping_malformed()
+            } else {
+                chat::ChatStreamDecoder::new()
+            }),
+        }
+    }
+
+    /// A non-streamed answer's blocks (in the order a stream of it delivers them) and summary.
+    pub fn decode_whole(
+        self,
+        body: &[u8],
+    ) -> Result<(Vec<MessageContentBlock>, StreamSummary), String> {
+        match self {
+            Format::Chat => chat::decode_whole(body),
+        }
+    }
+
+    /// A recorded answer as this format's event stream, one event at a time as it is
+    /// polled. The same answer and request give the same bytes every time.
+    pub fn encode_stream<B>(
+        self,
+        answer: RecordedAnswer<B>,
+        request: &WireRequest,
+    ) -> Box<dyn Iterator<Item = Bytes> + Send>
+    where
+        B: AsRef<[MessageContentBlock]> + Send + 'static,
+    {
+        match self {
+            Format::Chat => Box::new(chat::encode_stream(answer, request)),
+        }
+    }
+
+    /// A recorded answer as this format's whole (non-streamed) answer object.
+    pub fn encode_object<B>(
+        self,
+        answer: &RecordedAnswer<B>,
+        request: &WireRequest,
+    ) -> serde_json::Value
+    where
+        B: AsRef<[MessageContentBlock]>,
+    {
+        match self {
+            Format::Chat => chat::encode_object(answer, request),
+        }
+    }
+
+    /// An error body in this format's shape, so the caller's SDK raises its own exception
+    /// with the message in it.
+    pub fn error_body(self, error: &ErrorInfo<'_>) -> serde_json::Value {
+        match self {
+            Format::Chat => chat::error_body(error),
+        }
+    }
+}
+
+/// What a format's decoder does: bytes in, blocks and a summary out, pure (no I/O, no
+/// clock), so a test can feed it a transcript split at any byte.
+pub trait StreamDecoder: Send + std::fmt::Debug {
+    /// Feeds the next bytes; the blocks they complete are pushed onto `out` in order.
+    fn feed(&mut self, bytes: &[u8], out: &mut Vec<MessageContentBlock>) -> Result<(), WireError>;
+
+    /// Ends the stream (the body ended), pushing any block still being assembled. Refuses a
+    /// stream that ended before the format's end (its finish or its end marker) with
+    /// [`WireError::Truncated`]; the blocks still held are pushed onto `out` all the same.
+    fn finish(&mut self, out: &mut Vec<MessageContentBlock>) -> Result<StreamSummary, WireError>;
+
+    /// The summary so far, [`StreamSummary::wire`] included.
+    fn summary(&self) -> &StreamSummary;
+
+    /// Whether the format's end marker arrived (`[DONE]`, `message_stop`,
+    /// `response.completed`): the caller may stop reading.
+    fn is_done(&self) -> bool;
+
+    /// The last error's text with the server's own bytes in it unclipped (up to what the
+    /// call log's `clip_error` needs), when the error quoted them.
+    fn error_detail(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// What a recorder understood of a caller's request body, in any format.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct WireRequest {
+    /// The request in cuca's terms, for the session log and the replay match.
+    pub unified: UnifiedRequest,
+    /// The caller asked for a stream.
+    pub stream: bool,
+    /// Chat's `stream_options.include_usage: true`: a usage chunk follows the finish.
+    pub include_usage: bool,
+    /// Every top-level field the caller sent that has no record of its own, as the JSON text
+    /// of one object whose values are the caller's own bytes: the `CallRequest` record's
+    /// parameters.
+    pub parameters: String,
+    /// What the request carried that could not be read into the records, in words; the
+    /// recorder marks the call incomplete with it.
+    pub unrecorded: Vec<String>,
+    /// Responses' `previous_response_id`: the recorded answer this request continues.
+    pub previous_response_id: Option<String>,
+}
+
+/// A recorded answer, as an encoder replays it.
+#[derive(Debug, Clone)]
+pub struct RecordedAnswer<B> {
+    /// The answer's blocks, as recorded (one per streamed delta).
+    pub blocks: B,
+    /// The model that answered.
+    pub model: String,
+    /// Why generation stopped, in the recorded server's word (`None`: never said).
+    pub finish_reason: Option<String>,
+    /// Prompt tokens, as recorded.
+    pub prompt_tokens: u64,
+    /// Answer tokens, as recorded.
+    pub completion_tokens: u64,
+    /// What the recording kept beyond the blocks ([`StreamSummary::wire`]), when it was
+    /// recorded in the format being encoded; `None` otherwise (the encoder makes up what it
+    /// needs, deterministically).
+    pub wire: Option<serde_json::Value>,
+    /// A stable id for the answer (no clock, no randomness), used where the recording kept
+    /// none: `"cuca-{session}-{turn}"`.
+    pub id: String,
+}
+
+/// An error to answer a caller with, in terms every format can shape.
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorInfo<'a> {
+    /// The HTTP status.
+    pub status: u16,
+    /// OpenAI's `type` (`"invalid_request_error"`, `"not_found_error"`, `"server_error"`).
+    pub kind: &'a str,
+    /// cuca's machine-readable code (`"cuca_replay_diverged"`).
+    pub code: &'a str,
+    /// The sentence.
+    pub message: &'a str,
+    /// The request field the error is about, where there is one (`"messages[3]"`).
+    pub param: Option<&'a str>,
+}
