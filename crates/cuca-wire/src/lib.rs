@@ -40,6 +40,7 @@ use cuca_events::{MessageContentBlock, UnifiedRequest};
 
 pub mod chat;
 mod error;
+pub mod responses;
 mod sse;
 mod summary;
 mod text;
@@ -55,16 +56,19 @@ pub use text::{clip, server_message, server_text, CLIP_CHARS};
 pub enum Format {
     /// OpenAI Chat Completions, `POST /v1/chat/completions`.
     Chat,
+    /// OpenAI Responses, `POST /v1/responses`.
+    Responses,
 }
 
 impl Format {
     /// Every format, in the order the docs list them.
-    pub const ALL: [Format; 1] = [Format::Chat];
+    pub const ALL: [Format; 2] = [Format::Chat, Format::Responses];
 
     /// The format's short name, as `CallWire` records and the docs write it.
     pub fn name(self) -> &'static str {
         match self {
             Format::Chat => "chat",
+            Format::Responses => "responses",
         }
     }
 
@@ -77,6 +81,7 @@ impl Format {
     pub fn path(self) -> &'static str {
         match self {
             Format::Chat => "/v1/chat/completions",
+            Format::Responses => "/v1/responses",
         }
     }
 
@@ -90,6 +95,7 @@ impl Format {
     pub fn parse_request(self, body: &[u8]) -> Result<WireRequest, String> {
         match self {
             Format::Chat => chat::parse_request(body),
+            Format::Responses => responses::parse_request(body),
         }
     }
 
@@ -103,6 +109,11 @@ impl Format {
             } else {
                 chat::ChatStreamDecoder::new()
             }),
+            Format::Responses => Box::new(if skipping_malformed {
+                responses::ResponsesStreamDecoder::skipping_malformed()
+            } else {
+                responses::ResponsesStreamDecoder::new()
+            }),
         }
     }
 
@@ -113,6 +124,7 @@ impl Format {
     ) -> Result<(Vec<MessageContentBlock>, StreamSummary), String> {
         match self {
             Format::Chat => chat::decode_whole(body),
+            Format::Responses => responses::decode_whole(body),
         }
     }
 
@@ -128,6 +140,7 @@ impl Format {
     {
         match self {
             Format::Chat => Box::new(chat::encode_stream(answer, request)),
+            Format::Responses => Box::new(responses::encode_stream(answer, request)),
         }
     }
 
@@ -142,6 +155,7 @@ impl Format {
     {
         match self {
             Format::Chat => chat::encode_object(answer, request),
+            Format::Responses => responses::encode_object(answer, request),
         }
     }
 
@@ -150,6 +164,7 @@ impl Format {
     pub fn error_body(self, error: &ErrorInfo<'_>) -> serde_json::Value {
         match self {
             Format::Chat => chat::error_body(error),
+            Format::Responses => responses::error_body(error),
         }
     }
 }
