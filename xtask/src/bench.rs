@@ -336,6 +336,9 @@ const ROWS: &[Row] = &[
     row("recording proxy, time to first byte", C("proxy_ttfb/recording"), "direct to upstream", C("proxy_ttfb/direct"), Cost, Info),
     row("what the recording proxy adds to time to first byte, p99", Source::JsonDiff("proxy-ttfb", "p99", "recording", "direct"), "direct to upstream, p99", Source::Json("proxy-ttfb", "p99", "direct"), Cost, Below(1e6)),
     row("what the recording proxy adds to time to first byte, p99", Source::JsonDiff("proxy-ttfb", "p99", "recording", "passthrough"), "pass-through proxy, p99", Source::Json("proxy-ttfb", "p99", "passthrough"), Cost, Info),
+    // Issue 30: 8 parallel streamed calls through one base URL (8 conversations of one
+    // session) take at most 1.2× the wall time of the same calls made directly.
+    row("8 parallel streamed calls, one base URL, recording", C("proxy_parallel/recording"), "the same 8 calls direct to upstream", C("proxy_parallel/direct"), Cost, AtMost(1.2)),
     // Call-log append p99 under 50 µs at 8 writers.
     row("calllog append p99, 8 writers", CalllogP99("cuca-calllog append"), "raw write p99, 8 writers", CalllogP99("raw write of the line bytes"), Cost, Below(50_000.0)),
     row("calllog append p99, 8 writers", CalllogP99("cuca-calllog append"), "tracing-appender p99", CalllogP99("tracing-appender JSON (non-blocking)"), Cost, Info),

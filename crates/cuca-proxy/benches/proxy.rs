@@ -18,6 +18,12 @@
 //!   (the issue's target: under 1 ms), and writes them, in nanoseconds, to
 //!   `target/cuca-bench/proxy-ttfb.json` for `cargo xtask bench`'s table.
 //!
+//! * `proxy_parallel/{direct,recording}`: the wall time of [`PARALLEL`] concurrent streamed
+//!   calls with [`PARALLEL`] different questions through one base URL (one session, so
+//!   [`PARALLEL`] conversations), against an upstream that writes [`PACED_EVENTS`] events
+//!   [`PACE`] apart, as a model generates them (issue 30: "8 parallel streamed calls through
+//!   one base URL take ≤ 1.2× the direct wall time").
+//!
 //! Why time to first byte is not taken on the long stream: an upstream that has a thousand
 //! events ready at once (no model does; llama-server writes each as it is generated) keeps
 //! the bench's two cores busy forwarding and recording the burst, and the first byte then
@@ -43,6 +49,12 @@ use cuca_store_file::FileBackend;
 use futures::StreamExt;
 
 const N_CHUNKS: u64 = 1_000;
+/// Concurrent calls in `proxy_parallel`.
+const PARALLEL: usize = 8;
+/// Events of each `proxy_parallel` answer, and the time between two of them: about 100 ms of
+/// generation per call.
+const PACED_EVENTS: usize = 50;
+const PACE: Duration = Duration::from_millis(2);
 const TTFB_ROUNDS: usize = 1_000;
 
 /// The transcript's events, each with its blank line, byte for byte.
@@ -103,6 +115,62 @@ async fn upstream(events: Vec<Bytes>) -> String {
         }),
     );
     serve(router).await
+}
+
+/// An upstream that generates: [`PACED_EVENTS`] content events [`PACE`] apart, then the
+/// finish, the usage and `[DONE]`.
+async fn paced_upstream() -> String {
+    let mut paced = events();
+    paced.drain(1..paced.len() - 2 - PACED_EVENTS);
+    let paced = Arc::new(paced);
+    let router = Router::new().route(
+        "/v1/chat/completions",
+        post(move || {
+            let paced = Arc::clone(&paced);
+            async move {
+                let stream = futures::stream::iter(paced.to_vec()).then(|event| async move {
+                    tokio::time::sleep(PACE).await;
+                    Ok::<_, std::io::Error>(event)
+                });
+                Response::builder()
+                    .header("Content-Type", "text/event-stream")
+                    .body(Body::from_stream(stream))
+                    .unwrap()
+            }
+        }),
+    );
+    serve(router).await
+}
+
+/// The request of `proxy_parallel`'s call `i`: the same system prompt, a question of its own.
+fn question(i: usize) -> String {
+    REQUEST.replace(
+        "The vault is in Lisbon. Reply with: noted",
+        &format!("Question {i}: where is vault {i}?"),
+    )
+}
+
+/// [`PARALLEL`] calls at once, each with its own question: the wall time until the last ends.
+async fn parallel(client: &reqwest::Client, base: &str, requests: &[String]) -> Duration {
+    let started = Instant::now();
+    let calls = requests.iter().map(|request| async move {
+        let response = client
+            .post(format!("{base}/v1/chat/completions"))
+            .header("content-type", "application/json")
+            .body(request.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let mut body = response.bytes_stream();
+        let mut n = 0;
+        while let Some(piece) = body.next().await {
+            n += piece.unwrap().len();
+        }
+        assert!(n > 0);
+    });
+    futures::future::join_all(calls).await;
+    started.elapsed()
 }
 
 /// The floor: forwards the body and streams the answer back, nothing else.
@@ -280,6 +348,32 @@ fn bench(c: &mut Criterion) {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
                         total += call(&client, base).await.1;
+                    }
+                    total
+                })
+            })
+        });
+    }
+    group.finish();
+
+    // Issue 30: calls on different conversations of one session record in parallel.
+    let paced = runtime.block_on(async {
+        let upstream = paced_upstream().await;
+        let proxy = recording(upstream.clone(), &dir.path().join("parallel")).await;
+        [("direct", upstream), ("recording", proxy)]
+    });
+    let requests: Vec<String> = (0..PARALLEL).map(question).collect();
+    let mut group = c.benchmark_group("proxy_parallel");
+    // Each iteration is ~100 ms of generation: few, equal samples.
+    group.sampling_mode(criterion::SamplingMode::Flat);
+    group.sample_size(10);
+    for (name, base) in &paced {
+        group.bench_function(*name, |b| {
+            b.iter_custom(|iters| {
+                runtime.block_on(async {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        total += parallel(&client, base, &requests).await;
                     }
                     total
                 })

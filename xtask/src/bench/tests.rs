@@ -119,6 +119,7 @@ fn every_row_reads_a_bench_that_some_target_runs() {
         "open_1M/",
         "proxy_ttfb/",
         "proxy_stream/",
+        "proxy_parallel/",
     ];
     for row in ROWS {
         for source in [row.of, row.against] {

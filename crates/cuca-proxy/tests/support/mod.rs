@@ -231,7 +231,9 @@ pub async fn upstream() -> Upstream {
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let hang_dropped = Arc::new(Notify::new());
     let hang_started = Arc::new(Notify::new());
+    let questions: Arc<Questions> = Arc::default();
     let chat = {
+        let questions = Arc::clone(&questions);
         let seen = Arc::clone(&seen);
         let hang_dropped = Arc::clone(&hang_dropped);
         let hang_started = Arc::clone(&hang_started);
@@ -239,6 +241,12 @@ pub async fn upstream() -> Upstream {
             let seen = Arc::clone(&seen);
             let hang_dropped = Arc::clone(&hang_dropped);
             let hang_started = Arc::clone(&hang_started);
+            let questions = Arc::clone(&questions);
+            let delay = headers
+                .get(DELAY_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(std::time::Duration::from_millis);
             let headers_answer: Option<&'static str> = headers
                 .get("x-test-answer")
                 .and_then(|v| v.to_str().ok())
@@ -249,6 +257,10 @@ pub async fn upstream() -> Upstream {
                     headers,
                     body: body.clone(),
                 });
+                // A question ("Name …") gets an answer of its own (issue 30's tests).
+                if let Some(answer) = questions.answer(&body) {
+                    return answer.into_response(delay);
+                }
                 // A test may name the answer outright, for a retry the body cannot tell apart.
                 let name = match headers_answer {
                     Some("tools") => "tools",
@@ -437,6 +449,111 @@ pub async fn upstream() -> Upstream {
         hang_started,
         stop: Some(stop),
         task,
+    }
+}
+
+/// The request header that makes the stand-in wait this many milliseconds before each event
+/// of a question's streamed answer, so concurrent calls overlap.
+pub const DELAY_HEADER: &str = "x-test-delay-ms";
+
+/// What the stand-in answers the `nth` time (from 1) it is asked `question` with the same
+/// messages before it: each question, and each asking of it, gets its own answer, so a
+/// replay that served one call another's answer is seen at once.
+pub fn answer_to(question: &str, nth: usize) -> String {
+    format!("Answer {nth} to {question}")
+}
+
+/// Whether the stand-in answers `text` (a request's last message) with [`answer_to`].
+pub fn is_question(text: &str) -> bool {
+    text.starts_with("Name ")
+}
+
+/// How often each list of messages was asked, for [`answer_to`]'s `nth`.
+#[derive(Default)]
+struct Questions(Mutex<std::collections::HashMap<String, usize>>);
+
+/// A question's answer, streamed or whole as the request asked.
+struct Answer {
+    text: String,
+    stream: bool,
+}
+
+impl Questions {
+    fn answer(&self, body: &[u8]) -> Option<Answer> {
+        let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let messages = value["messages"].as_array()?;
+        let question = messages.last()?["content"].as_str()?;
+        if !is_question(question) {
+            return None;
+        }
+        let mut asked = self.0.lock().unwrap();
+        let nth = asked
+            .entry(serde_json::to_string(messages).unwrap())
+            .or_default();
+        *nth += 1;
+        Some(Answer {
+            text: answer_to(question, *nth),
+            stream: value["stream"] == true,
+        })
+    }
+}
+
+impl Answer {
+    fn into_response(self, delay: Option<std::time::Duration>) -> Response {
+        let usage =
+            serde_json::json!({"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13});
+        if !self.stream {
+            let body = serde_json::json!({
+                "id": "q1", "object": "chat.completion", "created": 1, "model": "cuca-tiny-random",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": self.text}}],
+                "usage": usage,
+            });
+            return Response::builder()
+                .header("Content-Type", "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap();
+        }
+        let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+            let chunk = serde_json::json!({
+                "id": "q1", "object": "chat.completion.chunk", "created": 1,
+                "model": "cuca-tiny-random",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            });
+            Bytes::from(format!("data: {chunk}\n\n"))
+        };
+        let mut events = vec![chunk(
+            serde_json::json!({"role": "assistant", "content": ""}),
+            serde_json::Value::Null,
+        )];
+        // One event per word, as a model generates them.
+        for (i, word) in self.text.split(' ').enumerate() {
+            let piece = if i == 0 {
+                word.to_owned()
+            } else {
+                format!(" {word}")
+            };
+            events.push(chunk(
+                serde_json::json!({ "content": piece }),
+                serde_json::Value::Null,
+            ));
+        }
+        events.push(chunk(serde_json::json!({}), "stop".into()));
+        let end = serde_json::json!({
+            "id": "q1", "object": "chat.completion.chunk", "created": 1,
+            "model": "cuca-tiny-random", "choices": [], "usage": usage,
+        });
+        events.push(Bytes::from(format!("data: {end}\n\ndata: [DONE]\n\n")));
+        let stream = futures::stream::iter(events).then(move |event| async move {
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
+            Ok::<_, std::io::Error>(event)
+        });
+        Response::builder()
+            .header("Content-Type", "text/event-stream")
+            .body(Body::from_stream(stream))
+            .unwrap()
     }
 }
 
