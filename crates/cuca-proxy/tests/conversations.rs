@@ -281,7 +281,7 @@ fn turn(c: usize, k: usize) -> Value {
         messages.push(json!({"role": "assistant", "content": answer_to(&question(c, j), 1)}));
     }
     messages.push(json!({"role": "user", "content": question(c, k)}));
-    json!({"model": "tiny", "messages": messages, "stream": (c + k) % 2 == 0})
+    json!({"model": "tiny", "messages": messages, "stream": (c + k).is_multiple_of(2)})
 }
 
 /// Sends call `k` of conversation `c` to session `base`: its text and `X-Cuca-Session`.
