@@ -56,6 +56,7 @@ mod logs;
 mod otel;
 mod proxy;
 mod repair;
+mod run;
 mod serve;
 mod sessions;
 mod term;
@@ -200,6 +201,8 @@ enum Command {
     ExportOtlp(otel::ExportOtlpArgs),
     /// Record any agent's model calls through an OpenAI-compatible proxy, or replay them.
     Proxy(proxy::ProxyArgs),
+    /// Run an agent with its SDKs pointed at a recording proxy started for it, or replaying.
+    Run(run::RunArgs),
     /// Serve `GET /runs/{id}/replay` from a directory of run directories.
     Serve(serve::ServeArgs),
     /// A local web viewer: sessions, turns, forks, live records, the call log, journal runs.
@@ -236,7 +239,7 @@ where
     match dispatch(cli.command) {
         Ok(()) => EXIT_OK,
         Err(error) => {
-            if !matches!(error, CliError::StdoutClosed) {
+            if !matches!(error, CliError::StdoutClosed | CliError::Exit(_)) {
                 ui::error(&error.to_string());
             }
             error.exit_code()
@@ -298,5 +301,6 @@ fn dispatch(command: Command) -> Result<(), CliError> {
         Command::View(args) => view::run(args),
         Command::ExportOtlp(args) => otel::run(&args),
         Command::Proxy(args) => proxy::run(&args),
+        Command::Run(args) => run::run(args),
     }
 }

@@ -1,0 +1,171 @@
+//! `cuca run`: one command to record an agent (issue 29.6). The proxy of `cuca proxy` starts
+//! in-process on a free loopback port, COMMAND runs with the environment its SDK reads pointed
+//! at it, and when COMMAND exits the proxy shuts down gracefully (every recording written)
+//! and `cuca run` exits with COMMAND's status.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+
+use clap::Args;
+
+use crate::error::CliError;
+
+/// The sessions directory when `--dir` is not given.
+pub(crate) const DEFAULT_DIR: &str = "cuca-sessions";
+
+/// What a replaying proxy is called with when the caller has no key of its own: the SDKs
+/// refuse to start without one, and a replay reaches no server that would check it.
+const REPLAY_KEY: &str = "sk-cuca-replay";
+
+/// `cuca run` arguments; `docs/agents.md` has the long form.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "COMMAND gets OPENAI_BASE_URL=http://127.0.0.1:PORT/s/SESSION/v1 and \
+                        ANTHROPIC_BASE_URL=http://127.0.0.1:PORT/s/SESSION (the Python and \
+                        TypeScript openai and anthropic SDKs, the Agents SDK and Claude Code read \
+                        them), CUCA_PROXY_URL and CUCA_SESSION. Codex reads no base URL from the \
+                        environment: give it a model provider on its command line, e.g. \
+                        cuca run -- sh -c 'codex -c model_provider=cuca -c \
+                        \"model_providers.cuca={name=\\\"cuca\\\",base_url=\\\"$OPENAI_BASE_URL\\\",wire_api=\\\"responses\\\",env_key=\\\"OPENAI_API_KEY\\\"}\" exec …'. \
+                        In replay mode an unset OPENAI_API_KEY or ANTHROPIC_API_KEY is set to \
+                        sk-cuca-replay. Exit status: COMMAND's (128+N when a signal N ended it)."
+)]
+pub(crate) struct RunArgs {
+    /// record: forward and record; replay: answer from the recording, no network; auto:
+    /// replay what is recorded, forward and record what is not.
+    #[arg(long, default_value = "record", value_parser = ["record", "replay", "auto"])]
+    mode: String,
+    /// The session recorded into or replayed (default in record mode: `run-{UTC time}`;
+    /// replay and auto need it).
+    #[arg(long)]
+    session: Option<String>,
+    /// The directory of `.cslog` sessions (created if missing).
+    #[arg(long, default_value = DEFAULT_DIR)]
+    dir: PathBuf,
+    /// The model server calls are forwarded to (`http://127.0.0.1:8080`); record and auto
+    /// need it.
+    #[arg(long)]
+    upstream: Option<String>,
+    /// The agent to run and its arguments.
+    #[arg(required = true, last = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+/// The session of a record run that names none: `run-` and the UTC time to the second, in
+/// the compact form (`run-20261201T133501Z`: no `:`, which a point id reserves).
+fn default_session() -> String {
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let compact: String = now.chars().filter(|c| !matches!(c, '-' | ':')).collect();
+    format!("run-{compact}")
+}
+
+/// The exit code a process that ended with `status` reports to a shell: its code, or 128+N
+/// for a death by signal N.
+pub(crate) fn exit_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => 128 + signal,
+        // Neither a code nor a signal is not a state a reaped child can be in.
+        (None, None) => crate::error::EXIT_FAILED,
+    }
+}
+
+/// Runs `cuca run`: the proxy, COMMAND under it, then the proxy's graceful stop. Returns
+/// COMMAND's exit code as [`CliError::Exit`] when it is not 0.
+pub(crate) fn run(args: RunArgs) -> Result<(), CliError> {
+    let session = match (&args.session, args.mode.as_str()) {
+        (Some(session), _) => session.clone(),
+        (None, "record") => default_session(),
+        (None, mode) => {
+            return Err(CliError::Usage(format!(
+                "{mode} mode replays a recorded session: name it with --session (cuca sessions {} lists them)",
+                args.dir.display()
+            )))
+        }
+    };
+    crate::proxy::report_to_stderr();
+    let config = crate::proxy::config(&args.mode, args.upstream.clone(), &session)?;
+    let mode = config.mode;
+    let proxy = crate::proxy::open(config, &args.dir)?;
+    let runtime = crate::proxy::runtime()?;
+    let status = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|error| CliError::Failed(format!("listen on 127.0.0.1:0: {error}")))?;
+        let address = listener
+            .local_addr()
+            .map_err(|error| CliError::Failed(format!("listen on 127.0.0.1:0: {error}")))?;
+        let base = format!("http://{address}");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(proxy.serve(listener, async {
+            let _ = stopped.await;
+        }));
+        // SIGINT from a terminal reaches COMMAND too (one process group): cuca run lives on
+        // until COMMAND has exited, so that what it recorded is closed properly.
+        let _signals = hold_signals();
+        let (program, rest) = args
+            .command
+            .split_first()
+            .ok_or_else(|| CliError::Usage("no COMMAND to run after --".into()))?;
+        let mut command = std::process::Command::new(program);
+        command
+            .args(rest)
+            .env("OPENAI_BASE_URL", format!("{base}/s/{session}/v1"))
+            .env("ANTHROPIC_BASE_URL", format!("{base}/s/{session}"))
+            .env("CUCA_PROXY_URL", &base)
+            .env("CUCA_SESSION", &session);
+        if !mode.forwards() {
+            for key in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
+                if std::env::var_os(key).is_none() {
+                    command.env(key, REPLAY_KEY);
+                }
+            }
+        }
+        eprintln!(
+            "cuca run: {mode} session {session} in {}, proxy on {base}",
+            args.dir.display()
+        );
+        let shown = program.to_string_lossy().into_owned();
+        let waited = tokio::task::spawn_blocking(move || command.status()).await;
+        // The proxy stops whatever became of COMMAND: calls in flight get the grace, then
+        // each recording writes its last record before serve returns.
+        let _ = stop.send(());
+        let served = serving.await;
+        let status = waited
+            .map_err(|error| CliError::Failed(format!("wait for {shown}: {error}")))?
+            .map_err(|error| CliError::Failed(format!("run {shown}: {error}")))?;
+        match served {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => return Err(CliError::Failed(error.to_string())),
+            Err(error) => return Err(CliError::Failed(format!("the proxy stopped: {error}"))),
+        }
+        Ok::<_, CliError>(status)
+    })?;
+    let dir = args.dir.display();
+    eprintln!("cuca run: session {session} in {dir}; look at it with:");
+    eprintln!("  cuca view {dir}");
+    eprintln!("  cuca replay {dir} {session}");
+    match exit_code(status) {
+        0 => Ok(()),
+        code => Err(CliError::Exit(code)),
+    }
+}
+
+/// SIGINT and SIGTERM watched (and so no longer fatal to `cuca run`) while COMMAND runs, and
+/// drained; dropping the task's handle leaves the watch in place until the process ends.
+fn hold_signals() -> Option<tokio::task::JoinHandle<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt()).ok()?;
+    let mut terminate = signal(SignalKind::terminate()).ok()?;
+    Some(tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                Some(()) = interrupt.recv() => {}
+                Some(()) = terminate.recv() => {}
+                else => break,
+            }
+        }
+    }))
+}
