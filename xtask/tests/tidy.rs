@@ -134,7 +134,7 @@ fn crate_folders_match_package_names_and_inherit_lints() {
 }
 
 /// ARCHITECTURE.md: every edge points towards `cuca-events`; the leaf-to-leaf edges are
-/// `cuca-client → cuca-calllog` and the exporter's `cuca-otel → cuca-replay`/`cuca-calllog`;
+/// `cuca-client → cuca-calllog`/`cuca-wire`, `cuca-wire → cuca-calllog` and the exporter's `cuca-otel → cuca-replay`/`cuca-calllog`;
 /// stores are never normal dependencies of a library crate.
 #[test]
 fn crate_edges_are_the_ones_architecture_md_allows() {
@@ -149,7 +149,9 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
         match from {
             // The facade re-exports everything; the CLI and the test/bench crates sit on top.
             "cuca" | "cuca-cli" | "cuca-reliability" | "cuca-bench" | "xtask" => true,
-            "cuca-client" => matches!(to, "cuca-events" | "cuca-calllog"),
+            "cuca-client" => matches!(to, "cuca-events" | "cuca-calllog" | "cuca-wire"),
+            // The wire formats quote a server's words within the call log's bound.
+            "cuca-wire" => matches!(to, "cuca-events" | "cuca-calllog"),
             // The exporter reads like the CLI: replay's turns and the call log's rows.
             "cuca-otel" => matches!(to, "cuca-events" | "cuca-replay" | "cuca-calllog"),
             // The proxy composes like the CLI does, one level below it (ARCHITECTURE.md).
@@ -158,6 +160,7 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
                 "cuca-events"
                     | "cuca-calllog"
                     | "cuca-client"
+                    | "cuca-wire"
                     | "cuca-session-log"
                     | "cuca-replay"
                     | "cuca-serve"

@@ -14,7 +14,7 @@ use crate::message::Message;
 /// the end only, and a change to an existing variant's fields bumps the `.cslog` version byte.
 /// The indices are: `SystemPrompt` 0, `Message` 1, `Reasoning` 2, `Output` 3, `ToolCall` 4,
 /// `ToolResult` 5, `Latency` 6, `TokenUsage` 7, `ModelSwap` 8, `Fork` 9, `CallRequest` 10,
-/// `CallFinish` 11.
+/// `CallFinish` 11, `CallIncomplete` 12, `CallWire` 13.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum SessionEvent {
@@ -130,11 +130,25 @@ pub enum SessionEvent {
         /// What is missing and why, in words (`"the caller hung up after 12 events"`).
         reason: String,
     },
+    /// What a call's wire format said that the records above have no field for, and an exact
+    /// replay in that format needs: Anthropic's thinking signatures, message id and cache-usage
+    /// fields, Responses' item ids, block types cuca does not know (verbatim). Written by a
+    /// recorder that knows the format (the proxy), after the call's blocks and before its
+    /// `CallFinish`; a reader that does not know the format ignores it. `docs/wire-formats.md`
+    /// lists each format's fields.
+    ///
+    /// Added at the end, after `CallIncomplete`, so older records keep their indices.
+    CallWire {
+        /// The wire format (`"messages"`, `"responses"`), as `cuca_wire::Format::name`.
+        format: String,
+        /// The format's extra fields, as the JSON text of one object.
+        wire: String,
+    },
 }
 
 impl SessionEvent {
     /// Every variant name, in format (index) order.
-    pub const KINDS: [&'static str; 13] = [
+    pub const KINDS: [&'static str; 14] = [
         "SystemPrompt",
         "Message",
         "Reasoning",
@@ -148,6 +162,7 @@ impl SessionEvent {
         "CallRequest",
         "CallFinish",
         "CallIncomplete",
+        "CallWire",
     ];
 
     /// The variant's name, as the seed's reports print it (`"Reasoning"`, `"Fork"`, …).
@@ -171,6 +186,7 @@ impl SessionEvent {
             SessionEvent::CallRequest { .. } => 10,
             SessionEvent::CallFinish { .. } => 11,
             SessionEvent::CallIncomplete { .. } => 12,
+            SessionEvent::CallWire { .. } => 13,
         }
     }
 }

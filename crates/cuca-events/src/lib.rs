@@ -44,7 +44,10 @@ pub use message::{
     TokenUsage, ToolChoice, ToolDefinition, UnifiedRequest, UnifiedResponse,
 };
 pub use plugin::{AgentResponseStream, CucaPlugin};
-pub use point::{fork_parent, fork_session_id, parse_point_id, point_in_session};
+pub use point::{
+    conversation_parent, conversation_session_id, fork_parent, fork_session_id, parse_point_id,
+    point_in_session,
+};
 pub use session_id::validate_session_id;
 
 /// Re-exported so implementors of [`CucaPlugin`] use the same macro version.

@@ -78,6 +78,35 @@ pub fn fork_parent(session_id: &str) -> Option<(&str, &str)> {
         .then_some((parent, &rest[half + MARK.len()..]))
 }
 
+/// The id of conversation `n` (from 1) of session `base`: `"{base}:conv:{n}"`. A session
+/// holds conversations: the first is recorded under `base` itself, each later one (a call
+/// that continues none recorded so far) under this id, so every reader that knows sessions
+/// reads a conversation as one.
+///
+/// ```
+/// assert_eq!(cuca_events::conversation_session_id("app", 2), "app:conv:2");
+/// ```
+pub fn conversation_session_id(base: &str, n: u64) -> String {
+    format!("{base}:conv:{n}")
+}
+
+/// The base session and number a conversation id names: `("app", 2)` for `"app:conv:2"`;
+/// `None` for any other id (the base itself, a fork, an id whose number is not canonical).
+///
+/// ```
+/// use cuca_events::conversation_parent;
+/// assert_eq!(conversation_parent("app:conv:2"), Some(("app", 2)));
+/// assert_eq!(conversation_parent("app"), None);
+/// assert_eq!(conversation_parent("app:conv:02"), None);
+/// assert_eq!(conversation_parent("app:conv:0"), None);
+/// assert_eq!(conversation_parent("app:conv:1:fork:app:conv:1:5:0"), None);
+/// ```
+pub fn conversation_parent(session_id: &str) -> Option<(&str, u64)> {
+    let (base, n) = session_id.rsplit_once(":conv:")?;
+    let parsed = n.parse::<u64>().ok()?;
+    (!base.is_empty() && parsed > 0 && parsed.to_string() == n).then_some((base, parsed))
+}
+
 /// Checks that `point_id` belongs to `session_id` and returns its sequence.
 ///
 /// Every backend's `fork` calls this first, so all of them refuse the same inputs the same way.

@@ -108,6 +108,8 @@ pub fn event() -> impl Strategy<Value = SessionEvent> {
             }
         }),
         any::<String>().prop_map(|reason| SessionEvent::CallIncomplete { reason }),
+        (any::<String>(), any::<String>())
+            .prop_map(|(format, wire)| SessionEvent::CallWire { format, wire }),
     ]
 }
 
@@ -243,6 +245,10 @@ fn postcard_variant_indices_are_pinned() {
         },
         SessionEvent::CallIncomplete {
             reason: String::new(),
+        },
+        SessionEvent::CallWire {
+            format: String::new(),
+            wire: String::new(),
         },
     ];
     assert_eq!(samples.len(), SessionEvent::KINDS.len());

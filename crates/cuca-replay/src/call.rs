@@ -28,6 +28,7 @@ pub struct CallMetadata {
     request: Option<CallParameters>,
     finish: Option<(Option<String>, String)>,
     incomplete: Option<String>,
+    wire: Option<(String, String)>,
 }
 
 impl CallMetadata {
@@ -61,9 +62,21 @@ impl CallMetadata {
         self.incomplete.as_deref()
     }
 
+    /// What the call's wire format said beyond the records, from its `CallWire` record: the
+    /// format's name (`"messages"`, `"responses"`) and the JSON text of its extra fields.
+    /// `None` for a call recorded in Chat Completions (which needs none) or without metadata.
+    pub fn wire(&self) -> Option<(&str, &str)> {
+        self.wire
+            .as_ref()
+            .map(|(format, wire)| (format.as_str(), wire.as_str()))
+    }
+
     /// Whether the turn holds none of the call records.
     pub fn is_empty(&self) -> bool {
-        self.request.is_none() && self.finish.is_none() && self.incomplete.is_none()
+        self.request.is_none()
+            && self.finish.is_none()
+            && self.incomplete.is_none()
+            && self.wire.is_none()
     }
 
     /// Files a `CallRequest`, `CallFinish` or `CallIncomplete` event; a turn keeps the last
@@ -88,6 +101,7 @@ impl CallMetadata {
                 model,
             } => self.finish = Some((finish_reason, model)),
             SessionEvent::CallIncomplete { reason } => self.incomplete = Some(reason),
+            SessionEvent::CallWire { format, wire } => self.wire = Some((format, wire)),
             _ => {}
         }
     }

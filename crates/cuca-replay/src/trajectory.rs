@@ -455,7 +455,8 @@ impl<'c> Segmenter<'c> {
             SessionEvent::TokenUsage { .. } => None,
             event @ (SessionEvent::CallRequest { .. }
             | SessionEvent::CallFinish { .. }
-            | SessionEvent::CallIncomplete { .. }) => {
+            | SessionEvent::CallIncomplete { .. }
+            | SessionEvent::CallWire { .. }) => {
                 turn.call.take(event);
                 None
             }

@@ -281,7 +281,8 @@ where
             SessionEvent::TokenUsage { .. } => return Ok(()),
             event @ (SessionEvent::CallRequest { .. }
             | SessionEvent::CallFinish { .. }
-            | SessionEvent::CallIncomplete { .. }) => TurnPart::Call(event),
+            | SessionEvent::CallIncomplete { .. }
+            | SessionEvent::CallWire { .. }) => TurnPart::Call(event),
             other => {
                 return Err(PluginError::validation(
                     "SessionEvent",

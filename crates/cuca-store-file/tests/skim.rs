@@ -106,6 +106,7 @@ fn arb_event() -> impl Strategy<Value = SessionEvent> {
             }
         }),
         arb_text().prop_map(|reason| SessionEvent::CallIncomplete { reason }),
+        (arb_text(), arb_text()).prop_map(|(format, wire)| SessionEvent::CallWire { format, wire }),
     ]
 }
 
@@ -170,6 +171,10 @@ fn hollowed(event: &SessionEvent) -> SessionEvent {
             model.clear();
         }
         SessionEvent::CallIncomplete { reason } => reason.clear(),
+        SessionEvent::CallWire { format, wire } => {
+            format.clear();
+            wire.clear();
+        }
         _ => {}
     }
     event

@@ -442,6 +442,11 @@ fn record_group(group: &[RecordView]) -> Markup {
                 div.who { "incomplete call · " (seq_label) }
                 div { "This call's records do not hold its whole answer: " (reason) } }
         },
+        SessionEvent::CallWire { format, wire } => html! {
+            div.rec.meta.call-wire { (anchors(group))
+                details { summary { "wire format " code { (format) } " · " (seq_label) }
+                    pre { (pretty_json(wire)) } } }
+        },
         other => html! {
             div.rec.meta { (anchors(group)) div.who { (other.kind()) " · " (seq_label) } pre { (format!("{other:?}")) } }
         },
@@ -634,6 +639,7 @@ fn event_text(event: &SessionEvent) -> String {
             finish_reason.as_deref().unwrap_or("cut short")
         ),
         SessionEvent::CallIncomplete { reason } => format!("incomplete: {reason}"),
+        SessionEvent::CallWire { format, .. } => format!("{format} wire fields"),
         other => format!("{other:?}"),
     }
 }

@@ -11,7 +11,7 @@
 
 mod decode;
 mod encode;
-mod request;
+pub(crate) mod request;
 
 pub use decode::ChatStreamDecoder;
 pub use encode::{encode_object, encode_stream, finish_reason, SseEvents, MAX_EVENT_TEXT};

@@ -40,6 +40,8 @@ use cuca_events::{MessageContentBlock, UnifiedRequest};
 
 pub mod chat;
 mod error;
+pub mod messages;
+pub mod responses;
 mod sse;
 mod summary;
 mod text;
@@ -55,16 +57,22 @@ pub use text::{clip, server_message, server_text, CLIP_CHARS};
 pub enum Format {
     /// OpenAI Chat Completions, `POST /v1/chat/completions`.
     Chat,
+    /// Anthropic Messages, `POST /v1/messages`.
+    Messages,
+    /// OpenAI Responses, `POST /v1/responses`.
+    Responses,
 }
 
 impl Format {
     /// Every format, in the order the docs list them.
-    pub const ALL: [Format; 1] = [Format::Chat];
+    pub const ALL: [Format; 3] = [Format::Chat, Format::Messages, Format::Responses];
 
     /// The format's short name, as `CallWire` records and the docs write it.
     pub fn name(self) -> &'static str {
         match self {
             Format::Chat => "chat",
+            Format::Messages => "messages",
+            Format::Responses => "responses",
         }
     }
 
@@ -77,6 +85,8 @@ impl Format {
     pub fn path(self) -> &'static str {
         match self {
             Format::Chat => "/v1/chat/completions",
+            Format::Messages => "/v1/messages",
+            Format::Responses => "/v1/responses",
         }
     }
 
@@ -90,6 +100,8 @@ impl Format {
     pub fn parse_request(self, body: &[u8]) -> Result<WireRequest, String> {
         match self {
             Format::Chat => chat::parse_request(body),
+            Format::Messages => messages::parse_request(body),
+            Format::Responses => responses::parse_request(body),
         }
     }
 
@@ -103,6 +115,16 @@ impl Format {
             } else {
                 chat::ChatStreamDecoder::new()
             }),
+            Format::Messages => Box::new(if skipping_malformed {
+                messages::MessagesStreamDecoder::skipping_malformed()
+            } else {
+                messages::MessagesStreamDecoder::new()
+            }),
+            Format::Responses => Box::new(if skipping_malformed {
+                responses::ResponsesStreamDecoder::skipping_malformed()
+            } else {
+                responses::ResponsesStreamDecoder::new()
+            }),
         }
     }
 
@@ -113,6 +135,8 @@ impl Format {
     ) -> Result<(Vec<MessageContentBlock>, StreamSummary), String> {
         match self {
             Format::Chat => chat::decode_whole(body),
+            Format::Messages => messages::decode_whole(body),
+            Format::Responses => responses::decode_whole(body),
         }
     }
 
@@ -128,6 +152,8 @@ impl Format {
     {
         match self {
             Format::Chat => Box::new(chat::encode_stream(answer, request)),
+            Format::Messages => Box::new(messages::encode_stream(answer, request)),
+            Format::Responses => Box::new(responses::encode_stream(answer, request)),
         }
     }
 
@@ -142,6 +168,8 @@ impl Format {
     {
         match self {
             Format::Chat => chat::encode_object(answer, request),
+            Format::Messages => messages::encode_object(answer, request),
+            Format::Responses => responses::encode_object(answer, request),
         }
     }
 
@@ -150,6 +178,8 @@ impl Format {
     pub fn error_body(self, error: &ErrorInfo<'_>) -> serde_json::Value {
         match self {
             Format::Chat => chat::error_body(error),
+            Format::Messages => messages::error_body(error),
+            Format::Responses => responses::error_body(error),
         }
     }
 }

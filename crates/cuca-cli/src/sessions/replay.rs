@@ -229,6 +229,10 @@ impl<W: Write> Human<'_, W> {
                 self.close_run()?;
                 return writeln!(self.out, "  incomplete: {}", line(&reason));
             }
+            TurnPart::Call(SessionEvent::CallWire { format, wire }) => {
+                self.close_run()?;
+                return writeln!(self.out, "  wire ({}): {}", line(&format), line(&wire));
+            }
             TurnPart::Block(block) => match block {
                 MessageContentBlock::Thinking { thinking } => ("reasoning", thinking),
                 MessageContentBlock::Text { text } => ("output", text),

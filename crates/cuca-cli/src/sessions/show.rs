@@ -102,6 +102,7 @@ fn preview(event: &SessionEvent) -> String {
             line(model)
         ),
         SessionEvent::CallIncomplete { reason } => clip(reason),
+        SessionEvent::CallWire { format, wire } => format!("{} {}", line(format), clipped(wire)),
         // A kind added after this command was written still gets its line, without a preview.
         _ => String::new(),
     }

@@ -105,6 +105,10 @@ impl SkimmedRecord<'_> {
             SkimmedEvent::CallIncomplete { .. } => SessionEvent::CallIncomplete {
                 reason: String::new(),
             },
+            SkimmedEvent::CallWire { .. } => SessionEvent::CallWire {
+                format: String::new(),
+                wire: String::new(),
+            },
         }
     }
 }
@@ -168,6 +172,10 @@ enum SkimmedEvent<'a> {
     CallIncomplete {
         reason: &'a str,
     },
+    CallWire {
+        format: &'a str,
+        wire: &'a str,
+    },
 }
 
 impl SkimmedEvent<'_> {
@@ -186,6 +194,7 @@ impl SkimmedEvent<'_> {
             SkimmedEvent::CallRequest { .. } => 10,
             SkimmedEvent::CallFinish { .. } => 11,
             SkimmedEvent::CallIncomplete { .. } => 12,
+            SkimmedEvent::CallWire { .. } => 13,
         }
     }
 }

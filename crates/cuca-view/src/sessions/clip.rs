@@ -54,6 +54,7 @@ pub(crate) fn keeps(kept: usize, event: &SessionEvent) -> bool {
                 SessionEvent::Latency { .. }
                     | SessionEvent::TokenUsage { .. }
                     | SessionEvent::CallFinish { .. }
+                    | SessionEvent::CallWire { .. }
             ))
 }
 
@@ -168,6 +169,10 @@ pub(crate) fn clip_event(event: &mut SessionEvent, budget: &mut usize) -> u64 {
             if let Some(reason) = finish_reason {
                 labels += label(reason);
             }
+        }
+        SessionEvent::CallWire { format, wire } => {
+            labels += label(format);
+            text(wire, budget);
         }
         _ => {}
     }
