@@ -1,6 +1,6 @@
 // One Responses tool loop with the npm `openai` SDK, for crates/cuca-cli/tests/agents.rs.
-// Usage: node drive_openai.mjs responses-create|responses-stream BASE_URL (…/s/SESSION/v1),
-// with NODE_PATH at the node_modules .ci/run installs. Prints one JSON object on stdout:
+// Usage: node drive_openai.mjs responses-create|responses-stream [BASE_URL] (…/s/SESSION/v1;
+// without it the SDK reads OPENAI_BASE_URL, which `cuca run` sets), with NODE_PATH at the node_modules .ci/run installs. Prints one JSON object on stdout:
 // {"tool_calls": [[name, arguments], …], "text": the final answer}.
 import { createRequire } from "node:module";
 

@@ -1,9 +1,10 @@
 """One tool loop with an official Python SDK, for crates/cuca-cli/tests/agents.rs.
 
-Usage: drive_sdk.py CASE BASE_URL, CASE one of anthropic-create, anthropic-stream,
+Usage: drive_sdk.py CASE [BASE_URL], CASE one of anthropic-create, anthropic-stream,
 responses-create, responses-stream, agents. BASE_URL is what the SDK is given: the proxy's
 `http://127.0.0.1:P/s/SESSION` for anthropic (the SDK adds `/v1/messages`), `…/s/SESSION/v1`
-for openai and the Agents SDK. The model asks for the tool `lookup_word`; the script runs it
+for openai and the Agents SDK; without it each SDK reads its own variable
+(`ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`), which `cuca run` sets. The model asks for the tool `lookup_word`; the script runs it
 (it returns "cuca-tool-ok"), sends the result back and prints one JSON object on stdout:
 {"tool_calls": [[name, arguments], …], "text": the final answer}.
 """
@@ -88,7 +89,8 @@ def responses_loop(base_url, stream):
 def agents_loop(base_url):
     import os
 
-    os.environ["OPENAI_BASE_URL"] = base_url
+    if base_url:
+        os.environ["OPENAI_BASE_URL"] = base_url
     os.environ["OPENAI_API_KEY"] = KEY
     os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
     from agents import Agent, Runner, function_tool
@@ -111,7 +113,7 @@ def agents_loop(base_url):
 
 
 def main():
-    case, base_url = sys.argv[1], sys.argv[2]
+    case, base_url = sys.argv[1], (sys.argv[2:] or [None])[0]
     if case == "anthropic-create":
         calls, text = anthropic_loop(base_url, stream=False)
     elif case == "anthropic-stream":
