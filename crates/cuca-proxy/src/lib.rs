@@ -1,13 +1,17 @@
-//! `cuca proxy`: an OpenAI-compatible proxy that records any agent's model calls as cuca
-//! sessions, and replays them offline through the same API.
+//! `cuca proxy`: a proxy that records any agent's model calls as cuca sessions, and replays
+//! them offline through the same API, in the three wire formats agents speak: OpenAI Chat
+//! Completions (`POST /v1/chat/completions`), the Anthropic Messages API (`POST /v1/messages`,
+//! Claude Code and the `anthropic` SDKs) and the OpenAI Responses API (`POST /v1/responses`,
+//! Codex CLI, the Agents SDK). Each format is read and written by `cuca_wire`.
 //!
-//! Point an agent's OpenAI SDK at the proxy (`base_url="http://127.0.0.1:PORT/s/SESSION/v1"`)
-//! and it is recorded without a line of it changing:
+//! Point an agent's SDK at the proxy (`base_url="http://127.0.0.1:PORT/s/SESSION/v1"`, or
+//! `ANTHROPIC_BASE_URL=http://127.0.0.1:PORT/s/SESSION`) and it is recorded without a line of
+//! it changing:
 //!
 //! * **record** ([`Mode::Record`]): the caller's request bytes go to the upstream unchanged,
 //!   `Authorization` included, and the upstream's status, headers and body bytes come back
 //!   unchanged and as they arrive. A copy of the answer is decoded as it passes (the same
-//!   [`cuca_client::ChatStreamDecoder`] the client uses) and fed through a
+//!   format's `cuca_wire` stream decoder, the one the client uses for Chat) and fed through a
 //!   [`SessionLogPlugin`](cuca_session_log::SessionLogPlugin) asked for call metadata, so the
 //!   session holds the request, every streamed block, a `CallRequest`/`CallFinish` pair and
 //!   the completion — what the caller got. Every call writes its two call-log rows (seed 003);
@@ -20,9 +24,14 @@
 //! * **auto** ([`Mode::Auto`]): replays what is recorded, forwards and records what is not.
 //!
 //! A call's session is the `/s/{session}/` path prefix, else the `X-Cuca-Session` header,
-//! else [`ProxyConfig::default_session`]. Responses say where the call was recorded or
+//! else [`ProxyConfig::default_session`]. A session holds conversations: a call is recorded in
+//! the conversation its request continues (same system prompts, the recorded messages a
+//! prefix of its own), and a call that continues none starts one, recorded as the session
+//! `{session}:conv:{n}`; calls on different conversations record at once. Replay places each
+//! call in its own conversation, and a request asked again gets the next recorded answer to it. Responses say where the call was recorded or
 //! replayed from in `X-Cuca-Session` and `X-Cuca-Point` (`{session}:{sequence}` of the
-//! call's first record). Errors are OpenAI's error JSON with the right status.
+//! call's first record). Errors have the caller's own shape (Anthropic's on `/v1/messages`,
+//! OpenAI's elsewhere) and the right status.
 //!
 //! [`Proxy::serve`] serves callers through `cuca_serve`'s bounded accept loop (header-read,
 //! body-read and idle timeouts, a connection cap that sheds half-sent heads first) behind
@@ -62,15 +71,16 @@
 //!
 //! # What it does not do
 //!
-//! It speaks Chat Completions only (no Responses API, no embeddings, no `n > 1` replay). It
-//! knows stores only through `SessionBackend`. It does not record an upstream's refusal (a
-//! 400 never became a turn; the call log has it), nor tool messages (the session log's rule);
-//! sampling parameters are recorded (every field the caller sent, in `CallRequest`) but replay
-//! does not compare them. Calls on one session are
-//! recorded one at a time — a session is one conversation; give concurrent agents their own.
+//! No embeddings, no `n > 1` replay. It knows stores only through `SessionBackend`. It does
+//! not record an upstream's refusal (a 400 never became a turn; the call log has it), nor tool
+//! messages (the session log's rule); sampling parameters are recorded (every field the caller
+//! sent, in `CallRequest`) but replay does not compare them. Calls on one conversation are
+//! recorded one at a time.
 #![forbid(unsafe_code)]
 
+mod chain;
 mod config;
+mod conversations;
 mod error;
 mod flush;
 mod record;

@@ -66,9 +66,9 @@ const RESPONSE_HOP_HEADERS: [&str; 7] = [
     "upgrade",
 ];
 
-/// The caller's headers as they go upstream: all of them, `Authorization` included (marked
-/// sensitive so no debug output of the request shows it), less hop-by-hop headers and cuca's
-/// own.
+/// The caller's headers as they go upstream: all of them, `Authorization` and Anthropic's
+/// `x-api-key` included (marked sensitive so no debug output of the request shows them), less
+/// hop-by-hop headers and cuca's own.
 pub(crate) fn upstream_headers(caller: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(caller.len());
     for (name, value) in caller {
@@ -77,7 +77,7 @@ pub(crate) fn upstream_headers(caller: &HeaderMap) -> HeaderMap {
             continue;
         }
         let mut value = value.clone();
-        if name == header::AUTHORIZATION {
+        if name == header::AUTHORIZATION || lower == "x-api-key" || lower == "api-key" {
             value.set_sensitive(true);
         }
         out.append(name.clone(), value);
@@ -105,9 +105,11 @@ pub(crate) struct Recording {
 /// Forwards one chat call and answers the caller with the upstream's answer as it streams.
 /// `request` is what the proxy understood of the body (`Err` when it is not a chat request:
 /// it is still forwarded, and only the call log records it).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn forward(
     shared: Arc<Shared>,
     format: Format,
+    query: Option<String>,
     session: String,
     headers: HeaderMap,
     body: Bytes,
@@ -124,10 +126,17 @@ pub(crate) async fn forward(
         &body,
         &headers,
     );
-    let Some(url) = shared.chat_url.clone() else {
+    let Some(mut url) = shared
+        .call_urls
+        .iter()
+        .find(|(f, _)| *f == format)
+        .map(|(_, url)| url.clone())
+    else {
         rows.failed("the proxy has no upstream");
-        return no_upstream(&session).into_response();
+        return no_upstream(&session).in_format(format).into_response();
     };
+    // A query the caller sent (Claude Code's `?beta=true`) reaches the upstream as it was.
+    url.set_query(query.as_deref());
     let send = shared
         .http
         .post(url)
@@ -141,7 +150,9 @@ pub(crate) async fn forward(
         sent = send => sent,
         () = server::cut(&mut shutdown) => {
             rows.cancelled(SHUT_DOWN);
-            return server::shutting_down(&session).into_response();
+            return server::shutting_down(&session)
+                .in_format(format)
+                .into_response();
         }
     };
     let upstream = match sent {
@@ -160,6 +171,7 @@ pub(crate) async fn forward(
                 message,
             )
             .in_session(&session)
+            .in_format(format)
             .into_response();
         }
     };
@@ -197,6 +209,7 @@ pub(crate) async fn forward(
                     response_headers.insert(HeaderName::from_static(POINT_HEADER), value);
                 }
                 let mut recorder = Recorder {
+                    format,
                     slot: Arc::clone(&recording.slot),
                     model: unified.model.clone(),
                     call_id: unified.metadata.call_id.clone(),
@@ -222,6 +235,7 @@ pub(crate) async fn forward(
                     message,
                 )
                 .in_session(&session)
+                .in_format(format)
                 .into_response();
             }
         }
@@ -295,6 +309,7 @@ enum Tee {
 
 /// The session-log side of a recorded call.
 struct Recorder {
+    format: Format,
     slot: Arc<Slot>,
     model: String,
     call_id: Option<String>,
@@ -345,12 +360,27 @@ impl Recorder {
                 });
             }
         }
+        // What the format said beyond the blocks (signatures, ids), for an exact replay in it.
+        if let Some(wire) = summary.and_then(|s| s.wire.as_ref()) {
+            let event = SessionEvent::CallWire {
+                format: self.format.name().to_owned(),
+                wire: wire.to_string(),
+            };
+            if let Err(error) = self.slot.plugin.append_log(event) {
+                failure.get_or_insert_with(|| {
+                    format!("the call's wire fields could not be recorded ({error})")
+                });
+            }
+        }
         let token_usage = summary.map_or_else(TokenUsage::default, token_usage);
         let response = UnifiedResponse {
             model: summary
                 .and_then(|s| s.model.clone())
                 .unwrap_or_else(|| self.model.clone()),
-            provider: "openai-compatible".into(),
+            provider: match self.format {
+                Format::Chat => "openai-compatible".to_owned(),
+                other => format!("{}-api", other.name()),
+            },
             // The blocks are in the session already; the plugin records none from here.
             content: Vec::new(),
             finish_reason: summary.and_then(|s| s.finish_reason.clone()),

@@ -8,7 +8,7 @@
 //! position by position, and its system messages those of that turn; the first difference is
 //! a 409 that names the message index and quotes both sides, clipped.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::body::Body;
@@ -113,6 +113,123 @@ impl Loads {
         }
         loaded
     }
+
+    /// Every conversation of session `base` (issue 30): the base's trajectory, then each
+    /// `{base}:conv:{n}` in order up to the first with no records.
+    pub(crate) async fn load_conversations(
+        &self,
+        base: &str,
+    ) -> Result<Vec<(String, Arc<ReplayTrajectory>)>, String> {
+        let mut out = vec![(base.to_owned(), self.load(base).await?)];
+        for n in 1.. {
+            let id = cuca_events::conversation_session_id(base, n);
+            let trajectory = self.load(&id).await?;
+            if trajectory.is_empty() {
+                break;
+            }
+            out.push((id, trajectory));
+        }
+        Ok(out)
+    }
+}
+
+/// The turns each conversation has served in this proxy: a repeated request gets the next
+/// recorded answer to it, not the first one again.
+#[derive(Debug, Default)]
+pub(crate) struct Served(Mutex<HashMap<String, HashSet<usize>>>);
+
+impl Served {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<usize>>> {
+        // A set of numbers: no invariant a panic could break halfway.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn of(&self, session: &str) -> HashSet<usize> {
+        self.lock().get(session).cloned().unwrap_or_default()
+    }
+
+    fn has(&self, session: &str, turn: usize) -> bool {
+        self.lock().get(session).is_some_and(|s| s.contains(&turn))
+    }
+
+    fn mark(&self, session: &str, turn: usize) {
+        self.lock()
+            .entry(session.to_owned())
+            .or_default()
+            .insert(turn);
+    }
+
+    fn clear(&self, session: &str) {
+        self.lock().remove(session);
+    }
+}
+
+/// Places `request` among the conversations of a session: the first conversation whose
+/// recording answers it (in the order they were recorded, so of two that match equally the
+/// one recorded first), else the refusal of the one that agrees with it longest — its system
+/// prompts first, then the messages they share from the start.
+pub(crate) fn lookup_conversations(
+    conversations: &[(String, Arc<ReplayTrajectory>)],
+    request: &UnifiedRequest,
+    served: &Served,
+) -> (Lookup, String) {
+    let (systems, messages) = crate::conversations::shape(request);
+    let mut best: Option<((bool, usize), Lookup, &str)> = None;
+    let mut first_found: Option<(Lookup, String)> = None;
+    for (id, trajectory) in conversations {
+        let found = lookup(trajectory, id, request, &served.of(id));
+        if let Lookup::Found(_, turn_idx) = &found {
+            // A turn not served yet answers at once; one served before only if no other
+            // conversation has a fresh one (two apps' identical first questions).
+            if !served.has(id, *turn_idx) {
+                served.mark(id, *turn_idx);
+                return (found, id.clone());
+            }
+            if first_found.is_none() {
+                first_found = Some((found, id.clone()));
+            }
+            continue;
+        }
+        let recorded: Vec<&Message> = trajectory
+            .turns()
+            .iter()
+            .flat_map(|turn| turn.messages())
+            .filter(|m| matches!(m.role, Role::User | Role::Assistant))
+            .collect();
+        let shared = recorded
+            .iter()
+            .zip(&messages)
+            .take_while(|(a, b)| **a == *b)
+            .count();
+        let same_systems = trajectory
+            .turns()
+            .last()
+            .is_some_and(|turn| turn.system_prompts() == systems.as_slice());
+        let affinity = (same_systems, shared);
+        if best.as_ref().is_none_or(|(b, _, _)| affinity > *b) {
+            best = Some((affinity, found, id));
+        }
+    }
+    if let Some((found, id)) = first_found {
+        // Everything that matches was served: the recording is replayed again from its start.
+        served.clear(&id);
+        if let Lookup::Found(_, turn_idx) = &found {
+            served.mark(&id, *turn_idx);
+        }
+        return (found, id);
+    }
+    match best {
+        Some((_, found, id)) => (found, id.to_owned()),
+        None => (
+            Lookup::NotRecorded(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                "cuca_session_not_found",
+                "the session has no recording",
+            )),
+            String::new(),
+        ),
+    }
 }
 
 /// Where a request falls in its session's recording.
@@ -132,6 +249,7 @@ pub(crate) fn lookup(
     trajectory: &ReplayTrajectory,
     session: &str,
     request: &UnifiedRequest,
+    served: &HashSet<usize>,
 ) -> Lookup {
     if trajectory.is_empty() {
         return Lookup::NotRecorded(
@@ -223,14 +341,22 @@ pub(crate) fn lookup(
     } else {
         &same_system
     };
-    let chosen = pool
+    // Not a call the recorder marked incomplete: its answer was cut or lost. Of the whole
+    // ones, the first this proxy has not served yet, so calls that repeat one request
+    // (LangChain's `invoke` then `stream`) get the recorded answers in the recorded order; once
+    // all were served, the first again.
+    let whole: Vec<usize> = pool
         .iter()
-        .rev()
-        .find(|&&t| {
-            // Not a call the recorder marked incomplete: its answer was cut or lost.
+        .copied()
+        .filter(|&t| {
             let call = trajectory.turns()[t].call();
             call.incomplete().is_none() && (!call.has_finish() || call.finish_reason().is_some())
         })
+        .collect();
+    let chosen = whole
+        .iter()
+        .find(|t| !served.contains(t))
+        .or(whole.first())
         .or(pool.last())
         .copied();
     let Some(turn_idx) = chosen else {
@@ -378,7 +504,11 @@ pub(crate) fn render(
         finish_reason: call.finish_reason().map(str::to_owned),
         prompt_tokens: completion.prompt_tokens,
         completion_tokens: completion.completion_tokens,
-        wire: None,
+        // The recording's own ids and signatures, when it was made in the caller's format.
+        wire: call
+            .wire()
+            .filter(|(recorded, _)| *recorded == format.name())
+            .and_then(|(_, wire)| serde_json::from_str(wire).ok()),
         id: format!("cuca-{turn_idx}"),
     };
     let (content_type, body) = if request.stream {

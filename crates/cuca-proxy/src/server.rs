@@ -17,7 +17,9 @@ use cuca_replay::SessionReplay;
 use serde_json::json;
 use tokio::sync::watch;
 
+use crate::chain;
 use crate::config::{Mode, ProxyConfig, MODELS_MAX_BYTES, MODELS_TIMEOUT};
+use crate::conversations::Conversations;
 use crate::error::ProxyError;
 use crate::record::{self, root_cause, upstream_headers, Recording};
 use crate::replay::{self, Lookup};
@@ -34,9 +36,16 @@ pub(crate) struct Shared {
     pub(crate) config: ProxyConfig,
     pub(crate) replay: replay::Loads,
     pub(crate) slots: Slots,
+    /// The conversations of each session in use (issue 30).
+    pub(crate) conversations: Conversations,
+    /// The recorded turns replay has served, per conversation.
+    pub(crate) served: replay::Served,
     pub(crate) http: reqwest::Client,
-    /// `{upstream}/v1/chat/completions`; `None` in replay mode.
-    pub(crate) chat_url: Option<reqwest::Url>,
+    /// The upstream's model-call URL of each format (`{upstream}/v1/chat/completions`,
+    /// `…/v1/messages`, `…/v1/responses`), in [`Format::ALL`] order; empty in replay mode.
+    pub(crate) call_urls: Vec<(Format, reqwest::Url)>,
+    /// `{upstream}/v1/messages/count_tokens`; `None` in replay mode.
+    pub(crate) count_tokens_url: Option<reqwest::Url>,
     /// `{upstream}/v1/models`; `None` in replay mode.
     pub(crate) models_url: Option<reqwest::Url>,
     /// The upstream's base URL as given, for messages.
@@ -123,14 +132,22 @@ impl Proxy {
         call_log: CallLog,
     ) -> Result<Self, ProxyError> {
         config.validate()?;
-        let (chat_url, models_url, upstream_base) = match (&config.upstream, config.mode) {
-            (Some(base), mode) if mode.forwards() => (
-                Some(upstream_url(base, "chat/completions")?),
-                Some(upstream_url(base, "models")?),
-                base.trim_end_matches('/').to_owned(),
-            ),
-            _ => (None, None, String::new()),
-        };
+        let (call_urls, count_tokens_url, models_url, upstream_base) =
+            match (&config.upstream, config.mode) {
+                (Some(base), mode) if mode.forwards() => (
+                    Format::ALL
+                        .into_iter()
+                        .map(|format| {
+                            let tail = format.path().trim_start_matches("/v1/");
+                            upstream_url(base, tail).map(|url| (format, url))
+                        })
+                        .collect::<Result<Vec<_>, _>>()?,
+                    Some(upstream_url(base, "messages/count_tokens")?),
+                    Some(upstream_url(base, "models")?),
+                    base.trim_end_matches('/').to_owned(),
+                ),
+                _ => (Vec::new(), None, None, String::new()),
+            };
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             // Each streamed event is a small write; Nagle's algorithm would hold them back.
@@ -140,12 +157,16 @@ impl Proxy {
             .build()
             .map_err(|source| ProxyError::HttpClient { source })?;
         let slots = Slots::new(Arc::clone(&backend), config.max_sessions);
+        let conversations = Conversations::new(Arc::clone(&backend));
         Ok(Proxy {
             shared: Arc::new(Shared {
                 replay: replay::Loads::new(SessionReplay::new(backend)),
                 slots,
+                conversations,
+                served: replay::Served::default(),
                 http,
-                chat_url,
+                call_urls,
+                count_tokens_url,
                 models_url,
                 upstream_base,
                 call_log,
@@ -171,8 +192,13 @@ impl Proxy {
     /// record of the calls before is in the store. A graceful shutdown waits on it, and so
     /// does a test that reads a session after its caller hung up.
     pub async fn settled(&self, session: &str) {
-        if let Some(slot) = self.shared.slots.existing(session) {
-            drop(slot.lock.lock().await);
+        // A session's calls are recorded in its conversations, each with its own writer.
+        let ids =
+            crate::conversations::ids_of(session, |id| self.shared.slots.existing(id).is_some());
+        for id in ids {
+            if let Some(slot) = self.shared.slots.existing(&id) {
+                drop(slot.lock.lock().await);
+            }
         }
     }
 
@@ -194,12 +220,41 @@ impl Proxy {
             .count()
     }
 
-    /// The routes: `POST /v1/chat/completions`, `GET /v1/models`, and both again under
-    /// `/s/{session}`; anything else is an OpenAI-shaped 404.
+    /// The routes, each also under `/s/{session}`: a model call in each wire format
+    /// (`POST /v1/chat/completions`, `POST /v1/messages`, `POST /v1/responses`, a query
+    /// string such as `?beta=true` allowed and forwarded), `POST /v1/messages/count_tokens`,
+    /// `GET /v1/models`, and `HEAD /` / `GET /`, the connectivity probe some agents send
+    /// first (200). Anything else is a 404 in OpenAI's shape.
     pub fn router(&self) -> Router {
-        Router::new()
-            .route("/v1/chat/completions", post(chat_default))
-            .route("/s/{session}/v1/chat/completions", post(chat_in_session))
+        let mut router = Router::new();
+        for format in Format::ALL {
+            let in_default = move |State(shared): State<Arc<Shared>>,
+                                   uri: Uri,
+                                   headers: HeaderMap,
+                                   body: Body| async move {
+                model_call(shared, format, None, uri, headers, body).await
+            };
+            let in_session = move |State(shared): State<Arc<Shared>>,
+                                   Path(session): Path<String>,
+                                   uri: Uri,
+                                   headers: HeaderMap,
+                                   body: Body| async move {
+                model_call(shared, format, Some(session), uri, headers, body).await
+            };
+            router = router.route(format.path(), post(in_default)).route(
+                &format!("/s/{{session}}{}", format.path()),
+                post(in_session),
+            );
+        }
+        router
+            .route("/v1/messages/count_tokens", post(count_tokens_default))
+            .route(
+                "/s/{session}/v1/messages/count_tokens",
+                post(count_tokens_in_session),
+            )
+            .route("/", get(probe).head(probe))
+            .route("/s/{session}", get(probe).head(probe))
+            .route("/s/{session}/", get(probe).head(probe))
             .route("/v1/models", get(models))
             .route("/s/{session}/v1/models", get(models))
             .fallback(no_route)
@@ -266,21 +321,19 @@ fn refused(refusal: cuca_serve::Refusal) -> Response {
     .into_response()
 }
 
-async fn chat_default(
-    State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    chat(shared, None, headers, body).await
-}
-
-async fn chat_in_session(
-    State(shared): State<Arc<Shared>>,
-    Path(session): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    chat(shared, Some(session), headers, body).await
+/// `HEAD /` and `GET /`: the connectivity probe (Claude Code sends one before its first call).
+async fn probe() -> Response {
+    let mut response = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "cuca proxy\n",
+    )
+        .into_response();
+    response.headers_mut().insert(
+        HeaderName::from_static("x-cuca-proxy"),
+        HeaderValue::from_static("1"),
+    );
+    response
 }
 
 /// Reads the body whole, refusing more than the configured bound before reading it where
@@ -363,21 +416,26 @@ pub(crate) fn shutting_down(session: &str) -> ApiError {
     .in_session(session)
 }
 
-async fn chat(
+/// A model call in `format`: every refusal in that format's error shape.
+async fn model_call(
     shared: Arc<Shared>,
+    format: Format,
     from_path: Option<String>,
+    uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match route_chat(shared, from_path, headers, body).await {
+    match route_call(shared, format, from_path, uri, headers, body).await {
         Ok(response) => response,
-        Err(error) => error.into_response(),
+        Err(error) => error.in_format(format).into_response(),
     }
 }
 
-async fn route_chat(
+async fn route_call(
     shared: Arc<Shared>,
+    format: Format,
     from_path: Option<String>,
+    uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -389,37 +447,93 @@ async fn route_chat(
     let body = read_body(&shared, &headers, body)
         .await
         .map_err(|e| e.in_session(&session))?;
-    let format = Format::Chat;
-    let request = format.parse_request(&body);
+    let mut request = format.parse_request(&body);
+    // A Responses call that names the answer it continues is in that answer's conversation.
+    let mut continued = None;
+    if let Ok(parsed) = &mut request {
+        continued = chain::continue_previous(&shared, &session, parsed).await?;
+    }
+    let query = uri.query().map(str::to_owned);
     match shared.config.mode {
         Mode::Replay => {
             let request = request.map_err(|message| bad_request(&session, message))?;
             match load_and_lookup(&shared, &session, &request).await? {
-                Lookup::Found(turn, turn_idx) => {
-                    Ok(replay::render(&turn, turn_idx, &session, &request, format))
-                }
-                Lookup::Diverged(error) | Lookup::NotRecorded(error) => Err(error),
+                (Lookup::Found(turn, turn_idx), conversation) => Ok(replay::render(
+                    &turn,
+                    turn_idx,
+                    &conversation,
+                    &request,
+                    format,
+                )),
+                (Lookup::Diverged(error) | Lookup::NotRecorded(error), _) => Err(error),
             }
         }
         Mode::Record => {
-            let recording = recording(&shared, &session).await?;
-            Ok(record::forward(shared, format, session, headers, body, request, recording).await)
+            let conversation = match continued.take() {
+                Some(conversation) => conversation,
+                None => place(&shared, &session, request.as_ref().ok()).await?,
+            };
+            let recording = recording(&shared, &conversation).await?;
+            Ok(record::forward(
+                shared,
+                format,
+                query,
+                conversation,
+                headers,
+                body,
+                request,
+                recording,
+            )
+            .await)
         }
         Mode::Auto => {
             // The writer is taken before the lookup, so a call recorded meanwhile on the same
-            // session cannot slip between the two.
-            let recording = recording(&shared, &session).await?;
+            // conversation cannot slip between the two.
+            let conversation = match continued.take() {
+                Some(conversation) => conversation,
+                None => place(&shared, &session, request.as_ref().ok()).await?,
+            };
+            let recording = recording(&shared, &conversation).await?;
             if let Ok(parsed) = &request {
                 match load_and_lookup(&shared, &session, parsed).await? {
-                    Lookup::Found(turn, turn_idx) => {
-                        return Ok(replay::render(&turn, turn_idx, &session, parsed, format));
+                    (Lookup::Found(turn, turn_idx), replayed_from) => {
+                        return Ok(replay::render(
+                            &turn,
+                            turn_idx,
+                            &replayed_from,
+                            parsed,
+                            format,
+                        ));
                     }
-                    Lookup::Diverged(error) => return Err(error),
-                    Lookup::NotRecorded(_) => {}
+                    (Lookup::Diverged(error), _) => return Err(error),
+                    (Lookup::NotRecorded(_), _) => {}
                 }
             }
-            Ok(record::forward(shared, format, session, headers, body, request, recording).await)
+            Ok(record::forward(
+                shared,
+                format,
+                query,
+                conversation,
+                headers,
+                body,
+                request,
+                recording,
+            )
+            .await)
         }
+    }
+}
+
+/// The conversation of session `session` a call is recorded in (issue 30); a body that is
+/// not a request of the format is forwarded and recorded nowhere, under the base session.
+async fn place(
+    shared: &Shared,
+    session: &str,
+    request: Option<&WireRequest>,
+) -> Result<String, ApiError> {
+    match request {
+        Some(request) => shared.conversations.place(session, &request.unified).await,
+        None => Ok(session.to_owned()),
     }
 }
 
@@ -454,17 +568,23 @@ async fn load_and_lookup(
     shared: &Arc<Shared>,
     session: &str,
     request: &WireRequest,
-) -> Result<Lookup, ApiError> {
-    let trajectory = shared.replay.load(session).await.map_err(|message| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "server_error",
-            "cuca_replay_failed",
-            message,
-        )
-        .in_session(session)
-    })?;
-    Ok(replay::lookup(&trajectory, session, &request.unified))
+) -> Result<(Lookup, String), ApiError> {
+    let trajectory = shared
+        .replay
+        .load_conversations(session)
+        .await
+        .map_err(|message| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "cuca_replay_failed",
+                message,
+            )
+            .in_session(session)
+        })?;
+    let (lookup, conversation) =
+        replay::lookup_conversations(&trajectory, &request.unified, &shared.served);
+    Ok((lookup, conversation))
 }
 
 /// `GET /v1/models`: the upstream's list, forwarded; in replay mode, one model named
@@ -480,7 +600,75 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         )
             .into_response();
     };
-    match tokio::time::timeout(MODELS_TIMEOUT, fetch_models(&shared, url, &headers)).await {
+    let request = shared.http.get(url).headers(upstream_headers(&headers));
+    fetch_small(&shared, request, "model list").await
+}
+
+async fn count_tokens_default(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    count_tokens(shared, None, uri, headers, body).await
+}
+
+async fn count_tokens_in_session(
+    State(shared): State<Arc<Shared>>,
+    Path(session): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    count_tokens(shared, Some(session), uri, headers, body).await
+}
+
+/// `POST /v1/messages/count_tokens`: not a model call, so nothing is recorded. Forwarded to
+/// the upstream when there is one (its answer as it is); in replay mode, where nothing may
+/// reach the network, `cuca_wire::messages::estimate_input_tokens`'s estimate.
+async fn count_tokens(
+    shared: Arc<Shared>,
+    from_path: Option<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let format = Format::Messages;
+    let answer = async {
+        let session = session::choose(from_path, &headers, &shared.config.default_session)?;
+        require_json(&headers).map_err(|e| e.in_session(&session))?;
+        let body = read_body(&shared, &headers, body)
+            .await
+            .map_err(|e| e.in_session(&session))?;
+        let Some(mut url) = shared.count_tokens_url.clone() else {
+            let request = format
+                .parse_request(&body)
+                .map_err(|message| bad_request(&session, message))?;
+            let estimate = cuca_wire::messages::estimate_input_tokens(&request);
+            return Ok((
+                [(header::CONTENT_TYPE, "application/json")],
+                cuca_wire::messages::count_tokens_body(estimate).to_string(),
+            )
+                .into_response());
+        };
+        url.set_query(uri.query());
+        let request = shared
+            .http
+            .post(url)
+            .headers(upstream_headers(&headers))
+            .body(body);
+        Ok::<Response, ApiError>(fetch_small(&shared, request, "token count").await)
+    };
+    match answer.await {
+        Ok(response) => response,
+        Err(error) => error.in_format(format).into_response(),
+    }
+}
+
+/// A small upstream answer (the model list, a token count) forwarded whole, within
+/// [`MODELS_TIMEOUT`] and up to [`MODELS_MAX_BYTES`]; a refusal is a 502 naming `what`.
+async fn fetch_small(shared: &Shared, request: reqwest::RequestBuilder, what: &str) -> Response {
+    match tokio::time::timeout(MODELS_TIMEOUT, fetch_bounded(shared, request, what)).await {
         Ok(Ok(response)) => response,
         Ok(Err(error)) => error.into_response(),
         Err(_) => ApiError::new(
@@ -488,7 +676,7 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
             "upstream_error",
             "cuca_upstream_timeout",
             format!(
-                "the upstream {} did not send its model list within the proxy's {} s",
+                "the upstream {} did not send its {what} within the proxy's {} s",
                 shared.upstream_base,
                 MODELS_TIMEOUT.as_secs()
             ),
@@ -497,19 +685,14 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
     }
 }
 
-/// The upstream's model list, read up to [`MODELS_MAX_BYTES`] (a longer one is a 502, and
-/// the rest is never read).
-async fn fetch_models(
+/// The upstream's answer, read up to [`MODELS_MAX_BYTES`] (a longer one is a 502, and the
+/// rest is never read).
+async fn fetch_bounded(
     shared: &Shared,
-    url: reqwest::Url,
-    headers: &HeaderMap,
+    request: reqwest::RequestBuilder,
+    what: &str,
 ) -> Result<Response, ApiError> {
-    let answer = shared
-        .http
-        .get(url)
-        .headers(upstream_headers(headers))
-        .send()
-        .await;
+    let answer = request.send().await;
     let mut upstream = answer.map_err(|error| {
         ApiError::new(
             StatusCode::BAD_GATEWAY,
@@ -527,9 +710,7 @@ async fn fetch_models(
             StatusCode::BAD_GATEWAY,
             "upstream_error",
             "cuca_upstream_too_large",
-            format!(
-                "the upstream's model list is over the proxy's limit of {MODELS_MAX_BYTES} bytes"
-            ),
+            format!("the upstream's {what} is over the proxy's limit of {MODELS_MAX_BYTES} bytes"),
         )
     };
     if upstream
@@ -555,10 +736,7 @@ async fn fetch_models(
                     StatusCode::BAD_GATEWAY,
                     "upstream_error",
                     "cuca_upstream_broken",
-                    format!(
-                        "the upstream's model list broke off: {}",
-                        root_cause(&error)
-                    ),
+                    format!("the upstream's {what} broke off: {}", root_cause(&error)),
                 ))
             }
         }
@@ -579,7 +757,7 @@ async fn wrong_method(method: Method, uri: Uri) -> Response {
         "invalid_request_error",
         "cuca_method_not_allowed",
         format!(
-            "{} does not take {method}; chat completions are POSTed, the model list is a GET",
+            "{} does not take {method}; model calls are POSTed, the model list is a GET",
             uri.path()
         ),
     )
@@ -592,7 +770,7 @@ async fn no_route(method: Method, uri: Uri) -> Response {
         "not_found_error",
         "cuca_no_route",
         format!(
-            "no route {method} {}; the proxy serves POST /v1/chat/completions and GET /v1/models, also under /s/{{session}}",
+            "no route {method} {}; the proxy serves POST /v1/chat/completions, /v1/messages, /v1/messages/count_tokens and /v1/responses, GET /v1/models, and HEAD or GET /, also under /s/{{session}}",
             uri.path()
         ),
     )

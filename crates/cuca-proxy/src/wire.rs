@@ -3,7 +3,8 @@
 
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Value};
+use cuca_wire::{ErrorInfo, Format};
+use serde_json::Value;
 
 /// The longest piece of recorded or sent text quoted in a divergence message.
 pub(crate) const CLIP_CHARS: usize = 160;
@@ -16,7 +17,9 @@ pub(crate) fn clip(text: &str) -> String {
     }
 }
 
-/// An error in OpenAI's shape, `{"error":{"message","type","param","code"}}`, with a status.
+/// A refusal with its status, answered in the caller's wire format: OpenAI's
+/// `{"error":{"message","type","param","code"}}` unless [`ApiError::in_format`] says the call
+/// came in another (Anthropic's `{"type":"error","error":{…}}` on `/v1/messages`).
 #[derive(Debug, Clone)]
 pub(crate) struct ApiError {
     pub(crate) status: StatusCode,
@@ -27,6 +30,8 @@ pub(crate) struct ApiError {
     pub(crate) param: Option<String>,
     /// The session the error is about, echoed in `X-Cuca-Session` where known.
     pub(crate) session: Option<String>,
+    /// The wire format whose error shape the body takes.
+    pub(crate) format: Format,
 }
 
 impl ApiError {
@@ -43,7 +48,14 @@ impl ApiError {
             message: message.into(),
             param: None,
             session: None,
+            format: Format::Chat,
         }
+    }
+
+    /// The error shaped for a caller of `format`.
+    pub(crate) fn in_format(mut self, format: Format) -> Self {
+        self.format = format;
+        self
     }
 
     pub(crate) fn with_param(mut self, param: String) -> Self {
@@ -58,12 +70,13 @@ impl ApiError {
 
     /// The JSON body.
     pub(crate) fn body(&self) -> Value {
-        json!({"error": {
-            "message": self.message,
-            "type": self.kind,
-            "param": self.param,
-            "code": self.code,
-        }})
+        self.format.error_body(&ErrorInfo {
+            status: self.status.as_u16(),
+            kind: self.kind,
+            code: self.code,
+            message: &self.message,
+            param: self.param.as_deref(),
+        })
     }
 }
 

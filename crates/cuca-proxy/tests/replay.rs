@@ -347,15 +347,16 @@ async fn of_a_cut_call_and_its_retry_the_retry_is_replayed() {
     assert_eq!(blocks_of_sse(&body), blocks_of_sse(TOOL_STREAM.as_bytes()));
 }
 
-/// A call that repeats an earlier prefix writes no Message record (the seed records a
-/// position once), so turns are placed by the message count their CallRequest holds, not by
-/// counting Message records: the second turn is still found after a side call that re-asked
-/// the first prompt.
+/// Turns are placed by the message count their CallRequest holds, not by counting Message
+/// records; and a side call that re-asks the first prompt after the conversation went on
+/// continues no recorded conversation, so it is a conversation of its own (issue 30): replayed
+/// in the recorded order, each call gets its own answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turns_are_placed_by_the_message_count_each_call_was_sent() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = upstream().await;
     let proxy = recording(&upstream, dir.path()).await;
+    let mut sessions = Vec::new();
     for (name, answer) in [
         ("stream-basic", None),
         ("stream-second-turn", None),
@@ -369,11 +370,27 @@ async fn turns_are_placed_by_the_message_count_each_call_was_sent() {
         }
         let response = builder.send().await.unwrap();
         assert_eq!(response.status(), 200);
+        sessions.push(
+            response.headers()["x-cuca-session"]
+                .to_str()
+                .unwrap()
+                .to_owned(),
+        );
         assert!(!response.bytes().await.unwrap().is_empty());
     }
+    assert_eq!(sessions, ["side", "side", "side:conv:1"]);
     drop(proxy);
     upstream.stop().await;
     let replay = replaying(dir.path()).await;
+    let (status, headers, body) =
+        post(&replay.chat_url(Some("side")), request("stream-basic")).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["x-cuca-session"], "side");
+    assert_eq!(headers["x-cuca-turn"], "0");
+    assert_eq!(
+        blocks_of_sse(&body),
+        blocks_of_sse(&fixture("stream-basic.body"))
+    );
     let (status, headers, body) = post(
         &replay.chat_url(Some("side")),
         request("stream-second-turn"),
@@ -386,7 +403,8 @@ async fn turns_are_placed_by_the_message_count_each_call_was_sent() {
         blocks_of_sse(&fixture("stream-second-turn.body"))
     );
     let (_, headers, body) = post(&replay.chat_url(Some("side")), request("stream-basic")).await;
-    assert_eq!(headers["x-cuca-turn"], "2");
+    assert_eq!(headers["x-cuca-session"], "side:conv:1");
+    assert_eq!(headers["x-cuca-turn"], "0");
     assert_eq!(blocks_of_sse(&body), blocks_of_sse(TOOL_STREAM.as_bytes()));
 }
 

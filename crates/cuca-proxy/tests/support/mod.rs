@@ -222,6 +222,9 @@ pub fn huge_stream() -> Vec<Bytes> {
 
 /// How long after its last event the stand-in upstream ends a body: the few milliseconds
 /// a real server takes to finish its response after writing `[DONE]`.
+/// The thinking signature the stand-in's Anthropic reasoning stream carries.
+pub const SIGNATURE: &str = "EqQBCkYIBxgCKkBcuca+signature/Q2FmZQ==";
+
 pub const END_GAP: std::time::Duration = std::time::Duration::from_millis(2);
 
 pub async fn upstream() -> Upstream {
@@ -351,8 +354,70 @@ pub async fn upstream() -> Upstream {
             }
         }
     };
+    // The Anthropic Messages and Responses routes serve llama-server's own transcripts of
+    // them: streamed or not as asked, the thinking/reasoning one when the request asks for it.
+    let other_format = |route: &'static str| {
+        let seen = Arc::clone(&seen);
+        move |uri: axum::http::Uri, headers: HeaderMap, body: Bytes| {
+            let seen = Arc::clone(&seen);
+            async move {
+                seen.lock().unwrap().push(Seen {
+                    path: uri.to_string(),
+                    headers,
+                    body: body.clone(),
+                });
+                let value: serde_json::Value =
+                    serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+                let stream = value["stream"] == true;
+                let name = match route {
+                    "count_tokens" => "messages-count-tokens",
+                    "messages" if !value["thinking"].is_null() && stream => {
+                        "messages-reasoning-stream"
+                    }
+                    "messages" if stream => "messages-stream",
+                    "messages" => "messages-basic",
+                    _ if !value["reasoning"].is_null() && stream => "responses-reasoning-stream",
+                    _ if stream => "responses-stream",
+                    _ => "responses-basic",
+                };
+                let (status, content_type) = head(name);
+                let mut bytes = fixture(&format!("{name}.body"));
+                // llama-server signs its thinking with an empty signature; Anthropic's are
+                // long base64 strings, and a replay that dropped one would be refused.
+                if name == "messages-reasoning-stream" {
+                    bytes = String::from_utf8(bytes)
+                        .unwrap()
+                        .replace(
+                            r#""signature":"""#,
+                            &format!(r#""signature":"{SIGNATURE}""#),
+                        )
+                        .into_bytes();
+                }
+                let chunks = pieces(bytes);
+                let end_gap = futures::stream::once(async {
+                    tokio::time::sleep(END_GAP).await;
+                })
+                .filter_map(|()| async { None });
+                Response::builder()
+                    .status(status)
+                    .header("Content-Type", content_type)
+                    .header("Server", "llama.cpp")
+                    .body(Body::from_stream(
+                        futures::stream::iter(chunks.into_iter().map(Ok::<_, std::io::Error>))
+                            .chain(end_gap),
+                    ))
+                    .unwrap()
+            }
+        }
+    };
     let router = Router::new()
         .route("/v1/chat/completions", post(chat))
+        .route("/v1/messages", post(other_format("messages")))
+        .route(
+            "/v1/messages/count_tokens",
+            post(other_format("count_tokens")),
+        )
+        .route("/v1/responses", post(other_format("responses")))
         .route("/v1/models", get(models));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();

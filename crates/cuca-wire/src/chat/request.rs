@@ -273,12 +273,14 @@ pub fn decode_whole(body: &[u8]) -> Result<(Vec<MessageContentBlock>, StreamSumm
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| format!("the upstream's answer is not JSON: {e}"))?;
     let mut blocks = Vec::new();
-    let mut summary = StreamSummary::default();
-    summary.model = value
-        .get("model")
-        .and_then(Value::as_str)
-        .filter(|m| !m.is_empty())
-        .map(str::to_owned);
+    let mut summary = StreamSummary {
+        model: value
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+            .map(str::to_owned),
+        ..StreamSummary::default()
+    };
     let choice = value
         .get("choices")
         .and_then(Value::as_array)

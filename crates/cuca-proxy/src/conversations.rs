@@ -1,0 +1,349 @@
+//! A session's conversations (issue 30): one base URL, many conversations.
+//!
+//! An app holds several conversations on one client (two unrelated questions, a LangChain
+//! chain, `asyncio.gather` of four calls), and they all arrive on one session. A call belongs
+//! to the recorded conversation its request continues: the one whose system prompts equal the
+//! request's and whose user and assistant messages so far are a prefix of the request's
+//! (compared as the replay match compares them). A call that continues none starts a new
+//! conversation. The first conversation is recorded under the base session's own id, each
+//! later one under [`conversation_session_id`] (`"{base}:conv:{n}"`, numbered from 1 in the
+//! order they began), so each is a session every reader already knows, recorded by seed 000's
+//! rules on its own, and each has its own writer: calls on different conversations record at
+//! once, and only calls on one conversation wait for each other.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::http::StatusCode;
+use cuca_events::UnifiedRequest;
+use cuca_events::{conversation_session_id, Message, Role, SessionBackend, SessionEvent};
+
+use crate::wire::ApiError;
+
+/// What the proxy knows of one conversation: what it was asked so far.
+#[derive(Debug, Clone)]
+struct Known {
+    /// The session the conversation is recorded in.
+    id: String,
+    /// The system prompts of its calls.
+    systems: Vec<String>,
+    /// Its user and assistant messages, as far as any call carried them.
+    messages: Vec<Message>,
+}
+
+/// The conversations of each base session in use, read from the store on first use.
+pub(crate) struct Conversations {
+    backend: Arc<dyn SessionBackend>,
+    bases: Mutex<HashMap<String, Arc<Base>>>,
+}
+
+/// One base session's conversations, `None` until read from the store; held across the read
+/// and the placing, so two calls placing at once see each other.
+type Base = tokio::sync::Mutex<Option<Vec<Known>>>;
+
+/// A request's system prompts and conversation messages, as the match compares them.
+pub(crate) fn shape(request: &UnifiedRequest) -> (Vec<String>, Vec<Message>) {
+    let systems = request
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .map(Message::text)
+        .collect();
+    let messages = request
+        .messages
+        .iter()
+        .filter(|m| matches!(m.role, Role::User | Role::Assistant))
+        .cloned()
+        .collect();
+    (systems, messages)
+}
+
+/// The session ids of `base`'s conversations that `exists` says are there: the base itself,
+/// then `base:conv:1`, `base:conv:2`, … up to the first that is not.
+pub(crate) fn ids_of(base: &str, mut exists: impl FnMut(&str) -> bool) -> Vec<String> {
+    let mut ids = vec![base.to_owned()];
+    for n in 1.. {
+        let id = conversation_session_id(base, n);
+        if !exists(&id) {
+            break;
+        }
+        ids.push(id);
+    }
+    ids
+}
+
+impl Conversations {
+    pub(crate) fn new(backend: Arc<dyn SessionBackend>) -> Self {
+        Conversations {
+            backend,
+            bases: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The session `request` is recorded in: the conversation of `base` it continues, or a
+    /// new one. Two calls that race on a new conversation with the same request (a client's
+    /// retry) are placed in the same one, since the first's messages are known from the moment
+    /// it is placed.
+    pub(crate) async fn place(
+        &self,
+        base: &str,
+        request: &UnifiedRequest,
+    ) -> Result<String, ApiError> {
+        let cell = {
+            let mut bases = self.bases.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(bases.entry(base.to_owned()).or_default())
+        };
+        let mut known = cell.lock().await;
+        if known.is_none() {
+            *known = Some(self.load(base).await?);
+        }
+        let Some(known) = known.as_mut() else {
+            return Ok(base.to_owned());
+        };
+        let (systems, messages) = shape(request);
+        let continued = known
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.systems == systems && messages.starts_with(&k.messages))
+            // The longest recorded prefix; of equals, the conversation recorded first.
+            .max_by_key(|(index, k)| (k.messages.len(), std::cmp::Reverse(*index)))
+            .map(|(index, _)| index);
+        let index = match continued {
+            Some(index) => index,
+            None if known.is_empty() => {
+                known.push(Known {
+                    id: base.to_owned(),
+                    systems,
+                    messages: Vec::new(),
+                });
+                0
+            }
+            None => {
+                let id = conversation_session_id(base, known.len() as u64);
+                known.push(Known {
+                    id,
+                    systems,
+                    messages: Vec::new(),
+                });
+                known.len() - 1
+            }
+        };
+        let chosen = &mut known[index];
+        if messages.len() > chosen.messages.len() {
+            chosen.messages = messages;
+        }
+        Ok(chosen.id.clone())
+    }
+
+    /// Reads `base`'s conversations from the store, on a blocking thread.
+    async fn load(&self, base: &str) -> Result<Vec<Known>, ApiError> {
+        let backend = Arc::clone(&self.backend);
+        let base_id = base.to_owned();
+        let loaded = tokio::task::spawn_blocking(move || {
+            let mut failure = None;
+            let mut records = HashMap::new();
+            let ids = ids_of(&base_id, |id| match backend.replay(id) {
+                Ok(found) if !found.is_empty() => {
+                    records.insert(id.to_owned(), found);
+                    true
+                }
+                Ok(_) => false,
+                Err(error) => {
+                    failure = Some(format!("cannot read session {id:?}: {error}"));
+                    false
+                }
+            });
+            if let Some(failure) = failure {
+                return Err(failure);
+            }
+            let base_records = match backend.replay(&base_id) {
+                Ok(found) => found,
+                Err(error) => return Err(format!("cannot read session {base_id:?}: {error}")),
+            };
+            records.insert(base_id.clone(), base_records);
+            Ok(ids
+                .into_iter()
+                .filter_map(|id| {
+                    let records = records.remove(&id)?;
+                    known_of(id, &records)
+                })
+                .collect::<Vec<_>>())
+        })
+        .await;
+        match loaded {
+            Ok(Ok(known)) => Ok(known),
+            Ok(Err(message)) => Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "cuca_record_failed",
+                message,
+            )
+            .in_session(base)),
+            Err(join) => Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "cuca_record_failed",
+                format!("reading session {base:?} stopped: {join}"),
+            )
+            .in_session(base)),
+        }
+    }
+}
+
+/// What a recorded conversation was asked so far: its Message records in order (each
+/// position once) and the system prompts of its last call. `None` for a session with no
+/// records (a base never used).
+fn known_of(id: String, records: &[cuca_events::SessionRecord]) -> Option<Known> {
+    if records.is_empty() {
+        return None;
+    }
+    let mut messages = Vec::new();
+    let mut systems = Vec::new();
+    let mut call_systems = Vec::new();
+    let mut in_request = false;
+    for record in records {
+        match &record.event {
+            SessionEvent::SystemPrompt { text } => {
+                if !in_request {
+                    call_systems.clear();
+                    in_request = true;
+                }
+                call_systems.push(text.clone());
+            }
+            SessionEvent::Message(message) => {
+                in_request = true;
+                if matches!(message.role, Role::User | Role::Assistant) {
+                    messages.push(message.clone());
+                }
+            }
+            SessionEvent::CallRequest { .. } | SessionEvent::Output { .. } => {
+                if in_request {
+                    systems = std::mem::take(&mut call_systems);
+                }
+                in_request = false;
+            }
+            _ => in_request = false,
+        }
+    }
+    Some(Known {
+        id,
+        systems,
+        messages,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cuca_events::{MessageContentBlock, SessionRecord};
+
+    fn message(role: Role, text: &str) -> Message {
+        Message {
+            role,
+            content: vec![MessageContentBlock::text(text)],
+        }
+    }
+
+    fn request(system: &str, texts: &[(Role, &str)]) -> UnifiedRequest {
+        let mut request = UnifiedRequest::default();
+        request.messages.push(message(Role::System, system));
+        for (role, text) in texts {
+            request.messages.push(message(*role, text));
+        }
+        request
+    }
+
+    fn conversations() -> Conversations {
+        Conversations::new(Arc::new(cuca_store_mem::InMemoryBackend::new()))
+    }
+
+    /// "A call belongs to the recorded conversation its request continues … A call that
+    /// continues none starts a new conversation."
+    #[tokio::test]
+    async fn two_questions_on_one_session_are_two_conversations_and_a_follow_up_continues_its_own()
+    {
+        let conversations = conversations();
+        let colour = request("Be brief.", &[(Role::User, "Name a colour.")]);
+        let planet = request("Be brief.", &[(Role::User, "Name a planet.")]);
+        assert_eq!(conversations.place("app", &colour).await.unwrap(), "app");
+        assert_eq!(
+            conversations.place("app", &planet).await.unwrap(),
+            "app:conv:1"
+        );
+        let follow_up = request(
+            "Be brief.",
+            &[
+                (Role::User, "Name a planet."),
+                (Role::Assistant, "Mars"),
+                (Role::User, "Another?"),
+            ],
+        );
+        assert_eq!(
+            conversations.place("app", &follow_up).await.unwrap(),
+            "app:conv:1"
+        );
+        // The same question again (LangChain's `invoke` then `stream`) is a retry in place.
+        assert_eq!(conversations.place("app", &colour).await.unwrap(), "app");
+        // Another system prompt is another conversation, even with the same question.
+        let other = request("Be verbose.", &[(Role::User, "Name a colour.")]);
+        assert_eq!(
+            conversations.place("app", &other).await.unwrap(),
+            "app:conv:2"
+        );
+    }
+
+    /// The conversations are read back from the store by a proxy that did not record them.
+    #[tokio::test]
+    async fn a_new_proxy_reads_the_conversations_back_from_the_store() {
+        let backend = Arc::new(cuca_store_mem::InMemoryBackend::new());
+        let record = |session: &str, sequence: u64, event: SessionEvent| SessionRecord {
+            session_id: session.into(),
+            sequence,
+            timestamp_ms: 0,
+            event,
+        };
+        for (session, question) in [("app", "Name a colour."), ("app:conv:1", "Name a planet.")] {
+            backend
+                .append(record(
+                    session,
+                    0,
+                    SessionEvent::SystemPrompt {
+                        text: "Be brief.".into(),
+                    },
+                ))
+                .unwrap();
+            backend
+                .append(record(
+                    session,
+                    1,
+                    SessionEvent::Message(message(Role::User, question)),
+                ))
+                .unwrap();
+            backend
+                .append(record(
+                    session,
+                    2,
+                    SessionEvent::Output { text: "Red".into() },
+                ))
+                .unwrap();
+        }
+        let conversations = Conversations::new(backend);
+        let planet = request(
+            "Be brief.",
+            &[
+                (Role::User, "Name a planet."),
+                (Role::Assistant, "Mars"),
+                (Role::User, "Another?"),
+            ],
+        );
+        assert_eq!(
+            conversations.place("app", &planet).await.unwrap(),
+            "app:conv:1"
+        );
+        let third = request("Be brief.", &[(Role::User, "Name a fish.")]);
+        assert_eq!(
+            conversations.place("app", &third).await.unwrap(),
+            "app:conv:2"
+        );
+    }
+}
