@@ -29,7 +29,7 @@ const REPLAY_KEY: &str = "sk-cuca-replay";
                         cuca run -- sh -c 'codex -c model_provider=cuca -c \
                         \"model_providers.cuca={name=\\\"cuca\\\",base_url=\\\"$OPENAI_BASE_URL\\\",wire_api=\\\"responses\\\",env_key=\\\"OPENAI_API_KEY\\\"}\" exec …'. \
                         In replay mode an unset OPENAI_API_KEY or ANTHROPIC_API_KEY is set to \
-                        sk-cuca-replay. Exit status: COMMAND's (128+N when a signal N ended it)."
+                        sk-cuca-replay. SIGTERM is passed on to COMMAND. Exit status: COMMAND's (128+N when a signal N ended it)."
 )]
 pub(crate) struct RunArgs {
     /// record: forward and record; replay: answer from the recording, no network; auto:
@@ -102,9 +102,6 @@ pub(crate) fn run(args: RunArgs) -> Result<(), CliError> {
         let serving = tokio::spawn(proxy.serve(listener, async {
             let _ = stopped.await;
         }));
-        // SIGINT from a terminal reaches COMMAND too (one process group): cuca run lives on
-        // until COMMAND has exited, so that what it recorded is closed properly.
-        let _signals = hold_signals();
         let (program, rest) = args
             .command
             .split_first()
@@ -128,7 +125,16 @@ pub(crate) fn run(args: RunArgs) -> Result<(), CliError> {
             args.dir.display()
         );
         let shown = program.to_string_lossy().into_owned();
-        let waited = tokio::task::spawn_blocking(move || command.status()).await;
+        let waited = match command.spawn() {
+            Ok(mut child) => {
+                // cuca run lives on until COMMAND has exited, so that what it recorded is
+                // closed properly: SIGINT from a terminal reaches COMMAND itself (one process
+                // group), SIGTERM sent to cuca run alone (a supervisor, `timeout`) is passed on.
+                let _signals = pass_signals_on(child.id());
+                tokio::task::spawn_blocking(move || child.wait()).await
+            }
+            Err(error) => Ok(Err(error)),
+        };
         // The proxy stops whatever became of COMMAND: calls in flight get the grace, then
         // each recording writes its last record before serve returns.
         let _ = stop.send(());
@@ -153,19 +159,38 @@ pub(crate) fn run(args: RunArgs) -> Result<(), CliError> {
     }
 }
 
-/// SIGINT and SIGTERM watched (and so no longer fatal to `cuca run`) while COMMAND runs, and
-/// drained; dropping the task's handle leaves the watch in place until the process ends.
-fn hold_signals() -> Option<tokio::task::JoinHandle<()>> {
+/// While COMMAND (process `pid`) runs: SIGINT is watched and dropped (no longer fatal to
+/// `cuca run`; COMMAND got its own from the terminal), SIGTERM is sent on to COMMAND with
+/// kill(1), this crate having no unsafe code to call kill(2). Ends with the returned task.
+fn pass_signals_on(pid: u32) -> Option<AbortOnDrop> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut interrupt = signal(SignalKind::interrupt()).ok()?;
     let mut terminate = signal(SignalKind::terminate()).ok()?;
-    Some(tokio::spawn(async move {
+    Some(AbortOnDrop(tokio::spawn(async move {
         loop {
             tokio::select! {
                 Some(()) = interrupt.recv() => {}
-                Some(()) = terminate.recv() => {}
+                Some(()) = terminate.recv() => {
+                    // COMMAND may have exited meanwhile: kill then fails, and that is fine.
+                    let _ = tokio::task::spawn_blocking(move || {
+                        std::process::Command::new("kill")
+                            .args(["-TERM", &pid.to_string()])
+                            .stderr(std::process::Stdio::null())
+                            .status()
+                    })
+                    .await;
+                }
                 else => break,
             }
         }
-    }))
+    })))
+}
+
+/// The signal task, stopped once COMMAND has been reaped (its pid may then be reused).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -79,6 +79,34 @@ fn run_exits_with_the_commands_status_and_128_plus_the_signal_that_ended_it() {
 }
 
 #[test]
+fn run_passes_sigterm_on_to_the_command_and_exits_as_it_does() {
+    let dir = tempfile::tempdir().unwrap();
+    // The command says it is ready once its trap is set, then waits for the signal.
+    let mut child = cuca()
+        .arg("run")
+        .arg("--dir")
+        .arg(dir.path())
+        .args(["--upstream", "http://127.0.0.1:9", "--", "sh", "-c"])
+        // Unsignalled, it gives up after about ten seconds with another status.
+        .arg("trap 'exit 7' TERM; echo ready; i=0; while [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; exit 3")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    assert_eq!(child.wait().unwrap().code(), Some(7));
+}
+
+#[test]
 fn run_points_openai_and_anthropic_sdks_at_the_proxy_under_the_session() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("env.txt");
