@@ -537,12 +537,26 @@ fn a_long_text_goes_out_in_pieces_and_decodes_to_the_same_text() {
         wire: None,
         id: "x".into(),
     };
-    let mut events = encode_stream(recorded, &plain_request());
-    let largest = events.by_ref().map(|e| e.len()).max().unwrap();
-    assert!(
-        largest < 3 * crate::chat::MAX_EVENT_TEXT,
-        "one event held {largest} bytes"
-    );
+    let body = encoded(recorded, &plain_request());
+    let deltas: Vec<Value> = events(&body)
+        .into_iter()
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .collect();
+    // 128 KiB of two-byte characters: two deltas, each cut at a character boundary.
+    assert_eq!(deltas.len(), 2);
+    assert!(deltas
+        .iter()
+        .all(|d| d["delta"].as_str().unwrap().len() <= crate::chat::MAX_EVENT_TEXT));
+    let (blocks, _) = decode(&body).unwrap();
+    assert_eq!(blocks.len(), 2);
+    let joined: String = blocks
+        .iter()
+        .map(|b| match b {
+            MessageContentBlock::Text { text } => text.as_str(),
+            _ => "",
+        })
+        .collect();
+    assert_eq!(joined, text);
 }
 
 #[test]
@@ -586,4 +600,44 @@ fn the_error_body_is_openai_s() {
         Format::Responses.error_body(&info)["error"]["message"],
         "no such turn"
     );
+}
+
+/// The second request of a tool loop, as the OpenAI Agents SDK (pip `openai-agents` 0.24.0,
+/// `Runner.run_streamed`) sent it to a loopback stand-in serving this module's encoding of
+/// `openai_function_call_stream`: it echoes the replayed call's `call_id`, `id` and arguments.
+const AGENTS_SECOND_TURN: &str = r#"{"model":"m","stream":true,"include":[],"input":[{"content":"Weather in Lisbon?","role":"user"},{"arguments":"{\"city\":\"Lisbon\",\"unit\":\"c\"}","call_id":"call_Kq2","name":"get_weather","type":"function_call","id":"fc_67","status":"completed"},{"call_id":"call_Kq2","output":"sunny","type":"function_call_output"}],"instructions":"Be terse.","tools":[{"name":"get_weather","parameters":{"properties":{"city":{"title":"City","type":"string"},"unit":{"title":"Unit","type":"string"}},"required":["city","unit"],"title":"get_weather_args","type":"object","additionalProperties":false},"strict":true,"type":"function","description":"Weather in a city."}]}"#;
+
+#[test]
+fn the_agents_sdk_s_tool_loop_request_reads_as_user_assistant_tool() {
+    let request = parse_request(AGENTS_SECOND_TURN.as_bytes()).unwrap();
+    assert_eq!(
+        request.unified.messages,
+        vec![
+            Message::system("Be terse."),
+            Message::user("Weather in Lisbon?"),
+            Message {
+                role: Role::Assistant,
+                content: vec![MessageContentBlock::ToolCall {
+                    id: "call_Kq2".into(),
+                    name: "get_weather".into(),
+                    arguments: "{\"city\":\"Lisbon\",\"unit\":\"c\"}".into(),
+                }],
+            },
+            Message {
+                role: Role::Tool,
+                content: vec![MessageContentBlock::ToolResult {
+                    tool_call_id: "call_Kq2".into(),
+                    content: "sunny".into(),
+                    is_error: false,
+                }],
+            },
+        ]
+    );
+    assert!(request.stream);
+    assert_eq!(request.unified.tools[0].name, "get_weather");
+    assert_eq!(
+        request.unified.tools[0].parameters["required"],
+        json!(["city", "unit"])
+    );
+    assert_eq!(request.parameters, r#"{"include":[]}"#);
 }
