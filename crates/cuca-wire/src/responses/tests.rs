@@ -641,3 +641,89 @@ fn the_agents_sdk_s_tool_loop_request_reads_as_user_assistant_tool() {
     );
     assert_eq!(request.parameters, r#"{"include":[]}"#);
 }
+
+/// The second request of a tool loop as Codex CLI 0.169.0 (`codex exec`, a custom provider
+/// with `wire_api = "responses"`) sent it to a loopback stand-in serving this module's
+/// encoding of an `exec_command` call, its long texts and most tools cut short: the system
+/// prompt as developer messages, no `instructions`, the replayed call echoed with its ids.
+const CODEX_SECOND_TURN: &str = r#"{"model":"cuca-tiny-random","stream":true,"input":[{"type":"message","id":"msg_c567ff7a-5db0-5191-8cc5-c797e9e81249","role":"developer","content":[{"type":"input_text","text":"You are a coding agent running in the Codex CLI,"}]},{"type":"message","id":"msg_01a231dc-2be2-7c20-ae0d-f6458dfda7c2","role":"developer","content":[{"type":"input_text","text":"<skills_instructions>\n## Skills\nA skill is a set"},{"type":"input_text","text":"<permissions instructions>\nFilesystem sandboxing"}]},{"type":"message","id":"msg_01a231dc-2be2-7c20-ae0d-f657634a4a81","role":"user","content":[{"type":"input_text","text":"<environment_context>\n  <cwd>/tmp/codex</cwd>\n  "}]},{"type":"message","id":"msg_01a231dc-2bed-7fa1-8c0d-95aa3bb643a9","role":"user","content":[{"type":"input_text","text":"Run echo"}]},{"type":"function_call","status":"completed","id":"fc_codex-1_0","name":"exec_command","arguments":"{\"cmd\":\"echo cuca-tool-ran > /tmp/codex/ran.txt\"}","call_id":"call_cuca1"},{"type":"function_call_output","id":"fco_01a231dc-2cf6-7b02-a915-aed0a5b5b812","call_id":"call_cuca1","output":"Chunk ID: af2839\nWall time: 0.0031 seconds\nProcess exited with code 0\nOriginal token count: 0\nOutput:\n"}],"tools":[{"type":"function","name":"exec_command","description":"Runs a command in a PTY, returning outpu","strict":false,"parameters":{"type":"object","properties":{"cmd":{"type":"string","description":"Shell command to execute."}},"required":["cmd"],"additionalProperties":false}},{"type":"namespace","name":"multi_agent_v1","description":"Tools for spawning and managing sub-agents.","tools":[{"type":"function","name":"close_agent","description":"Close an agent and any open de","strict":false,"parameters":{"type":"object","properties":{}}}]},{"type":"web_search","external_web_access":true}],"tool_choice":"auto","parallel_tool_calls":true,"reasoning":{"summary":"auto"},"store":false,"include":["reasoning.encrypted_content"],"prompt_cache_key":"01a231dc","client_metadata":{"session_id":"01a231dc"}}"#;
+
+#[test]
+fn codex_s_tool_loop_request_reads_as_system_user_assistant_tool() {
+    let request = parse_request(CODEX_SECOND_TURN.as_bytes()).unwrap();
+    let messages = &request.unified.messages;
+    let roles: Vec<Role> = messages.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [
+            Role::System,
+            Role::System,
+            Role::User,
+            Role::User,
+            Role::Assistant,
+            Role::Tool
+        ]
+    );
+    assert_eq!(
+        messages[1].content.len(),
+        2,
+        "two input_text parts, two blocks"
+    );
+    assert_eq!(messages[3], Message::user("Run echo"));
+    assert_eq!(
+        messages[4].content,
+        vec![MessageContentBlock::ToolCall {
+            id: "call_cuca1".into(),
+            name: "exec_command".into(),
+            arguments: r#"{"cmd":"echo cuca-tool-ran > /tmp/codex/ran.txt"}"#.into(),
+        }]
+    );
+    assert!(matches!(
+        &messages[5].content[..],
+        [MessageContentBlock::ToolResult { tool_call_id, content, is_error: false }]
+            if tool_call_id == "call_cuca1" && content.contains("Process exited with code 0")
+    ));
+    let names: Vec<&str> = request
+        .unified
+        .tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(names, ["exec_command", "multi_agent_v1", "web_search"]);
+    assert_eq!(
+        request.unified.tools[2].parameters["external_web_access"],
+        true
+    );
+    assert_eq!(request.unified.tool_choice, Some(ToolChoice::Auto));
+    assert!(request.stream);
+    for kept in [
+        r#""include":["reasoning.encrypted_content"]"#,
+        r#""store":false"#,
+        r#""reasoning":{"summary":"auto"}"#,
+        r#""prompt_cache_key":"01a231dc""#,
+    ] {
+        assert!(
+            request.parameters.contains(kept),
+            "{kept} in {}",
+            request.parameters
+        );
+    }
+    // The replayed response echoes Codex's tools in Responses' shape.
+    let recorded = RecordedAnswer {
+        blocks: vec![MessageContentBlock::text("done")],
+        model: "m".into(),
+        finish_reason: None,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        wire: None,
+        id: "x".into(),
+    };
+    let object = encode_object(&recorded, &request);
+    assert_eq!(object["tools"][1]["type"], "namespace");
+    assert_eq!(
+        object["tools"][2],
+        json!({"type": "web_search", "external_web_access": true})
+    );
+    assert_eq!(object["store"], false);
+    assert_eq!(object["parallel_tool_calls"], true);
+}
