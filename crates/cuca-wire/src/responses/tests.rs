@@ -30,6 +30,24 @@ fn answer(
     }
 }
 
+/// An answer recorded without a Responses `wire`, by model `m`.
+fn recorded(
+    blocks: Vec<MessageContentBlock>,
+    finish_reason: Option<&str>,
+    (prompt_tokens, completion_tokens): (u64, u64),
+    id: &str,
+) -> RecordedAnswer<Vec<MessageContentBlock>> {
+    RecordedAnswer {
+        blocks,
+        model: "m".into(),
+        finish_reason: finish_reason.map(str::to_owned),
+        prompt_tokens,
+        completion_tokens,
+        wire: None,
+        id: id.into(),
+    }
+}
+
 fn encoded(answer: RecordedAnswer<Vec<MessageContentBlock>>, request: &WireRequest) -> Vec<u8> {
     encode_stream(answer, request)
         .flat_map(|b| b.to_vec())
@@ -442,15 +460,7 @@ fn without_a_wire_the_blocks_are_grouped_with_ids_made_from_the_answer_id() {
             arguments: "".into(),
         },
     ];
-    let recorded = RecordedAnswer {
-        blocks: blocks.clone(),
-        model: "m".into(),
-        finish_reason: Some("tool_calls".into()),
-        prompt_tokens: 5,
-        completion_tokens: 7,
-        wire: None,
-        id: "s-3".into(),
-    };
+    let recorded = recorded(blocks.clone(), Some("tool_calls"), (5, 7), "s-3");
     let object = encode_object(&recorded, &plain_request());
     let ids: Vec<&str> = object["output"]
         .as_array()
@@ -482,15 +492,12 @@ fn without_a_wire_the_blocks_are_grouped_with_ids_made_from_the_answer_id() {
 
 #[test]
 fn a_length_finish_replays_as_response_incomplete_with_its_reason() {
-    let recorded = RecordedAnswer {
-        blocks: vec![MessageContentBlock::text("cut")],
-        model: "m".into(),
-        finish_reason: Some("length".into()),
-        prompt_tokens: 1,
-        completion_tokens: 1,
-        wire: None,
-        id: "x".into(),
-    };
+    let recorded = recorded(
+        vec![MessageContentBlock::text("cut")],
+        Some("length"),
+        (1, 1),
+        "x",
+    );
     let stream = events(&encoded(recorded, &plain_request()));
     let last = stream.last().unwrap();
     assert_eq!(last["type"], "response.incomplete");
@@ -528,15 +535,12 @@ fn a_wire_that_does_not_fit_the_blocks_falls_back_to_grouping_but_keeps_the_resp
 #[test]
 fn a_long_text_goes_out_in_pieces_and_decodes_to_the_same_text() {
     let text = "é".repeat(crate::chat::MAX_EVENT_TEXT);
-    let recorded = RecordedAnswer {
-        blocks: vec![MessageContentBlock::text(text.clone())],
-        model: "m".into(),
-        finish_reason: None,
-        prompt_tokens: 0,
-        completion_tokens: 0,
-        wire: None,
-        id: "x".into(),
-    };
+    let recorded = recorded(
+        vec![MessageContentBlock::text(text.clone())],
+        None,
+        (0, 0),
+        "x",
+    );
     let body = encoded(recorded, &plain_request());
     let deltas: Vec<Value> = events(&body)
         .into_iter()
@@ -563,15 +567,7 @@ fn a_long_text_goes_out_in_pieces_and_decodes_to_the_same_text() {
 fn the_request_s_fields_are_echoed_in_the_response() {
     let request = parse_request(br#"{"model":"m","input":"x","store":false,"parallel_tool_calls":false,"tool_choice":"none",
         "tools":[{"type":"function","name":"f","description":"d","parameters":{"type":"object","properties":{}}},{"type":"web_search","search_context_size":"low"}],"previous_response_id":"resp_0"}"#).unwrap();
-    let recorded = RecordedAnswer {
-        blocks: Vec::<MessageContentBlock>::new(),
-        model: "m".into(),
-        finish_reason: None,
-        prompt_tokens: 0,
-        completion_tokens: 0,
-        wire: None,
-        id: "x".into(),
-    };
+    let recorded = recorded(Vec::<MessageContentBlock>::new(), None, (0, 0), "x");
     let object = encode_object(&recorded, &request);
     assert_eq!(object["store"], false);
     assert_eq!(object["parallel_tool_calls"], false);
@@ -709,15 +705,7 @@ fn codex_s_tool_loop_request_reads_as_system_user_assistant_tool() {
         );
     }
     // The replayed response echoes Codex's tools in Responses' shape.
-    let recorded = RecordedAnswer {
-        blocks: vec![MessageContentBlock::text("done")],
-        model: "m".into(),
-        finish_reason: None,
-        prompt_tokens: 0,
-        completion_tokens: 0,
-        wire: None,
-        id: "x".into(),
-    };
+    let recorded = recorded(vec![MessageContentBlock::text("done")], None, (0, 0), "x");
     let object = encode_object(&recorded, &request);
     assert_eq!(object["tools"][1]["type"], "namespace");
     assert_eq!(
