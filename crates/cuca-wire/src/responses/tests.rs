@@ -3,6 +3,7 @@
 //! `decode(bytes)`), and the shapes of the events the encoder sends.
 
 use cuca_events::{Message, MessageContentBlock, Role, ToolChoice};
+use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::decode::tests::{
@@ -714,4 +715,106 @@ fn codex_s_tool_loop_request_reads_as_system_user_assistant_tool() {
     );
     assert_eq!(object["store"], false);
     assert_eq!(object["parallel_tool_calls"], true);
+}
+
+/// The events of one made-up output item, as a server streams items (one after another):
+/// any kind, with or without `added` / `done` events, deltas of its kind in any of two
+/// parts, with or without the indices llama-server leaves out.
+fn arbitrary_item(at: u64) -> impl Strategy<Value = Vec<Value>> {
+    let kinds = prop::sample::select(vec![
+        "message",
+        "reasoning",
+        "function_call",
+        "web_search_call",
+    ]);
+    let delta = (0u64..2, "[a-z é]{0,3}", any::<bool>());
+    (
+        kinds,
+        any::<(bool, bool, bool, bool, bool)>(),
+        prop::collection::vec(delta, 0..5),
+        "[a-z]{0,3}",
+    )
+        .prop_map(move |(kind, (indexed, with_id, added, done, whole), deltas, text)| {
+            let mut item = json!({"type": kind});
+            if with_id {
+                item["id"] = format!("it_{at}").into();
+            }
+            if kind == "function_call" {
+                item["call_id"] = "c".into();
+                item["name"] = "f".into();
+                item["arguments"] = "".into();
+            }
+            let fields = |mut event: Value| {
+                if indexed {
+                    event["output_index"] = at.into();
+                }
+                if let (true, Some(id)) = (with_id, item.get("id")) {
+                    event["item_id"] = id.clone();
+                }
+                event
+            };
+            let mut events = Vec::new();
+            if added {
+                events.push(fields(json!({"type": "response.output_item.added", "item": item})));
+            }
+            for (part, piece, summary) in deltas {
+                let event = match (kind, summary) {
+                    ("message", _) => json!({"type": "response.output_text.delta", "content_index": part, "delta": piece}),
+                    ("reasoning", true) => json!({"type": "response.reasoning_summary_text.delta", "summary_index": part, "delta": piece}),
+                    ("reasoning", false) => json!({"type": "response.reasoning_text.delta", "content_index": part, "delta": piece}),
+                    ("function_call", _) => json!({"type": "response.function_call_arguments.delta", "delta": piece}),
+                    _ => continue,
+                };
+                events.push(fields(event));
+            }
+            if done {
+                let mut item = item.clone();
+                if whole {
+                    item["content"] = json!([{"type": "output_text", "text": text}]);
+                    item["summary"] = json!([{"type": "summary_text", "text": text}]);
+                    item["arguments"] = text.into();
+                }
+                events.push(fields(json!({"type": "response.output_item.done", "item": item})));
+            }
+            events
+        })
+}
+
+fn arbitrary_stream() -> impl Strategy<Value = Vec<Value>> {
+    (0usize..4).prop_flat_map(|n| {
+        (0..n as u64)
+            .map(arbitrary_item)
+            .collect::<Vec<_>>()
+            .prop_map(|items| items.into_iter().flatten().collect())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Whatever a server sends, the decoder neither panics nor loses its layout: a made-up
+    /// stream that decodes replays to the same blocks, finish, response id and item layout.
+    #[test]
+    fn any_stream_that_decodes_round_trips(events in arbitrary_stream()) {
+        let mut events = events;
+        events.push(json!({"type": "response.completed", "response": {"id": "r", "status": "completed"}}));
+        let body = super::decode::tests::sse(&events);
+        if let Ok(first) = decode(&body) {
+            let replay = encoded(answer(first.0.clone(), &first.1), &plain_request());
+            let again = decode(&replay).unwrap();
+            prop_assert_eq!(&again.0, &first.0);
+            prop_assert_eq!(&again.1.finish_reason, &first.1.finish_reason);
+            // A usage and `created_at` the stream never sent are made up by the replay.
+            // So is an id for an item that came without one.
+            let (a, mut b) = (first.1.wire.unwrap(), again.1.wire.unwrap());
+            let made_up: Vec<bool> = a["items"].as_array().unwrap().iter().map(|i| i.get("id").is_none()).collect();
+            for (item, made_up) in b["items"].as_array_mut().unwrap().iter_mut().zip(made_up) {
+                if made_up {
+                    item.as_object_mut().unwrap().remove("id");
+                }
+            }
+            prop_assert_eq!(&b["items"], &a["items"]);
+            prop_assert_eq!(&b["id"], &a["id"]);
+        }
+    }
 }
