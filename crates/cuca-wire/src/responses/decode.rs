@@ -446,12 +446,14 @@ impl State {
 
     /// Writes item `at`'s counts into its wire entry.
     fn sync(&mut self, at: usize) {
-        let (records, kind) = (self.items[at].records, self.items[at].kind.clone());
-        let summary_records = self.items[at].summary_records.clone();
-        let content_records = self.items[at].content_records.clone();
+        let item = &self.items[at];
+        let records = item.records;
+        // Only a reasoning item has part counts; the lists are a few numbers long.
+        let lists = (item.kind == "reasoning")
+            .then(|| (item.summary_records.clone(), item.content_records.clone()));
         if let Some(entry) = self.wire_item(at) {
             entry.insert("records".into(), records.into());
-            if kind == "reasoning" {
+            if let Some((summary_records, content_records)) = lists {
                 if !summary_records.is_empty() {
                     entry.insert("summary_records".into(), summary_records.into());
                 }
