@@ -83,6 +83,17 @@ fn assert_same_answer(
     assert_eq!(again.1.wire, first.1.wire);
 }
 
+/// The streams the round trips run over: llama-server's two, and OpenAI's shapes with a
+/// function call and with a reasoning summary.
+fn streams() -> [Vec<u8>; 4] {
+    [
+        STREAM.to_vec(),
+        REASONING.to_vec(),
+        openai_function_call_stream(),
+        openai_reasoning_stream(),
+    ]
+}
+
 fn plain_request() -> WireRequest {
     parse_request(STREAM_REQUEST).unwrap()
 }
@@ -297,12 +308,7 @@ fn every_fixture_round_trips_through_the_stream_encoder() {
     // cannot tell it from the recorded answer: the same text, the same tool-call ids and
     // arguments, … the same stop reason and usage".
     let request = plain_request();
-    for body in [
-        STREAM.to_vec(),
-        REASONING.to_vec(),
-        openai_function_call_stream(),
-        openai_reasoning_stream(),
-    ] {
+    for body in streams() {
         let first = decode(&body).unwrap();
         let replay = encoded(answer(first.0.clone(), &first.1), &request);
         let again = decode(&replay).unwrap();
@@ -399,12 +405,7 @@ fn every_encoded_event_carries_the_indices_openai_s_events_have() {
     // The Python SDK raised "list indices must be integers or slices, not NoneType" on
     // llama-server's own events: ours carry every index.
     let request = plain_request();
-    for body in [
-        STREAM.to_vec(),
-        REASONING.to_vec(),
-        openai_function_call_stream(),
-        openai_reasoning_stream(),
-    ] {
+    for body in streams() {
         let first = decode(&body).unwrap();
         let stream = events(&encoded(answer(first.0, &first.1), &request));
         for (n, event) in stream.iter().enumerate() {
