@@ -99,4 +99,4 @@ pub use config::{
 pub use error::ProxyError;
 pub use replay::{INCOMPLETE_HEADER, TURN_HEADER};
 pub use server::Proxy;
-pub use session::{POINT_HEADER, SESSION_HEADER};
+pub use session::{CONVERSATION_HEADER, POINT_HEADER, SESSION_HEADER};

@@ -454,10 +454,15 @@ async fn route_call(
         continued = chain::continue_previous(&shared, &session, parsed).await?;
     }
     let query = uri.query().map(str::to_owned);
+    // A caller that names its conversation is placed there, by no content rule.
+    let named = session::named_conversation(&headers, &session)?;
+    if named.is_some() {
+        continued = named.clone();
+    }
     match shared.config.mode {
         Mode::Replay => {
             let request = request.map_err(|message| bad_request(&session, message))?;
-            match load_and_lookup(&shared, &session, &request).await? {
+            match load_and_lookup(&shared, &session, named.as_deref(), &request).await? {
                 (Lookup::Found(turn, turn_idx), conversation) => Ok(replay::render(
                     &turn,
                     turn_idx,
@@ -495,7 +500,7 @@ async fn route_call(
             };
             let recording = recording(&shared, &conversation).await?;
             if let Ok(parsed) = &request {
-                match load_and_lookup(&shared, &session, parsed).await? {
+                match load_and_lookup(&shared, &session, named.as_deref(), parsed).await? {
                     (Lookup::Found(turn, turn_idx), replayed_from) => {
                         return Ok(replay::render(
                             &turn,
@@ -567,21 +572,26 @@ fn bad_request(session: &str, message: String) -> ApiError {
 async fn load_and_lookup(
     shared: &Arc<Shared>,
     session: &str,
+    named: Option<&str>,
     request: &WireRequest,
 ) -> Result<(Lookup, String), ApiError> {
-    let trajectory = shared
-        .replay
-        .load_conversations(session)
-        .await
-        .map_err(|message| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "server_error",
-                "cuca_replay_failed",
-                message,
-            )
-            .in_session(session)
-        })?;
+    let loaded = match named {
+        Some(conversation) => shared
+            .replay
+            .load(conversation)
+            .await
+            .map(|trajectory| vec![(conversation.to_owned(), trajectory)]),
+        None => shared.replay.load_conversations(session).await,
+    };
+    let trajectory = loaded.map_err(|message| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "cuca_replay_failed",
+            message,
+        )
+        .in_session(session)
+    })?;
     let (lookup, conversation) =
         replay::lookup_conversations(&trajectory, &request.unified, &shared.served);
     Ok((lookup, conversation))

@@ -467,3 +467,51 @@ async fn a_long_recorded_block_is_replayed_in_pieces_that_join_to_it_exactly() {
     );
     assert_eq!(joined(&blocks_of_sse(&answer), false), long);
 }
+
+/// Issue 30 item 6: "a new header (e.g. `X-Cuca-Conversation`) lets a caller that knows its
+/// conversations name them": two calls with the same request, named apart, are recorded in
+/// two conversations and each replays with its own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_conversation_is_recorded_and_replayed_as_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = upstream().await;
+    let proxy = recording(&upstream, dir.path()).await;
+    for (name, answer) in [("a", None), ("b", Some("tools"))] {
+        let mut builder = client()
+            .post(proxy.chat_url(Some("named")))
+            .header("X-Cuca-Conversation", name)
+            .body(request("stream-basic"));
+        if let Some(answer) = answer {
+            builder = builder.header("X-Test-Answer", answer);
+        }
+        let response = builder.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            response.headers()["x-cuca-session"],
+            format!("named:conv:{name}").as_str()
+        );
+        response.bytes().await.unwrap();
+    }
+    drop(proxy);
+    upstream.stop().await;
+    let replay = replaying(dir.path()).await;
+    let replayed = client()
+        .post(replay.chat_url(Some("named")))
+        .header("X-Cuca-Conversation", "b")
+        .body(request("stream-basic"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replayed.status(), 200);
+    assert_eq!(replayed.headers()["x-cuca-session"], "named:conv:b");
+    let body = replayed.bytes().await.unwrap();
+    assert_eq!(blocks_of_sse(&body), blocks_of_sse(TOOL_STREAM.as_bytes()));
+    let refused = client()
+        .post(replay.chat_url(Some("named")))
+        .header("X-Cuca-Conversation", "x:y")
+        .body(request("stream-basic"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+}
