@@ -140,15 +140,23 @@ impl Run {
             "0",
             "record failed\n{story}"
         );
-        assert_eq!(
-            self.read("replay.status").trim(),
-            "0",
-            "replay failed\n{story}"
-        );
         let recorded = self.read("record.out");
         assert!(
             recorded.contains(answer),
             "the recorded run's final output lacks {answer:?}\n{story}"
+        );
+        // A call the proxy cannot read is forwarded and recorded nowhere: say so before the
+        // replay's 400 or 404 does.
+        let file = self.sessions().join(format!("{SESSION}.cslog"));
+        assert!(
+            file.exists(),
+            "record mode answered the agent but recorded no session at {}\n{story}",
+            file.display()
+        );
+        assert_eq!(
+            self.read("replay.status").trim(),
+            "0",
+            "replay failed\n{story}"
         );
         assert_eq!(
             self.read("replay.out"),
@@ -162,6 +170,14 @@ impl Run {
         let sessions = self.sessions();
         let dir = sessions.to_str().unwrap();
         self.cuca(&["verify", dir, SESSION]);
+        // "with the right text, tool calls and usage"
+        let kinds = self.cuca(&["show", dir, SESSION, "--kinds"]);
+        for kind in ["ToolCall 1", "Output", "TokenUsage", "CallFinish"] {
+            assert!(
+                kinds.contains(kind),
+                "the session lacks {kind}: {kinds}\n{story}"
+            );
+        }
         let shown = self.cuca(&["replay", dir, SESSION]);
         assert!(
             shown.contains(tool),
