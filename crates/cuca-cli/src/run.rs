@@ -22,14 +22,14 @@ const REPLAY_KEY: &str = "sk-cuca-replay";
 #[derive(Debug, Args)]
 #[command(
     after_help = "COMMAND gets OPENAI_BASE_URL=http://127.0.0.1:PORT/s/SESSION/v1 and \
-                        ANTHROPIC_BASE_URL=http://127.0.0.1:PORT/s/SESSION (the Python and \
-                        TypeScript openai and anthropic SDKs, the Agents SDK and Claude Code read \
-                        them), CUCA_PROXY_URL and CUCA_SESSION. Codex reads no base URL from the \
-                        environment: give it a model provider on its command line, e.g. \
-                        cuca run -- sh -c 'codex -c model_provider=cuca -c \
-                        \"model_providers.cuca={name=\\\"cuca\\\",base_url=\\\"$OPENAI_BASE_URL\\\",wire_api=\\\"responses\\\",env_key=\\\"OPENAI_API_KEY\\\"}\" exec …'. \
-                        In replay mode an unset OPENAI_API_KEY or ANTHROPIC_API_KEY is set to \
-                        sk-cuca-replay. SIGTERM is passed on to COMMAND. Exit status: COMMAND's (128+N when a signal N ended it)."
+                  ANTHROPIC_BASE_URL=http://127.0.0.1:PORT/s/SESSION (the Python and TypeScript \
+                  openai and anthropic SDKs, the Agents SDK and Claude Code read them), \
+                  CUCA_PROXY_URL and CUCA_SESSION. Codex reads no base URL from the environment: \
+                  a COMMAND named codex that chooses no model_provider itself gets \
+                  `-c model_provider=cuca -c model_providers.cuca={…base_url…}` before its own \
+                  arguments (printed on stderr). In replay mode an unset OPENAI_API_KEY or \
+                  ANTHROPIC_API_KEY is set to sk-cuca-replay. SIGTERM is passed on to COMMAND. \
+                  Exit status: COMMAND's (128+N when a signal N ended it)."
 )]
 pub(crate) struct RunArgs {
     /// record: forward and record; replay: answer from the recording, no network; auto:
@@ -58,6 +58,39 @@ fn default_session() -> String {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let compact: String = now.chars().filter(|c| !matches!(c, '-' | ':')).collect();
     format!("run-{compact}")
+}
+
+/// The arguments that point Codex at the proxy, when COMMAND is `codex` and does not choose
+/// a model provider itself: Codex reads no base URL from the environment (0.171.0 ignores
+/// `OPENAI_BASE_URL`), so it gets a provider `cuca` on its command line, before its
+/// subcommand, speaking Responses (the one wire API it has) with the caller's
+/// `OPENAI_API_KEY` when there is one (always in replay mode, which sets a placeholder).
+fn codex_provider(
+    program: &OsString,
+    rest: &[OsString],
+    base_url: &str,
+    mode: cuca_proxy::Mode,
+) -> Option<[String; 4]> {
+    let name = std::path::Path::new(program).file_name()?;
+    let chooses = rest
+        .iter()
+        .any(|arg| arg.to_string_lossy().contains("model_provider"));
+    if name != "codex" || chooses {
+        return None;
+    }
+    let key = if !mode.forwards() || std::env::var_os("OPENAI_API_KEY").is_some() {
+        r#",env_key="OPENAI_API_KEY""#
+    } else {
+        ""
+    };
+    Some([
+        "-c".into(),
+        "model_provider=cuca".into(),
+        "-c".into(),
+        format!(
+            r#"model_providers.cuca={{name="cuca",base_url="{base_url}",wire_api="responses"{key}}}"#
+        ),
+    ])
 }
 
 /// The exit code a process that ended with `status` reports to a shell: its code, or 128+N
@@ -107,6 +140,14 @@ pub(crate) fn run(args: RunArgs) -> Result<(), CliError> {
             .split_first()
             .ok_or_else(|| CliError::Usage("no COMMAND to run after --".into()))?;
         let mut command = std::process::Command::new(program);
+        let provider = codex_provider(program, rest, &format!("{base}/s/{session}/v1"), mode);
+        if let Some(provider) = &provider {
+            eprintln!(
+                "cuca run: Codex reads no base URL from the environment: giving it {}",
+                provider.join(" ")
+            );
+            command.args(provider);
+        }
         command
             .args(rest)
             .env("OPENAI_BASE_URL", format!("{base}/s/{session}/v1"))

@@ -259,10 +259,6 @@ fn claude_code_runs_one_bash_command_recorded_then_replayed_offline() {
     assert_eq!(output.trim(), ANSWER);
 }
 
-/// Codex reads no base URL from the environment: its model provider is given on its command
-/// line, from the `OPENAI_BASE_URL` that `cuca run` set (docs/agents.md).
-const CODEX: &str = r#"exec "$CODEX" -c model_provider=cuca -c "model_providers.cuca={name=\"cuca\",base_url=\"$OPENAI_BASE_URL\",wire_api=\"responses\",env_key=\"OPENAI_API_KEY\"}" -m gpt-5.5-codex -c analytics.enabled=false exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox "Run: echo cuca-tool-ok""#;
-
 #[test]
 fn codex_runs_one_shell_command_recorded_then_replayed_offline() {
     let (Some(modules), true) = (node_modules(), can_unshare()) else {
@@ -273,10 +269,26 @@ fn codex_runs_one_shell_command_recorded_then_replayed_offline() {
     let env = [
         ("HOME", codex_home.clone()),
         ("CODEX_HOME", codex_home),
-        ("CODEX", modules.join(".bin/codex").display().to_string()),
         ("OPENAI_API_KEY", "sk-test".to_owned()),
     ];
-    let run = record_then_replay(&["sh", "-c", CODEX], &env);
+    // Unmodified: `cuca run` gives Codex its model provider (Codex reads no base URL from
+    // the environment). An explicit model: under its default one Codex offers a custom
+    // provider no tools; analytics off, or each run waits seconds on exit to upload them.
+    let codex = modules.join(".bin/codex");
+    let run = record_then_replay(
+        &[
+            codex.to_str().unwrap(),
+            "-m",
+            "gpt-5.5-codex",
+            "-c",
+            "analytics.enabled=false",
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "Run: echo cuca-tool-ok",
+        ],
+        &env,
+    );
     let output =
         run.assert_recorded_and_replayed("/v1/responses", "exec_command", "The tool returned:");
     // The command ran and its output travelled back to the model and into the answer.

@@ -148,6 +148,85 @@ fn run_points_openai_and_anthropic_sdks_at_the_proxy_under_the_session() {
     );
 }
 
+/// A stand-in `codex` that writes the arguments it was given, one a line, into `out`.
+fn fake_codex(dir: &Path, out: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let codex = bin.join("codex");
+    std::fs::write(
+        &codex,
+        format!("#!/bin/sh\nprintf '%s\\n' \"$@\" > {}\n", out.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    codex
+}
+
+#[test]
+fn run_gives_codex_a_model_provider_at_the_proxy_since_it_reads_no_base_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("args.txt");
+    let codex = fake_codex(dir.path(), &out);
+    let output = cuca()
+        .arg("run")
+        .arg("--dir")
+        .arg(dir.path())
+        .args(["--mode", "replay", "--session", "cx", "--"])
+        .arg(&codex)
+        .args(["exec", "hello"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let args = std::fs::read_to_string(&out).unwrap();
+    let lines: Vec<&str> = args.lines().collect();
+    assert_eq!(lines.len(), 6, "{args}");
+    assert_eq!(lines[..2], ["-c", "model_provider=cuca"]);
+    assert_eq!(lines[2], "-c");
+    let port = stderr(&output)
+        .split("proxy on http://127.0.0.1:")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        lines[3],
+        format!(
+            r#"model_providers.cuca={{name="cuca",base_url="http://127.0.0.1:{port}/s/cx/v1",wire_api="responses",env_key="OPENAI_API_KEY"}}"#
+        )
+    );
+    // Codex's own arguments follow, untouched.
+    assert_eq!(lines[4..], ["exec", "hello"]);
+    assert!(
+        stderr(&output).contains("Codex reads no base URL from the environment"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn run_leaves_a_codex_that_chooses_its_provider_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("args.txt");
+    let codex = fake_codex(dir.path(), &out);
+    let output = cuca()
+        .arg("run")
+        .arg("--dir")
+        .arg(dir.path())
+        .args(["--mode", "replay", "--session", "cx", "--"])
+        .arg(&codex)
+        .args(["-c", "model_provider=mine", "exec", "hello"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "-c\nmodel_provider=mine\nexec\nhello\n"
+    );
+}
+
 #[test]
 fn run_in_replay_mode_gives_an_sdk_that_has_no_key_a_placeholder() {
     let dir = tempfile::tempdir().unwrap();
