@@ -131,8 +131,8 @@ impl Run {
     }
 
     /// The proof every agent shares: both runs succeeded, replay printed what record printed,
-    /// the upstream saw `route`, and the session verifies clean and replays with the tool
-    /// call and the final text.
+    /// the upstream saw `route`, and the session verifies clean, holds the tool call, output
+    /// and usage, and `cuca replay` and `cuca view` show the tool call and the final text.
     fn assert_recorded_and_replayed(&self, route: &str, tool: &str, answer: &str) -> String {
         let story = self.story();
         assert_eq!(
@@ -187,7 +187,51 @@ impl Run {
             shown.contains(answer),
             "cuca replay shows no final text {answer:?}:\n{shown}\n{story}"
         );
+        let page = self.view_page(dir);
+        assert!(
+            page.contains(tool),
+            "cuca view shows no call of {tool}\n{story}"
+        );
+        assert!(
+            page.contains(answer),
+            "cuca view shows no final text {answer:?}\n{story}"
+        );
         recorded
+    }
+
+    /// The session's page as `cuca view DIR` serves it.
+    fn view_page(&self, dir: &str) -> String {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let mut view = Command::new(env!("CARGO_BIN_EXE_cuca"))
+            .args(["view", dir, "--listen", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(view.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let address = line
+            .trim()
+            .rsplit("http://")
+            .next()
+            .unwrap()
+            .trim_end_matches('/')
+            .to_owned();
+        let mut page = String::new();
+        let fetched = std::net::TcpStream::connect(&address).and_then(|mut stream| {
+            write!(
+                stream,
+                "GET /sessions/{SESSION} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+            )?;
+            stream.read_to_string(&mut page)
+        });
+        let _ = view.kill();
+        let _ = view.wait();
+        fetched.unwrap();
+        assert!(page.starts_with("HTTP/1.1 200"), "cuca view: {page}");
+        page
     }
 }
 
