@@ -154,6 +154,13 @@ pub struct ProxyConfig {
     /// How long a shutdown lets calls in flight run before it closes them
     /// ([`DEFAULT_SHUTDOWN_GRACE`]).
     pub shutdown_grace: Duration,
+    /// Regular expressions whose matches replay blanks on both sides before comparing a
+    /// request with the recording: what differs on every run by nature
+    /// ([`crate::DEFAULT_IGNORE`] to start with; `cuca proxy --ignore REGEX` adds one).
+    pub ignore: Vec<String>,
+    /// Whether replay compares the sampling parameters ([`crate::SAMPLING_PARAMETERS`]) with
+    /// the recorded call's (`cuca proxy --ignore-params` turns it off).
+    pub compare_parameters: bool,
 }
 
 impl ProxyConfig {
@@ -171,6 +178,11 @@ impl ProxyConfig {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            ignore: crate::matching::DEFAULT_IGNORE
+                .iter()
+                .map(|p| (*p).to_owned())
+                .collect(),
+            compare_parameters: true,
         };
         config.validate()?;
         Ok(config)
@@ -205,6 +217,7 @@ impl ProxyConfig {
                 message: "0 cancels every streamed call".into(),
             });
         }
+        crate::matching::Matching::new(&self.ignore, self.compare_parameters)?;
         if self.max_sessions == 0 {
             return Err(ProxyError::InvalidConfig {
                 field: "max_sessions",

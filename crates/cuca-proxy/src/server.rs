@@ -21,6 +21,7 @@ use crate::chain;
 use crate::config::{Mode, ProxyConfig, MODELS_MAX_BYTES, MODELS_TIMEOUT};
 use crate::conversations::Conversations;
 use crate::error::ProxyError;
+use crate::matching::Matching;
 use crate::record::{self, root_cause, upstream_headers, Recording};
 use crate::replay::{self, Lookup};
 use crate::session::{self, Slots};
@@ -40,6 +41,8 @@ pub(crate) struct Shared {
     pub(crate) conversations: Conversations,
     /// The recorded turns replay has served, per conversation.
     pub(crate) served: replay::Served,
+    /// What replay compares, and what it ignores.
+    pub(crate) matching: Matching,
     pub(crate) http: reqwest::Client,
     /// The upstream's model-call URL of each format (`{upstream}/v1/chat/completions`,
     /// `…/v1/messages`, `…/v1/responses`), in [`Format::ALL`] order; empty in replay mode.
@@ -164,6 +167,7 @@ impl Proxy {
                 slots,
                 conversations,
                 served: replay::Served::default(),
+                matching: Matching::new(&config.ignore, config.compare_parameters)?,
                 http,
                 call_urls,
                 count_tokens_url,
@@ -593,7 +597,7 @@ async fn load_and_lookup(
         .in_session(session)
     })?;
     let (lookup, conversation) =
-        replay::lookup_conversations(&trajectory, &request.unified, &shared.served);
+        replay::lookup_conversations(&trajectory, request, &shared.served, &shared.matching);
     Ok((lookup, conversation))
 }
 
