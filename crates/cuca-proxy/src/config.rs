@@ -16,6 +16,10 @@ pub enum Mode {
     Replay,
     /// Answer from the recording where it has the turn; forward and record where not.
     Auto,
+    /// Time travel (issue 31): replay what matches the recording; at the first call that
+    /// diverges from it, fork the recorded conversation at the last call that matched, forward
+    /// that call live and record it, and every call after it, into the fork.
+    Fork,
 }
 
 impl Mode {
@@ -25,6 +29,7 @@ impl Mode {
             Mode::Record => "record",
             Mode::Replay => "replay",
             Mode::Auto => "auto",
+            Mode::Fork => "fork",
         }
     }
 
@@ -48,9 +53,10 @@ impl FromStr for Mode {
             "record" => Ok(Mode::Record),
             "replay" => Ok(Mode::Replay),
             "auto" => Ok(Mode::Auto),
+            "fork" => Ok(Mode::Fork),
             other => Err(ProxyError::InvalidConfig {
                 field: "mode",
-                message: format!("{other:?} is not a mode; use record, replay or auto"),
+                message: format!("{other:?} is not a mode; use record, replay, auto or fork"),
             }),
         }
     }

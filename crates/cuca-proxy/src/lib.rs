@@ -100,5 +100,5 @@ pub use config::{
 pub use error::ProxyError;
 pub use matching::{DEFAULT_IGNORE, SAMPLING_PARAMETERS};
 pub use replay::{INCOMPLETE_HEADER, TURN_HEADER};
-pub use server::Proxy;
+pub use server::{Proxy, FORKED_FROM_HEADER};
 pub use session::{CONVERSATION_HEADER, POINT_HEADER, SESSION_HEADER};

@@ -145,7 +145,7 @@ impl Served {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn of(&self, session: &str) -> HashSet<usize> {
+    pub(crate) fn of(&self, session: &str) -> HashSet<usize> {
         self.lock().get(session).cloned().unwrap_or_default()
     }
 
@@ -153,7 +153,7 @@ impl Served {
         self.lock().get(session).is_some_and(|s| s.contains(&turn))
     }
 
-    fn mark(&self, session: &str, turn: usize) {
+    pub(crate) fn mark(&self, session: &str, turn: usize) {
         self.lock()
             .entry(session.to_owned())
             .or_default()
@@ -484,6 +484,53 @@ pub(crate) fn lookup(
         }
     }
     Lookup::Found(Box::new(turn.clone()), turn_idx)
+}
+
+/// How many of `trajectory`'s turns, from the first, `request` agrees with: turns asked
+/// before it whose recorded messages (compared as the match compares them) are the request's
+/// own, in order. Fork mode branches the recording after the last of them.
+pub(crate) fn matched_turns(
+    trajectory: &ReplayTrajectory,
+    wire: &WireRequest,
+    matching: &Matching,
+) -> usize {
+    let request = &wire.unified;
+    let knows_tools = trajectory
+        .turns()
+        .iter()
+        .flat_map(|turn| turn.messages())
+        .any(|m| m.role == Role::Tool);
+    let compared = |m: &&Message| match m.role {
+        Role::User | Role::Assistant => true,
+        Role::Tool => knows_tools,
+        Role::System => false,
+    };
+    let sent: Vec<&Message> = request.messages.iter().filter(compared).collect();
+    let mut at = 0;
+    let mut matched = 0;
+    for turn in trajectory.turns() {
+        if turn
+            .call()
+            .request()
+            .is_some_and(|asked| asked.messages as usize >= request.messages.len())
+        {
+            break;
+        }
+        let recorded: Vec<&Message> = turn.messages().iter().filter(compared).collect();
+        let Some(next) = sent.get(at..at + recorded.len()) else {
+            break;
+        };
+        if !recorded
+            .iter()
+            .zip(next)
+            .all(|(want, got)| matching.same_message(want, got))
+        {
+            break;
+        }
+        at += recorded.len();
+        matched += 1;
+    }
+    matched
 }
 
 /// A 409 about `param`, in words.

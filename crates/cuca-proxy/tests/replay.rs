@@ -648,3 +648,89 @@ async fn changed_tools_or_sampling_parameters_are_a_409_unless_parameters_are_ig
     .await;
     assert_eq!(status, 200);
 }
+
+/// Issue 31 item 3: "Fork on divergence … Replay what matches; at the first call that
+/// diverges, fork the recorded conversation at the last matching point …, forward that call
+/// live, and record it and everything after it into the fork. The response headers name the
+/// fork."
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fork_mode_replays_what_matches_and_records_the_changed_run_in_a_fork() {
+    use cuca_events::SessionEvent;
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = upstream().await;
+    let first: serde_json::Value = serde_json::from_slice(&request("stream-basic")).unwrap();
+    let with_result = |output: &str, follow_up: bool| {
+        let mut next = first.clone();
+        let messages = next["messages"].as_array_mut().unwrap();
+        messages.push(serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_7", "type": "function", "function": {"name": "lookup", "arguments": "{\"city\":\"Lisbon\"}"}}
+        ]}));
+        messages
+            .push(serde_json::json!({"role": "tool", "tool_call_id": "call_7", "content": output}));
+        if follow_up {
+            messages.push(serde_json::json!({"role": "assistant", "content": "It is BETA."}));
+            messages
+                .push(serde_json::json!({"role": "user", "content": "Thanks. Reply with: noted"}));
+        }
+        serde_json::to_vec(&next).unwrap()
+    };
+    {
+        let proxy = recording(&upstream, dir.path()).await;
+        for (body, answer) in [
+            (request("stream-basic"), Some("tools")),
+            (with_result("ALPHA", false), None),
+        ] {
+            let mut builder = client().post(proxy.chat_url(Some("run"))).body(body);
+            if let Some(answer) = answer {
+                builder = builder.header("X-Test-Answer", answer);
+            }
+            let response = builder.send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            response.bytes().await.unwrap();
+        }
+        proxy.proxy.settled("run").await;
+    }
+    let recorded_calls = upstream.calls();
+    let config =
+        cuca_proxy::ProxyConfig::new(cuca_proxy::Mode::Fork, Some(upstream.url.clone())).unwrap();
+    let proxy = start(config, dir.path()).await;
+    let url = proxy.chat_url(Some("run"));
+    // The unchanged first call is served from the recording: nothing reaches the upstream.
+    let (status, headers, _) = post(&url, request("stream-basic")).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["x-cuca-session"], "run");
+    assert_eq!(upstream.calls(), recorded_calls);
+    // The tool now returns BETA: the call goes live, into a fork of the recording.
+    let (status, headers, body) = post(&url, with_result("BETA", false)).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(upstream.calls(), recorded_calls + 1);
+    let fork = headers["x-cuca-session"].to_str().unwrap().to_owned();
+    assert_eq!(cuca_events::fork_parent(&fork).map(|(p, _)| p), Some("run"));
+    let point = headers[cuca_proxy::FORKED_FROM_HEADER].to_str().unwrap();
+    assert!(point.starts_with("run:"), "{point}");
+    // And the run goes on in the fork.
+    let (status, headers, _) = post(&url, with_result("BETA", true)).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["x-cuca-session"].to_str().unwrap(), fork);
+    assert_eq!(upstream.calls(), recorded_calls + 2);
+    proxy.proxy.settled(&fork).await;
+    let outputs: Vec<String> = proxy
+        .records(&fork)
+        .into_iter()
+        .filter_map(|r| match r.event {
+            SessionEvent::ToolResult { content, .. } => Some(content),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outputs, ["BETA"]);
+    // The original is untouched but for the fork's audit record.
+    let original: Vec<String> = proxy
+        .records("run")
+        .into_iter()
+        .filter_map(|r| match r.event {
+            SessionEvent::ToolResult { content, .. } => Some(content),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(original, ["ALPHA"]);
+}
