@@ -571,7 +571,7 @@ fn a_cut_stream_keeps_its_wire_and_is_refused_as_truncated() {
 /// and result (Anthropic's documented web search shapes), beside a text block with a
 /// citation delta. "What cuca cannot map is kept, not dropped."
 const KEPT_BLOCKS: &[u8] = b"event: message_start\n\
-data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_kept\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-opus-4-1\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":9,\"output_tokens\":1,\"server_tool_use\":{\"web_search_requests\":1}}}}\n\n\
+data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_kept\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-opus-4-1\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":9,\"output_tokens\":1,\"server_tool_use\":{\"web_search_requests\":1,\"web_fetch_requests\":0}}}}\n\n\
 event: content_block_start\n\
 data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"EmwKAhgBEgy3va3pzix\"}}\n\n\
 event: content_block_stop\n\
@@ -589,7 +589,7 @@ data: {\"type\":\"content_block_stop\",\"index\":2}\n\n\
 event: content_block_start\n\
 data: {\"type\":\"content_block_start\",\"index\":3,\"content_block\":{\"type\":\"text\",\"text\":\"\",\"citations\":[]}}\n\n\
 event: content_block_delta\n\
-data: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"citations_delta\",\"citation\":{\"type\":\"web_search_result_location\",\"url\":\"https://example.com\",\"cited_text\":\"Sunny\"}}}\n\n\
+data: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"citations_delta\",\"citation\":{\"type\":\"web_search_result_location\",\"url\":\"https://example.com\",\"title\":\"Weather\",\"encrypted_index\":\"Eo8\",\"cited_text\":\"Sunny\"}}}\n\n\
 event: content_block_delta\n\
 data: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"text_delta\",\"text\":\"Sunny.\"}}\n\n\
 event: content_block_stop\n\
@@ -614,13 +614,13 @@ fn redacted_thinking_and_unknown_blocks_are_kept_verbatim_in_wire() {
              "raw": {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01",
                      "content": [{"type": "web_search_result", "title": "Weather", "url": "https://example.com", "encrypted_content": "Eq0"}]}},
             {"type": "text", "records": 1, "fields": {"citations": []},
-             "deltas": [{"type": "citations_delta", "citation": {"type": "web_search_result_location", "url": "https://example.com", "cited_text": "Sunny"}}]},
+             "deltas": [{"type": "citations_delta", "citation": {"type": "web_search_result_location", "url": "https://example.com", "title": "Weather", "encrypted_index": "Eo8", "cited_text": "Sunny"}}]},
         ])
     );
     // The usage object is kept whole, server tool counts included.
     assert_eq!(
         summary.wire.as_ref().unwrap()["usage"]["server_tool_use"],
-        json!({"web_search_requests": 1})
+        json!({"web_search_requests": 1, "web_fetch_requests": 0})
     );
     // The whole object: kept blocks as recorded, the server tool's input assembled, the
     // citation folded into its text block as the SDKs accumulate it.
@@ -632,7 +632,7 @@ fn redacted_thinking_and_unknown_blocks_are_kept_verbatim_in_wire() {
     assert_eq!(object["content"][1]["input"], json!({"query": "weather"}));
     assert_eq!(
         object["content"][3],
-        json!({"type": "text", "text": "Sunny.", "citations": [{"type": "web_search_result_location", "url": "https://example.com", "cited_text": "Sunny"}]})
+        json!({"type": "text", "text": "Sunny.", "citations": [{"type": "web_search_result_location", "url": "https://example.com", "title": "Weather", "encrypted_index": "Eo8", "cited_text": "Sunny"}]})
     );
 }
 
