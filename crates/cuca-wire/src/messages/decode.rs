@@ -137,11 +137,14 @@ impl MessagesStreamDecoder {
         &mut self,
         out: &mut Vec<MessageContentBlock>,
     ) -> Result<StreamSummary, WireError> {
+        let mut ended = Ok(());
         if !self.state.summary.saw_done {
             let state = &mut self.state;
-            self.sse.finish(&mut |event| state.on_event(event, out))?;
+            ended = self.sse.finish(&mut |event| state.on_event(event, out));
         }
+        // What was assembled is pushed whatever the verdict, so a recorder keeps it.
         self.state.close_all(out);
+        ended?;
         let summary = &self.state.summary;
         if !summary.saw_done && summary.finish_reason.is_none() {
             return Err(WireError::Truncated {

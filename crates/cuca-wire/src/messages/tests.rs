@@ -982,3 +982,47 @@ fn format_dispatches_to_this_module() {
         .collect();
     assert_eq!(via_format, stream_bytes(answer_of(&recorded)));
 }
+
+#[test]
+fn a_stream_cut_at_any_byte_gives_a_prefix_of_its_blocks_and_refuses_before_its_stop() {
+    for body in [STREAM, REASONING, CANNED_TOOL_USE] {
+        let (whole, _) = decode(body).unwrap();
+        let text = std::str::from_utf8(body).unwrap();
+        let stop_at = text.find("\"stop_reason\":\"").unwrap();
+        // The first event ends its line at the first "\n\n": from there `wire` exists.
+        let first_event = text.find("}\n\n").unwrap() + 1;
+        for cut in 0..body.len() {
+            let mut decoder = MessagesStreamDecoder::skipping_malformed();
+            let mut blocks = Vec::new();
+            decoder.feed(&body[..cut], &mut blocks).unwrap();
+            let finished = decoder.finish(&mut blocks);
+            // Text and thinking arrive whole per delta; a tool call cut short is pushed as far
+            // as it got, so only the last block may differ, and only a tool call.
+            let n = blocks.len();
+            assert!(n <= whole.len(), "cut at byte {cut}");
+            if n > 0 {
+                assert_eq!(blocks[..n - 1], whole[..n - 1], "cut at byte {cut}");
+                assert!(
+                    blocks[n - 1] == whole[n - 1]
+                        || matches!(blocks[n - 1], MessageContentBlock::ToolCall { .. }),
+                    "cut at byte {cut}"
+                );
+            }
+            if cut < stop_at {
+                // Cut inside a character, the last line is not UTF-8 (the SSE layer's
+                // refusal); anywhere else the stream is refused as truncated.
+                let refused_as = if text.is_char_boundary(cut) {
+                    matches!(finished, Err(WireError::Truncated { .. }))
+                } else {
+                    matches!(finished, Err(WireError::Decode { .. }))
+                };
+                assert!(refused_as, "cut at byte {cut}: {finished:?}");
+                assert_eq!(
+                    decoder.summary().wire.is_some(),
+                    cut >= first_event,
+                    "cut at byte {cut}"
+                );
+            }
+        }
+    }
+}
