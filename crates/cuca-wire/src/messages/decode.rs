@@ -222,9 +222,9 @@ struct StartMessage {
 }
 
 #[derive(Deserialize)]
-struct BlockDelta {
-    #[serde(rename = "type", default)]
-    kind: String,
+struct BlockDelta<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Cow<'a, str>,
     #[serde(default)]
     text: Option<String>,
     #[serde(default)]
@@ -319,7 +319,9 @@ impl State {
                     .position(|o| o.index == index)
                     .ok_or_else(|| format!("a delta for content block {index}, never started"))?;
                 let raw = event.delta.ok_or("content_block_delta without a delta")?;
-                let delta: BlockDelta = parse(Some(raw), "delta")?;
+                let delta: BlockDelta<'_> = serde_json::from_str(raw.get()).map_err(|e| {
+                    Applied::Malformed(format!("an event whose 'delta' cannot be read ({e})"))
+                })?;
                 let mut open = self.open.swap_remove(slot);
                 self.delta(&mut open, delta, raw, out);
                 self.open.push(open);
@@ -362,11 +364,11 @@ impl State {
     fn delta(
         &mut self,
         open: &mut Open,
-        delta: BlockDelta,
+        delta: BlockDelta<'_>,
         raw: &RawValue,
         out: &mut Vec<MessageContentBlock>,
     ) {
-        match (&mut open.kind, delta.kind.as_str()) {
+        match (&mut open.kind, delta.kind.as_ref()) {
             (OpenKind::Text, "text_delta") => {
                 if let Some(text) = delta.text.filter(|t| !t.is_empty()) {
                     self.push(open, MessageContentBlock::Text { text }, out);
