@@ -235,9 +235,6 @@ struct BlockDelta<'a> {
     partial_json: Option<String>,
 }
 
-/// Why an event could not be used; the caller words it and decides whether to skip it.
-type Malformed = String;
-
 impl State {
     fn on_event(
         &mut self,
@@ -522,8 +519,8 @@ impl State {
 
 /// Why [`State::apply`] did not apply an event.
 enum Applied {
-    /// The event is not what a Messages server sends (skippable).
-    Malformed(Malformed),
+    /// The event is not what a Messages server sends (skippable), in words.
+    Malformed(String),
     /// The server said it failed.
     Fatal(WireError),
 }

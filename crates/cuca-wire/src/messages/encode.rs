@@ -390,6 +390,14 @@ struct IndexedEvent<'a, T: Serialize> {
     delta: Option<T>,
 }
 
+/// Fields in the order Anthropic sends them (a `Value` would sort them).
+#[derive(Serialize)]
+struct MessageStart<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    message: MessageObject<'a>,
+}
+
 #[derive(Serialize)]
 struct MessageObject<'a> {
     id: &'a str,
@@ -443,16 +451,19 @@ impl<B: AsRef<[MessageContentBlock]>> MessagesEvents<B> {
         usage.insert("output_tokens".into(), Value::from(1u64));
         sse(
             "message_start",
-            &json!({"type": "message_start", "message": MessageObject {
-                id: &self.head.id,
-                kind: "message",
-                role: "assistant",
-                content: Value::Array(Vec::new()),
-                model: &self.model,
-                stop_reason: None,
-                stop_sequence: &Value::Null,
-                usage: Value::Object(usage),
-            }}),
+            &MessageStart {
+                kind: "message_start",
+                message: MessageObject {
+                    id: &self.head.id,
+                    kind: "message",
+                    role: "assistant",
+                    content: Value::Array(Vec::new()),
+                    model: &self.model,
+                    stop_reason: None,
+                    stop_sequence: &Value::Null,
+                    usage: Value::Object(usage),
+                },
+            },
         )
     }
 
@@ -468,16 +479,29 @@ impl<B: AsRef<[MessageContentBlock]>> MessagesEvents<B> {
             stop_reason: &'a str,
             stop_sequence: &'a Value,
         }
+        #[derive(Serialize)]
+        struct OutputUsage {
+            output_tokens: Value,
+        }
+        #[derive(Serialize)]
+        struct MessageDelta<'a> {
+            #[serde(rename = "type")]
+            kind: &'a str,
+            delta: StopDelta<'a>,
+            usage: OutputUsage,
+        }
         sse(
             "message_delta",
-            &json!({
-                "type": "message_delta",
-                "delta": StopDelta {
+            &MessageDelta {
+                kind: "message_delta",
+                delta: StopDelta {
                     stop_reason: &self.head.stop_reason,
                     stop_sequence: &self.head.stop_sequence,
                 },
-                "usage": {"output_tokens": output},
-            }),
+                usage: OutputUsage {
+                    output_tokens: output,
+                },
+            },
         )
     }
 
