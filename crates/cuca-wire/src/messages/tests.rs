@@ -767,7 +767,7 @@ fn a_request_is_read_into_the_session_vocabulary_and_its_parameters_kept_byte_ex
                 role: Role::Assistant,
                 content: vec![
                     MessageContentBlock::thinking("I should run ls."),
-                    MessageContentBlock::text(r#"{"type":"redacted_thinking","data":"EmwK"}"#),
+                    MessageContentBlock::text(r#"{"data":"EmwK","type":"redacted_thinking"}"#),
                     MessageContentBlock::text("Running it."),
                     tool_call("toolu_1", "Bash", r#"{"command":"ls"}"#),
                 ],
@@ -793,7 +793,7 @@ fn a_request_is_read_into_the_session_vocabulary_and_its_parameters_kept_byte_ex
                 content: vec![
                     MessageContentBlock::text("and now?"),
                     MessageContentBlock::text(
-                        r#"{"type":"document","source":{"type":"text","media_type":"text/plain","data":"hi"}}"#
+                        r#"{"source":{"data":"hi","media_type":"text/plain","type":"text"},"type":"document"}"#
                     ),
                     MessageContentBlock::ImageBase64 {
                         media_type: "text/uri-list".into(),
@@ -827,6 +827,24 @@ fn a_request_is_read_into_the_session_vocabulary_and_its_parameters_kept_byte_ex
         r#"{"max_tokens":1024,"metadata":{"user_id":"u_1" },"temperature":0.5,"thinking":{"type":"enabled","budget_tokens":  2048},"tool_choice":{"type":"any"}}"#
     );
     assert!(request.unrecorded.is_empty());
+}
+
+#[test]
+fn a_kept_block_gives_the_same_text_whatever_its_key_order() {
+    // "a block type it does not know is recorded verbatim": as canonical JSON, because the
+    // TypeScript SDK sends a block back in the key order it received, and a replayed stream's
+    // order is not the recorded server's.
+    let text = |block: &str| {
+        let body =
+            format!(r#"{{"model":"m","messages":[{{"role":"assistant","content":[{block}]}}]}}"#);
+        parse_request(body.as_bytes()).unwrap().unified.messages[0].content[0].clone()
+    };
+    let want = MessageContentBlock::text(r#"{"data":"EmwK","type":"redacted_thinking"}"#);
+    assert_eq!(text(r#"{"type":"redacted_thinking","data":"EmwK"}"#), want);
+    assert_eq!(
+        text(r#"{ "data": "EmwK", "type": "redacted_thinking" }"#),
+        want
+    );
 }
 
 #[test]
