@@ -219,6 +219,30 @@ struct StartMessage {
     model: Option<String>,
     #[serde(default)]
     usage: Option<Map<String, Value>>,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+/// The keys of a message object cuca maps (the rest are kept as `wire.fields`).
+const MESSAGE_KEYS: [&str; 8] = [
+    "id",
+    "type",
+    "role",
+    "content",
+    "model",
+    "stop_reason",
+    "stop_sequence",
+    "usage",
+];
+
+/// A message object's keys cuca does not map (`container`, keys Anthropic adds), verbatim.
+fn message_fields(message: &Map<String, Value>) -> Option<Value> {
+    let fields: Map<String, Value> = message
+        .iter()
+        .filter(|(key, _)| !MESSAGE_KEYS.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    (!fields.is_empty()).then_some(Value::Object(fields))
 }
 
 #[derive(Deserialize)]
@@ -272,8 +296,14 @@ impl State {
         match event.kind.as_ref() {
             "message_start" => {
                 let message: StartMessage = parse(event.message, "message")?;
-                if let (Some(id), Some(wire)) = (message.id, self.wire()) {
-                    wire.insert("id".into(), Value::String(id));
+                let fields = message_fields(&message.rest);
+                if let Some(wire) = self.wire() {
+                    if let Some(id) = message.id {
+                        wire.insert("id".into(), Value::String(id));
+                    }
+                    if let Some(fields) = fields {
+                        wire.insert("fields".into(), fields);
+                    }
                 }
                 if let Some(model) = message.model.filter(|m| !m.is_empty()) {
                     self.summary.model.get_or_insert(model);
@@ -762,6 +792,9 @@ pub fn decode_whole(body: &[u8]) -> Result<(Vec<MessageContentBlock>, StreamSumm
     if let Some(wire) = wire.as_object_mut() {
         if let Some(id) = value.get("id") {
             wire.insert("id".into(), id.clone());
+        }
+        if let Some(fields) = message_fields(&value) {
+            wire.insert("fields".into(), fields);
         }
         if let Some(sequence) = value.get("stop_sequence") {
             wire.insert("stop_sequence".into(), sequence.clone());

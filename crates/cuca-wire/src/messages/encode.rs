@@ -250,6 +250,8 @@ struct Head {
     stop_sequence: Value,
     /// The usage of the whole answer.
     usage: Map<String, Value>,
+    /// The recorded message's keys cuca does not map.
+    fields: Map<String, Value>,
     groups: Vec<Group>,
 }
 
@@ -288,6 +290,11 @@ fn head<B: AsRef<[MessageContentBlock]>>(answer: &RecordedAnswer<B>) -> Head {
             .cloned()
             .unwrap_or(Value::Null),
         usage,
+        fields: wire
+            .and_then(|w| w.get("fields"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default(),
         groups: wire
             .and_then(|w| recorded_layout(w, blocks))
             .unwrap_or_else(|| grouped_layout(blocks)),
@@ -409,6 +416,8 @@ struct MessageObject<'a> {
     stop_reason: Option<&'a str>,
     stop_sequence: &'a Value,
     usage: Value,
+    #[serde(flatten)]
+    fields: &'a Map<String, Value>,
 }
 
 fn sse<T: Serialize>(name: &str, data: &T) -> Bytes {
@@ -462,6 +471,7 @@ impl<B: AsRef<[MessageContentBlock]>> MessagesEvents<B> {
                     stop_reason: None,
                     stop_sequence: &Value::Null,
                     usage: Value::Object(usage),
+                    fields: &self.head.fields,
                 },
             },
         )
@@ -750,6 +760,7 @@ where
         stop_reason: Some(&head.stop_reason),
         stop_sequence: &head.stop_sequence,
         usage: Value::Object(head.usage.clone()),
+        fields: &head.fields,
     })
     .unwrap_or(Value::Null)
 }

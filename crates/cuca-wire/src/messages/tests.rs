@@ -282,6 +282,27 @@ fn a_replayed_whole_message_decodes_to_the_recorded_blocks_and_wire() {
 }
 
 #[test]
+fn a_whole_message_keeps_the_keys_cuca_does_not_map() {
+    let body = br#"{"id":"msg_2","type":"message","role":"assistant","model":"claude","container":{"id":"cnt_1","expires_at":"2026-12-01T15:00:00Z"},"content":[{"type":"thinking","thinking":"hm","signature":"EqQB"},{"type":"tool_use","id":"toolu_9","name":"Bash","input":{"command":"ls -la"}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":3,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":9}}"#;
+    let recorded = decode_whole(body).unwrap();
+    assert_eq!(
+        recorded.0,
+        vec![
+            MessageContentBlock::thinking("hm"),
+            tool_call("toolu_9", "Bash", r#"{"command":"ls -la"}"#)
+        ]
+    );
+    let wire = recorded.1.wire.as_ref().unwrap();
+    assert_eq!(wire["fields"]["container"]["id"], "cnt_1");
+    assert_eq!(wire["blocks"][0]["signature"], "EqQB");
+    let object = encode_object(&answer_of(&recorded), &WireRequest::default());
+    assert_eq!(object, serde_json::from_slice::<Value>(body).unwrap());
+    let streamed = decode(&stream_bytes(answer_of(&recorded))).unwrap();
+    assert_eq!(streamed.0, recorded.0);
+    assert_eq!(streamed.1.wire, recorded.1.wire);
+}
+
+#[test]
 fn encoding_is_deterministic() {
     let recorded = decode(CANNED_TOOL_USE).unwrap();
     assert_eq!(
@@ -571,7 +592,7 @@ fn a_cut_stream_keeps_its_wire_and_is_refused_as_truncated() {
 /// and result (Anthropic's documented web search shapes), beside a text block with a
 /// citation delta. "What cuca cannot map is kept, not dropped."
 const KEPT_BLOCKS: &[u8] = b"event: message_start\n\
-data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_kept\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-opus-4-1\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":9,\"output_tokens\":1,\"server_tool_use\":{\"web_search_requests\":1,\"web_fetch_requests\":0}}}}\n\n\
+data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_kept\",\"type\":\"message\",\"container\":null,\"role\":\"assistant\",\"model\":\"claude-opus-4-1\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":9,\"output_tokens\":1,\"server_tool_use\":{\"web_search_requests\":1,\"web_fetch_requests\":0}}}}\n\n\
 event: content_block_start\n\
 data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"EmwKAhgBEgy3va3pzix\"}}\n\n\
 event: content_block_stop\n\
@@ -616,6 +637,11 @@ fn redacted_thinking_and_unknown_blocks_are_kept_verbatim_in_wire() {
             {"type": "text", "records": 1, "fields": {"citations": []},
              "deltas": [{"type": "citations_delta", "citation": {"type": "web_search_result_location", "url": "https://example.com", "title": "Weather", "encrypted_index": "Eo8", "cited_text": "Sunny"}}]},
         ])
+    );
+    // A message key cuca does not map is kept too.
+    assert_eq!(
+        summary.wire.as_ref().unwrap()["fields"],
+        json!({"container": null})
     );
     // The usage object is kept whole, server tool counts included.
     assert_eq!(
