@@ -241,10 +241,12 @@ fn read_message(raw: &RawValue, out: &mut Vec<Message>) -> Result<(), String> {
         Some(b'[') => {
             let blocks: Vec<&RawValue> =
                 serde_json::from_str(content_raw).map_err(|e| format!(".content: {e}"))?;
+            let mut n_results = 0;
             for (index, block) in blocks.iter().enumerate() {
                 let block =
                     read_block(block, role).map_err(|e| format!(".content[{index}]: {e}"))?;
                 if let MessageContentBlock::ToolResult { .. } = block {
+                    n_results += 1;
                     out.push(Message {
                         role: Role::Tool,
                         content: vec![block],
@@ -254,8 +256,8 @@ fn read_message(raw: &RawValue, out: &mut Vec<Message>) -> Result<(), String> {
                 }
             }
             // Tool results answered the previous turn, so they come first; the user's own
-            // words (if any) follow them.
-            if content.is_empty() {
+            // words (if any) follow them. (A message of no blocks at all stays a message.)
+            if content.is_empty() && n_results > 0 {
                 return Ok(());
             }
         }

@@ -874,6 +874,31 @@ fn a_kept_block_gives_the_same_text_whatever_its_key_order() {
 }
 
 #[test]
+fn a_message_of_tool_results_alone_gives_tool_messages_and_an_empty_one_stays() {
+    let request = parse_request(
+        br#"{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[]}]},{"role":"assistant","content":[]}]}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        request.unified.messages,
+        vec![
+            Message {
+                role: Role::Tool,
+                content: vec![MessageContentBlock::ToolResult {
+                    tool_call_id: "t1".into(),
+                    content: String::new(),
+                    is_error: false,
+                }],
+            },
+            Message {
+                role: Role::Assistant,
+                content: vec![],
+            },
+        ]
+    );
+}
+
+#[test]
 fn the_recorded_request_fixture_is_read() {
     let request = parse_request(REASONING_REQUEST).unwrap();
     assert_eq!(
