@@ -253,7 +253,9 @@ impl Slots {
         }
         let plugin = SessionLogPlugin::new(Arc::clone(&self.backend))
             .with_session_id(session)
-            .with_call_metadata(true);
+            .with_call_metadata(true)
+            // What an agent's tools returned is half its trajectory, and replay compares it.
+            .with_tool_results(true);
         let slot = Arc::new(Slot {
             plugin: Arc::new(plugin),
             lock: Arc::new(tokio::sync::Mutex::new(())),
