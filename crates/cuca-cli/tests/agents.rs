@@ -172,7 +172,13 @@ impl Run {
         self.cuca(&["verify", dir, SESSION]);
         // "with the right text, tool calls and usage"
         let kinds = self.cuca(&["show", dir, SESSION, "--kinds"]);
-        for kind in ["ToolCall 1", "Output", "TokenUsage", "CallFinish"] {
+        for kind in [
+            "ToolCall 1",
+            "ToolResult 1",
+            "Output",
+            "TokenUsage",
+            "CallFinish",
+        ] {
             assert!(
                 kinds.contains(kind),
                 "the session lacks {kind}: {kinds}\n{story}"
