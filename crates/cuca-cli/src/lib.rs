@@ -129,6 +129,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Where two sessions part (a fork and its parent): the records they share, the first
+    /// difference, then both tails side by side.
+    Diff {
+        /// A directory of `.cslog` files.
+        dir: PathBuf,
+        /// The first session.
+        a: String,
+        /// The second session.
+        b: String,
+        /// One JSON object: the shared count and both tails' records and totals.
+        #[arg(long)]
+        json: bool,
+    },
     /// Branch a session at POINT_ID; prints the new session id.
     Fork {
         /// A directory of `.cslog` files.
@@ -273,6 +286,7 @@ fn dispatch(command: Command) -> Result<(), CliError> {
             point_id,
             json,
         } => sessions::fork(&dir, &point_id, json),
+        Command::Diff { dir, a, b, json } => sessions::diff(&dir, &a, &b, json),
         Command::Verify {
             dir,
             sessions,
