@@ -227,6 +227,8 @@ fn read_message(raw: &RawValue, out: &mut Vec<Message>) -> Result<(), String> {
     let role = match message.role.as_deref() {
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
+        // Claude Code sends its environment as a system message among the others.
+        Some("system" | "developer") => Role::System,
         Some(other) => return Err(format!(".role: {other:?} is not a messages role")),
         None => return Err(": 'role' is required".into()),
     };

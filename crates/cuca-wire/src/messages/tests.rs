@@ -939,8 +939,8 @@ fn request_errors_name_the_field() {
         "'messages' is required and must be an array"
     );
     assert_eq!(
-        err(r#"{"messages":[{"role":"user","content":"a"},{"role":"system","content":"b"}]}"#),
-        r#"messages[1].role: "system" is not a messages role"#
+        err(r#"{"messages":[{"role":"user","content":"a"},{"role":"tool","content":"b"}]}"#),
+        r#"messages[1].role: "tool" is not a messages role"#
     );
     assert_eq!(
         err(
@@ -1094,4 +1094,17 @@ fn a_stream_cut_at_any_byte_gives_a_prefix_of_its_blocks_and_refuses_before_its_
             }
         }
     }
+}
+
+/// Claude Code 2.1 sends its environment as a `"role": "system"` message inside `messages`
+/// (beside the top-level `system`): it is a system prompt, in its place.
+#[test]
+fn a_system_message_inside_messages_is_a_system_prompt_in_its_place() {
+    let request = parse_request(
+        br##"{"model":"m","system":"You are Claude Code.","messages":[{"role":"user","content":"hi"},{"role":"system","content":[{"type":"text","text":"# Environment"}],"output_config":{"effort":"medium"}}]}"##,
+    )
+    .unwrap();
+    let roles: Vec<Role> = request.unified.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::System, Role::User, Role::System]);
+    assert_eq!(request.unified.messages[2].text(), "# Environment");
 }
