@@ -24,9 +24,13 @@ pub(crate) struct ProxyArgs {
     #[arg(long, default_value = "127.0.0.1:4000")]
     listen: String,
     /// record: forward and record; replay: answer from the recording, no network; auto:
-    /// replay what is recorded, forward and record what is not.
-    #[arg(long, default_value = "record", value_parser = ["record", "replay", "auto"])]
+    /// replay what is recorded, forward and record what is not; fork: replay what matches,
+    /// and from the first call that differs run live, recorded in a fork of the recording.
+    #[arg(long, default_value = "record", value_parser = ["record", "replay", "auto", "fork"])]
     mode: String,
+    /// What replay compares.
+    #[command(flatten)]
+    matching: MatchingArgs,
     /// The session of a call that names none (by `/s/{session}/v1` or `X-Cuca-Session`).
     #[arg(long, default_value = DEFAULT_SESSION)]
     session: String,
@@ -49,6 +53,37 @@ pub(crate) struct ProxyArgs {
     /// On SIGINT or SIGTERM, how long calls in flight may run on before they are closed.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
+}
+
+/// What replay compares a request with the recording by (`docs/proxy.md`, "Matching and
+/// divergence"); `cuca proxy` and `cuca run` both take these.
+#[derive(Debug, Args)]
+pub(crate) struct MatchingArgs {
+    /// A regular expression whose matches replay blanks on both sides before comparing
+    /// (repeatable): what differs on every run by nature.
+    #[arg(long = "ignore", value_name = "REGEX")]
+    ignore: Vec<String>,
+    /// Drop the default patterns (Codex's Chunk ID and Wall time, ISO dates and times,
+    /// /tmp paths).
+    #[arg(long)]
+    no_default_ignore: bool,
+    /// Do not compare sampling parameters (temperature, max_tokens, seed, …).
+    #[arg(long)]
+    ignore_params: bool,
+}
+
+impl MatchingArgs {
+    /// Puts these into `config`; a pattern that is not a regular expression is a usage error.
+    pub(crate) fn apply(&self, config: &mut ProxyConfig) -> Result<(), CliError> {
+        if self.no_default_ignore {
+            config.ignore.clear();
+        }
+        config.ignore.extend(self.ignore.iter().cloned());
+        config.compare_parameters = !self.ignore_params;
+        config
+            .validate()
+            .map_err(|error| CliError::Usage(error.to_string()))
+    }
 }
 
 /// Resolves on the first SIGINT or SIGTERM; never, when neither can be watched (the proxy
@@ -82,6 +117,7 @@ pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
     config.idle_timeout = args.idle_timeout;
     config.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
     config.shutdown_grace = args.shutdown_grace;
+    args.matching.apply(&mut config)?;
     let proxy = open(config, &args.dir)?;
     let runtime = runtime()?;
     runtime.block_on(async {

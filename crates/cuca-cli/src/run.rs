@@ -33,9 +33,13 @@ const REPLAY_KEY: &str = "sk-cuca-replay";
 )]
 pub(crate) struct RunArgs {
     /// record: forward and record; replay: answer from the recording, no network; auto:
-    /// replay what is recorded, forward and record what is not.
-    #[arg(long, default_value = "record", value_parser = ["record", "replay", "auto"])]
+    /// replay what is recorded, forward and record what is not; fork: replay what matches,
+    /// and from the first call that differs run live, recorded in a fork of the recording.
+    #[arg(long, default_value = "record", value_parser = ["record", "replay", "auto", "fork"])]
     mode: String,
+    /// What replay compares.
+    #[command(flatten)]
+    matching: crate::proxy::MatchingArgs,
     /// The session recorded into or replayed (default in record mode: `run-{UTC time}`;
     /// replay and auto need it).
     #[arg(long)]
@@ -119,7 +123,8 @@ pub(crate) fn run(args: RunArgs) -> Result<(), CliError> {
         }
     };
     crate::proxy::report_to_stderr();
-    let config = crate::proxy::config(&args.mode, args.upstream.clone(), &session)?;
+    let mut config = crate::proxy::config(&args.mode, args.upstream.clone(), &session)?;
+    args.matching.apply(&mut config)?;
     let mode = config.mode;
     let proxy = crate::proxy::open(config, &args.dir)?;
     let runtime = crate::proxy::runtime()?;
