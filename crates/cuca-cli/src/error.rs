@@ -21,6 +21,10 @@ pub enum CliError {
     /// The data is damaged or refused, or the operation failed (exit code [`EXIT_FAILED`]).
     #[error("{0}")]
     Failed(String),
+    /// `cuca run`'s COMMAND exited with this non-zero code (128+N for signal N): passed
+    /// through as `cuca run`'s own, with nothing printed (COMMAND said what it had to).
+    #[error("the command exited with status {0}")]
+    Exit(i32),
     /// Stdout was closed by the reader (`cuca show … | head`): not an error, exit 0.
     #[error("stdout closed")]
     StdoutClosed,
@@ -32,6 +36,7 @@ impl CliError {
         match self {
             CliError::Usage(_) => EXIT_USAGE,
             CliError::Failed(_) => EXIT_FAILED,
+            CliError::Exit(code) => *code,
             CliError::StdoutClosed => EXIT_OK,
         }
     }

@@ -56,6 +56,7 @@ mod logs;
 mod otel;
 mod proxy;
 mod repair;
+mod run;
 mod serve;
 mod sessions;
 mod term;
@@ -125,6 +126,19 @@ enum Command {
         #[arg(long)]
         at: Option<String>,
         /// JSON Lines, one object per turn.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Where two sessions part (a fork and its parent): the records they share, the first
+    /// difference, then both tails side by side.
+    Diff {
+        /// A directory of `.cslog` files.
+        dir: PathBuf,
+        /// The first session.
+        a: String,
+        /// The second session.
+        b: String,
+        /// One JSON object: the shared count and both tails' records and totals.
         #[arg(long)]
         json: bool,
     },
@@ -200,6 +214,8 @@ enum Command {
     ExportOtlp(otel::ExportOtlpArgs),
     /// Record any agent's model calls through an OpenAI-compatible proxy, or replay them.
     Proxy(proxy::ProxyArgs),
+    /// Run an agent with its SDKs pointed at a recording proxy started for it, or replaying.
+    Run(run::RunArgs),
     /// Serve `GET /runs/{id}/replay` from a directory of run directories.
     Serve(serve::ServeArgs),
     /// A local web viewer: sessions, turns, forks, live records, the call log, journal runs.
@@ -236,7 +252,7 @@ where
     match dispatch(cli.command) {
         Ok(()) => EXIT_OK,
         Err(error) => {
-            if !matches!(error, CliError::StdoutClosed) {
+            if !matches!(error, CliError::StdoutClosed | CliError::Exit(_)) {
                 ui::error(&error.to_string());
             }
             error.exit_code()
@@ -270,6 +286,7 @@ fn dispatch(command: Command) -> Result<(), CliError> {
             point_id,
             json,
         } => sessions::fork(&dir, &point_id, json),
+        Command::Diff { dir, a, b, json } => sessions::diff(&dir, &a, &b, json),
         Command::Verify {
             dir,
             sessions,
@@ -298,5 +315,6 @@ fn dispatch(command: Command) -> Result<(), CliError> {
         Command::View(args) => view::run(args),
         Command::ExportOtlp(args) => otel::run(&args),
         Command::Proxy(args) => proxy::run(&args),
+        Command::Run(args) => run::run(args),
     }
 }

@@ -1,7 +1,7 @@
 //! `cuca proxy`: the recording and replaying OpenAI-compatible proxy of `cuca_proxy`.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,9 +24,13 @@ pub(crate) struct ProxyArgs {
     #[arg(long, default_value = "127.0.0.1:4000")]
     listen: String,
     /// record: forward and record; replay: answer from the recording, no network; auto:
-    /// replay what is recorded, forward and record what is not.
-    #[arg(long, default_value = "record", value_parser = ["record", "replay", "auto"])]
+    /// replay what is recorded, forward and record what is not; fork: replay what matches,
+    /// and from the first call that differs run live, recorded in a fork of the recording.
+    #[arg(long, default_value = "record", value_parser = ["record", "replay", "auto", "fork"])]
     mode: String,
+    /// What replay compares.
+    #[command(flatten)]
+    matching: MatchingArgs,
     /// The session of a call that names none (by `/s/{session}/v1` or `X-Cuca-Session`).
     #[arg(long, default_value = DEFAULT_SESSION)]
     session: String,
@@ -49,6 +53,37 @@ pub(crate) struct ProxyArgs {
     /// On SIGINT or SIGTERM, how long calls in flight may run on before they are closed.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
+}
+
+/// What replay compares a request with the recording by (`docs/proxy.md`, "Matching and
+/// divergence"); `cuca proxy` and `cuca run` both take these.
+#[derive(Debug, Args)]
+pub(crate) struct MatchingArgs {
+    /// A regular expression whose matches replay blanks on both sides before comparing
+    /// (repeatable): what differs on every run by nature.
+    #[arg(long = "ignore", value_name = "REGEX")]
+    ignore: Vec<String>,
+    /// Drop the default patterns (Codex's Chunk ID and Wall time, ISO dates and times,
+    /// /tmp paths).
+    #[arg(long)]
+    no_default_ignore: bool,
+    /// Do not compare sampling parameters (temperature, max_tokens, seed, …).
+    #[arg(long)]
+    ignore_params: bool,
+}
+
+impl MatchingArgs {
+    /// Puts these into `config`; a pattern that is not a regular expression is a usage error.
+    pub(crate) fn apply(&self, config: &mut ProxyConfig) -> Result<(), CliError> {
+        if self.no_default_ignore {
+            config.ignore.clear();
+        }
+        config.ignore.extend(self.ignore.iter().cloned());
+        config.compare_parameters = !self.ignore_params;
+        config
+            .validate()
+            .map_err(|error| CliError::Usage(error.to_string()))
+    }
 }
 
 /// Resolves on the first SIGINT or SIGTERM; never, when neither can be watched (the proxy
@@ -74,34 +109,17 @@ async fn stop_signal() {
 /// the grace, then each left closes its turn; the exit code is 0.
 pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
     report_to_stderr();
-    let mode: Mode = args
-        .mode
-        .parse()
-        .map_err(|error: cuca_proxy::ProxyError| CliError::Usage(error.to_string()))?;
-    let mut config = ProxyConfig::new(mode, args.upstream.clone())
-        .map_err(|error| CliError::Usage(error.to_string()))?;
-    config.default_session = args.session.clone();
+    let mut config = config(&args.mode, args.upstream.clone(), &args.session)?;
+    let mode = config.mode;
     config.max_body_bytes = args.max_body_bytes;
     config.header_read_timeout = args.header_timeout;
     config.body_read_timeout = args.body_timeout;
     config.idle_timeout = args.idle_timeout;
     config.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
     config.shutdown_grace = args.shutdown_grace;
-    config
-        .validate()
-        .map_err(|error| CliError::Usage(error.to_string()))?;
-    let backend = cuca::FileBackend::new(&args.dir).map_err(|error| {
-        CliError::Usage(format!(
-            "sessions directory {}: {error}",
-            args.dir.display()
-        ))
-    })?;
-    let proxy = Proxy::new(config, Arc::new(backend))
-        .map_err(|error| CliError::Usage(error.to_string()))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|error| CliError::Failed(format!("start the async runtime: {error}")))?;
+    args.matching.apply(&mut config)?;
+    let proxy = open(config, &args.dir)?;
+    let runtime = runtime()?;
     runtime.block_on(async {
         let listen = &args.listen;
         let listener = tokio::net::TcpListener::bind(listen)
@@ -142,10 +160,49 @@ pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
     })
 }
 
+/// The proxy's config for `mode` (`record`, `replay` or `auto`) in front of `upstream`, calls
+/// that name no session going to `session`, the rest at their defaults; a bad value is a
+/// usage error. `cuca proxy` and `cuca run` both start here.
+pub(crate) fn config(
+    mode: &str,
+    upstream: Option<String>,
+    session: &str,
+) -> Result<ProxyConfig, CliError> {
+    let mode: Mode = mode
+        .parse()
+        .map_err(|error: cuca_proxy::ProxyError| CliError::Usage(error.to_string()))?;
+    let mut config =
+        ProxyConfig::new(mode, upstream).map_err(|error| CliError::Usage(error.to_string()))?;
+    config.default_session = session.to_owned();
+    config
+        .validate()
+        .map_err(|error| CliError::Usage(error.to_string()))?;
+    Ok(config)
+}
+
+/// The proxy over the sessions directory `dir` (created if missing), `config` checked first.
+pub(crate) fn open(config: ProxyConfig, dir: &Path) -> Result<Proxy, CliError> {
+    config
+        .validate()
+        .map_err(|error| CliError::Usage(error.to_string()))?;
+    let backend = cuca::FileBackend::new(dir).map_err(|error| {
+        CliError::Usage(format!("sessions directory {}: {error}", dir.display()))
+    })?;
+    Proxy::new(config, Arc::new(backend)).map_err(|error| CliError::Usage(error.to_string()))
+}
+
+/// The multi-threaded runtime the proxy serves on.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| CliError::Failed(format!("start the async runtime: {error}")))
+}
+
 /// Sends the proxy's warnings and errors to stderr, one line each: a call that could not be
 /// recorded in full must say so where the person running the proxy looks (issue 28.3), not
 /// only in the call log. `RUST_LOG` chooses another level.
-fn report_to_stderr() {
+pub(crate) fn report_to_stderr() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // Another subscriber already installed (a test harness) is left in place.

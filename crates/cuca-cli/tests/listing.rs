@@ -311,3 +311,39 @@ fn sessions_shows_ten_nested_forks_of_a_uuid_readably_and_json_keeps_the_ids_who
     got.sort();
     assert_eq!(got, expected);
 }
+
+/// Issue 30 item 4: "`cuca sessions` groups them under the base session" — a session's
+/// conversations (`{base}:conv:{n}`) follow their base, indented, whatever their activity.
+#[test]
+fn sessions_lists_a_sessions_conversations_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "app", 2, 1_000_000);
+    write(dir.path(), "other", 2, 5_000_000);
+    write(dir.path(), "app:conv:2", 2, 9_000_000);
+    write(dir.path(), "app:conv:1", 2, 3_000_000);
+    let listed = run(&["sessions", p(dir.path())]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let ids: Vec<&str> = listed
+        .stdout
+        .lines()
+        .skip(1)
+        .filter(|l| !l.contains(" sessions in "))
+        .map(|l| l.split("  ").find(|c| !c.is_empty()).unwrap().trim())
+        .collect();
+    // The app's group is the most active (its conversation 2 is the newest record).
+    assert_eq!(ids, ["app", "app:conv:1", "app:conv:2", "other"]);
+    assert!(
+        listed.stdout.contains("\n  app:conv:1"),
+        "{}",
+        listed.stdout
+    );
+    let json = run(&["sessions", p(dir.path()), "--json"]);
+    let rows: Vec<serde_json::Value> = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows[1]["session"], "app:conv:1");
+    assert_eq!(rows[1]["conversation_of"], "app");
+    assert!(rows[0]["conversation_of"].is_null());
+}

@@ -97,3 +97,36 @@ fn proxy_refuses_record_mode_without_an_upstream() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("needs an upstream url"), "{stderr}");
 }
+
+/// Issue 31: `cuca proxy --ignore REGEX` takes a regular expression, and one that is not is
+/// refused at start by name; `--mode fork` is a mode, and forwards, so it needs an upstream.
+#[test]
+fn proxy_refuses_a_bad_ignore_pattern_and_a_fork_mode_without_an_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"))
+        .args([
+            "proxy",
+            "--mode",
+            "replay",
+            "--ignore",
+            "Wall time: (",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("\"Wall time: (\" is not a regular expression"),
+        "{stderr}"
+    );
+    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"))
+        .args(["proxy", "--mode", "fork", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("fork mode forwards calls"), "{stderr}");
+}

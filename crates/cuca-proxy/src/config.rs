@@ -16,6 +16,10 @@ pub enum Mode {
     Replay,
     /// Answer from the recording where it has the turn; forward and record where not.
     Auto,
+    /// Time travel (issue 31): replay what matches the recording; at the first call that
+    /// diverges from it, fork the recorded conversation at the last call that matched, forward
+    /// that call live and record it, and every call after it, into the fork.
+    Fork,
 }
 
 impl Mode {
@@ -25,6 +29,7 @@ impl Mode {
             Mode::Record => "record",
             Mode::Replay => "replay",
             Mode::Auto => "auto",
+            Mode::Fork => "fork",
         }
     }
 
@@ -48,9 +53,10 @@ impl FromStr for Mode {
             "record" => Ok(Mode::Record),
             "replay" => Ok(Mode::Replay),
             "auto" => Ok(Mode::Auto),
+            "fork" => Ok(Mode::Fork),
             other => Err(ProxyError::InvalidConfig {
                 field: "mode",
-                message: format!("{other:?} is not a mode; use record, replay or auto"),
+                message: format!("{other:?} is not a mode; use record, replay, auto or fork"),
             }),
         }
     }
@@ -154,6 +160,13 @@ pub struct ProxyConfig {
     /// How long a shutdown lets calls in flight run before it closes them
     /// ([`DEFAULT_SHUTDOWN_GRACE`]).
     pub shutdown_grace: Duration,
+    /// Regular expressions whose matches replay blanks on both sides before comparing a
+    /// request with the recording: what differs on every run by nature
+    /// ([`crate::DEFAULT_IGNORE`] to start with; `cuca proxy --ignore REGEX` adds one).
+    pub ignore: Vec<String>,
+    /// Whether replay compares the sampling parameters ([`crate::SAMPLING_PARAMETERS`]) with
+    /// the recorded call's (`cuca proxy --ignore-params` turns it off).
+    pub compare_parameters: bool,
 }
 
 impl ProxyConfig {
@@ -171,6 +184,11 @@ impl ProxyConfig {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            ignore: crate::matching::DEFAULT_IGNORE
+                .iter()
+                .map(|p| (*p).to_owned())
+                .collect(),
+            compare_parameters: true,
         };
         config.validate()?;
         Ok(config)
@@ -205,6 +223,7 @@ impl ProxyConfig {
                 message: "0 cancels every streamed call".into(),
             });
         }
+        crate::matching::Matching::new(&self.ignore, self.compare_parameters)?;
         if self.max_sessions == 0 {
             return Err(ProxyError::InvalidConfig {
                 field: "max_sessions",

@@ -135,6 +135,34 @@ impl Conversations {
         Ok(chosen.id.clone())
     }
 
+    /// A new conversation of `base` for `request`, whatever it continues: fork mode's branch
+    /// when a call diverges before any recorded call matched.
+    pub(crate) async fn begin(
+        &self,
+        base: &str,
+        request: &UnifiedRequest,
+    ) -> Result<String, ApiError> {
+        let cell = {
+            let mut bases = self.bases.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(bases.entry(base.to_owned()).or_default())
+        };
+        let mut known = cell.lock().await;
+        if known.is_none() {
+            *known = Some(self.load(base).await?);
+        }
+        let Some(known) = known.as_mut() else {
+            return Ok(base.to_owned());
+        };
+        let (systems, messages) = shape(request);
+        let id = conversation_session_id(base, known.len().max(1) as u64);
+        known.push(Known {
+            id: id.clone(),
+            systems,
+            messages,
+        });
+        Ok(id)
+    }
+
     /// Reads `base`'s conversations from the store, on a blocking thread.
     async fn load(&self, base: &str) -> Result<Vec<Known>, ApiError> {
         let backend = Arc::clone(&self.backend);

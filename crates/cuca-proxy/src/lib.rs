@@ -83,6 +83,7 @@ mod config;
 mod conversations;
 mod error;
 mod flush;
+mod matching;
 mod record;
 mod replay;
 mod rows;
@@ -97,6 +98,7 @@ pub use config::{
     MODELS_MAX_BYTES, MODELS_TIMEOUT,
 };
 pub use error::ProxyError;
+pub use matching::{DEFAULT_IGNORE, SAMPLING_PARAMETERS};
 pub use replay::{INCOMPLETE_HEADER, TURN_HEADER};
-pub use server::Proxy;
-pub use session::{POINT_HEADER, SESSION_HEADER};
+pub use server::{Proxy, FORKED_FROM_HEADER};
+pub use session::{CONVERSATION_HEADER, POINT_HEADER, SESSION_HEADER};

@@ -191,6 +191,15 @@ pub(crate) async fn forward(
     // became a turn, and the call log holds its status and sentence.
     let mut recorder_slot = None;
     let mut include_usage = false;
+    if let Err(why) = &request {
+        // Forwarded all the same (the upstream's answer is the caller's), but never silently
+        // left out of the recording.
+        tracing::warn!(
+            session = %session,
+            "a call to {} was forwarded but not recorded: the body is not a request cuca can read ({why})",
+            format.path()
+        );
+    }
     if let (true, Ok(request)) = (status.is_success(), request) {
         let plugin = Arc::clone(&recording.slot.plugin);
         let mut unified = request.unified;

@@ -15,10 +15,11 @@ use axum::body::Body;
 use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
-use cuca_events::{Message, MessageContentBlock, Role, UnifiedRequest};
+use cuca_events::{Message, MessageContentBlock, Role};
 use cuca_replay::{ReplayTrajectory, ReplayTurn, SessionReplay};
 
 use crate::flush::OneAtATime;
+use crate::matching::Matching;
 use crate::session::{POINT_HEADER, SESSION_HEADER};
 use crate::wire::{clip, ApiError};
 use cuca_wire::{Format, RecordedAnswer, WireRequest};
@@ -144,7 +145,7 @@ impl Served {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn of(&self, session: &str) -> HashSet<usize> {
+    pub(crate) fn of(&self, session: &str) -> HashSet<usize> {
         self.lock().get(session).cloned().unwrap_or_default()
     }
 
@@ -152,7 +153,7 @@ impl Served {
         self.lock().get(session).is_some_and(|s| s.contains(&turn))
     }
 
-    fn mark(&self, session: &str, turn: usize) {
+    pub(crate) fn mark(&self, session: &str, turn: usize) {
         self.lock()
             .entry(session.to_owned())
             .or_default()
@@ -170,14 +171,15 @@ impl Served {
 /// prompts first, then the messages they share from the start.
 pub(crate) fn lookup_conversations(
     conversations: &[(String, Arc<ReplayTrajectory>)],
-    request: &UnifiedRequest,
+    wire: &WireRequest,
     served: &Served,
+    matching: &Matching,
 ) -> (Lookup, String) {
-    let (systems, messages) = crate::conversations::shape(request);
+    let (systems, messages) = crate::conversations::shape(&wire.unified);
     let mut best: Option<((bool, usize), Lookup, &str)> = None;
     let mut first_found: Option<(Lookup, String)> = None;
     for (id, trajectory) in conversations {
-        let found = lookup(trajectory, id, request, &served.of(id));
+        let found = lookup(trajectory, id, wire, &served.of(id), matching);
         if let Lookup::Found(_, turn_idx) = &found {
             // A turn not served yet answers at once; one served before only if no other
             // conversation has a fresh one (two apps' identical first questions).
@@ -248,9 +250,11 @@ pub(crate) enum Lookup {
 pub(crate) fn lookup(
     trajectory: &ReplayTrajectory,
     session: &str,
-    request: &UnifiedRequest,
+    wire: &WireRequest,
     served: &HashSet<usize>,
+    matching: &Matching,
 ) -> Lookup {
+    let request = &wire.unified;
     if trajectory.is_empty() {
         return Lookup::NotRecorded(
             ApiError::new(
@@ -262,20 +266,33 @@ pub(crate) fn lookup(
             .in_session(session),
         );
     }
+    // Tool results are compared where the recording holds them (a session log asked for
+    // them, issue 31); a recording made without them compares the rest.
+    let knows_tools = trajectory
+        .turns()
+        .iter()
+        .flat_map(|turn| turn.messages())
+        .any(|m| m.role == Role::Tool);
+    let compared = |m: &Message| match m.role {
+        Role::User | Role::Assistant => true,
+        Role::Tool => knows_tools,
+        Role::System => false,
+    };
     let conversation: Vec<(usize, &Message)> = request
         .messages
         .iter()
         .enumerate()
-        .filter(|(_, m)| matches!(m.role, Role::User | Role::Assistant))
+        .filter(|(_, m)| compared(m))
         .collect();
     let recorded: Vec<&Message> = trajectory
         .turns()
         .iter()
         .flat_map(|turn| turn.messages())
+        .filter(|m| compared(m))
         .collect();
     let n = conversation.len();
     for (i, (index, got)) in conversation.iter().enumerate().take(recorded.len()) {
-        if recorded[i] != *got {
+        if !matching.same_message(recorded[i], got) {
             return Lookup::Diverged(diverged(
                 session,
                 *index,
@@ -333,7 +350,7 @@ pub(crate) fn lookup(
                 && prompts
                     .iter()
                     .zip(&systems)
-                    .all(|(want, (_, got))| want == got)
+                    .all(|(want, (_, got))| matching.same_text(want, got))
         })
         .collect();
     let pool = if same_system.is_empty() {
@@ -401,7 +418,7 @@ pub(crate) fn lookup(
     let expected = turn.system_prompts();
     for i in 0..systems.len().max(expected.len()) {
         match (expected.get(i), systems.get(i)) {
-            (Some(want), Some((index, got))) if want != got => {
+            (Some(want), Some((index, got))) if !matching.same_text(want, got) => {
                 return Lookup::Diverged(diverged(
                     session,
                     *index,
@@ -428,7 +445,104 @@ pub(crate) fn lookup(
             _ => {}
         }
     }
+    if let Some(recorded) = turn.call().request() {
+        if !matching.same_tools(&recorded.tools, &request.tools) {
+            let names = |tools: Vec<String>| format!("[{}]", tools.join(", "));
+            let want: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(&recorded.tools)
+                .unwrap_or_default()
+                .iter()
+                .map(|t| {
+                    t.get("name")
+                        .and_then(|n| n.as_str())
+                        .unwrap_or("?")
+                        .to_owned()
+                })
+                .collect();
+            let got: Vec<String> = request.tools.iter().map(|t| t.name.clone()).collect();
+            return Lookup::Diverged(refused(
+                session,
+                "tools",
+                format!(
+                    "the tools offered differ from those turn {turn_idx} of session {session:?} was recorded with: expected {} (as recorded), got {}",
+                    clip(&names(want)),
+                    clip(&names(got))
+                ),
+            ));
+        }
+        if let Some((key, want, got)) =
+            matching.parameter_difference(&recorded.parameters, &wire.parameters)
+        {
+            return Lookup::Diverged(refused(
+                session,
+                key,
+                format!(
+                    "the request's {key:?} differs from turn {turn_idx} of session {session:?}: expected {}, got {} (replay compares sampling parameters; `--ignore-params` turns that off)",
+                    clip(&want),
+                    clip(&got)
+                ),
+            ));
+        }
+    }
     Lookup::Found(Box::new(turn.clone()), turn_idx)
+}
+
+/// How many of `trajectory`'s turns, from the first, `request` agrees with: turns asked
+/// before it whose recorded messages (compared as the match compares them) are the request's
+/// own, in order. Fork mode branches the recording after the last of them.
+pub(crate) fn matched_turns(
+    trajectory: &ReplayTrajectory,
+    wire: &WireRequest,
+    matching: &Matching,
+) -> usize {
+    let request = &wire.unified;
+    let knows_tools = trajectory
+        .turns()
+        .iter()
+        .flat_map(|turn| turn.messages())
+        .any(|m| m.role == Role::Tool);
+    let compared = |m: &&Message| match m.role {
+        Role::User | Role::Assistant => true,
+        Role::Tool => knows_tools,
+        Role::System => false,
+    };
+    let sent: Vec<&Message> = request.messages.iter().filter(compared).collect();
+    let mut at = 0;
+    let mut matched = 0;
+    for turn in trajectory.turns() {
+        if turn
+            .call()
+            .request()
+            .is_some_and(|asked| asked.messages as usize >= request.messages.len())
+        {
+            break;
+        }
+        let recorded: Vec<&Message> = turn.messages().iter().filter(compared).collect();
+        let Some(next) = sent.get(at..at + recorded.len()) else {
+            break;
+        };
+        if !recorded
+            .iter()
+            .zip(next)
+            .all(|(want, got)| matching.same_message(want, got))
+        {
+            break;
+        }
+        at += recorded.len();
+        matched += 1;
+    }
+    matched
+}
+
+/// A 409 about `param`, in words.
+fn refused(session: &str, param: &str, message: String) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "invalid_request_error",
+        "cuca_replay_diverged",
+        message,
+    )
+    .with_param(param.to_owned())
+    .in_session(session)
 }
 
 fn diverged(session: &str, index: usize, expected: &str, got: &str) -> ApiError {
@@ -446,7 +560,11 @@ fn diverged(session: &str, index: usize, expected: &str, got: &str) -> ApiError 
 
 /// A message in a few words: its role and clipped text, and any tool calls or images.
 fn describe(message: &Message) -> String {
-    let mut out = format!("{} {:?}", message.role.as_str(), clip(&message.text()));
+    let mut out = if message.role == Role::Tool {
+        message.role.as_str().to_owned()
+    } else {
+        format!("{} {:?}", message.role.as_str(), clip(&message.text()))
+    };
     for block in &message.content {
         match block {
             MessageContentBlock::ToolCall {
@@ -457,6 +575,17 @@ fn describe(message: &Message) -> String {
             }
             MessageContentBlock::Thinking { thinking } => {
                 out.push_str(&format!(" + reasoning {:?}", clip(thinking)));
+            }
+            MessageContentBlock::ToolResult {
+                tool_call_id,
+                content,
+                is_error,
+            } => {
+                let error = if *is_error { ", an error" } else { "" };
+                out.push_str(&format!(
+                    " + the result of {tool_call_id:?}{error}: {:?}",
+                    clip(content)
+                ));
             }
             _ => {}
         }

@@ -21,6 +21,7 @@ use crate::chain;
 use crate::config::{Mode, ProxyConfig, MODELS_MAX_BYTES, MODELS_TIMEOUT};
 use crate::conversations::Conversations;
 use crate::error::ProxyError;
+use crate::matching::Matching;
 use crate::record::{self, root_cause, upstream_headers, Recording};
 use crate::replay::{self, Lookup};
 use crate::session::{self, Slots};
@@ -40,6 +41,13 @@ pub(crate) struct Shared {
     pub(crate) conversations: Conversations,
     /// The recorded turns replay has served, per conversation.
     pub(crate) served: replay::Served,
+    /// What replay compares, and what it ignores.
+    pub(crate) matching: Matching,
+    /// Fork mode's branches: the conversation a diverging call was recorded in instead of
+    /// each recorded conversation, so the calls after it continue the branch.
+    pub(crate) branches: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// The store, for fork mode's forks.
+    pub(crate) backend: Arc<dyn SessionBackend>,
     pub(crate) http: reqwest::Client,
     /// The upstream's model-call URL of each format (`{upstream}/v1/chat/completions`,
     /// `…/v1/messages`, `…/v1/responses`), in [`Format::ALL`] order; empty in replay mode.
@@ -160,10 +168,13 @@ impl Proxy {
         let conversations = Conversations::new(Arc::clone(&backend));
         Ok(Proxy {
             shared: Arc::new(Shared {
-                replay: replay::Loads::new(SessionReplay::new(backend)),
+                replay: replay::Loads::new(SessionReplay::new(Arc::clone(&backend))),
                 slots,
                 conversations,
                 served: replay::Served::default(),
+                matching: Matching::new(&config.ignore, config.compare_parameters)?,
+                branches: std::sync::Mutex::default(),
+                backend,
                 http,
                 call_urls,
                 count_tokens_url,
@@ -454,10 +465,15 @@ async fn route_call(
         continued = chain::continue_previous(&shared, &session, parsed).await?;
     }
     let query = uri.query().map(str::to_owned);
+    // A caller that names its conversation is placed there, by no content rule.
+    let named = session::named_conversation(&headers, &session)?;
+    if named.is_some() {
+        continued = named.clone();
+    }
     match shared.config.mode {
         Mode::Replay => {
             let request = request.map_err(|message| bad_request(&session, message))?;
-            match load_and_lookup(&shared, &session, &request).await? {
+            match load_and_lookup(&shared, &session, named.as_deref(), &request).await? {
                 (Lookup::Found(turn, turn_idx), conversation) => Ok(replay::render(
                     &turn,
                     turn_idx,
@@ -486,6 +502,7 @@ async fn route_call(
             )
             .await)
         }
+        Mode::Fork => fork_mode(shared, format, query, session, headers, body, request).await,
         Mode::Auto => {
             // The writer is taken before the lookup, so a call recorded meanwhile on the same
             // conversation cannot slip between the two.
@@ -495,7 +512,7 @@ async fn route_call(
             };
             let recording = recording(&shared, &conversation).await?;
             if let Ok(parsed) = &request {
-                match load_and_lookup(&shared, &session, parsed).await? {
+                match load_and_lookup(&shared, &session, named.as_deref(), parsed).await? {
                     (Lookup::Found(turn, turn_idx), replayed_from) => {
                         return Ok(replay::render(
                             &turn,
@@ -523,6 +540,150 @@ async fn route_call(
         }
     }
 }
+
+/// Fork mode (issue 31 item 3): what matches the recording is replayed; a call that diverges
+/// from its conversation is forwarded live and recorded in a branch of it — a fork at the last
+/// call that matched (`SessionBackend::fork`, so the audit record and the id follow seed 000),
+/// or a new conversation when none did — and the calls after it continue that branch.
+async fn fork_mode(
+    shared: Arc<Shared>,
+    format: Format,
+    query: Option<String>,
+    session: String,
+    headers: HeaderMap,
+    body: Bytes,
+    request: Result<WireRequest, String>,
+) -> Result<Response, ApiError> {
+    let Ok(parsed) = &request else {
+        let recording = recording(&shared, &session).await?;
+        return Ok(record::forward(
+            shared, format, query, session, headers, body, request, recording,
+        )
+        .await);
+    };
+    let diverged_in = match load_and_lookup(&shared, &session, None, parsed).await? {
+        (Lookup::Found(turn, turn_idx), replayed_from) => {
+            return Ok(replay::render(
+                &turn,
+                turn_idx,
+                &replayed_from,
+                parsed,
+                format,
+            ));
+        }
+        (Lookup::NotRecorded(_), _) => None,
+        (Lookup::Diverged(_), conversation) => Some(conversation),
+    };
+    let Some(original) = diverged_in else {
+        let conversation = place(&shared, &session, Some(parsed)).await?;
+        let recording = recording(&shared, &conversation).await?;
+        return Ok(record::forward(
+            shared,
+            format,
+            query,
+            conversation,
+            headers,
+            body,
+            request,
+            recording,
+        )
+        .await);
+    };
+    // The branch this proxy already made of the conversation, followed to its newest.
+    let mut target = original.clone();
+    loop {
+        let next = shared
+            .branches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&target)
+            .cloned();
+        match next {
+            Some(next) if next != target => target = next,
+            _ => break,
+        }
+    }
+    let mut forked_from = None;
+    let trajectory = shared.replay.load(&target).await.map_err(|message| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "cuca_replay_failed",
+            message,
+        )
+        .in_session(&target)
+    })?;
+    // The recorded conversation diverged already; a branch of it may answer, be continued,
+    // or diverge in turn.
+    let branch_needed = target == original
+        || match replay::lookup(
+            &trajectory,
+            &target,
+            parsed,
+            &shared.served.of(&target),
+            &shared.matching,
+        ) {
+            Lookup::Found(turn, turn_idx) => {
+                shared.served.mark(&target, turn_idx);
+                return Ok(replay::render(&turn, turn_idx, &target, parsed, format));
+            }
+            Lookup::NotRecorded(_) => false,
+            Lookup::Diverged(_) => true,
+        };
+    if branch_needed {
+        let matched = replay::matched_turns(&trajectory, parsed, &shared.matching);
+        let branch = match matched.checked_sub(1).map(|t| &trajectory.turns()[t]) {
+            Some(last) => {
+                let point = format!("{target}:{}", last.sequence_range().end());
+                let backend = Arc::clone(&shared.backend);
+                let (from, at) = (target.clone(), point.clone());
+                let forked = tokio::task::spawn_blocking(move || backend.fork(&from, &at))
+                    .await
+                    .map_err(|join| join.to_string())
+                    .and_then(|forked| forked.map_err(|e| e.to_string()));
+                let fork = forked.map_err(|message| {
+                    ApiError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "server_error",
+                        "cuca_fork_failed",
+                        format!("cannot fork session {target:?} at {point}: {message}"),
+                    )
+                    .in_session(&target)
+                })?;
+                forked_from = Some(point);
+                fork
+            }
+            None => {
+                shared
+                    .conversations
+                    .begin(&session, &parsed.unified)
+                    .await?
+            }
+        };
+        tracing::info!(from = %target, to = %branch, "the call diverges from the recording; recording it live in a branch");
+        shared
+            .branches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(target.clone(), branch.clone());
+        target = branch;
+    }
+    let recording = recording(&shared, &target).await?;
+    let mut response = record::forward(
+        shared, format, query, target, headers, body, request, recording,
+    )
+    .await;
+    if let Some(value) = forked_from.and_then(|point| HeaderValue::from_str(&point).ok()) {
+        response
+            .headers_mut()
+            .insert(HeaderName::from_static(FORKED_FROM_HEADER), value);
+    }
+    Ok(response)
+}
+
+/// The response header of a call fork mode recorded in a new branch: the point of the
+/// recording it branched from.
+pub const FORKED_FROM_HEADER: &str = "x-cuca-forked-from";
 
 /// The conversation of session `session` a call is recorded in (issue 30); a body that is
 /// not a request of the format is forwarded and recorded nowhere, under the base session.
@@ -567,23 +728,28 @@ fn bad_request(session: &str, message: String) -> ApiError {
 async fn load_and_lookup(
     shared: &Arc<Shared>,
     session: &str,
+    named: Option<&str>,
     request: &WireRequest,
 ) -> Result<(Lookup, String), ApiError> {
-    let trajectory = shared
-        .replay
-        .load_conversations(session)
-        .await
-        .map_err(|message| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "server_error",
-                "cuca_replay_failed",
-                message,
-            )
-            .in_session(session)
-        })?;
+    let loaded = match named {
+        Some(conversation) => shared
+            .replay
+            .load(conversation)
+            .await
+            .map(|trajectory| vec![(conversation.to_owned(), trajectory)]),
+        None => shared.replay.load_conversations(session).await,
+    };
+    let trajectory = loaded.map_err(|message| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "cuca_replay_failed",
+            message,
+        )
+        .in_session(session)
+    })?;
     let (lookup, conversation) =
-        replay::lookup_conversations(&trajectory, &request.unified, &shared.served);
+        replay::lookup_conversations(&trajectory, request, &shared.served, &shared.matching);
     Ok((lookup, conversation))
 }
 

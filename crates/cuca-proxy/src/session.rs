@@ -48,6 +48,44 @@ pub(crate) fn invalid_session_id(id: &str) -> Option<String> {
     None
 }
 
+/// The request header that names the conversation of its session a call belongs to, for a
+/// caller that knows its conversations: the call is recorded in (and replayed from) the
+/// session `{session}:conv:{name}`, and no placement by content happens.
+pub const CONVERSATION_HEADER: &str = "x-cuca-conversation";
+
+/// The conversation `X-Cuca-Conversation` names in session `base`, if the header was sent.
+pub(crate) fn named_conversation(
+    headers: &HeaderMap,
+    base: &str,
+) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get(CONVERSATION_HEADER) else {
+        return Ok(None);
+    };
+    let refused = |message: String| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "cuca_invalid_conversation",
+            message,
+        )
+        .in_session(base)
+    };
+    let name = value
+        .to_str()
+        .map_err(|_| refused("the X-Cuca-Conversation header is not visible ASCII".into()))?;
+    if name.is_empty() || name.contains(':') {
+        return Err(refused(format!(
+            "X-Cuca-Conversation {name:?} cannot name a conversation: it must be non-empty and hold no ':'"
+        )));
+    }
+    // The automatic conversations are numbered; a named one has the same shape.
+    let id = format!("{base}:conv:{name}");
+    match invalid_session_id(&id) {
+        None => Ok(Some(id)),
+        Some(message) => Err(refused(message)),
+    }
+}
+
 /// The session of a call: the `/s/{session}/` path prefix, else the `X-Cuca-Session`
 /// header, else `default`.
 pub(crate) fn choose(
@@ -215,7 +253,9 @@ impl Slots {
         }
         let plugin = SessionLogPlugin::new(Arc::clone(&self.backend))
             .with_session_id(session)
-            .with_call_metadata(true);
+            .with_call_metadata(true)
+            // What an agent's tools returned is half its trajectory, and replay compares it.
+            .with_tool_results(true);
         let slot = Arc::new(Slot {
             plugin: Arc::new(plugin),
             lock: Arc::new(tokio::sync::Mutex::new(())),

@@ -459,7 +459,8 @@ async fn a_chat_recording_replays_to_an_anthropic_caller_as_an_anthropic_stream(
     let user = chat["messages"][1]["content"].clone();
     let as_anthropic = json!({
         "model": chat["model"],
-        "max_tokens": 12,
+        "max_tokens": chat["max_tokens"],
+        "temperature": chat["temperature"],
         "stream": true,
         "system": system,
         "messages": [{"role": "user", "content": user}],

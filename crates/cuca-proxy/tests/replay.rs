@@ -467,3 +467,270 @@ async fn a_long_recorded_block_is_replayed_in_pieces_that_join_to_it_exactly() {
     );
     assert_eq!(joined(&blocks_of_sse(&answer), false), long);
 }
+
+/// Issue 30 item 6: "a new header (e.g. `X-Cuca-Conversation`) lets a caller that knows its
+/// conversations name them": two calls with the same request, named apart, are recorded in
+/// two conversations and each replays with its own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_conversation_is_recorded_and_replayed_as_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = upstream().await;
+    let proxy = recording(&upstream, dir.path()).await;
+    for (name, answer) in [("a", None), ("b", Some("tools"))] {
+        let mut builder = client()
+            .post(proxy.chat_url(Some("named")))
+            .header("X-Cuca-Conversation", name)
+            .body(request("stream-basic"));
+        if let Some(answer) = answer {
+            builder = builder.header("X-Test-Answer", answer);
+        }
+        let response = builder.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            response.headers()["x-cuca-session"],
+            format!("named:conv:{name}").as_str()
+        );
+        response.bytes().await.unwrap();
+    }
+    drop(proxy);
+    upstream.stop().await;
+    let replay = replaying(dir.path()).await;
+    let replayed = client()
+        .post(replay.chat_url(Some("named")))
+        .header("X-Cuca-Conversation", "b")
+        .body(request("stream-basic"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replayed.status(), 200);
+    assert_eq!(replayed.headers()["x-cuca-session"], "named:conv:b");
+    let body = replayed.bytes().await.unwrap();
+    assert_eq!(blocks_of_sse(&body), blocks_of_sse(TOOL_STREAM.as_bytes()));
+    let refused = client()
+        .post(replay.chat_url(Some("named")))
+        .header("X-Cuca-Conversation", "x:y")
+        .body(request("stream-basic"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+}
+
+/// Issue 31 items 1 and 2: "Tool results are recorded" and "Replay compares the whole
+/// conversation … tool calls and tool results … the first difference is the 409, naming the
+/// position and showing both sides clipped"; a pattern in `ignore` blanks what differs by
+/// nature, and the same replay then matches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_tool_result_is_a_409_naming_it_unless_ignored() {
+    use cuca_events::SessionEvent;
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = upstream().await;
+    let proxy = recording(&upstream, dir.path()).await;
+    let first: serde_json::Value = serde_json::from_slice(&request("stream-basic")).unwrap();
+    let with_result = |output: &str| {
+        let mut next = first.clone();
+        let messages = next["messages"].as_array_mut().unwrap();
+        messages.push(serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_7", "type": "function", "function": {"name": "lookup", "arguments": "{\"city\":\"Lisbon\"}"}}
+        ]}));
+        messages
+            .push(serde_json::json!({"role": "tool", "tool_call_id": "call_7", "content": output}));
+        serde_json::to_vec(&next).unwrap()
+    };
+    let calls = [
+        (request("stream-basic"), Some("tools")),
+        (with_result("ALPHA"), None),
+    ];
+    for (body, answer) in &calls {
+        let mut builder = client()
+            .post(proxy.chat_url(Some("tool")))
+            .body(body.clone());
+        if let Some(answer) = answer {
+            builder = builder.header("X-Test-Answer", *answer);
+        }
+        let response = builder.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        response.bytes().await.unwrap();
+    }
+    proxy.proxy.settled("tool").await;
+    let results: Vec<SessionEvent> = proxy
+        .records("tool")
+        .into_iter()
+        .map(|r| r.event)
+        .filter(|e| matches!(e, SessionEvent::ToolResult { .. }))
+        .collect();
+    assert_eq!(
+        results,
+        vec![SessionEvent::ToolResult {
+            tool_call_id: "call_7".into(),
+            content: "ALPHA".into(),
+            is_error: false,
+            stdout: None,
+            stderr: None,
+            exit_code: None,
+        }]
+    );
+    drop(proxy);
+    upstream.stop().await;
+
+    let replay = replaying(dir.path()).await;
+    let url = replay.chat_url(Some("tool"));
+    assert_eq!(post(&url, request("stream-basic")).await.0, 200);
+    assert_eq!(post(&url, with_result("ALPHA")).await.0, 200);
+    let (status, _, body) = post(&url, with_result("BETA")).await;
+    assert_eq!(status, 409, "{}", String::from_utf8_lossy(&body));
+    let error: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(error["error"]["param"], "messages[3]");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("ALPHA") && message.contains("BETA"),
+        "{message}"
+    );
+    drop(replay);
+
+    let mut config = cuca_proxy::ProxyConfig::new(cuca_proxy::Mode::Replay, None).unwrap();
+    config.ignore.push("ALPHA|BETA".into());
+    let lenient = start(config, dir.path()).await;
+    let url = lenient.chat_url(Some("tool"));
+    assert_eq!(post(&url, request("stream-basic")).await.0, 200);
+    let (status, _, body) = post(&url, with_result("BETA")).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+}
+
+/// Issue 31 item 2: "the tools offered" and "Sampling parameters are compared too, unless
+/// `--ignore-params`."
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changed_tools_or_sampling_parameters_are_a_409_unless_parameters_are_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = upstream().await;
+    let proxy = recording(&upstream, dir.path()).await;
+    let mut sent: serde_json::Value = serde_json::from_slice(&request("stream-basic")).unwrap();
+    sent["tools"] = serde_json::json!([{"type": "function", "function": {"name": "lookup", "description": "Finds a city.", "parameters": {"type": "object"}}}]);
+    let response = client()
+        .post(proxy.chat_url(Some("knobs")))
+        .json(&sent)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.bytes().await.unwrap();
+    drop(proxy);
+    upstream.stop().await;
+
+    let replay = replaying(dir.path()).await;
+    let url = replay.chat_url(Some("knobs"));
+    let mut hotter = sent.clone();
+    hotter["temperature"] = serde_json::json!(0.9);
+    let (status, _, body) = post(&url, serde_json::to_vec(&hotter).unwrap()).await;
+    assert_eq!(status, 409);
+    let error: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(error["error"]["param"], "temperature");
+    let mut other_tools = sent.clone();
+    other_tools["tools"][0]["function"]["name"] = serde_json::json!("search");
+    let (status, _, body) = post(&url, serde_json::to_vec(&other_tools).unwrap()).await;
+    assert_eq!(status, 409);
+    let error: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(error["error"]["param"], "tools");
+    assert!(error["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("search"));
+    assert_eq!(post(&url, serde_json::to_vec(&sent).unwrap()).await.0, 200);
+    drop(replay);
+
+    let mut config = cuca_proxy::ProxyConfig::new(cuca_proxy::Mode::Replay, None).unwrap();
+    config.compare_parameters = false;
+    let lenient = start(config, dir.path()).await;
+    let (status, _, _) = post(
+        &lenient.chat_url(Some("knobs")),
+        serde_json::to_vec(&hotter).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+}
+
+/// Issue 31 item 3: "Fork on divergence … Replay what matches; at the first call that
+/// diverges, fork the recorded conversation at the last matching point …, forward that call
+/// live, and record it and everything after it into the fork. The response headers name the
+/// fork."
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fork_mode_replays_what_matches_and_records_the_changed_run_in_a_fork() {
+    use cuca_events::SessionEvent;
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = upstream().await;
+    let first: serde_json::Value = serde_json::from_slice(&request("stream-basic")).unwrap();
+    let with_result = |output: &str, follow_up: bool| {
+        let mut next = first.clone();
+        let messages = next["messages"].as_array_mut().unwrap();
+        messages.push(serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_7", "type": "function", "function": {"name": "lookup", "arguments": "{\"city\":\"Lisbon\"}"}}
+        ]}));
+        messages
+            .push(serde_json::json!({"role": "tool", "tool_call_id": "call_7", "content": output}));
+        if follow_up {
+            messages.push(serde_json::json!({"role": "assistant", "content": "It is BETA."}));
+            messages
+                .push(serde_json::json!({"role": "user", "content": "Thanks. Reply with: noted"}));
+        }
+        serde_json::to_vec(&next).unwrap()
+    };
+    {
+        let proxy = recording(&upstream, dir.path()).await;
+        for (body, answer) in [
+            (request("stream-basic"), Some("tools")),
+            (with_result("ALPHA", false), None),
+        ] {
+            let mut builder = client().post(proxy.chat_url(Some("run"))).body(body);
+            if let Some(answer) = answer {
+                builder = builder.header("X-Test-Answer", answer);
+            }
+            let response = builder.send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            response.bytes().await.unwrap();
+        }
+        proxy.proxy.settled("run").await;
+    }
+    let recorded_calls = upstream.calls();
+    let config =
+        cuca_proxy::ProxyConfig::new(cuca_proxy::Mode::Fork, Some(upstream.url.clone())).unwrap();
+    let proxy = start(config, dir.path()).await;
+    let url = proxy.chat_url(Some("run"));
+    // The unchanged first call is served from the recording: nothing reaches the upstream.
+    let (status, headers, _) = post(&url, request("stream-basic")).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["x-cuca-session"], "run");
+    assert_eq!(upstream.calls(), recorded_calls);
+    // The tool now returns BETA: the call goes live, into a fork of the recording.
+    let (status, headers, body) = post(&url, with_result("BETA", false)).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(upstream.calls(), recorded_calls + 1);
+    let fork = headers["x-cuca-session"].to_str().unwrap().to_owned();
+    assert_eq!(cuca_events::fork_parent(&fork).map(|(p, _)| p), Some("run"));
+    let point = headers[cuca_proxy::FORKED_FROM_HEADER].to_str().unwrap();
+    assert!(point.starts_with("run:"), "{point}");
+    // And the run goes on in the fork.
+    let (status, headers, _) = post(&url, with_result("BETA", true)).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["x-cuca-session"].to_str().unwrap(), fork);
+    assert_eq!(upstream.calls(), recorded_calls + 2);
+    proxy.proxy.settled(&fork).await;
+    let outputs: Vec<String> = proxy
+        .records(&fork)
+        .into_iter()
+        .filter_map(|r| match r.event {
+            SessionEvent::ToolResult { content, .. } => Some(content),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outputs, ["BETA"]);
+    // The original is untouched but for the fork's audit record.
+    let original: Vec<String> = proxy
+        .records("run")
+        .into_iter()
+        .filter_map(|r| match r.event {
+            SessionEvent::ToolResult { content, .. } => Some(content),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(original, ["ALPHA"]);
+}

@@ -297,3 +297,69 @@ fn every_load_is_one_replay_call_and_nothing_ever_writes() {
     assert_eq!(backend.writes.load(Ordering::SeqCst), 0);
     assert_eq!(backend.inner.replay("demo").unwrap(), demo_turn("demo", 0));
 }
+
+/// Issue 31 item 1: tool results a session log records among a request's records (before
+/// its `CallRequest`) are the request's tool messages, where they were sent; a tool result
+/// recorded after the answer began stays a block of the answer, as the seed has it.
+#[test]
+fn a_requests_tool_results_are_its_tool_messages_and_an_answers_stay_blocks() {
+    use cuca_events::{Message, MessageContentBlock, Role};
+    let result = |id: &str, text: &str| SessionEvent::ToolResult {
+        tool_call_id: id.into(),
+        content: text.into(),
+        is_error: false,
+        stdout: None,
+        stderr: None,
+        exit_code: None,
+    };
+    let user = |text: &str| {
+        SessionEvent::Message(Message {
+            role: Role::User,
+            content: vec![MessageContentBlock::text(text)],
+        })
+    };
+    let call_request = SessionEvent::CallRequest {
+        model: "m".into(),
+        parameters: "{}".into(),
+        tools: "[]".into(),
+        messages: 4,
+    };
+    let events = [
+        user("look it up"),
+        result("call_1", "ALPHA"),
+        user("and then?"),
+        call_request,
+        SessionEvent::Output {
+            text: "It said ALPHA".into(),
+        },
+        result("call_2", "after the answer"),
+        SessionEvent::Latency { duration_ms: 1 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 1,
+            completion_tokens: 1,
+        },
+    ];
+    let records: Vec<_> = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| record("tools", i as u64, event))
+        .collect();
+    let backend = backend_with(&records);
+    let trajectory = SessionReplay::new(backend).load("tools").unwrap();
+    let turn = &trajectory.turns()[0];
+    let roles: Vec<Role> = turn.messages().iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Tool, Role::User]);
+    assert_eq!(
+        turn.messages()[1].content,
+        vec![MessageContentBlock::ToolResult {
+            tool_call_id: "call_1".into(),
+            content: "ALPHA".into(),
+            is_error: false,
+        }]
+    );
+    assert_eq!(turn.blocks().len(), 2);
+    assert!(matches!(
+        turn.blocks()[1],
+        MessageContentBlock::ToolResult { .. }
+    ));
+}

@@ -255,6 +255,9 @@ struct TurnBuilder {
     /// A Latency seen as the most recent record, waiting to learn whether a TokenUsage
     /// follows. Its sequence is already in the range and counted.
     pending_latency: Option<u64>,
+    /// Where each of the turn's blocks so far, while they are all tool results and no
+    /// `CallRequest` has come, would stand among its messages: `messages.len()` when it came.
+    tool_results_at: Vec<usize>,
 }
 
 impl TurnBuilder {
@@ -453,8 +456,30 @@ impl<'c> Segmenter<'c> {
             }
             // Handled above; kept so this match stays exhaustive over the known variants.
             SessionEvent::TokenUsage { .. } => None,
-            event @ (SessionEvent::CallRequest { .. }
-            | SessionEvent::CallFinish { .. }
+            event @ SessionEvent::CallRequest { .. } => {
+                // Tool results recorded among a request's records (a session log asked for
+                // them) are the request's tool messages, in the places they were sent.
+                if !turn.tool_results_at.is_empty()
+                    && turn.tool_results_at.len() == turn.blocks.len()
+                {
+                    let at = std::mem::take(&mut turn.tool_results_at);
+                    for (offset, (index, block)) in
+                        at.into_iter().zip(turn.blocks.drain(..)).enumerate()
+                    {
+                        turn.messages.insert(
+                            (index + offset).min(turn.messages.len()),
+                            Message {
+                                role: cuca_events::Role::Tool,
+                                content: vec![block],
+                            },
+                        );
+                    }
+                }
+                turn.tool_results_at.clear();
+                turn.call.take(event);
+                None
+            }
+            event @ (SessionEvent::CallFinish { .. }
             | SessionEvent::CallIncomplete { .. }
             | SessionEvent::CallWire { .. }) => {
                 turn.call.take(event);
@@ -474,6 +499,14 @@ impl<'c> Segmenter<'c> {
             }
         };
         if let Some(block) = block {
+            let is_request_side = turn.call.request().is_none()
+                && turn.tool_results_at.len() == turn.blocks.len()
+                && matches!(block, MessageContentBlock::ToolResult { .. });
+            if is_request_side {
+                turn.tool_results_at.push(turn.messages.len());
+            } else {
+                turn.tool_results_at.clear();
+            }
             if turn.blocks.len() >= self.config.max_turn_blocks {
                 let session_id = &self.session_id;
                 return Err(PluginError::validation(

@@ -40,6 +40,9 @@ pub struct SessionLogPlugin {
     /// Whether the hooks also write `CallRequest` and `CallFinish` (off by default, so the
     /// seed's record counts stay as they are).
     call_metadata: bool,
+    /// Whether a request's tool results are recorded too, as `ToolResult` records once per
+    /// position (off by default: the seed's rule, "Tool messages are not recorded").
+    tool_results: bool,
 }
 
 /// What the plugin knows about its session.
@@ -57,6 +60,10 @@ struct Cursor {
     /// or assistant positions of the next requests are taken as the ones already recorded:
     /// a conversation's history is a prefix that only grows.
     unplaced_messages: usize,
+    /// Indices in `request.messages` whose tool result has been recorded.
+    seen_tool_positions: BTreeSet<usize>,
+    /// `ToolResult` records found on resume that no position has been matched to yet.
+    unplaced_tool_results: usize,
 }
 
 impl Cursor {
@@ -68,6 +75,19 @@ impl Cursor {
         if self.unplaced_messages > 0 {
             self.unplaced_messages -= 1;
             self.seen_positions.insert(position);
+            return false;
+        }
+        true
+    }
+
+    /// Whether the tool message at `position` still has to be recorded.
+    fn is_new_tool(&mut self, position: usize) -> bool {
+        if self.seen_tool_positions.contains(&position) {
+            return false;
+        }
+        self.seen_tool_positions.insert(position);
+        if self.unplaced_tool_results > 0 {
+            self.unplaced_tool_results -= 1;
             return false;
         }
         true
@@ -103,6 +123,7 @@ impl SessionLogPlugin {
             session_id: DEFAULT_SESSION_ID.to_owned(),
             cursor: Mutex::new(Cursor::default()),
             call_metadata: false,
+            tool_results: false,
         }
     }
 
@@ -115,6 +136,19 @@ impl SessionLogPlugin {
     pub fn with_call_metadata(self, on: bool) -> Self {
         SessionLogPlugin {
             call_metadata: on,
+            ..self
+        }
+    }
+
+    /// The same plugin, also recording the tool results each request carries: one
+    /// [`SessionEvent::ToolResult`] per tool result (its call id and output verbatim), once per
+    /// position, among the request's records (issue 31: a session shows what an agent's tools
+    /// returned, and a replay can compare them). Off by default, and then the seed's rule holds:
+    /// "Tool messages are not recorded".
+    #[must_use]
+    pub fn with_tool_results(self, on: bool) -> Self {
+        SessionLogPlugin {
+            tool_results: on,
             ..self
         }
     }
@@ -223,6 +257,11 @@ impl SessionLogPlugin {
         cursor.unplaced_messages = records
             .iter()
             .filter(|record| matches!(record.event, SessionEvent::Message(_)))
+            .count();
+        // A tool message holds one result, the way the wire formats are read.
+        cursor.unplaced_tool_results = records
+            .iter()
+            .filter(|record| matches!(record.event, SessionEvent::ToolResult { .. }))
             .count();
         cursor.positions_loaded = true;
     }
@@ -397,6 +436,30 @@ impl SessionLogPlugin {
                     let written =
                         self.write(&mut cursor, || Some(SessionEvent::Message(message.clone())))?;
                     cursor.seen_positions.insert(position);
+                    written
+                }
+                Role::Tool if self.tool_results && cursor.is_new_tool(position) => {
+                    let mut written = None;
+                    for block in &message.content {
+                        if let MessageContentBlock::ToolResult {
+                            tool_call_id,
+                            content,
+                            is_error,
+                        } = block
+                        {
+                            let record = self.write(&mut cursor, || {
+                                Some(SessionEvent::ToolResult {
+                                    tool_call_id: tool_call_id.clone(),
+                                    content: content.clone(),
+                                    is_error: *is_error,
+                                    stdout: None,
+                                    stderr: None,
+                                    exit_code: None,
+                                })
+                            })?;
+                            written = written.or(record);
+                        }
+                    }
                     written
                 }
                 Role::User | Role::Assistant | Role::Tool => None,

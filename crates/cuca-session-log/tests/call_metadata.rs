@@ -277,3 +277,67 @@ fn close_open_call_closes_a_call_left_open_and_nothing_else() {
     assert!(!plain.close_open_call("no").unwrap());
     assert_eq!(backend.replay("plain").unwrap().len(), 1);
 }
+
+/// Issue 31 item 1: "Every tool result a request carries … is recorded once per conversation
+/// position as a `SessionEvent::ToolResult` (with its call id, and the output verbatim) …
+/// through an explicit, opt-in plugin switch … the seed rule ('Tool messages are not
+/// recorded') is unchanged when the switch is off."
+#[test]
+fn tool_results_are_recorded_once_per_position_only_when_asked() {
+    let tool_turn = || {
+        let mut request = request();
+        request.messages.push(Message {
+            role: cuca_events::Role::Assistant,
+            content: vec![MessageContentBlock::ToolCall {
+                id: "call_1".into(),
+                name: "lookup".into(),
+                arguments: "{}".into(),
+            }],
+        });
+        request.messages.push(Message {
+            role: cuca_events::Role::Tool,
+            content: vec![MessageContentBlock::ToolResult {
+                tool_call_id: "call_1".into(),
+                content: "ALPHA\n".into(),
+                is_error: true,
+            }],
+        });
+        request
+    };
+    for on in [true, false] {
+        let backend = Arc::new(InMemoryBackend::new());
+        let plugin = SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>)
+            .with_session_id("tools")
+            .with_call_metadata(true)
+            .with_tool_results(on);
+        let first = tool_turn();
+        let mut second = tool_turn();
+        second.messages.push(Message::user("And then?"));
+        for mut request in [first, second] {
+            block_on(plugin.on_request(&mut request)).unwrap();
+            block_on(plugin.on_response_complete(&response())).unwrap();
+        }
+        let results: Vec<SessionEvent> = backend
+            .replay("tools")
+            .unwrap()
+            .into_iter()
+            .map(|r| r.event)
+            .filter(|e| matches!(e, SessionEvent::ToolResult { .. }))
+            .collect();
+        if on {
+            assert_eq!(
+                results,
+                vec![SessionEvent::ToolResult {
+                    tool_call_id: "call_1".into(),
+                    content: "ALPHA\n".into(),
+                    is_error: true,
+                    stdout: None,
+                    stderr: None,
+                    exit_code: None,
+                }]
+            );
+        } else {
+            assert!(results.is_empty(), "{results:?}");
+        }
+    }
+}

@@ -25,7 +25,8 @@
 //!             {"type": "server_tool_use", "records": 0, "raw": {…}, "deltas": [{…}]}]}
 //! ```
 //!
-//! `usage` is the message's usage object, verbatim, `message_start`'s with `message_delta`'s
+//! `fields` (only when there are any) holds the message object's keys cuca does not map
+//! (`container`), verbatim. `usage` is the message's usage object, verbatim, `message_start`'s with `message_delta`'s
 //! fields laid over it (as the SDKs accumulate it). `blocks` lists the content blocks in
 //! order; `records` is how many session blocks each one produced (one per streamed delta), so
 //! an encoder regroups the recorded blocks into the same content blocks. A known block may

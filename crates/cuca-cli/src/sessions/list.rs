@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use cuca::{SessionBackend, SessionEvent};
+use cuca::{conversation_parent, SessionBackend, SessionEvent};
 use serde_json::json;
 
 use super::{count, fork_parent, format_ms, open_dir, scan_row, stdout, Scanned};
@@ -128,6 +128,41 @@ fn shown_id(id: &str) -> String {
         .join(" ")
 }
 
+/// The rows with each session's conversations (`{base}:conv:{n}`, issue 30) right after their
+/// base session, in conversation order; a group stands where its first member in the sort
+/// stands (the most active one, sorted by activity).
+fn grouped(rows: Vec<Row>) -> Vec<Row> {
+    let ids: std::collections::HashSet<String> = rows.iter().map(|r| r.id.clone()).collect();
+    let group_of = |id: &str| -> String {
+        match conversation_parent(id) {
+            Some((base, _)) if ids.contains(base) => base.to_owned(),
+            _ => id.to_owned(),
+        }
+    };
+    let mut order: Vec<String> = Vec::new();
+    let mut members: std::collections::HashMap<String, Vec<(u64, Row)>> =
+        std::collections::HashMap::new();
+    for row in rows {
+        let group = group_of(&row.id);
+        let n = if group == row.id {
+            0
+        } else {
+            conversation_parent(&row.id).map_or(0, |(_, n)| n)
+        };
+        if !members.contains_key(&group) {
+            order.push(group.clone());
+        }
+        members.entry(group).or_default().push((n, row));
+    }
+    let mut out = Vec::new();
+    for group in order {
+        let mut rows = members.remove(&group).unwrap_or_default();
+        rows.sort_by_key(|(n, _)| *n);
+        out.extend(rows.into_iter().map(|(_, row)| row));
+    }
+    out
+}
+
 pub(crate) fn list(dir: &Path, as_json: bool, sort: SortBy, last: bool) -> Result<(), CliError> {
     let backend = open_dir(dir)?;
     let ids = backend.sessions()?;
@@ -142,6 +177,9 @@ pub(crate) fn list(dir: &Path, as_json: bool, sort: SortBy, last: bool) -> Resul
         // Newest first; `sessions()` is sorted by id, and the sort is stable, so ties and
         // sessions with no record keep id order.
         rows.sort_by_key(|row| std::cmp::Reverse(row.last_ms));
+    }
+    if !last {
+        rows = grouped(rows);
     }
     let mut out = stdout();
     if last {
@@ -174,6 +212,7 @@ pub(crate) fn list(dir: &Path, as_json: bool, sort: SortBy, last: bool) -> Resul
                 "compacted": row.compacted,
                 "bytes_on_disk": row.bytes_on_disk,
                 "forked_from": parent.map(|(_, point)| point),
+                "conversation_of": conversation_parent(&row.id).map(|(base, _)| base),
                 "forks": row.forks_taken,
             });
             writeln!(out, "{value}")?;
@@ -185,7 +224,13 @@ pub(crate) fn list(dir: &Path, as_json: bool, sort: SortBy, last: bool) -> Resul
         .iter()
         .map(|row| {
             [
-                shown_id(&row.id),
+                match conversation_parent(&row.id) {
+                    // Under its base session, indented: one app's conversations together.
+                    Some((base, _)) if rows.iter().any(|r| r.id == base) => {
+                        format!("  {}", shown_id(&row.id))
+                    }
+                    _ => shown_id(&row.id),
+                },
                 row.scanned.n_records().to_string(),
                 row.scanned.file_len().to_string(),
                 row.first_ms.map_or_else(|| "-".to_owned(), format_ms),

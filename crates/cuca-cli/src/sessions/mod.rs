@@ -14,6 +14,7 @@ use crate::ui;
 use crate::ui::count;
 
 mod compact;
+mod diff;
 mod export;
 mod fork;
 mod import;
@@ -23,6 +24,7 @@ mod show;
 mod verify;
 
 pub(crate) use compact::compact;
+pub(crate) use diff::diff;
 pub(crate) use export::export;
 pub(crate) use fork::fork;
 pub(crate) use import::import;

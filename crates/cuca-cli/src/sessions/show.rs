@@ -36,7 +36,7 @@ fn message_preview(message: &Message) -> String {
 }
 
 /// What `cuca show` prints after the kind.
-fn preview(event: &SessionEvent) -> String {
+pub(crate) fn preview(event: &SessionEvent) -> String {
     match event {
         SessionEvent::SystemPrompt { text }
         | SessionEvent::Reasoning { text }

@@ -137,11 +137,14 @@ impl MessagesStreamDecoder {
         &mut self,
         out: &mut Vec<MessageContentBlock>,
     ) -> Result<StreamSummary, WireError> {
+        let mut ended = Ok(());
         if !self.state.summary.saw_done {
             let state = &mut self.state;
-            self.sse.finish(&mut |event| state.on_event(event, out))?;
+            ended = self.sse.finish(&mut |event| state.on_event(event, out));
         }
+        // What was assembled is pushed whatever the verdict, so a recorder keeps it.
         self.state.close_all(out);
+        ended?;
         let summary = &self.state.summary;
         if !summary.saw_done && summary.finish_reason.is_none() {
             return Err(WireError::Truncated {
@@ -216,12 +219,36 @@ struct StartMessage {
     model: Option<String>,
     #[serde(default)]
     usage: Option<Map<String, Value>>,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+/// The keys of a message object cuca maps (the rest are kept as `wire.fields`).
+const MESSAGE_KEYS: [&str; 8] = [
+    "id",
+    "type",
+    "role",
+    "content",
+    "model",
+    "stop_reason",
+    "stop_sequence",
+    "usage",
+];
+
+/// A message object's keys cuca does not map (`container`, keys Anthropic adds), verbatim.
+fn message_fields(message: &Map<String, Value>) -> Option<Value> {
+    let fields: Map<String, Value> = message
+        .iter()
+        .filter(|(key, _)| !MESSAGE_KEYS.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    (!fields.is_empty()).then_some(Value::Object(fields))
 }
 
 #[derive(Deserialize)]
-struct BlockDelta {
-    #[serde(rename = "type", default)]
-    kind: String,
+struct BlockDelta<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Cow<'a, str>,
     #[serde(default)]
     text: Option<String>,
     #[serde(default)]
@@ -231,9 +258,6 @@ struct BlockDelta {
     #[serde(default)]
     partial_json: Option<String>,
 }
-
-/// Why an event could not be used; the caller words it and decides whether to skip it.
-type Malformed = String;
 
 impl State {
     fn on_event(
@@ -272,8 +296,14 @@ impl State {
         match event.kind.as_ref() {
             "message_start" => {
                 let message: StartMessage = parse(event.message, "message")?;
-                if let (Some(id), Some(wire)) = (message.id, self.wire()) {
-                    wire.insert("id".into(), Value::String(id));
+                let fields = message_fields(&message.rest);
+                if let Some(wire) = self.wire() {
+                    if let Some(id) = message.id {
+                        wire.insert("id".into(), Value::String(id));
+                    }
+                    if let Some(fields) = fields {
+                        wire.insert("fields".into(), fields);
+                    }
                 }
                 if let Some(model) = message.model.filter(|m| !m.is_empty()) {
                     self.summary.model.get_or_insert(model);
@@ -316,7 +346,9 @@ impl State {
                     .position(|o| o.index == index)
                     .ok_or_else(|| format!("a delta for content block {index}, never started"))?;
                 let raw = event.delta.ok_or("content_block_delta without a delta")?;
-                let delta: BlockDelta = parse(Some(raw), "delta")?;
+                let delta: BlockDelta<'_> = serde_json::from_str(raw.get()).map_err(|e| {
+                    Applied::Malformed(format!("an event whose 'delta' cannot be read ({e})"))
+                })?;
                 let mut open = self.open.swap_remove(slot);
                 self.delta(&mut open, delta, raw, out);
                 self.open.push(open);
@@ -359,11 +391,11 @@ impl State {
     fn delta(
         &mut self,
         open: &mut Open,
-        delta: BlockDelta,
+        delta: BlockDelta<'_>,
         raw: &RawValue,
         out: &mut Vec<MessageContentBlock>,
     ) {
-        match (&mut open.kind, delta.kind.as_str()) {
+        match (&mut open.kind, delta.kind.as_ref()) {
             (OpenKind::Text, "text_delta") => {
                 if let Some(text) = delta.text.filter(|t| !t.is_empty()) {
                     self.push(open, MessageContentBlock::Text { text }, out);
@@ -517,8 +549,8 @@ impl State {
 
 /// Why [`State::apply`] did not apply an event.
 enum Applied {
-    /// The event is not what a Messages server sends (skippable).
-    Malformed(Malformed),
+    /// The event is not what a Messages server sends (skippable), in words.
+    Malformed(String),
     /// The server said it failed.
     Fatal(WireError),
 }
@@ -760,6 +792,9 @@ pub fn decode_whole(body: &[u8]) -> Result<(Vec<MessageContentBlock>, StreamSumm
     if let Some(wire) = wire.as_object_mut() {
         if let Some(id) = value.get("id") {
             wire.insert("id".into(), id.clone());
+        }
+        if let Some(fields) = message_fields(&value) {
+            wire.insert("fields".into(), fields);
         }
         if let Some(sequence) = value.get("stop_sequence") {
             wire.insert("stop_sequence".into(), sequence.clone());

@@ -250,6 +250,8 @@ struct Head {
     stop_sequence: Value,
     /// The usage of the whole answer.
     usage: Map<String, Value>,
+    /// The recorded message's keys cuca does not map.
+    fields: Map<String, Value>,
     groups: Vec<Group>,
 }
 
@@ -288,6 +290,11 @@ fn head<B: AsRef<[MessageContentBlock]>>(answer: &RecordedAnswer<B>) -> Head {
             .cloned()
             .unwrap_or(Value::Null),
         usage,
+        fields: wire
+            .and_then(|w| w.get("fields"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default(),
         groups: wire
             .and_then(|w| recorded_layout(w, blocks))
             .unwrap_or_else(|| grouped_layout(blocks)),
@@ -390,6 +397,14 @@ struct IndexedEvent<'a, T: Serialize> {
     delta: Option<T>,
 }
 
+/// Fields in the order Anthropic sends them (a `Value` would sort them).
+#[derive(Serialize)]
+struct MessageStart<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    message: MessageObject<'a>,
+}
+
 #[derive(Serialize)]
 struct MessageObject<'a> {
     id: &'a str,
@@ -401,6 +416,8 @@ struct MessageObject<'a> {
     stop_reason: Option<&'a str>,
     stop_sequence: &'a Value,
     usage: Value,
+    #[serde(flatten)]
+    fields: &'a Map<String, Value>,
 }
 
 fn sse<T: Serialize>(name: &str, data: &T) -> Bytes {
@@ -443,16 +460,20 @@ impl<B: AsRef<[MessageContentBlock]>> MessagesEvents<B> {
         usage.insert("output_tokens".into(), Value::from(1u64));
         sse(
             "message_start",
-            &json!({"type": "message_start", "message": MessageObject {
-                id: &self.head.id,
-                kind: "message",
-                role: "assistant",
-                content: Value::Array(Vec::new()),
-                model: &self.model,
-                stop_reason: None,
-                stop_sequence: &Value::Null,
-                usage: Value::Object(usage),
-            }}),
+            &MessageStart {
+                kind: "message_start",
+                message: MessageObject {
+                    id: &self.head.id,
+                    kind: "message",
+                    role: "assistant",
+                    content: Value::Array(Vec::new()),
+                    model: &self.model,
+                    stop_reason: None,
+                    stop_sequence: &Value::Null,
+                    usage: Value::Object(usage),
+                    fields: &self.head.fields,
+                },
+            },
         )
     }
 
@@ -468,16 +489,29 @@ impl<B: AsRef<[MessageContentBlock]>> MessagesEvents<B> {
             stop_reason: &'a str,
             stop_sequence: &'a Value,
         }
+        #[derive(Serialize)]
+        struct OutputUsage {
+            output_tokens: Value,
+        }
+        #[derive(Serialize)]
+        struct MessageDelta<'a> {
+            #[serde(rename = "type")]
+            kind: &'a str,
+            delta: StopDelta<'a>,
+            usage: OutputUsage,
+        }
         sse(
             "message_delta",
-            &json!({
-                "type": "message_delta",
-                "delta": StopDelta {
+            &MessageDelta {
+                kind: "message_delta",
+                delta: StopDelta {
                     stop_reason: &self.head.stop_reason,
                     stop_sequence: &self.head.stop_sequence,
                 },
-                "usage": {"output_tokens": output},
-            }),
+                usage: OutputUsage {
+                    output_tokens: output,
+                },
+            },
         )
     }
 
@@ -726,6 +760,7 @@ where
         stop_reason: Some(&head.stop_reason),
         stop_sequence: &head.stop_sequence,
         usage: Value::Object(head.usage.clone()),
+        fields: &head.fields,
     })
     .unwrap_or(Value::Null)
 }

@@ -23,7 +23,7 @@ const NOT_PARAMETERS: [&str; 5] = ["messages", "system", "model", "tools", "stre
 ///   Text, `image` → ImageBase64 (a `url` source as media type `text/uri-list` and the URL),
 ///   `tool_use` → ToolCall (its `input` as JSON text), `thinking` → Thinking, and
 ///   `redacted_thinking` or any block type cuca does not know → a Text block holding the
-///   block's JSON text, byte for byte, so a replay still compares it;
+///   block's JSON text (keys sorted, see `kept_text`), so a replay still compares it;
 /// * a user message's `tool_result` blocks → one [`Role::Tool`] message each, before a user
 ///   message holding the rest of it (if any);
 /// * `tools` (`input_schema` as the parameters; a server tool without one keeps its whole
@@ -137,7 +137,7 @@ fn read_system(system: &RawValue, out: &mut Vec<Message>) -> Result<(), String> 
                         .map_err(|e| format!("[{index}]: {e}"))?
                         .text
                 } else {
-                    block.get().to_owned()
+                    kept_text(block)
                 };
                 out.push(Message::new(Role::System, text));
             }
@@ -227,6 +227,8 @@ fn read_message(raw: &RawValue, out: &mut Vec<Message>) -> Result<(), String> {
     let role = match message.role.as_deref() {
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
+        // Claude Code sends its environment as a system message among the others.
+        Some("system" | "developer") => Role::System,
         Some(other) => return Err(format!(".role: {other:?} is not a messages role")),
         None => return Err(": 'role' is required".into()),
     };
@@ -241,10 +243,12 @@ fn read_message(raw: &RawValue, out: &mut Vec<Message>) -> Result<(), String> {
         Some(b'[') => {
             let blocks: Vec<&RawValue> =
                 serde_json::from_str(content_raw).map_err(|e| format!(".content: {e}"))?;
+            let mut n_results = 0;
             for (index, block) in blocks.iter().enumerate() {
                 let block =
                     read_block(block, role).map_err(|e| format!(".content[{index}]: {e}"))?;
                 if let MessageContentBlock::ToolResult { .. } = block {
+                    n_results += 1;
                     out.push(Message {
                         role: Role::Tool,
                         content: vec![block],
@@ -254,8 +258,8 @@ fn read_message(raw: &RawValue, out: &mut Vec<Message>) -> Result<(), String> {
                 }
             }
             // Tool results answered the previous turn, so they come first; the user's own
-            // words (if any) follow them.
-            if content.is_empty() {
+            // words (if any) follow them. (A message of no blocks at all stays a message.)
+            if content.is_empty() && n_results > 0 {
                 return Ok(());
             }
         }
@@ -267,7 +271,7 @@ fn read_message(raw: &RawValue, out: &mut Vec<Message>) -> Result<(), String> {
 }
 
 /// One content block. A block type cuca does not know (and `redacted_thinking`, whose data
-/// only Anthropic can read) becomes a Text block of its own JSON text, byte for byte.
+/// only Anthropic can read) becomes a Text block of its own JSON text.
 fn read_block(block: &RawValue, role: Role) -> Result<MessageContentBlock, String> {
     let kind = block_kind(block)?;
     let json = block.get();
@@ -313,11 +317,21 @@ fn read_block(block: &RawValue, role: Role) -> Result<MessageContentBlock, Strin
                     data: source.url,
                 },
                 // A file id or another source cuca has no field for: kept whole.
-                _ => MessageContentBlock::text(json),
+                _ => MessageContentBlock::text(kept_text(block)),
             }
         }
-        _ => MessageContentBlock::text(json),
+        _ => MessageContentBlock::text(kept_text(block)),
     })
+}
+
+/// A block cuca has no session block for, as the text of a Text block: its JSON with the keys
+/// sorted and no whitespace. Canonical rather than the caller's bytes because an SDK sends a
+/// block back in the key order it received it in (the TypeScript SDK keeps the server's; a
+/// replayed stream's order may differ), and the replay compares this text: the same block
+/// must give the same text however its keys were ordered. A block nested too deep to build as
+/// a value is kept as the caller's own text.
+fn kept_text(block: &RawValue) -> String {
+    input_text(block)
 }
 
 /// A tool's `input` as the arguments text: compact JSON, as serde_json writes the value (a
@@ -346,7 +360,7 @@ fn tool_result_text(content: &RawValue) -> Result<String, String> {
                         .map_err(|e| format!(".content[{index}]: {e}"))?;
                     parts.push(text.text);
                 } else {
-                    parts.push(block.get().to_owned());
+                    parts.push(kept_text(block));
                 }
             }
             Ok(parts.join("\n"))

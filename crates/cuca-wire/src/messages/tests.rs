@@ -282,6 +282,27 @@ fn a_replayed_whole_message_decodes_to_the_recorded_blocks_and_wire() {
 }
 
 #[test]
+fn a_whole_message_keeps_the_keys_cuca_does_not_map() {
+    let body = br#"{"id":"msg_2","type":"message","role":"assistant","model":"claude","container":{"id":"cnt_1","expires_at":"2026-12-01T15:00:00Z"},"content":[{"type":"thinking","thinking":"hm","signature":"EqQB"},{"type":"tool_use","id":"toolu_9","name":"Bash","input":{"command":"ls -la"}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":3,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":9}}"#;
+    let recorded = decode_whole(body).unwrap();
+    assert_eq!(
+        recorded.0,
+        vec![
+            MessageContentBlock::thinking("hm"),
+            tool_call("toolu_9", "Bash", r#"{"command":"ls -la"}"#)
+        ]
+    );
+    let wire = recorded.1.wire.as_ref().unwrap();
+    assert_eq!(wire["fields"]["container"]["id"], "cnt_1");
+    assert_eq!(wire["blocks"][0]["signature"], "EqQB");
+    let object = encode_object(&answer_of(&recorded), &WireRequest::default());
+    assert_eq!(object, serde_json::from_slice::<Value>(body).unwrap());
+    let streamed = decode(&stream_bytes(answer_of(&recorded))).unwrap();
+    assert_eq!(streamed.0, recorded.0);
+    assert_eq!(streamed.1.wire, recorded.1.wire);
+}
+
+#[test]
 fn encoding_is_deterministic() {
     let recorded = decode(CANNED_TOOL_USE).unwrap();
     assert_eq!(
@@ -571,7 +592,7 @@ fn a_cut_stream_keeps_its_wire_and_is_refused_as_truncated() {
 /// and result (Anthropic's documented web search shapes), beside a text block with a
 /// citation delta. "What cuca cannot map is kept, not dropped."
 const KEPT_BLOCKS: &[u8] = b"event: message_start\n\
-data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_kept\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-opus-4-1\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":9,\"output_tokens\":1,\"server_tool_use\":{\"web_search_requests\":1}}}}\n\n\
+data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_kept\",\"type\":\"message\",\"container\":null,\"role\":\"assistant\",\"model\":\"claude-opus-4-1\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":9,\"output_tokens\":1,\"server_tool_use\":{\"web_search_requests\":1,\"web_fetch_requests\":0}}}}\n\n\
 event: content_block_start\n\
 data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"EmwKAhgBEgy3va3pzix\"}}\n\n\
 event: content_block_stop\n\
@@ -589,7 +610,7 @@ data: {\"type\":\"content_block_stop\",\"index\":2}\n\n\
 event: content_block_start\n\
 data: {\"type\":\"content_block_start\",\"index\":3,\"content_block\":{\"type\":\"text\",\"text\":\"\",\"citations\":[]}}\n\n\
 event: content_block_delta\n\
-data: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"citations_delta\",\"citation\":{\"type\":\"web_search_result_location\",\"url\":\"https://example.com\",\"cited_text\":\"Sunny\"}}}\n\n\
+data: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"citations_delta\",\"citation\":{\"type\":\"web_search_result_location\",\"url\":\"https://example.com\",\"title\":\"Weather\",\"encrypted_index\":\"Eo8\",\"cited_text\":\"Sunny\"}}}\n\n\
 event: content_block_delta\n\
 data: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"text_delta\",\"text\":\"Sunny.\"}}\n\n\
 event: content_block_stop\n\
@@ -614,13 +635,18 @@ fn redacted_thinking_and_unknown_blocks_are_kept_verbatim_in_wire() {
              "raw": {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01",
                      "content": [{"type": "web_search_result", "title": "Weather", "url": "https://example.com", "encrypted_content": "Eq0"}]}},
             {"type": "text", "records": 1, "fields": {"citations": []},
-             "deltas": [{"type": "citations_delta", "citation": {"type": "web_search_result_location", "url": "https://example.com", "cited_text": "Sunny"}}]},
+             "deltas": [{"type": "citations_delta", "citation": {"type": "web_search_result_location", "url": "https://example.com", "title": "Weather", "encrypted_index": "Eo8", "cited_text": "Sunny"}}]},
         ])
+    );
+    // A message key cuca does not map is kept too.
+    assert_eq!(
+        summary.wire.as_ref().unwrap()["fields"],
+        json!({"container": null})
     );
     // The usage object is kept whole, server tool counts included.
     assert_eq!(
         summary.wire.as_ref().unwrap()["usage"]["server_tool_use"],
-        json!({"web_search_requests": 1})
+        json!({"web_search_requests": 1, "web_fetch_requests": 0})
     );
     // The whole object: kept blocks as recorded, the server tool's input assembled, the
     // citation folded into its text block as the SDKs accumulate it.
@@ -632,7 +658,7 @@ fn redacted_thinking_and_unknown_blocks_are_kept_verbatim_in_wire() {
     assert_eq!(object["content"][1]["input"], json!({"query": "weather"}));
     assert_eq!(
         object["content"][3],
-        json!({"type": "text", "text": "Sunny.", "citations": [{"type": "web_search_result_location", "url": "https://example.com", "cited_text": "Sunny"}]})
+        json!({"type": "text", "text": "Sunny.", "citations": [{"type": "web_search_result_location", "url": "https://example.com", "title": "Weather", "encrypted_index": "Eo8", "cited_text": "Sunny"}]})
     );
 }
 
@@ -767,7 +793,7 @@ fn a_request_is_read_into_the_session_vocabulary_and_its_parameters_kept_byte_ex
                 role: Role::Assistant,
                 content: vec![
                     MessageContentBlock::thinking("I should run ls."),
-                    MessageContentBlock::text(r#"{"type":"redacted_thinking","data":"EmwK"}"#),
+                    MessageContentBlock::text(r#"{"data":"EmwK","type":"redacted_thinking"}"#),
                     MessageContentBlock::text("Running it."),
                     tool_call("toolu_1", "Bash", r#"{"command":"ls"}"#),
                 ],
@@ -793,7 +819,7 @@ fn a_request_is_read_into_the_session_vocabulary_and_its_parameters_kept_byte_ex
                 content: vec![
                     MessageContentBlock::text("and now?"),
                     MessageContentBlock::text(
-                        r#"{"type":"document","source":{"type":"text","media_type":"text/plain","data":"hi"}}"#
+                        r#"{"source":{"data":"hi","media_type":"text/plain","type":"text"},"type":"document"}"#
                     ),
                     MessageContentBlock::ImageBase64 {
                         media_type: "text/uri-list".into(),
@@ -827,6 +853,49 @@ fn a_request_is_read_into_the_session_vocabulary_and_its_parameters_kept_byte_ex
         r#"{"max_tokens":1024,"metadata":{"user_id":"u_1" },"temperature":0.5,"thinking":{"type":"enabled","budget_tokens":  2048},"tool_choice":{"type":"any"}}"#
     );
     assert!(request.unrecorded.is_empty());
+}
+
+#[test]
+fn a_kept_block_gives_the_same_text_whatever_its_key_order() {
+    // "a block type it does not know is recorded verbatim": as canonical JSON, because the
+    // TypeScript SDK sends a block back in the key order it received, and a replayed stream's
+    // order is not the recorded server's.
+    let text = |block: &str| {
+        let body =
+            format!(r#"{{"model":"m","messages":[{{"role":"assistant","content":[{block}]}}]}}"#);
+        parse_request(body.as_bytes()).unwrap().unified.messages[0].content[0].clone()
+    };
+    let want = MessageContentBlock::text(r#"{"data":"EmwK","type":"redacted_thinking"}"#);
+    assert_eq!(text(r#"{"type":"redacted_thinking","data":"EmwK"}"#), want);
+    assert_eq!(
+        text(r#"{ "data": "EmwK", "type": "redacted_thinking" }"#),
+        want
+    );
+}
+
+#[test]
+fn a_message_of_tool_results_alone_gives_tool_messages_and_an_empty_one_stays() {
+    let request = parse_request(
+        br#"{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[]}]},{"role":"assistant","content":[]}]}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        request.unified.messages,
+        vec![
+            Message {
+                role: Role::Tool,
+                content: vec![MessageContentBlock::ToolResult {
+                    tool_call_id: "t1".into(),
+                    content: String::new(),
+                    is_error: false,
+                }],
+            },
+            Message {
+                role: Role::Assistant,
+                content: vec![],
+            },
+        ]
+    );
 }
 
 #[test]
@@ -870,8 +939,8 @@ fn request_errors_name_the_field() {
         "'messages' is required and must be an array"
     );
     assert_eq!(
-        err(r#"{"messages":[{"role":"user","content":"a"},{"role":"system","content":"b"}]}"#),
-        r#"messages[1].role: "system" is not a messages role"#
+        err(r#"{"messages":[{"role":"user","content":"a"},{"role":"tool","content":"b"}]}"#),
+        r#"messages[1].role: "tool" is not a messages role"#
     );
     assert_eq!(
         err(
@@ -981,4 +1050,61 @@ fn format_dispatches_to_this_module() {
         .flat_map(|b| b.to_vec())
         .collect();
     assert_eq!(via_format, stream_bytes(answer_of(&recorded)));
+}
+
+#[test]
+fn a_stream_cut_at_any_byte_gives_a_prefix_of_its_blocks_and_refuses_before_its_stop() {
+    for body in [STREAM, REASONING, CANNED_TOOL_USE] {
+        let (whole, _) = decode(body).unwrap();
+        let text = std::str::from_utf8(body).unwrap();
+        let stop_at = text.find("\"stop_reason\":\"").unwrap();
+        // The first event ends its line at the first "\n\n": from there `wire` exists.
+        let first_event = text.find("}\n\n").unwrap() + 1;
+        for cut in 0..body.len() {
+            let mut decoder = MessagesStreamDecoder::skipping_malformed();
+            let mut blocks = Vec::new();
+            decoder.feed(&body[..cut], &mut blocks).unwrap();
+            let finished = decoder.finish(&mut blocks);
+            // Text and thinking arrive whole per delta; a tool call cut short is pushed as far
+            // as it got, so only the last block may differ, and only a tool call.
+            let n = blocks.len();
+            assert!(n <= whole.len(), "cut at byte {cut}");
+            if n > 0 {
+                assert_eq!(blocks[..n - 1], whole[..n - 1], "cut at byte {cut}");
+                assert!(
+                    blocks[n - 1] == whole[n - 1]
+                        || matches!(blocks[n - 1], MessageContentBlock::ToolCall { .. }),
+                    "cut at byte {cut}"
+                );
+            }
+            if cut < stop_at {
+                // Cut inside a character, the last line is not UTF-8 (the SSE layer's
+                // refusal); anywhere else the stream is refused as truncated.
+                let refused_as = if text.is_char_boundary(cut) {
+                    matches!(finished, Err(WireError::Truncated { .. }))
+                } else {
+                    matches!(finished, Err(WireError::Decode { .. }))
+                };
+                assert!(refused_as, "cut at byte {cut}: {finished:?}");
+                assert_eq!(
+                    decoder.summary().wire.is_some(),
+                    cut >= first_event,
+                    "cut at byte {cut}"
+                );
+            }
+        }
+    }
+}
+
+/// Claude Code 2.1 sends its environment as a `"role": "system"` message inside `messages`
+/// (beside the top-level `system`): it is a system prompt, in its place.
+#[test]
+fn a_system_message_inside_messages_is_a_system_prompt_in_its_place() {
+    let request = parse_request(
+        br##"{"model":"m","system":"You are Claude Code.","messages":[{"role":"user","content":"hi"},{"role":"system","content":[{"type":"text","text":"# Environment"}],"output_config":{"effort":"medium"}}]}"##,
+    )
+    .unwrap();
+    let roles: Vec<Role> = request.unified.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::System, Role::User, Role::System]);
+    assert_eq!(request.unified.messages[2].text(), "# Environment");
 }

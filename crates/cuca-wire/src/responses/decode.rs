@@ -144,12 +144,13 @@ impl ResponsesStreamDecoder {
             let state = &mut self.state;
             self.sse.finish(&mut |event| state.on_event(event, out))?;
         }
-        self.state.flush_calls(out);
+        let flushed = self.state.flush_calls(out);
         if !self.state.summary.saw_done {
             return Err(WireError::Truncated {
                 n_events: self.state.summary.n_events,
             });
         }
+        flushed?;
         Ok(self.state.summary.clone())
     }
 }
@@ -190,6 +191,7 @@ pub fn decode_whole(body: &[u8]) -> Result<(Vec<MessageContentBlock>, StreamSumm
     state.summary.n_events = 1;
     state
         .on_response(&value, true, &mut blocks)
+        .and_then(|()| state.flush_calls(&mut blocks))
         .map_err(|e| e.to_string())?;
     state.end(&value);
     Ok((blocks, state.summary))
@@ -331,11 +333,12 @@ impl State {
             "response.completed" | "response.incomplete" => {
                 let response = wire.response.unwrap_or(Value::Null);
                 self.on_response(&response, true, out)?;
+                self.flush_calls(out)?;
                 self.end(&response);
             }
             "response.output_item.added" => {
                 if let Some(item) = &wire.item {
-                    self.add_item(wire.output_index, item);
+                    self.add_item(wire.output_index, item, out);
                 }
             }
             "response.output_item.done" => {
@@ -344,7 +347,7 @@ impl State {
                 }
             }
             "response.content_part.added" => {
-                let at = self.item_for(&wire, "message");
+                let at = self.item_for(&wire, &["message", "reasoning"], out);
                 let part_kind = wire
                     .part
                     .as_ref()
@@ -362,7 +365,7 @@ impl State {
                 self.sync(at);
             }
             "response.reasoning_summary_part.added" => {
-                let at = self.item_for(&wire, "reasoning");
+                let at = self.item_for(&wire, &["reasoning"], out);
                 grow(
                     &mut self.items[at].summary_records,
                     index(wire.summary_index),
@@ -371,7 +374,7 @@ impl State {
             }
             "response.output_text.delta" | "response.refusal.delta" => {
                 if let Some(text) = delta_text(&wire) {
-                    let at = self.item_for(&wire, "message");
+                    let at = self.item_for(&wire, &["message"], out);
                     let item = &mut self.items[at];
                     let content = index(wire.content_index);
                     grow(&mut item.parts, content);
@@ -393,7 +396,7 @@ impl State {
             }
             "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
                 if let Some(thinking) = delta_text(&wire) {
-                    let at = self.item_for(&wire, "reasoning");
+                    let at = self.item_for(&wire, &["reasoning"], out);
                     let item = &mut self.items[at];
                     if kind == "response.reasoning_text.delta" {
                         bump(&mut item.content_records, index(wire.content_index));
@@ -408,13 +411,13 @@ impl State {
             }
             "response.function_call_arguments.delta" => {
                 if let Some(piece) = delta_text(&wire) {
-                    let at = self.item_for(&wire, "function_call");
+                    let at = self.item_for(&wire, &["function_call"], out);
                     self.items[at].arguments.push_str(&piece);
                 }
             }
             "response.function_call_arguments.done" => {
                 if let Some(arguments) = &wire.arguments {
-                    let at = self.item_for(&wire, "function_call");
+                    let at = self.item_for(&wire, &["function_call"], out);
                     self.items[at].arguments = arguments.clone();
                 }
             }
@@ -443,12 +446,14 @@ impl State {
 
     /// Writes item `at`'s counts into its wire entry.
     fn sync(&mut self, at: usize) {
-        let (records, kind) = (self.items[at].records, self.items[at].kind.clone());
-        let summary_records = self.items[at].summary_records.clone();
-        let content_records = self.items[at].content_records.clone();
+        let item = &self.items[at];
+        let records = item.records;
+        // Only a reasoning item has part counts; the lists are a few numbers long.
+        let lists = (item.kind == "reasoning")
+            .then(|| (item.summary_records.clone(), item.content_records.clone()));
         if let Some(entry) = self.wire_item(at) {
             entry.insert("records".into(), records.into());
-            if kind == "reasoning" {
+            if let Some((summary_records, content_records)) = lists {
                 if !summary_records.is_empty() {
                     entry.insert("summary_records".into(), summary_records.into());
                 }
@@ -460,8 +465,14 @@ impl State {
     }
 
     /// The item an event is about: by `output_index`, else `item_id`, else the last one; an
-    /// event for an item never opened opens one of `kind`.
-    fn item_for(&mut self, wire: &WireEvent<'_>, kind: &str) -> usize {
+    /// event for an item never opened, or for one of another kind or already done, opens one
+    /// of `kinds[0]`.
+    fn item_for(
+        &mut self,
+        wire: &WireEvent<'_>,
+        kinds: &[&str],
+        out: &mut Vec<MessageContentBlock>,
+    ) -> usize {
         let found = wire
             .output_index
             .and_then(|i| self.items.iter().position(|it| it.output_index == Some(i)))
@@ -473,20 +484,39 @@ impl State {
                 (wire.output_index.is_none() && wire.item_id.is_none())
                     .then(|| self.items.len().checked_sub(1))
                     .flatten()
+            })
+            .filter(|&at| {
+                let item = &self.items[at];
+                !item.done && kinds.contains(&item.kind.as_str())
             });
         match found {
             Some(at) => at,
             None => {
-                let mut item = json!({"type": kind});
+                let mut item = json!({"type": kinds.first().copied().unwrap_or("message")});
                 if let Some(id) = wire.item_id.as_deref() {
                     item["id"] = Value::String(id.to_owned());
                 }
-                self.add_item(wire.output_index, &item)
+                self.add_item(wire.output_index, &item, out)
             }
         }
     }
 
-    fn add_item(&mut self, output_index: Option<u64>, item: &Value) -> usize {
+    /// Opens an item. Items stream one after another, so a function call still open is over:
+    /// its ToolCall goes before the new item's blocks.
+    fn add_item(
+        &mut self,
+        output_index: Option<u64>,
+        item: &Value,
+        out: &mut Vec<MessageContentBlock>,
+    ) -> usize {
+        for at in 0..self.items.len() {
+            let open = &self.items[at];
+            if open.kind == "function_call" && !open.done && !open.name.is_empty() {
+                // Named, so this cannot refuse.
+                let _ = self.push_call(at, out);
+                self.sync(at);
+            }
+        }
         let kind = item
             .get("type")
             .and_then(Value::as_str)
@@ -512,10 +542,14 @@ impl State {
         if !entry.id.is_empty() {
             wire.insert("id".into(), entry.id.clone().into());
         }
-        if !entry.call_id.is_empty() {
+        if entry.kind == "function_call" {
             wire.insert("call_id".into(), entry.call_id.clone().into());
         }
         wire.insert("records".into(), 0.into());
+        if !["message", "reasoning", "function_call"].contains(&entry.kind.as_str()) {
+            // The item as added, until its `output_item.done` replaces it.
+            wire.insert("raw".into(), item.clone());
+        }
         self.items.push(entry);
         if let Some(items) = self
             .wire()
@@ -542,7 +576,7 @@ impl State {
             .filter(|&at| !self.items[at].done);
         let at = match found {
             Some(at) => at,
-            None => self.add_item(output_index, item),
+            None => self.add_item(output_index, item, out),
         };
         let kind = item
             .get("type")
@@ -709,16 +743,17 @@ impl State {
         Ok(())
     }
 
-    /// The function calls still open at the end of the body, pushed with what they have.
-    fn flush_calls(&mut self, out: &mut Vec<MessageContentBlock>) {
+    /// The function calls still open at the end (no `output_item.done` came), pushed with
+    /// what they have; one that never got a name refuses the stream, as in Chat.
+    fn flush_calls(&mut self, out: &mut Vec<MessageContentBlock>) -> Result<(), WireError> {
         for at in 0..self.items.len() {
             let item = &self.items[at];
-            if item.kind == "function_call" && !item.done && !item.name.is_empty() {
-                // The name is there, so this cannot refuse.
-                let _ = self.push_call(at, out);
+            if item.kind == "function_call" && !item.done {
+                self.push_call(at, out)?;
                 self.sync(at);
             }
         }
+        Ok(())
     }
 
     /// A `response` object: its id, times, status, model and usage into the summary and

@@ -82,6 +82,20 @@ struct Part {
     logprobs: Option<Value>,
 }
 
+impl Part {
+    /// A part with no blocks placed yet.
+    fn new(kind: PartKind, index: usize) -> Part {
+        Part {
+            kind,
+            index,
+            start: 0,
+            end: 0,
+            annotations: None,
+            logprobs: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 enum ItemKind {
     Message {
@@ -494,6 +508,17 @@ fn recorded_items(
                 .map(|n| n.as_u64().and_then(|n| usize::try_from(n).ok()))
                 .collect()
         };
+        // Parts of `n` blocks each, placed over the item's blocks in order; all of them.
+        let placed = |layout: Vec<(Part, usize)>| -> Option<Vec<Part>> {
+            let mut from = 0;
+            let mut parts = Vec::with_capacity(layout.len());
+            for (mut part, n) in layout {
+                (part.start, part.end) = range(from, n)?;
+                from += n;
+                parts.push(part);
+            }
+            (from == records).then_some(parts)
+        };
         let id = entry.get("id").and_then(Value::as_str).map(str::to_owned);
         let status = entry
             .get("status")
@@ -504,43 +529,26 @@ fn recorded_items(
                 if !all(|b| matches!(b, MessageContentBlock::Text { .. })) {
                     return None;
                 }
-                let layout: Vec<(PartKind, usize, Option<Value>, Option<Value>)> =
-                    match entry.get("parts").and_then(Value::as_array) {
-                        Some(parts) => parts
-                            .iter()
-                            .map(|p| {
-                                let kind = match p.get("type").and_then(Value::as_str) {
-                                    Some("refusal") => PartKind::Refusal,
-                                    _ => PartKind::OutputText,
-                                };
-                                let n = usize::try_from(p.get("records")?.as_u64()?).ok()?;
-                                Some((
-                                    kind,
-                                    n,
-                                    p.get("annotations").cloned(),
-                                    p.get("logprobs").cloned(),
-                                ))
-                            })
-                            .collect::<Option<_>>()?,
-                        None => vec![(PartKind::OutputText, records, None, None)],
-                    };
-                let mut from = 0;
-                let mut parts = Vec::new();
-                for (index, (kind, n, annotations, logprobs)) in layout.into_iter().enumerate() {
-                    let (start, end) = range(from, n)?;
-                    from += n;
-                    parts.push(Part {
-                        kind,
-                        index,
-                        start,
-                        end,
-                        annotations,
-                        logprobs,
-                    });
-                }
-                if from != records {
-                    return None;
-                }
+                let layout: Vec<(Part, usize)> = match entry.get("parts").and_then(Value::as_array)
+                {
+                    Some(parts) => parts
+                        .iter()
+                        .enumerate()
+                        .map(|(index, p)| {
+                            let kind = match p.get("type").and_then(Value::as_str) {
+                                Some("refusal") => PartKind::Refusal,
+                                _ => PartKind::OutputText,
+                            };
+                            let n = usize::try_from(p.get("records")?.as_u64()?).ok()?;
+                            let mut part = Part::new(kind, index);
+                            part.annotations = p.get("annotations").cloned();
+                            part.logprobs = p.get("logprobs").cloned();
+                            Some((part, n))
+                        })
+                        .collect::<Option<_>>()?,
+                    None => vec![(Part::new(PartKind::OutputText, 0), records)],
+                };
+                let parts = placed(layout)?;
                 (
                     ItemKind::Message {
                         parts,
@@ -560,28 +568,17 @@ fn recorded_items(
                     (None, None) if records > 0 => Some(vec![records]),
                     (_, content) => content,
                 };
-                let mut from = 0;
-                let mut parts = Vec::new();
-                for (kind, list) in [
+                let layout = [
                     (PartKind::Summary, summary),
                     (PartKind::ReasoningText, content),
-                ] {
-                    for (index, n) in list.unwrap_or_default().into_iter().enumerate() {
-                        let (start, end) = range(from, n)?;
-                        from += n;
-                        parts.push(Part {
-                            kind,
-                            index,
-                            start,
-                            end,
-                            annotations: None,
-                            logprobs: None,
-                        });
-                    }
-                }
-                if from != records {
-                    return None;
-                }
+                ]
+                .into_iter()
+                .flat_map(|(kind, list)| {
+                    let list = list.unwrap_or_default().into_iter().enumerate();
+                    list.map(move |(index, n)| (Part::new(kind, index), n))
+                })
+                .collect();
+                let parts = placed(layout)?;
                 (
                     ItemKind::Reasoning {
                         parts,
@@ -642,14 +639,8 @@ fn grouped_items(blocks: &[MessageContentBlock], answer_id: &str) -> Vec<Item> {
             }
         }
         let at = items.len();
-        let part = Part {
-            kind,
-            index: 0,
-            start: i,
-            end: i + 1,
-            annotations: None,
-            logprobs: None,
-        };
+        let mut part = Part::new(kind, 0);
+        (part.start, part.end) = (i, i + 1);
         items.push(if kind == PartKind::OutputText {
             Item {
                 id: format!("msg_{answer_id}_{at}"),

@@ -3,6 +3,7 @@
 //! `decode(bytes)`), and the shapes of the events the encoder sends.
 
 use cuca_events::{Message, MessageContentBlock, Role, ToolChoice};
+use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::decode::tests::{
@@ -27,6 +28,24 @@ fn answer(
         completion_tokens: usage.completion_tokens,
         wire: summary.wire.clone(),
         id: "cuca-s-1".into(),
+    }
+}
+
+/// An answer recorded without a Responses `wire`, by model `m`.
+fn recorded(
+    blocks: Vec<MessageContentBlock>,
+    finish_reason: Option<&str>,
+    (prompt_tokens, completion_tokens): (u64, u64),
+    id: &str,
+) -> RecordedAnswer<Vec<MessageContentBlock>> {
+    RecordedAnswer {
+        blocks,
+        model: "m".into(),
+        finish_reason: finish_reason.map(str::to_owned),
+        prompt_tokens,
+        completion_tokens,
+        wire: None,
+        id: id.into(),
     }
 }
 
@@ -62,6 +81,17 @@ fn assert_same_answer(
     assert_eq!(again.1.prompt_cache, first.1.prompt_cache);
     assert_eq!(again.1.model, first.1.model);
     assert_eq!(again.1.wire, first.1.wire);
+}
+
+/// The streams the round trips run over: llama-server's two, and OpenAI's shapes with a
+/// function call and with a reasoning summary.
+fn streams() -> [Vec<u8>; 4] {
+    [
+        STREAM.to_vec(),
+        REASONING.to_vec(),
+        openai_function_call_stream(),
+        openai_reasoning_stream(),
+    ]
 }
 
 fn plain_request() -> WireRequest {
@@ -278,12 +308,7 @@ fn every_fixture_round_trips_through_the_stream_encoder() {
     // cannot tell it from the recorded answer: the same text, the same tool-call ids and
     // arguments, … the same stop reason and usage".
     let request = plain_request();
-    for body in [
-        STREAM.to_vec(),
-        REASONING.to_vec(),
-        openai_function_call_stream(),
-        openai_reasoning_stream(),
-    ] {
+    for body in streams() {
         let first = decode(&body).unwrap();
         let replay = encoded(answer(first.0.clone(), &first.1), &request);
         let again = decode(&replay).unwrap();
@@ -380,12 +405,7 @@ fn every_encoded_event_carries_the_indices_openai_s_events_have() {
     // The Python SDK raised "list indices must be integers or slices, not NoneType" on
     // llama-server's own events: ours carry every index.
     let request = plain_request();
-    for body in [
-        STREAM.to_vec(),
-        REASONING.to_vec(),
-        openai_function_call_stream(),
-        openai_reasoning_stream(),
-    ] {
+    for body in streams() {
         let first = decode(&body).unwrap();
         let stream = events(&encoded(answer(first.0, &first.1), &request));
         for (n, event) in stream.iter().enumerate() {
@@ -442,15 +462,7 @@ fn without_a_wire_the_blocks_are_grouped_with_ids_made_from_the_answer_id() {
             arguments: "".into(),
         },
     ];
-    let recorded = RecordedAnswer {
-        blocks: blocks.clone(),
-        model: "m".into(),
-        finish_reason: Some("tool_calls".into()),
-        prompt_tokens: 5,
-        completion_tokens: 7,
-        wire: None,
-        id: "s-3".into(),
-    };
+    let recorded = recorded(blocks.clone(), Some("tool_calls"), (5, 7), "s-3");
     let object = encode_object(&recorded, &plain_request());
     let ids: Vec<&str> = object["output"]
         .as_array()
@@ -482,15 +494,12 @@ fn without_a_wire_the_blocks_are_grouped_with_ids_made_from_the_answer_id() {
 
 #[test]
 fn a_length_finish_replays_as_response_incomplete_with_its_reason() {
-    let recorded = RecordedAnswer {
-        blocks: vec![MessageContentBlock::text("cut")],
-        model: "m".into(),
-        finish_reason: Some("length".into()),
-        prompt_tokens: 1,
-        completion_tokens: 1,
-        wire: None,
-        id: "x".into(),
-    };
+    let recorded = recorded(
+        vec![MessageContentBlock::text("cut")],
+        Some("length"),
+        (1, 1),
+        "x",
+    );
     let stream = events(&encoded(recorded, &plain_request()));
     let last = stream.last().unwrap();
     assert_eq!(last["type"], "response.incomplete");
@@ -528,36 +537,39 @@ fn a_wire_that_does_not_fit_the_blocks_falls_back_to_grouping_but_keeps_the_resp
 #[test]
 fn a_long_text_goes_out_in_pieces_and_decodes_to_the_same_text() {
     let text = "é".repeat(crate::chat::MAX_EVENT_TEXT);
-    let recorded = RecordedAnswer {
-        blocks: vec![MessageContentBlock::text(text.clone())],
-        model: "m".into(),
-        finish_reason: None,
-        prompt_tokens: 0,
-        completion_tokens: 0,
-        wire: None,
-        id: "x".into(),
-    };
-    let mut events = encode_stream(recorded, &plain_request());
-    let largest = events.by_ref().map(|e| e.len()).max().unwrap();
-    assert!(
-        largest < 3 * crate::chat::MAX_EVENT_TEXT,
-        "one event held {largest} bytes"
+    let recorded = recorded(
+        vec![MessageContentBlock::text(text.clone())],
+        None,
+        (0, 0),
+        "x",
     );
+    let body = encoded(recorded, &plain_request());
+    let deltas: Vec<Value> = events(&body)
+        .into_iter()
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .collect();
+    // 128 KiB of two-byte characters: two deltas, each cut at a character boundary.
+    assert_eq!(deltas.len(), 2);
+    assert!(deltas
+        .iter()
+        .all(|d| d["delta"].as_str().unwrap().len() <= crate::chat::MAX_EVENT_TEXT));
+    let (blocks, _) = decode(&body).unwrap();
+    assert_eq!(blocks.len(), 2);
+    let joined: String = blocks
+        .iter()
+        .map(|b| match b {
+            MessageContentBlock::Text { text } => text.as_str(),
+            _ => "",
+        })
+        .collect();
+    assert_eq!(joined, text);
 }
 
 #[test]
 fn the_request_s_fields_are_echoed_in_the_response() {
     let request = parse_request(br#"{"model":"m","input":"x","store":false,"parallel_tool_calls":false,"tool_choice":"none",
         "tools":[{"type":"function","name":"f","description":"d","parameters":{"type":"object","properties":{}}},{"type":"web_search","search_context_size":"low"}],"previous_response_id":"resp_0"}"#).unwrap();
-    let recorded = RecordedAnswer {
-        blocks: Vec::<MessageContentBlock>::new(),
-        model: "m".into(),
-        finish_reason: None,
-        prompt_tokens: 0,
-        completion_tokens: 0,
-        wire: None,
-        id: "x".into(),
-    };
+    let recorded = recorded(Vec::<MessageContentBlock>::new(), None, (0, 0), "x");
     let object = encode_object(&recorded, &request);
     assert_eq!(object["store"], false);
     assert_eq!(object["parallel_tool_calls"], false);
@@ -586,4 +598,224 @@ fn the_error_body_is_openai_s() {
         Format::Responses.error_body(&info)["error"]["message"],
         "no such turn"
     );
+}
+
+/// The second request of a tool loop, as the OpenAI Agents SDK (pip `openai-agents` 0.24.0,
+/// `Runner.run_streamed`) sent it to a loopback stand-in serving this module's encoding of
+/// `openai_function_call_stream`: it echoes the replayed call's `call_id`, `id` and arguments.
+const AGENTS_SECOND_TURN: &str = r#"{"model":"m","stream":true,"include":[],"input":[{"content":"Weather in Lisbon?","role":"user"},{"arguments":"{\"city\":\"Lisbon\",\"unit\":\"c\"}","call_id":"call_Kq2","name":"get_weather","type":"function_call","id":"fc_67","status":"completed"},{"call_id":"call_Kq2","output":"sunny","type":"function_call_output"}],"instructions":"Be terse.","tools":[{"name":"get_weather","parameters":{"properties":{"city":{"title":"City","type":"string"},"unit":{"title":"Unit","type":"string"}},"required":["city","unit"],"title":"get_weather_args","type":"object","additionalProperties":false},"strict":true,"type":"function","description":"Weather in a city."}]}"#;
+
+#[test]
+fn the_agents_sdk_s_tool_loop_request_reads_as_user_assistant_tool() {
+    let request = parse_request(AGENTS_SECOND_TURN.as_bytes()).unwrap();
+    assert_eq!(
+        request.unified.messages,
+        vec![
+            Message::system("Be terse."),
+            Message::user("Weather in Lisbon?"),
+            Message {
+                role: Role::Assistant,
+                content: vec![MessageContentBlock::ToolCall {
+                    id: "call_Kq2".into(),
+                    name: "get_weather".into(),
+                    arguments: "{\"city\":\"Lisbon\",\"unit\":\"c\"}".into(),
+                }],
+            },
+            Message {
+                role: Role::Tool,
+                content: vec![MessageContentBlock::ToolResult {
+                    tool_call_id: "call_Kq2".into(),
+                    content: "sunny".into(),
+                    is_error: false,
+                }],
+            },
+        ]
+    );
+    assert!(request.stream);
+    assert_eq!(request.unified.tools[0].name, "get_weather");
+    assert_eq!(
+        request.unified.tools[0].parameters["required"],
+        json!(["city", "unit"])
+    );
+    assert_eq!(request.parameters, r#"{"include":[]}"#);
+}
+
+/// The second request of a tool loop as Codex CLI 0.169.0 (`codex exec`, a custom provider
+/// with `wire_api = "responses"`) sent it to a loopback stand-in serving this module's
+/// encoding of an `exec_command` call, its long texts and most tools cut short: the system
+/// prompt as developer messages, no `instructions`, the replayed call echoed with its ids.
+const CODEX_SECOND_TURN: &str = r#"{"model":"cuca-tiny-random","stream":true,"input":[{"type":"message","id":"msg_c567ff7a-5db0-5191-8cc5-c797e9e81249","role":"developer","content":[{"type":"input_text","text":"You are a coding agent running in the Codex CLI,"}]},{"type":"message","id":"msg_01a231dc-2be2-7c20-ae0d-f6458dfda7c2","role":"developer","content":[{"type":"input_text","text":"<skills_instructions>\n## Skills\nA skill is a set"},{"type":"input_text","text":"<permissions instructions>\nFilesystem sandboxing"}]},{"type":"message","id":"msg_01a231dc-2be2-7c20-ae0d-f657634a4a81","role":"user","content":[{"type":"input_text","text":"<environment_context>\n  <cwd>/tmp/codex</cwd>\n  "}]},{"type":"message","id":"msg_01a231dc-2bed-7fa1-8c0d-95aa3bb643a9","role":"user","content":[{"type":"input_text","text":"Run echo"}]},{"type":"function_call","status":"completed","id":"fc_codex-1_0","name":"exec_command","arguments":"{\"cmd\":\"echo cuca-tool-ran > /tmp/codex/ran.txt\"}","call_id":"call_cuca1"},{"type":"function_call_output","id":"fco_01a231dc-2cf6-7b02-a915-aed0a5b5b812","call_id":"call_cuca1","output":"Chunk ID: af2839\nWall time: 0.0031 seconds\nProcess exited with code 0\nOriginal token count: 0\nOutput:\n"}],"tools":[{"type":"function","name":"exec_command","description":"Runs a command in a PTY, returning outpu","strict":false,"parameters":{"type":"object","properties":{"cmd":{"type":"string","description":"Shell command to execute."}},"required":["cmd"],"additionalProperties":false}},{"type":"namespace","name":"multi_agent_v1","description":"Tools for spawning and managing sub-agents.","tools":[{"type":"function","name":"close_agent","description":"Close an agent and any open de","strict":false,"parameters":{"type":"object","properties":{}}}]},{"type":"web_search","external_web_access":true}],"tool_choice":"auto","parallel_tool_calls":true,"reasoning":{"summary":"auto"},"store":false,"include":["reasoning.encrypted_content"],"prompt_cache_key":"01a231dc","client_metadata":{"session_id":"01a231dc"}}"#;
+
+#[test]
+fn codex_s_tool_loop_request_reads_as_system_user_assistant_tool() {
+    let request = parse_request(CODEX_SECOND_TURN.as_bytes()).unwrap();
+    let messages = &request.unified.messages;
+    let roles: Vec<Role> = messages.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [
+            Role::System,
+            Role::System,
+            Role::User,
+            Role::User,
+            Role::Assistant,
+            Role::Tool
+        ]
+    );
+    assert_eq!(
+        messages[1].content.len(),
+        2,
+        "two input_text parts, two blocks"
+    );
+    assert_eq!(messages[3], Message::user("Run echo"));
+    assert_eq!(
+        messages[4].content,
+        vec![MessageContentBlock::ToolCall {
+            id: "call_cuca1".into(),
+            name: "exec_command".into(),
+            arguments: r#"{"cmd":"echo cuca-tool-ran > /tmp/codex/ran.txt"}"#.into(),
+        }]
+    );
+    assert!(matches!(
+        &messages[5].content[..],
+        [MessageContentBlock::ToolResult { tool_call_id, content, is_error: false }]
+            if tool_call_id == "call_cuca1" && content.contains("Process exited with code 0")
+    ));
+    let names: Vec<&str> = request
+        .unified
+        .tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(names, ["exec_command", "multi_agent_v1", "web_search"]);
+    assert_eq!(
+        request.unified.tools[2].parameters["external_web_access"],
+        true
+    );
+    assert_eq!(request.unified.tool_choice, Some(ToolChoice::Auto));
+    assert!(request.stream);
+    for kept in [
+        r#""include":["reasoning.encrypted_content"]"#,
+        r#""store":false"#,
+        r#""reasoning":{"summary":"auto"}"#,
+        r#""prompt_cache_key":"01a231dc""#,
+    ] {
+        assert!(
+            request.parameters.contains(kept),
+            "{kept} in {}",
+            request.parameters
+        );
+    }
+    // The replayed response echoes Codex's tools in Responses' shape.
+    let recorded = recorded(vec![MessageContentBlock::text("done")], None, (0, 0), "x");
+    let object = encode_object(&recorded, &request);
+    assert_eq!(object["tools"][1]["type"], "namespace");
+    assert_eq!(
+        object["tools"][2],
+        json!({"type": "web_search", "external_web_access": true})
+    );
+    assert_eq!(object["store"], false);
+    assert_eq!(object["parallel_tool_calls"], true);
+}
+
+/// The events of one made-up output item, as a server streams items (one after another):
+/// any kind, with or without `added` / `done` events, deltas of its kind in any of two
+/// parts, with or without the indices llama-server leaves out.
+fn arbitrary_item(at: u64) -> impl Strategy<Value = Vec<Value>> {
+    let kinds = prop::sample::select(vec![
+        "message",
+        "reasoning",
+        "function_call",
+        "web_search_call",
+    ]);
+    let delta = (0u64..2, "[a-z é]{0,3}", any::<bool>());
+    (
+        kinds,
+        any::<(bool, bool, bool, bool, bool)>(),
+        prop::collection::vec(delta, 0..5),
+        "[a-z]{0,3}",
+    )
+        .prop_map(move |(kind, (indexed, with_id, added, done, whole), deltas, text)| {
+            let mut item = json!({"type": kind});
+            if with_id {
+                item["id"] = format!("it_{at}").into();
+            }
+            if kind == "function_call" {
+                item["call_id"] = "c".into();
+                item["name"] = "f".into();
+                item["arguments"] = "".into();
+            }
+            let fields = |mut event: Value| {
+                if indexed {
+                    event["output_index"] = at.into();
+                }
+                if let (true, Some(id)) = (with_id, item.get("id")) {
+                    event["item_id"] = id.clone();
+                }
+                event
+            };
+            let mut events = Vec::new();
+            if added {
+                events.push(fields(json!({"type": "response.output_item.added", "item": item})));
+            }
+            for (part, piece, summary) in deltas {
+                let event = match (kind, summary) {
+                    ("message", _) => json!({"type": "response.output_text.delta", "content_index": part, "delta": piece}),
+                    ("reasoning", true) => json!({"type": "response.reasoning_summary_text.delta", "summary_index": part, "delta": piece}),
+                    ("reasoning", false) => json!({"type": "response.reasoning_text.delta", "content_index": part, "delta": piece}),
+                    ("function_call", _) => json!({"type": "response.function_call_arguments.delta", "delta": piece}),
+                    _ => continue,
+                };
+                events.push(fields(event));
+            }
+            if done {
+                let mut item = item.clone();
+                if whole {
+                    item["content"] = json!([{"type": "output_text", "text": text}]);
+                    item["summary"] = json!([{"type": "summary_text", "text": text}]);
+                    item["arguments"] = text.into();
+                }
+                events.push(fields(json!({"type": "response.output_item.done", "item": item})));
+            }
+            events
+        })
+}
+
+fn arbitrary_stream() -> impl Strategy<Value = Vec<Value>> {
+    (0usize..4).prop_flat_map(|n| {
+        (0..n as u64)
+            .map(arbitrary_item)
+            .collect::<Vec<_>>()
+            .prop_map(|items| items.into_iter().flatten().collect())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Whatever a server sends, the decoder neither panics nor loses its layout: a made-up
+    /// stream that decodes replays to the same blocks, finish, response id and item layout.
+    #[test]
+    fn any_stream_that_decodes_round_trips(events in arbitrary_stream()) {
+        let mut events = events;
+        events.push(json!({"type": "response.completed", "response": {"id": "r", "status": "completed"}}));
+        let body = super::decode::tests::sse(&events);
+        if let Ok(first) = decode(&body) {
+            let replay = encoded(answer(first.0.clone(), &first.1), &plain_request());
+            let again = decode(&replay).unwrap();
+            prop_assert_eq!(&again.0, &first.0);
+            prop_assert_eq!(&again.1.finish_reason, &first.1.finish_reason);
+            // A usage and `created_at` the stream never sent are made up by the replay.
+            // So is an id for an item that came without one.
+            let (a, mut b) = (first.1.wire.unwrap(), again.1.wire.unwrap());
+            let made_up: Vec<bool> = a["items"].as_array().unwrap().iter().map(|i| i.get("id").is_none()).collect();
+            for (item, made_up) in b["items"].as_array_mut().unwrap().iter_mut().zip(made_up) {
+                if made_up {
+                    item.as_object_mut().unwrap().remove("id");
+                }
+            }
+            prop_assert_eq!(&b["items"], &a["items"]);
+            prop_assert_eq!(&b["id"], &a["id"]);
+        }
+    }
 }

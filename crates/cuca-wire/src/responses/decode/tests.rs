@@ -153,7 +153,8 @@ fn llama_server_whole_response_gives_one_block_per_part_and_the_same_layout() {
 
 #[test]
 fn fixtures_split_at_every_byte_decode_the_same() {
-    for body in [STREAM, REASONING] {
+    let canned = [openai_function_call_stream(), openai_reasoning_stream()];
+    for body in [STREAM, REASONING, &canned[0], &canned[1]] {
         let whole = decode(body).unwrap();
         for cut in 0..=body.len() {
             let (a, b) = body.split_at(cut);

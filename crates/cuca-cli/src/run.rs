@@ -1,0 +1,242 @@
+//! `cuca run`: one command to record an agent (issue 29.6). The proxy of `cuca proxy` starts
+//! in-process on a free loopback port, COMMAND runs with the environment its SDK reads pointed
+//! at it, and when COMMAND exits the proxy shuts down gracefully (every recording written)
+//! and `cuca run` exits with COMMAND's status.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+
+use clap::Args;
+
+use crate::error::CliError;
+
+/// The sessions directory when `--dir` is not given.
+pub(crate) const DEFAULT_DIR: &str = "cuca-sessions";
+
+/// What a replaying proxy is called with when the caller has no key of its own: the SDKs
+/// refuse to start without one, and a replay reaches no server that would check it.
+const REPLAY_KEY: &str = "sk-cuca-replay";
+
+/// `cuca run` arguments; `docs/agents.md` has the long form.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "COMMAND gets OPENAI_BASE_URL=http://127.0.0.1:PORT/s/SESSION/v1 and \
+                  ANTHROPIC_BASE_URL=http://127.0.0.1:PORT/s/SESSION (the Python and TypeScript \
+                  openai and anthropic SDKs, the Agents SDK and Claude Code read them), \
+                  CUCA_PROXY_URL and CUCA_SESSION. Codex reads no base URL from the environment: \
+                  a COMMAND named codex that chooses no model_provider itself gets \
+                  `-c model_provider=cuca -c model_providers.cuca={…base_url…}` before its own \
+                  arguments (printed on stderr). In replay mode an unset OPENAI_API_KEY or \
+                  ANTHROPIC_API_KEY is set to sk-cuca-replay. SIGTERM is passed on to COMMAND. \
+                  Exit status: COMMAND's (128+N when a signal N ended it)."
+)]
+pub(crate) struct RunArgs {
+    /// record: forward and record; replay: answer from the recording, no network; auto:
+    /// replay what is recorded, forward and record what is not; fork: replay what matches,
+    /// and from the first call that differs run live, recorded in a fork of the recording.
+    #[arg(long, default_value = "record", value_parser = ["record", "replay", "auto", "fork"])]
+    mode: String,
+    /// What replay compares.
+    #[command(flatten)]
+    matching: crate::proxy::MatchingArgs,
+    /// The session recorded into or replayed (default in record mode: `run-{UTC time}`;
+    /// replay and auto need it).
+    #[arg(long)]
+    session: Option<String>,
+    /// The directory of `.cslog` sessions (created if missing).
+    #[arg(long, default_value = DEFAULT_DIR)]
+    dir: PathBuf,
+    /// The model server calls are forwarded to (`http://127.0.0.1:8080`); record and auto
+    /// need it.
+    #[arg(long)]
+    upstream: Option<String>,
+    /// The agent to run and its arguments.
+    #[arg(required = true, last = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+/// The session of a record run that names none: `run-` and the UTC time to the second, in
+/// the compact form (`run-20261201T133501Z`: no `:`, which a point id reserves).
+fn default_session() -> String {
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let compact: String = now.chars().filter(|c| !matches!(c, '-' | ':')).collect();
+    format!("run-{compact}")
+}
+
+/// The arguments that point Codex at the proxy, when COMMAND is `codex` and does not choose
+/// a model provider itself: Codex reads no base URL from the environment (0.171.0 ignores
+/// `OPENAI_BASE_URL`), so it gets a provider `cuca` on its command line, before its
+/// subcommand, speaking Responses (the one wire API it has) with the caller's
+/// `OPENAI_API_KEY` when there is one (always in replay mode, which sets a placeholder).
+fn codex_provider(
+    program: &OsString,
+    rest: &[OsString],
+    base_url: &str,
+    mode: cuca_proxy::Mode,
+) -> Option<[String; 4]> {
+    let name = std::path::Path::new(program).file_name()?;
+    let chooses = rest
+        .iter()
+        .any(|arg| arg.to_string_lossy().contains("model_provider"));
+    if name != "codex" || chooses {
+        return None;
+    }
+    let key = if !mode.forwards() || std::env::var_os("OPENAI_API_KEY").is_some() {
+        r#",env_key="OPENAI_API_KEY""#
+    } else {
+        ""
+    };
+    Some([
+        "-c".into(),
+        "model_provider=cuca".into(),
+        "-c".into(),
+        format!(
+            r#"model_providers.cuca={{name="cuca",base_url="{base_url}",wire_api="responses"{key}}}"#
+        ),
+    ])
+}
+
+/// The exit code a process that ended with `status` reports to a shell: its code, or 128+N
+/// for a death by signal N.
+pub(crate) fn exit_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => 128 + signal,
+        // Neither a code nor a signal is not a state a reaped child can be in.
+        (None, None) => crate::error::EXIT_FAILED,
+    }
+}
+
+/// Runs `cuca run`: the proxy, COMMAND under it, then the proxy's graceful stop. Returns
+/// COMMAND's exit code as [`CliError::Exit`] when it is not 0.
+pub(crate) fn run(args: RunArgs) -> Result<(), CliError> {
+    let session = match (&args.session, args.mode.as_str()) {
+        (Some(session), _) => session.clone(),
+        (None, "record") => default_session(),
+        (None, mode) => {
+            return Err(CliError::Usage(format!(
+                "{mode} mode replays a recorded session: name it with --session (cuca sessions {} lists them)",
+                args.dir.display()
+            )))
+        }
+    };
+    crate::proxy::report_to_stderr();
+    let mut config = crate::proxy::config(&args.mode, args.upstream.clone(), &session)?;
+    args.matching.apply(&mut config)?;
+    let mode = config.mode;
+    let proxy = crate::proxy::open(config, &args.dir)?;
+    let runtime = crate::proxy::runtime()?;
+    let status = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|error| CliError::Failed(format!("listen on 127.0.0.1:0: {error}")))?;
+        let address = listener
+            .local_addr()
+            .map_err(|error| CliError::Failed(format!("listen on 127.0.0.1:0: {error}")))?;
+        let base = format!("http://{address}");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(proxy.serve(listener, async {
+            let _ = stopped.await;
+        }));
+        let (program, rest) = args
+            .command
+            .split_first()
+            .ok_or_else(|| CliError::Usage("no COMMAND to run after --".into()))?;
+        let mut command = std::process::Command::new(program);
+        let provider = codex_provider(program, rest, &format!("{base}/s/{session}/v1"), mode);
+        if let Some(provider) = &provider {
+            eprintln!(
+                "cuca run: Codex reads no base URL from the environment: giving it {}",
+                provider.join(" ")
+            );
+            command.args(provider);
+        }
+        command
+            .args(rest)
+            .env("OPENAI_BASE_URL", format!("{base}/s/{session}/v1"))
+            .env("ANTHROPIC_BASE_URL", format!("{base}/s/{session}"))
+            .env("CUCA_PROXY_URL", &base)
+            .env("CUCA_SESSION", &session);
+        if !mode.forwards() {
+            for key in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
+                if std::env::var_os(key).is_none() {
+                    command.env(key, REPLAY_KEY);
+                }
+            }
+        }
+        eprintln!(
+            "cuca run: {mode} session {session} in {}, proxy on {base}",
+            args.dir.display()
+        );
+        let shown = program.to_string_lossy().into_owned();
+        let waited = match command.spawn() {
+            Ok(mut child) => {
+                // cuca run lives on until COMMAND has exited, so that what it recorded is
+                // closed properly: SIGINT from a terminal reaches COMMAND itself (one process
+                // group), SIGTERM sent to cuca run alone (a supervisor, `timeout`) is passed on.
+                let _signals = pass_signals_on(child.id());
+                tokio::task::spawn_blocking(move || child.wait()).await
+            }
+            Err(error) => Ok(Err(error)),
+        };
+        // The proxy stops whatever became of COMMAND: calls in flight get the grace, then
+        // each recording writes its last record before serve returns.
+        let _ = stop.send(());
+        let served = serving.await;
+        let status = waited
+            .map_err(|error| CliError::Failed(format!("wait for {shown}: {error}")))?
+            .map_err(|error| CliError::Failed(format!("run {shown}: {error}")))?;
+        match served {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => return Err(CliError::Failed(error.to_string())),
+            Err(error) => return Err(CliError::Failed(format!("the proxy stopped: {error}"))),
+        }
+        Ok::<_, CliError>(status)
+    })?;
+    let dir = args.dir.display();
+    eprintln!("cuca run: session {session} in {dir}; look at it with:");
+    eprintln!("  cuca view {dir}");
+    eprintln!("  cuca replay {dir} {session}");
+    match exit_code(status) {
+        0 => Ok(()),
+        code => Err(CliError::Exit(code)),
+    }
+}
+
+/// While COMMAND (process `pid`) runs: SIGINT is watched and dropped (no longer fatal to
+/// `cuca run`; COMMAND got its own from the terminal), SIGTERM is sent on to COMMAND with
+/// kill(1), this crate having no unsafe code to call kill(2). Ends with the returned task.
+fn pass_signals_on(pid: u32) -> Option<AbortOnDrop> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt()).ok()?;
+    let mut terminate = signal(SignalKind::terminate()).ok()?;
+    Some(AbortOnDrop(tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                Some(()) = interrupt.recv() => {}
+                Some(()) = terminate.recv() => {
+                    // COMMAND may have exited meanwhile: kill then fails, and that is fine.
+                    let _ = tokio::task::spawn_blocking(move || {
+                        std::process::Command::new("kill")
+                            .args(["-TERM", &pid.to_string()])
+                            .stderr(std::process::Stdio::null())
+                            .status()
+                    })
+                    .await;
+                }
+                else => break,
+            }
+        }
+    })))
+}
+
+/// The signal task, stopped once COMMAND has been reaped (its pid may then be reused).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

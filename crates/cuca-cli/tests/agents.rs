@@ -1,0 +1,417 @@
+//! The proof of issue 29 with the agents and SDKs people run, unmodified: "Claude Code, Codex
+//! CLI, the Agents SDK (default model) and the `anthropic` SDK are recorded through `cuca
+//! proxy` into sessions that `cuca verify` calls clean and `cuca replay` / `cuca view` show
+//! with the right text, tool calls and usage, and each replays offline with the same final
+//! output".
+//!
+//! Each test runs `tests/agents/record_replay.sh` inside its own network namespace with only
+//! loopback (`unshare --net`: "Claude Code and Codex try to reach their vendors' servers"):
+//! the scripted upstream (`tests/agents/scripted_upstream.py`: "one tool call while the
+//! request has no tool result, then text" quoting the result), `cuca run` in record mode in
+//! front of it with the client under it, then the upstream stopped and `cuca run` in replay
+//! mode with the same client. Both runs must print the same final output; the session must
+//! verify clean and replay with the tool call and the final text.
+//!
+//! The clients come from `.ci/run`: the npm packages pinned in `tests/agents/package.json`
+//! under `CUCA_TEST_NODE_MODULES`, the Python SDKs in the venv of `CUCA_TEST_PYTHON`. Without
+//! them (a developer's `cargo test`) a test prints why and passes having checked nothing;
+//! under `CI` a missing client or a missing `unshare` fails the test.
+// A failed step is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const SESSION: &str = "agent";
+/// The final answer of a tool loop: the scripted upstream quotes the tool's result.
+const ANSWER: &str = "The tool returned: cuca-tool-ok";
+
+fn agents_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents")
+}
+
+/// The path in `variable`, or `None` (skip, with a line) outside CI; under CI its absence
+/// fails the test.
+fn installed(variable: &str, what: &str) -> Option<PathBuf> {
+    match std::env::var_os(variable) {
+        Some(path) => {
+            let path = PathBuf::from(path);
+            assert!(
+                path.exists(),
+                "{variable}={} does not exist; .ci/run installs {what}",
+                path.display()
+            );
+            Some(path)
+        }
+        None if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but {variable} is not: the agents' proof needs {what}, which .ci/run installs")
+        }
+        None => {
+            eprintln!("skipping: {variable} is not set (.ci/run sets it to {what})");
+            None
+        }
+    }
+}
+
+fn node_modules() -> Option<PathBuf> {
+    installed(
+        "CUCA_TEST_NODE_MODULES",
+        "the pinned npm agents under target/agents-node/node_modules",
+    )
+}
+
+fn python() -> Option<PathBuf> {
+    installed(
+        "CUCA_TEST_PYTHON",
+        "the venv target/py-venv with openai, anthropic and openai-agents",
+    )
+}
+
+/// Whether this process may make a network namespace (root, or a user namespace allowed);
+/// outside CI a machine that cannot is skipped with a line.
+fn can_unshare() -> bool {
+    let works = Command::new("unshare")
+        .args(["--net", "true"])
+        .status()
+        .is_ok_and(|status| status.success());
+    if !works {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but `unshare --net` fails: the agents must run with only loopback (.ci/run runs as root)"
+        );
+        eprintln!("skipping: `unshare --net` is not allowed here (run as root)");
+    }
+    works
+}
+
+/// What one record-then-replay left behind.
+struct Run {
+    out: tempfile::TempDir,
+}
+
+impl Run {
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.out.path().join(name)).unwrap_or_default()
+    }
+
+    fn sessions(&self) -> PathBuf {
+        self.out.path().join("sessions")
+    }
+
+    /// Everything a failure message needs: both runs' output and errors (the proxy's
+    /// included) and the paths the upstream was asked for.
+    fn story(&self) -> String {
+        let mut story = String::new();
+        for name in [
+            "record.status",
+            "record.out",
+            "record.err",
+            "replay.status",
+            "replay.out",
+            "replay.err",
+            "upstream.log",
+        ] {
+            story.push_str(&format!("--- {name}\n{}\n", self.read(name)));
+        }
+        story
+    }
+
+    fn cuca(&self, args: &[&str]) -> String {
+        let output = Command::new(env!("CARGO_BIN_EXE_cuca"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "cuca {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&output.stderr),
+            self.story()
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// The proof every agent shares: both runs succeeded, replay printed what record printed,
+    /// the upstream saw `route`, and the session verifies clean, holds the tool call, output
+    /// and usage, and `cuca replay` and `cuca view` show the tool call and the final text.
+    fn assert_recorded_and_replayed(&self, route: &str, tool: &str, answer: &str) -> String {
+        let story = self.story();
+        assert_eq!(
+            self.read("record.status").trim(),
+            "0",
+            "record failed\n{story}"
+        );
+        let recorded = self.read("record.out");
+        assert!(
+            recorded.contains(answer),
+            "the recorded run's final output lacks {answer:?}\n{story}"
+        );
+        // A call the proxy cannot read is forwarded and recorded nowhere: say so before the
+        // replay's 400 or 404 does.
+        let file = self.sessions().join(format!("{SESSION}.cslog"));
+        assert!(
+            file.exists(),
+            "record mode answered the agent but recorded no session at {}\n{story}",
+            file.display()
+        );
+        assert_eq!(
+            self.read("replay.status").trim(),
+            "0",
+            "replay failed\n{story}"
+        );
+        assert_eq!(
+            self.read("replay.out"),
+            recorded,
+            "replay printed another final output\n{story}"
+        );
+        assert!(
+            self.read("upstream.log").contains(route),
+            "the upstream never saw {route}\n{story}"
+        );
+        let sessions = self.sessions();
+        let dir = sessions.to_str().unwrap();
+        self.cuca(&["verify", dir, SESSION]);
+        // "with the right text, tool calls and usage"
+        let kinds = self.cuca(&["show", dir, SESSION, "--kinds"]);
+        for kind in [
+            "ToolCall 1",
+            "ToolResult 1",
+            "Output",
+            "TokenUsage",
+            "CallFinish",
+        ] {
+            assert!(
+                kinds.contains(kind),
+                "the session lacks {kind}: {kinds}\n{story}"
+            );
+        }
+        let shown = self.cuca(&["replay", dir, SESSION]);
+        assert!(
+            shown.contains(tool),
+            "cuca replay shows no call of {tool}:\n{shown}\n{story}"
+        );
+        assert!(
+            shown.contains(answer),
+            "cuca replay shows no final text {answer:?}:\n{shown}\n{story}"
+        );
+        let page = self.view_page(dir);
+        assert!(
+            page.contains(tool),
+            "cuca view shows no call of {tool}\n{story}"
+        );
+        assert!(
+            page.contains(answer),
+            "cuca view shows no final text {answer:?}\n{story}"
+        );
+        recorded
+    }
+
+    /// The session's page as `cuca view DIR` serves it.
+    fn view_page(&self, dir: &str) -> String {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let mut view = Command::new(env!("CARGO_BIN_EXE_cuca"))
+            .args(["view", dir, "--listen", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(view.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let address = line
+            .trim()
+            .rsplit("http://")
+            .next()
+            .unwrap()
+            .trim_end_matches('/')
+            .to_owned();
+        let mut page = String::new();
+        let fetched = std::net::TcpStream::connect(&address).and_then(|mut stream| {
+            write!(
+                stream,
+                "GET /sessions/{SESSION} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+            )?;
+            stream.read_to_string(&mut page)
+        });
+        let _ = view.kill();
+        let _ = view.wait();
+        fetched.unwrap();
+        assert!(page.starts_with("HTTP/1.1 200"), "cuca view: {page}");
+        page
+    }
+}
+
+/// Runs `client` recorded then replayed inside a fresh network namespace, with `env` and
+/// the working directory `work` (the same for both runs: the agents put it in their prompt).
+fn record_then_replay(client: &[&str], env: &[(&str, String)]) -> Run {
+    let out = tempfile::tempdir().unwrap();
+    let work = out.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let status = Command::new("unshare")
+        .arg("--net")
+        .arg("sh")
+        .arg(agents_dir().join("record_replay.sh"))
+        .arg(out.path())
+        .arg(SESSION)
+        .arg("--")
+        .args(client)
+        .current_dir(&work)
+        .env("CUCA", env!("CARGO_BIN_EXE_cuca"))
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .status()
+        .unwrap();
+    let run = Run { out };
+    assert!(
+        status.success(),
+        "record_replay.sh failed: {status}\n{}",
+        run.story()
+    );
+    run
+}
+
+fn home(run_dir: &Path, name: &str) -> String {
+    let home = run_dir.join(name);
+    std::fs::create_dir_all(&home).unwrap();
+    home.display().to_string()
+}
+
+#[test]
+fn claude_code_runs_one_bash_command_recorded_then_replayed_offline() {
+    let (Some(modules), true) = (node_modules(), can_unshare()) else {
+        return;
+    };
+    let claude = modules.join(".bin/claude");
+    let scratch = tempfile::tempdir().unwrap();
+    let env = [
+        ("HOME", home(scratch.path(), "home")),
+        ("ANTHROPIC_API_KEY", "sk-test".to_owned()),
+        ("DISABLE_TELEMETRY", "1".to_owned()),
+        ("DISABLE_AUTOUPDATER", "1".to_owned()),
+        ("DISABLE_ERROR_REPORTING", "1".to_owned()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
+        ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "1024".to_owned()),
+    ];
+    let run = record_then_replay(
+        &[
+            claude.to_str().unwrap(),
+            "-p",
+            "Run: echo cuca-tool-ok",
+            "--output-format",
+            "text",
+            "--allowedTools",
+            "Bash",
+        ],
+        &env,
+    );
+    let output = run.assert_recorded_and_replayed("/v1/messages", "Bash", ANSWER);
+    assert_eq!(output.trim(), ANSWER);
+}
+
+#[test]
+fn codex_runs_one_shell_command_recorded_then_replayed_offline() {
+    let (Some(modules), true) = (node_modules(), can_unshare()) else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let codex_home = home(scratch.path(), "codex-home");
+    let env = [
+        ("HOME", codex_home.clone()),
+        ("CODEX_HOME", codex_home),
+        ("OPENAI_API_KEY", "sk-test".to_owned()),
+    ];
+    // Unmodified: `cuca run` gives Codex its model provider (Codex reads no base URL from
+    // the environment). An explicit model: under its default one Codex offers a custom
+    // provider no tools; analytics off, or each run waits seconds on exit to upload them.
+    let codex = modules.join(".bin/codex");
+    let run = record_then_replay(
+        &[
+            codex.to_str().unwrap(),
+            "-m",
+            "gpt-5.5-codex",
+            "-c",
+            "analytics.enabled=false",
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "Run: echo cuca-tool-ok",
+        ],
+        &env,
+    );
+    let output =
+        run.assert_recorded_and_replayed("/v1/responses", "exec_command", "The tool returned:");
+    // The command ran and its output travelled back to the model and into the answer.
+    assert!(output.contains("cuca-tool-ok"), "{output}");
+}
+
+/// One tool loop of `drive_sdk.py CASE`, recorded then replayed; the SDK reads the base URL
+/// `cuca run` set.
+fn python_sdk(case: &str, route: &str) {
+    let (Some(python), true) = (python(), can_unshare()) else {
+        return;
+    };
+    let script = agents_dir().join("drive_sdk.py");
+    let run = record_then_replay(
+        &[python.to_str().unwrap(), script.to_str().unwrap(), case],
+        &[("OPENAI_AGENTS_DISABLE_TRACING", "1".to_owned())],
+    );
+    let output = run.assert_recorded_and_replayed(route, "lookup_word", ANSWER);
+    let answer: serde_json::Value = serde_json::from_str(&output).unwrap();
+    assert_eq!(answer["text"], ANSWER, "{output}");
+    assert_eq!(
+        answer["tool_calls"],
+        serde_json::json!([["lookup_word", {"word": "cuca"}]]),
+        "{output}"
+    );
+}
+
+#[test]
+fn agents_sdk_default_model_runs_one_function_tool_recorded_then_replayed() {
+    python_sdk("agents", "/v1/responses");
+}
+
+#[test]
+fn anthropic_sdk_messages_create_with_one_tool_recorded_then_replayed() {
+    python_sdk("anthropic-create", "/v1/messages");
+}
+
+#[test]
+fn anthropic_sdk_messages_stream_with_one_tool_recorded_then_replayed() {
+    python_sdk("anthropic-stream", "/v1/messages");
+}
+
+#[test]
+fn python_openai_responses_create_with_one_tool_recorded_then_replayed() {
+    python_sdk("responses-create", "/v1/responses");
+}
+
+#[test]
+fn python_openai_responses_streamed_with_one_tool_recorded_then_replayed() {
+    python_sdk("responses-stream", "/v1/responses");
+}
+
+/// The same loop with the npm `openai` package.
+fn npm_openai(case: &str) {
+    let (Some(modules), true) = (node_modules(), can_unshare()) else {
+        return;
+    };
+    let script = agents_dir().join("drive_openai.mjs");
+    let run = record_then_replay(
+        &["node", script.to_str().unwrap(), case],
+        &[("NODE_PATH", modules.display().to_string())],
+    );
+    let output = run.assert_recorded_and_replayed("/v1/responses", "lookup_word", ANSWER);
+    let answer: serde_json::Value = serde_json::from_str(&output).unwrap();
+    assert_eq!(answer["text"], ANSWER, "{output}");
+}
+
+#[test]
+fn npm_openai_responses_create_with_one_tool_recorded_then_replayed() {
+    npm_openai("responses-create");
+}
+
+#[test]
+fn npm_openai_responses_streamed_with_one_tool_recorded_then_replayed() {
+    npm_openai("responses-stream");
+}
