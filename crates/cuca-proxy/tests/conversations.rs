@@ -8,9 +8,10 @@
 //! each call".
 //!
 //! The SDK parts run the real Python `openai` package and `langchain-openai` (pinned in
-//! `.ci/run`, which makes the virtual environment and sets `CUCA_TEST_PYTHON`). Without
-//! `CUCA_TEST_PYTHON` (a developer's `cargo test`) they are skipped with a line saying why;
-//! under `CI` a missing interpreter or package fails the test. The property test needs no
+//! `.ci/run`, which makes the virtual environment and sets `CUCA_TEST_PYTHON`), and the npm
+//! `openai` package (`CUCA_TEST_NODE_MODULES`, also set by `.ci/run`). Without those variables
+//! (a developer's `cargo test`) they are skipped with a line saying why; under `CI` a missing
+//! interpreter or package fails the test. The property test needs no
 //! Python: it drives the proxy with reqwest.
 // Test helpers unwrap: a failure there should stop the test at once.
 #![allow(clippy::unwrap_used)]
@@ -26,18 +27,26 @@ use support::*;
 
 const SYSTEM: &str = "You are terse.";
 
-/// The interpreter of the virtual environment `.ci/run` makes, if it has `module`.
-fn python_with(module: &str) -> Option<PathBuf> {
-    let Some(path) = std::env::var_os("CUCA_TEST_PYTHON").map(PathBuf::from) else {
+/// The path in `variable`; without it, a line saying why the test is skipped (`what` is what
+/// `.ci/run` sets it to), and under `CI` a failure.
+fn installed(variable: &str, what: &str) -> Option<PathBuf> {
+    let path = std::env::var_os(variable).map(PathBuf::from);
+    if path.is_none() {
         assert!(
             std::env::var_os("CI").is_none(),
-            "CI is set but CUCA_TEST_PYTHON is not: issue 30's proof needs the SDKs in the virtual environment .ci/run creates (target/py-venv)"
+            "CI is set but {variable} is not: issue 30's proof needs {what}, which .ci/run installs"
         );
-        eprintln!(
-            "skipping: CUCA_TEST_PYTHON is not set (.ci/run sets it to a venv with the pinned openai and langchain-openai packages)"
-        );
-        return None;
-    };
+        eprintln!("skipping: {variable} is not set (.ci/run sets it to {what})");
+    }
+    path
+}
+
+/// The interpreter of the virtual environment `.ci/run` makes, if it has `module`.
+fn python_with(module: &str) -> Option<PathBuf> {
+    let path = installed(
+        "CUCA_TEST_PYTHON",
+        "a venv with the pinned openai and langchain-openai packages",
+    )?;
     assert!(
         path.exists(),
         "CUCA_TEST_PYTHON={} does not exist",
@@ -64,21 +73,36 @@ fn python_with(module: &str) -> Option<PathBuf> {
     Some(path)
 }
 
-/// Runs `tests/sdk/conversations.py SCENARIO PHASE PROXY` and returns what it printed.
-async fn script(python: &Path, scenario: &str, phase: &str, proxy: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/conversations.py");
-    let mut command = std::process::Command::new(python);
-    command.arg(path).arg(scenario).arg(phase).arg(proxy);
+/// Runs `command` (a script named `what`) and returns the JSON object it printed.
+async fn printed(mut command: std::process::Command, what: String) -> Value {
     let output = tokio::task::spawn_blocking(move || command.output())
         .await
         .unwrap()
         .unwrap();
     assert!(
         output.status.success(),
-        "conversations.py {scenario} {phase} failed:\n{}",
+        "{what} failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// A script of `tests/sdk/`.
+fn script_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/sdk")
+        .join(name)
+}
+
+/// Runs `tests/sdk/conversations.py SCENARIO PHASE PROXY` and returns what it printed.
+async fn script(python: &Path, scenario: &str, phase: &str, proxy: &str) -> Value {
+    let mut command = std::process::Command::new(python);
+    command
+        .arg(script_path("conversations.py"))
+        .arg(scenario)
+        .arg(phase)
+        .arg(proxy);
+    printed(command, format!("conversations.py {scenario} {phase}")).await
 }
 
 /// A call's answer as the script reports it.
@@ -159,18 +183,60 @@ async fn the_two_question_app_records_two_conversations_and_replays_each_call_wi
     assert_eq!(replayed["calls"], expected);
 }
 
-/// "`asyncio.gather` … of 4 streamed calls" on one `AsyncOpenAI` client: four conversations,
+/// What drives the four parallel calls: the Python SDK's `asyncio.gather` or npm's
+/// `Promise.all`.
+enum Driver {
+    Python(PathBuf),
+    Node(PathBuf),
+}
+
+impl Driver {
+    /// The base session the driver's script calls on.
+    fn base(&self) -> &'static str {
+        match self {
+            Driver::Python(_) => "gather",
+            Driver::Node(_) => "all",
+        }
+    }
+
+    async fn run(&self, phase: &str, proxy: &str) -> Value {
+        let modules = match self {
+            Driver::Python(python) => return script(python, "gather", phase, proxy).await,
+            Driver::Node(modules) => modules.clone(),
+        };
+        let mut command = std::process::Command::new("node");
+        command
+            .arg(script_path("conversations.mjs"))
+            .arg(phase)
+            .arg(proxy)
+            .env("CUCA_TEST_NODE_MODULES", modules);
+        printed(command, format!("conversations.mjs {phase}")).await
+    }
+}
+
+/// The npm `openai` package `.ci/run` installs (`CUCA_TEST_NODE_MODULES`), if there.
+fn node_modules() -> Option<PathBuf> {
+    let modules = installed(
+        "CUCA_TEST_NODE_MODULES",
+        "the pinned npm packages, openai among them",
+    )?;
+    assert!(
+        modules.join("openai/package.json").is_file(),
+        "CUCA_TEST_NODE_MODULES={} has no openai package",
+        modules.display()
+    );
+    Some(modules)
+}
+
+/// Four streamed calls with different questions at once on one client: four conversations,
 /// each with its own question, and replayed in another order (reversed, one at a time, then
 /// all four at once again) each call gets its own answer.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn four_gathered_streamed_calls_record_four_conversations_and_replay_in_any_order() {
-    let Some(python) = python_with("openai") else {
-        return;
-    };
+async fn four_parallel_calls_record_four_conversations_and_replay_in_any_order(driver: Driver) {
+    let base = driver.base();
     let dir = tempfile::tempdir().unwrap();
     let upstream = upstream().await;
     let proxy = recording(&upstream, dir.path()).await;
-    let record = script(&python, "gather", "record", &proxy.url).await;
+    let record = driver.run("record", &proxy.url).await;
     let calls = record["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 4);
     let mut sessions = Vec::new();
@@ -186,10 +252,10 @@ async fn four_gathered_streamed_calls_record_four_conversations_and_replay_in_an
     sorted.sort();
     assert_eq!(
         sorted,
-        ["gather", "gather:conv:1", "gather:conv:2", "gather:conv:3"]
+        (0..4).map(|n| conversation(base, n)).collect::<Vec<_>>()
     );
+    proxy.proxy.settled(base).await;
     for (call, session) in calls.iter().zip(&sessions) {
-        proxy.proxy.settled("gather").await;
         assert_eq!(
             prompts(&proxy, session),
             (
@@ -199,12 +265,12 @@ async fn four_gathered_streamed_calls_record_four_conversations_and_replay_in_an
             "{session}"
         );
     }
-    assert_eq!(conversations_of(&proxy, "gather"), 4);
+    assert_eq!(conversations_of(&proxy, base), 4);
 
     drop(proxy);
     upstream.stop().await;
     let replay = replaying(dir.path()).await;
-    let replayed = script(&python, "gather", "replay", &replay.url).await;
+    let replayed = driver.run("replay", &replay.url).await;
     let by_question = |q: &str| calls.iter().find(|c| c["question"] == q).unwrap().clone();
     for round in ["reversed", "again"] {
         let got = replayed[round].as_array().unwrap();
@@ -216,6 +282,28 @@ async fn four_gathered_streamed_calls_record_four_conversations_and_replay_in_an
                 "{round}"
             );
         }
+    }
+}
+
+/// "`asyncio.gather` … of 4 streamed calls" on one `AsyncOpenAI` client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_gathered_streamed_calls_record_four_conversations_and_replay_in_any_order() {
+    if let Some(python) = python_with("openai") {
+        four_parallel_calls_record_four_conversations_and_replay_in_any_order(Driver::Python(
+            python,
+        ))
+        .await;
+    }
+}
+
+/// "`Promise.all` of 4 streamed calls" on one npm `openai` client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_streamed_calls_in_promise_all_record_four_conversations_and_replay_in_any_order() {
+    if let Some(modules) = node_modules() {
+        four_parallel_calls_record_four_conversations_and_replay_in_any_order(Driver::Node(
+            modules,
+        ))
+        .await;
     }
 }
 
