@@ -112,13 +112,15 @@ fn diff_shows_the_shared_records_the_first_difference_and_both_tails() {
         .args(["diff", dir.path().to_str().unwrap(), "run", &fork, "--json"])
         .output()
         .unwrap();
-    let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(value["common"], 4);
-    assert_eq!(value["b_tail"]["completion_tokens"], 9);
-    assert_eq!(
-        value["a_tail"]["records"][0]["event"]["ToolResult"]["content"],
-        "ALPHA"
-    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["common"], 4);
+    assert_eq!(lines[1]["a"]["event"]["ToolResult"]["content"], "ALPHA");
+    assert_eq!(lines[1]["b"]["event"]["ToolResult"]["content"], "BETA");
+    assert_eq!(lines.last().unwrap()["b_tail"]["completion_tokens"], 9);
 
     let missing = cuca()
         .args(["diff", dir.path().to_str().unwrap(), "run", "nope"])
