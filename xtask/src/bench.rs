@@ -332,6 +332,8 @@ const ROWS: &[Row] = &[
     // added at p99 to time to first byte (the interleaved run's `proxy-ttfb.json`).
     row("recording proxy, per chunk", C("proxy_stream/recording"), "pass-through proxy", C("proxy_stream/passthrough"), Cost, AtMost(1.5)),
     row("recording proxy, per chunk", C("proxy_stream/recording"), "direct to upstream", C("proxy_stream/direct"), Cost, Info),
+    row("recording proxy, per chunk, Anthropic Messages", C("proxy_stream_messages/recording"), "pass-through proxy", C("proxy_stream_messages/passthrough"), Cost, AtMost(1.5)),
+    row("recording proxy, per chunk, OpenAI Responses", C("proxy_stream_responses/recording"), "pass-through proxy", C("proxy_stream_responses/passthrough"), Cost, AtMost(1.5)),
     row("recording proxy, time to first byte", C("proxy_ttfb/recording"), "pass-through proxy", C("proxy_ttfb/passthrough"), Cost, Info),
     row("recording proxy, time to first byte", C("proxy_ttfb/recording"), "direct to upstream", C("proxy_ttfb/direct"), Cost, Info),
     row("what the recording proxy adds to time to first byte, p99", Source::JsonDiff("proxy-ttfb", "p99", "recording", "direct"), "direct to upstream, p99", Source::Json("proxy-ttfb", "p99", "direct"), Cost, Below(1e6)),

@@ -18,6 +18,9 @@
 //!   (the issue's target: under 1 ms), and writes them, in nanoseconds, to
 //!   `target/cuca-bench/proxy-ttfb.json` for `cargo xtask bench`'s table.
 //!
+//! * `proxy_stream_messages/{passthrough,recording}` and
+//!   `proxy_stream_responses/{…}`: the same per-chunk cost for an Anthropic Messages and an
+//!   OpenAI Responses stream of `N_CHUNKS` text deltas (issue 29);
 //! * `proxy_parallel/{direct,recording}`: the wall time of [`PARALLEL`] concurrent streamed
 //!   calls with [`PARALLEL`] different questions through one base URL (one session, so
 //!   [`PARALLEL`] conversations), against an upstream that writes [`PACED_EVENTS`] events
@@ -91,9 +94,14 @@ async fn serve(router: Router) -> String {
 }
 
 async fn upstream(events: Vec<Bytes>) -> String {
+    upstream_at("/v1/chat/completions", events).await
+}
+
+/// An upstream answering `path` with `events`, one write each.
+async fn upstream_at(path: &str, events: Vec<Bytes>) -> String {
     let events = Arc::new(events);
     let router = Router::new().route(
-        "/v1/chat/completions",
+        path,
         post(move || {
             let events = Arc::clone(&events);
             async move {
@@ -175,14 +183,19 @@ async fn parallel(client: &reqwest::Client, base: &str, requests: &[String]) -> 
 
 /// The floor: forwards the body and streams the answer back, nothing else.
 async fn passthrough(upstream: String) -> String {
+    passthrough_at(upstream, "/v1/chat/completions").await
+}
+
+/// The floor for `path`: forwards the body and streams the answer back, nothing else.
+async fn passthrough_at(upstream: String, path: &str) -> String {
     let http = reqwest::Client::builder()
         .tcp_nodelay(true)
         .build()
         .unwrap();
-    let url = format!("{upstream}/v1/chat/completions");
+    let url = format!("{upstream}{path}");
     let router = Router::new()
         .route(
-            "/v1/chat/completions",
+            path,
             post(
                 |State((http, url)): State<(reqwest::Client, String)>,
                  headers: HeaderMap,
@@ -226,11 +239,21 @@ async fn recording(upstream: String, dir: &std::path::Path) -> String {
 
 /// One call: the time to the first body byte, and to the end.
 async fn call(client: &reqwest::Client, base: &str) -> (Duration, Duration) {
+    call_at(client, base, "/v1/chat/completions", REQUEST).await
+}
+
+/// One call to `path` with `request`.
+async fn call_at(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+    request: &'static str,
+) -> (Duration, Duration) {
     let started = Instant::now();
     let response = client
-        .post(format!("{base}/v1/chat/completions"))
+        .post(format!("{base}{path}"))
         .header("content-type", "application/json")
-        .body(REQUEST)
+        .body(request)
         .send()
         .await
         .unwrap();
@@ -244,6 +267,47 @@ async fn call(client: &reqwest::Client, base: &str) -> (Duration, Duration) {
     assert!(n > 0);
     (ttfb, started.elapsed())
 }
+
+/// An Anthropic Messages stream of `N_CHUNKS` text deltas, in Anthropic's event shapes.
+fn messages_events() -> Vec<Bytes> {
+    let event = |name: &str, data: String| Bytes::from(format!("event: {name}\ndata: {data}\n\n"));
+    let mut out = vec![
+        event("message_start", r#"{"type":"message_start","message":{"id":"msg_bench","type":"message","role":"assistant","content":[],"model":"cuca-tiny-random","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":40,"output_tokens":1}}}"#.to_owned()),
+        event("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#.to_owned()),
+    ];
+    for i in 0..N_CHUNKS {
+        out.push(event("content_block_delta", format!(r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":" tok{i}"}}}}"#)));
+    }
+    out.push(event(
+        "content_block_stop",
+        r#"{"type":"content_block_stop","index":0}"#.to_owned(),
+    ));
+    out.push(event("message_delta", format!(r#"{{"type":"message_delta","delta":{{"stop_reason":"max_tokens","stop_sequence":null}},"usage":{{"output_tokens":{N_CHUNKS}}}}}"#)));
+    out.push(event(
+        "message_stop",
+        r#"{"type":"message_stop"}"#.to_owned(),
+    ));
+    out
+}
+
+/// A Responses event stream of `N_CHUNKS` text deltas, in OpenAI's event shapes.
+fn responses_events() -> Vec<Bytes> {
+    let event = |name: &str, data: String| Bytes::from(format!("event: {name}\ndata: {data}\n\n"));
+    let mut out = vec![
+        event("response.created", r#"{"type":"response.created","sequence_number":0,"response":{"id":"resp_bench","object":"response","created_at":0,"status":"in_progress","model":"cuca-tiny-random","output":[]}}"#.to_owned()),
+        event("response.output_item.added", r#"{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"id":"msg_bench","type":"message","role":"assistant","status":"in_progress","content":[]}}"#.to_owned()),
+        event("response.content_part.added", r#"{"type":"response.content_part.added","sequence_number":2,"item_id":"msg_bench","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}}"#.to_owned()),
+    ];
+    for i in 0..N_CHUNKS {
+        out.push(event("response.output_text.delta", format!(r#"{{"type":"response.output_text.delta","sequence_number":{},"item_id":"msg_bench","output_index":0,"content_index":0,"delta":" tok{i}","logprobs":[]}}"#, i + 3)));
+    }
+    out.push(event("response.output_item.done", format!(r#"{{"type":"response.output_item.done","sequence_number":{},"output_index":0,"item":{{"id":"msg_bench","type":"message","role":"assistant","status":"completed","content":[{{"type":"output_text","text":"…","annotations":[]}}]}}}}"#, N_CHUNKS + 3)));
+    out.push(event("response.completed", format!(r#"{{"type":"response.completed","sequence_number":{},"response":{{"id":"resp_bench","object":"response","created_at":0,"status":"completed","model":"cuca-tiny-random","output":[],"usage":{{"input_tokens":40,"output_tokens":{N_CHUNKS},"total_tokens":{}}}}}}}"#, N_CHUNKS + 4, N_CHUNKS + 40)));
+    out
+}
+
+const MESSAGES_REQUEST: &str = r#"{"model":"tiny","stream":true,"max_tokens":1000,"system":"You are terse.","messages":[{"role":"user","content":"The vault is in Lisbon. Reply with: noted"}]}"#;
+const RESPONSES_REQUEST: &str = r#"{"model":"tiny","stream":true,"max_output_tokens":1000,"instructions":"You are terse.","input":[{"role":"user","content":"The vault is in Lisbon. Reply with: noted"}]}"#;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
@@ -355,6 +419,46 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
+
+    // Issue 29: recording an Anthropic and a Responses stream, per chunk, against the same
+    // pass-through floor (the target: at most 1.5×, as for Chat Completions).
+    for (group_name, path, events, request) in [
+        (
+            "proxy_stream_messages",
+            "/v1/messages",
+            messages_events(),
+            MESSAGES_REQUEST,
+        ),
+        (
+            "proxy_stream_responses",
+            "/v1/responses",
+            responses_events(),
+            RESPONSES_REQUEST,
+        ),
+    ] {
+        let routes = runtime.block_on(async {
+            let upstream = upstream_at(path, events).await;
+            let floor = passthrough_at(upstream.clone(), path).await;
+            let proxy = recording(upstream, &dir.path().join(group_name)).await;
+            [("passthrough", floor), ("recording", proxy)]
+        });
+        let mut group = c.benchmark_group(group_name);
+        group.throughput(Throughput::Elements(N_CHUNKS));
+        for (name, base) in &routes {
+            group.bench_function(*name, |b| {
+                b.iter_custom(|iters| {
+                    runtime.block_on(async {
+                        let mut total = Duration::ZERO;
+                        for _ in 0..iters {
+                            total += call_at(&client, base, path, request).await.1;
+                        }
+                        total
+                    })
+                })
+            });
+        }
+        group.finish();
+    }
 
     // Issue 30: calls on different conversations of one session record in parallel.
     let paced = runtime.block_on(async {

@@ -120,6 +120,8 @@ fn every_row_reads_a_bench_that_some_target_runs() {
         "proxy_ttfb/",
         "proxy_stream/",
         "proxy_parallel/",
+        "proxy_stream_messages/",
+        "proxy_stream_responses/",
     ];
     for row in ROWS {
         for source in [row.of, row.against] {
