@@ -299,3 +299,68 @@ async fn reqwest_flow() {
         .unwrap();
     assert_eq!(response.status(), 409);
 }
+
+async fn agent(python: &Path, proxy: &str, session: &str, result: &str) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/tools.py");
+    let mut command = std::process::Command::new(python);
+    command.arg(script).arg(proxy).arg(session).arg(result);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "tools.py failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// Issue 31's proof through the real SDK: "the changed-tool replay gets a 409 naming the tool
+/// result; with `--ignore` the volatile part is ignored and the replay matches; in fork mode
+/// the changed-tool run forks at the tool result, the live upstream answers only the calls
+/// from the divergence on (counted)".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_whose_tool_changed_is_refused_matched_when_ignored_and_forked_in_fork_mode() {
+    let Some(python) = python() else {
+        return;
+    };
+    let upstream = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let recorded = {
+        let proxy = recording(&upstream, dir.path()).await;
+        let seen = agent(&python, &proxy.url, "tool", "ALPHA").await;
+        proxy.proxy.settled("tool").await;
+        seen
+    };
+    assert_eq!(recorded["tool_calls"], 1, "{recorded}");
+    let text = recorded["text"].as_str().unwrap().to_owned();
+    {
+        let replay = replaying(dir.path()).await;
+        let same = agent(&python, &replay.url, "tool", "ALPHA").await;
+        assert_eq!(same["text"], text.as_str(), "{same}");
+        let changed = agent(&python, &replay.url, "tool", "BETA").await;
+        assert_eq!(changed["status"], 409, "{changed}");
+        let message = changed["message"].as_str().unwrap();
+        assert!(
+            message.contains("ALPHA") && message.contains("BETA"),
+            "{message}"
+        );
+    }
+    {
+        let mut config = cuca_proxy::ProxyConfig::new(cuca_proxy::Mode::Replay, None).unwrap();
+        config.ignore.push("ALPHA|BETA".into());
+        let lenient = start(config, dir.path()).await;
+        let ignored = agent(&python, &lenient.url, "tool", "BETA").await;
+        assert_eq!(ignored["text"], text.as_str(), "{ignored}");
+    }
+    let before = upstream.calls();
+    let config =
+        cuca_proxy::ProxyConfig::new(cuca_proxy::Mode::Fork, Some(upstream.url.clone())).unwrap();
+    let forking = start(config, dir.path()).await;
+    let forked = agent(&python, &forking.url, "tool", "BETA").await;
+    let session = forked["session"].as_str().unwrap();
+    assert!(session.starts_with("tool:fork:tool:"), "{forked}");
+    // The first call (unchanged) was replayed; only the call with the new result went live.
+    assert_eq!(upstream.calls(), before + 1);
+}
