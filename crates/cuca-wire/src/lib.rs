@@ -38,6 +38,7 @@
 use bytes::Bytes;
 use cuca_events::{MessageContentBlock, UnifiedRequest};
 
+mod body;
 pub mod chat;
 mod error;
 pub mod messages;

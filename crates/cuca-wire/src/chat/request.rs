@@ -23,13 +23,7 @@ const NOT_PARAMETERS: [&str; 5] = ["messages", "model", "tools", "stream", "stre
 /// deeper than serde_json builds a `Value` for (128 levels: a deep `response_format` schema)
 /// is still recorded, byte for byte; only the fields cuca reads are built as values.
 pub fn parse_request(body: &[u8]) -> Result<WireRequest, String> {
-    let object: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(body).map_err(|e| {
-        if e.classify() == serde_json::error::Category::Data {
-            "the body is not a JSON object".to_owned()
-        } else {
-            format!("the body is not JSON: {e}")
-        }
-    })?;
+    let object = crate::body::top_level(body)?;
     let value_of = |key: &str| -> Result<Option<Value>, String> {
         object
             .get(key)
@@ -92,19 +86,7 @@ pub fn parse_request(body: &[u8]) -> Result<WireRequest, String> {
             .and_then(|options| options.get("include_usage").map(|v| v.get() == "true"))
             == Some(true)
     });
-    let mut parameters = String::from("{");
-    for (key, raw) in object
-        .iter()
-        .filter(|(key, _)| !NOT_PARAMETERS.contains(&key.as_str()))
-    {
-        if parameters.len() > 1 {
-            parameters.push(',');
-        }
-        parameters.push_str(&Value::String(key.clone()).to_string());
-        parameters.push(':');
-        parameters.push_str(raw.get());
-    }
-    parameters.push('}');
+    let parameters = crate::body::parameters(&object, &NOT_PARAMETERS);
     Ok(WireRequest {
         unified,
         stream,

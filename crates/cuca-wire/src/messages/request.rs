@@ -43,13 +43,7 @@ const NOT_PARAMETERS: [&str; 5] = ["messages", "system", "model", "tools", "stre
 /// assert_eq!(request.parameters, r#"{"max_tokens":64}"#);
 /// ```
 pub fn parse_request(body: &[u8]) -> Result<WireRequest, String> {
-    let object: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(body).map_err(|e| {
-        if e.classify() == serde_json::error::Category::Data {
-            "the body is not a JSON object".to_owned()
-        } else {
-            format!("the body is not JSON: {e}")
-        }
-    })?;
+    let object = crate::body::top_level(body)?;
     let scalar = |key: &str| -> Option<Value> {
         object
             .get(key)
@@ -96,19 +90,7 @@ pub fn parse_request(body: &[u8]) -> Result<WireRequest, String> {
         }
     });
     let stream = object.get("stream").is_some_and(|raw| raw.get() == "true");
-    let mut parameters = String::from("{");
-    for (key, raw) in object
-        .iter()
-        .filter(|(key, _)| !NOT_PARAMETERS.contains(&key.as_str()))
-    {
-        if parameters.len() > 1 {
-            parameters.push(',');
-        }
-        parameters.push_str(&Value::String(key.clone()).to_string());
-        parameters.push(':');
-        parameters.push_str(raw.get());
-    }
-    parameters.push('}');
+    let parameters = crate::body::parameters(&object, &NOT_PARAMETERS);
     Ok(WireRequest {
         unified,
         stream,

@@ -3,7 +3,6 @@
 use cuca_events::{Message, MessageContentBlock, Role, ToolChoice, ToolDefinition, UnifiedRequest};
 use serde_json::value::RawValue;
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 use crate::chat::request::{image_of, shallow_str, str_field};
 use crate::WireRequest;
@@ -30,13 +29,7 @@ const NOT_PARAMETERS: [&str; 5] = ["input", "instructions", "model", "tools", "s
 /// assert_eq!(request.parameters, r#"{"store":false}"#);
 /// ```
 pub fn parse_request(body: &[u8]) -> Result<WireRequest, String> {
-    let object: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(body).map_err(|e| {
-        if e.classify() == serde_json::error::Category::Data {
-            "the body is not a JSON object".to_owned()
-        } else {
-            format!("the body is not JSON: {e}")
-        }
-    })?;
+    let object = crate::body::top_level(body)?;
     let value_of = |key: &str| -> Result<Option<Value>, String> {
         object
             .get(key)
@@ -83,19 +76,7 @@ pub fn parse_request(body: &[u8]) -> Result<WireRequest, String> {
         .as_ref()
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let mut parameters = String::from("{");
-    for (key, raw) in object
-        .iter()
-        .filter(|(key, _)| !NOT_PARAMETERS.contains(&key.as_str()))
-    {
-        if parameters.len() > 1 {
-            parameters.push(',');
-        }
-        parameters.push_str(&Value::String(key.clone()).to_string());
-        parameters.push(':');
-        parameters.push_str(raw.get());
-    }
-    parameters.push('}');
+    let parameters = crate::body::parameters(&object, &NOT_PARAMETERS);
     Ok(WireRequest {
         unified,
         stream,
