@@ -463,6 +463,8 @@ impl<'c> Segmenter<'c> {
                     && turn.tool_results_at.len() == turn.blocks.len()
                 {
                     let at = std::mem::take(&mut turn.tool_results_at);
+                    // They are messages now, not blocks of the answer.
+                    self.n_blocks = self.n_blocks.saturating_sub(at.len());
                     for (offset, (index, block)) in
                         at.into_iter().zip(turn.blocks.drain(..)).enumerate()
                     {

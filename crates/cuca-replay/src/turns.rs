@@ -126,6 +126,15 @@ pub struct TurnSplitter<F> {
     /// follows.
     pending_latency: Option<u64>,
     outline: SessionOutline,
+    /// Tool results that may be the request's (they came before any answer block and before
+    /// the turn's `CallRequest`), and the messages after them, held in order until the turn
+    /// says which: a `CallRequest` makes the results tool messages (as a load files them), an
+    /// answer block or the turn's end leaves them blocks. Bounded by one request's records.
+    held: Vec<TurnPart>,
+    /// How many of `held` are tool results.
+    held_results: usize,
+    /// Whether the turn's `CallRequest` has come.
+    call_seen: bool,
 }
 
 impl<F> std::fmt::Debug for TurnSplitter<F> {
@@ -152,6 +161,9 @@ where
             turn: None,
             pending_latency: None,
             outline: SessionOutline::default(),
+            held: Vec::new(),
+            held_results: 0,
+            call_seen: false,
         }
     }
 
@@ -294,11 +306,61 @@ where
                 ));
             }
         };
+        match &part {
+            TurnPart::Block(MessageContentBlock::ToolResult { .. })
+                if !self.call_seen && turn.blocks == 0 =>
+            {
+                self.held.push(part);
+                self.held_results += 1;
+                return Ok(());
+            }
+            TurnPart::Message(_) if !self.held.is_empty() => {
+                self.held.push(part);
+                return Ok(());
+            }
+            TurnPart::Call(SessionEvent::CallRequest { .. }) => {
+                self.call_seen = true;
+                self.release(true)?;
+            }
+            TurnPart::Block(_) => self.release(false)?,
+            _ => {}
+        }
         if matches!(part, TurnPart::Block(_)) {
-            turn.blocks += 1;
+            if let Some(turn) = self.turn.as_mut() {
+                turn.blocks += 1;
+            }
             self.outline.blocks += 1;
         }
         self.hand(part)
+    }
+
+    /// Hands over what was held: the tool results as the request's tool messages
+    /// (`as_messages`, a `CallRequest` came) or as answer blocks, the messages between them
+    /// as they came.
+    fn release(&mut self, as_messages: bool) -> Result<(), PluginError> {
+        let held = std::mem::take(&mut self.held);
+        let results = std::mem::take(&mut self.held_results);
+        if let Some(turn) = self.turn.as_mut() {
+            if as_messages {
+                turn.messages += results;
+            } else {
+                turn.blocks += results;
+            }
+        }
+        if !as_messages {
+            self.outline.blocks += results;
+        }
+        for part in held {
+            let part = match part {
+                TurnPart::Block(block) if as_messages => TurnPart::Message(cuca_events::Message {
+                    role: cuca_events::Role::Tool,
+                    content: vec![block],
+                }),
+                other => other,
+            };
+            self.hand(part)?;
+        }
+        Ok(())
     }
 
     /// Hands over a pending Latency as a note: the record after it was not its TokenUsage.
@@ -313,6 +375,8 @@ where
     }
 
     fn end_turn(&mut self) -> Result<(), PluginError> {
+        self.release(false)?;
+        self.call_seen = false;
         match self.turn.take() {
             Some(outline) => self.hand(TurnPart::End(outline)),
             None => Ok(()),
