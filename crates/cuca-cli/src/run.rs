@@ -171,12 +171,15 @@ pub(crate) fn run(args: RunArgs) -> Result<(), CliError> {
             args.dir.display()
         );
         let shown = program.to_string_lossy().into_owned();
+        // Watched before COMMAND starts: a SIGTERM that comes as soon as COMMAND is up must
+        // find the watch in place, not the default action that would end cuca run at once.
+        let signals = watch_signals();
         let waited = match command.spawn() {
             Ok(mut child) => {
                 // cuca run lives on until COMMAND has exited, so that what it recorded is
                 // closed properly: SIGINT from a terminal reaches COMMAND itself (one process
                 // group), SIGTERM sent to cuca run alone (a supervisor, `timeout`) is passed on.
-                let _signals = pass_signals_on(child.id());
+                let _signals = signals.map(|signals| pass_signals_on(signals, child.id()));
                 tokio::task::spawn_blocking(move || child.wait()).await
             }
             Err(error) => Ok(Err(error)),
@@ -208,11 +211,9 @@ pub(crate) fn run(args: RunArgs) -> Result<(), CliError> {
 /// While COMMAND (process `pid`) runs: SIGINT is watched and dropped (no longer fatal to
 /// `cuca run`; COMMAND got its own from the terminal), SIGTERM is sent on to COMMAND with
 /// kill(1), this crate having no unsafe code to call kill(2). Ends with the returned task.
-fn pass_signals_on(pid: u32) -> Option<AbortOnDrop> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut interrupt = signal(SignalKind::interrupt()).ok()?;
-    let mut terminate = signal(SignalKind::terminate()).ok()?;
-    Some(AbortOnDrop(tokio::spawn(async move {
+fn pass_signals_on(signals: Signals, pid: u32) -> AbortOnDrop {
+    let (mut interrupt, mut terminate) = signals;
+    AbortOnDrop(tokio::spawn(async move {
         loop {
             tokio::select! {
                 Some(()) = interrupt.recv() => {}
@@ -229,7 +230,20 @@ fn pass_signals_on(pid: u32) -> Option<AbortOnDrop> {
                 else => break,
             }
         }
-    })))
+    }))
+}
+
+/// SIGINT and SIGTERM, watched.
+type Signals = (tokio::signal::unix::Signal, tokio::signal::unix::Signal);
+
+/// Starts watching SIGINT and SIGTERM (from then on neither ends `cuca run`); `None` when
+/// they cannot be watched.
+fn watch_signals() -> Option<Signals> {
+    use tokio::signal::unix::{signal, SignalKind};
+    Some((
+        signal(SignalKind::interrupt()).ok()?,
+        signal(SignalKind::terminate()).ok()?,
+    ))
 }
 
 /// The signal task, stopped once COMMAND has been reaped (its pid may then be reused).
