@@ -266,9 +266,18 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(error) => return usage_error(&error),
+        Err(error) => {
+            // The subcommand as typed, for the `--help` a refusal without a usage points to.
+            let command = args
+                .get(1)
+                .and_then(|arg| arg.to_str())
+                .filter(|arg| !arg.starts_with('-'))
+                .map_or_else(|| "cuca".to_owned(), |arg| format!("cuca {arg}"));
+            return usage_error(&error, &command);
+        }
     };
     let pager = if cli.command.pages() {
         pager::start(cli.no_pager)
@@ -352,8 +361,9 @@ fn dispatch(command: Command) -> Result<(), CliError> {
 
 /// What a command line clap refused prints: help and version as clap renders them (exit 0),
 /// the help a bare `cuca` gets (exit 2), and every other refusal as the one documented line,
-/// `cuca: error: {what} ({usage}; `--help` for more)` (exit 2).
-fn usage_error(error: &clap::Error) -> i32 {
+/// `cuca: error: {what} (usage: {usage}; `--help` for more)`, or `(`cuca CMD --help` for
+/// usage)` when clap names no usage (exit 2).
+fn usage_error(error: &clap::Error, command: &str) -> i32 {
     use clap::error::ErrorKind;
     match error.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
@@ -365,7 +375,7 @@ fn usage_error(error: &clap::Error) -> i32 {
             EXIT_USAGE
         }
         _ => {
-            ui::error(&usage_line(&error.to_string()));
+            ui::error(&usage_line(&error.to_string(), command));
             EXIT_USAGE
         }
     }
@@ -373,21 +383,27 @@ fn usage_error(error: &clap::Error) -> i32 {
 
 /// clap's rendered refusal (`error: …`, a tip, `Usage: …`, a pointer to `--help`) folded
 /// into one line: the refusal and the usage it names.
-fn usage_line(rendered: &str) -> String {
+fn usage_line(rendered: &str, command: &str) -> String {
     let plain = strip_ansi(rendered);
+    // The refusal is the first paragraph: a list of missing arguments continues it on
+    // indented lines; a tip follows after a blank line.
     let what = plain
         .lines()
-        .find(|line| !line.trim().is_empty())
-        .unwrap_or("bad arguments")
-        .trim()
-        .trim_start_matches("error:")
-        .trim();
+        .skip_while(|line| line.trim().is_empty())
+        .take_while(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let what = match what.trim_start_matches("error:").trim() {
+        "" => "bad arguments",
+        what => what,
+    };
     match plain
         .lines()
         .find_map(|line| line.trim().strip_prefix("Usage:"))
     {
         Some(usage) => format!("{what} (usage: {}; `--help` for more)", usage.trim()),
-        None => format!("{what} (`cuca --help` for usage)"),
+        None => format!("{what} (`{} --help` for usage)", term::line(command)),
     }
 }
 
