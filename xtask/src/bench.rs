@@ -351,9 +351,9 @@ const ROWS: &[Row] = &[
     row("cuca view: first page of a 1M-record session", C("open_1M/first_page"), "a full read of the session", C("open_1M/full_read_baseline"), Cost, Below(1e9)),
     // The CLI on a million-record session: ≥ 3× the JSONL reader, peak RSS under 64 MiB.
     row("cuca verify, 1M records", CliScale("verifyNs"), "serde_json JSONL read", CliScale("jsonlReadNs"), Speed, AtLeast(3.0)),
-    row("cuca replay --turn 0, 1M records", CliScale("replayTurn0Ns"), "serde_json JSONL read", CliScale("jsonlReadNs"), Speed, AtLeast(3.0)),
+    row("cuca replay --turn 1, 1M records", CliScale("replayTurn0Ns"), "serde_json JSONL read", CliScale("jsonlReadNs"), Speed, AtLeast(3.0)),
     row("cuca verify peak RSS, 1M records", CliScale("verifyRssKib"), "cuca --version peak RSS", CliScale("startRssKib"), Cost, Below(64.0 * 1024.0)),
-    row("cuca replay --turn 0 peak RSS, 1M records", CliScale("replayTurn0RssKib"), "cuca --version peak RSS", CliScale("startRssKib"), Cost, Below(64.0 * 1024.0)),
+    row("cuca replay --turn 1 peak RSS, 1M records", CliScale("replayTurn0RssKib"), "cuca --version peak RSS", CliScale("startRssKib"), Cost, Below(64.0 * 1024.0)),
     // Replay over InMemoryBackend, 100k records (the replay crate's own bench).
     row("replay load, 100k records (memory)", C("replay_100k/load"), "backend.replay clone", C("replay_100k/backend_replay_baseline"), Cost, Info),
 ];

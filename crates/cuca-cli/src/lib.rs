@@ -125,7 +125,7 @@ enum Command {
         dir: PathBuf,
         /// The session id.
         session: String,
-        /// Only this turn (0-based).
+        /// Only this turn, numbered from 1 (as `cuca grep` and the viewer number them).
         #[arg(long)]
         turn: Option<usize>,
         /// Only the prefix up to and including this point (`{session}:{sequence}`).
