@@ -151,3 +151,58 @@ fn long_output_on_a_terminal_goes_through_the_pager_unless_no_pager_or_piped() {
         .unwrap()
         .contains("SystemPrompt"));
 }
+
+#[test]
+fn compact_leaves_a_file_it_would_grow_and_says_so() {
+    // "`cuca compact` of a 135-byte file grows it to 158 bytes and keeps it".
+    let dir = tempfile::tempdir().unwrap();
+    let backend = cuca::FileBackend::new(dir.path()).unwrap();
+    cuca::SessionBackend::append(
+        &backend,
+        cuca::SessionRecord {
+            session_id: "short".into(),
+            sequence: 0,
+            timestamp_ms: 1_795_975_017_906,
+            event: cuca::SessionEvent::Output {
+                text: "noted".into(),
+            },
+        },
+    )
+    .unwrap();
+    drop(backend);
+    std::fs::copy(
+        fixtures_dir().join("demo.cslog"),
+        dir.path().join("demo.cslog"),
+    )
+    .unwrap();
+    let live = dir.path().join("short.cslog");
+    let before = std::fs::metadata(&live).unwrap().len();
+    let output = cuca()
+        .args(["compact", dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("demo: 33 records, 936 -> "),
+        "{stdout}"
+    );
+    assert!(
+        lines[1].starts_with(&format!(
+            "short: left as it is: gzip would grow it from {before} to "
+        )),
+        "{stdout}"
+    );
+    assert!(
+        lines[2].starts_with("1 of 2 sessions compacted, 1 left as they are (gzip would grow them), 0 refused: 936 -> "),
+        "{stdout}"
+    );
+    assert_eq!(
+        std::fs::metadata(&live).unwrap().len(),
+        before,
+        "the file is untouched"
+    );
+    assert!(!dir.path().join("short.cslog.gz").exists());
+    assert!(dir.path().join("demo.cslog.gz").is_file());
+}
