@@ -46,7 +46,8 @@
 //!
 //! # Memory and time
 //!
-//! A session is read as a stream (`FileBackend::verify_each`): memory is one read chunk and
+//! A session is read as a stream (`FileBackend::skim_each`, each record's texts borrowed from
+//! the read buffer, so nothing is allocated per record but a message's block list): memory is one read chunk and
 //! one streamed text run (capped at [`MAX_RUN_BYTES`]), whatever the session's length, and
 //! hits are handed over as they are found, never gathered. `benches/search.rs` (`search_1M`)
 //! measures a search over a million records against a bare read of them.
@@ -62,8 +63,8 @@
 use std::ops::{ControlFlow, Range};
 use std::path::Path;
 
-use cuca_events::{MessageContentBlock, PluginError, SessionEvent};
-use cuca_store_file::FileBackend;
+use cuca_events::{PluginError, SessionEvent};
+use cuca_store_file::{FileBackend, SkimmedRecord};
 use regex::{Regex, RegexBuilder};
 
 mod error;
@@ -327,8 +328,8 @@ impl Search {
             run: Run::default(),
             over: false,
         };
-        let result = backend.verify_each(session_id, &mut |record| {
-            reader.take(record.sequence, record.timestamp_ms, &record.event);
+        let result = backend.skim_each(session_id, &mut |record| {
+            reader.take(&record);
             if reader.over {
                 // Not an error: the one way to stop a scan early. Recognised by `over`.
                 return Err(PluginError::validation("search", "stopped"));
@@ -358,6 +359,32 @@ impl Search {
         }
         over
     }
+}
+
+/// Indices in [`SessionEvent::KINDS`] the reader tells apart.
+const REASONING: usize = 2;
+const OUTPUT: usize = 3;
+const LATENCY: usize = 6;
+const TOKEN_USAGE: usize = 7;
+
+/// Whether a text of a record of kind `index` is searched, by its field name; the name is the
+/// one a hit reports. Ids, the parameters and tools a request offered, and images are not.
+fn searched(index: usize, field: &'static str) -> Option<&'static str> {
+    let kind = SessionEvent::KINDS[index];
+    let wanted = match kind {
+        "SystemPrompt" => field == "text",
+        "Message" => matches!(
+            field,
+            "text" | "thinking" | "name" | "arguments" | "content"
+        ),
+        "ToolCall" => matches!(field, "name" | "arguments"),
+        "ToolResult" => matches!(field, "content" | "stdout" | "stderr"),
+        "CallRequest" => field == "model",
+        "CallFinish" => matches!(field, "model" | "finish_reason"),
+        "CallIncomplete" => field == "reason",
+        _ => false,
+    };
+    wanted.then_some(field)
 }
 
 /// The kind's index in [`SessionEvent::KINDS`].
@@ -395,106 +422,55 @@ struct SessionReader<'s> {
 }
 
 impl SessionReader<'_> {
-    fn take(&mut self, sequence: u64, timestamp_ms: u64, event: &SessionEvent) {
+    fn take(&mut self, record: &SkimmedRecord<'_>) {
         self.outcome.records += 1;
-        let index = event.kind_index();
-        let streamed = matches!(
-            event,
-            SessionEvent::Output { .. } | SessionEvent::Reasoning { .. }
-        );
+        let index = record.kind_index();
+        let streamed = index == OUTPUT || index == REASONING;
         if !streamed || index != self.run.kind_index {
             self.flush_run();
         }
         let wanted = self.search.kinds & (1 << index) != 0;
-        let closes_turn = self.last_was_latency && matches!(event, SessionEvent::TokenUsage { .. });
-        self.last_was_latency = matches!(event, SessionEvent::Latency { .. });
+        let closes_turn = self.last_was_latency && index == TOKEN_USAGE;
+        self.last_was_latency = index == LATENCY;
         if wanted && !self.over {
             let at = At {
-                sequence,
-                timestamp_ms,
+                sequence: record.sequence,
+                timestamp_ms: record.timestamp_ms,
                 kind: SessionEvent::KINDS[index],
                 role: None,
             };
-            self.event(at, index, event);
+            if streamed {
+                record.each_text(|_, _, text| self.stream(&at, index, text));
+            } else {
+                record.each_text(|field, role, text| {
+                    if let Some(field) = searched(index, field) {
+                        let at = At {
+                            role: role.map(|role| role.as_str()),
+                            ..at
+                        };
+                        self.field(&at, field, text);
+                    }
+                });
+            }
         }
         if closes_turn {
             self.turn += 1;
         }
     }
 
-    fn event(&mut self, at: At, index: usize, event: &SessionEvent) {
-        match event {
-            SessionEvent::Output { text } | SessionEvent::Reasoning { text } => {
-                if self.run.text.len() + text.len() > MAX_RUN_BYTES {
-                    self.flush_run();
-                }
-                if self.run.starts.is_empty() {
-                    self.run.kind_index = index;
-                    self.run.turn = self.turn;
-                }
-                self.run
-                    .starts
-                    .push((self.run.text.len(), at.sequence, at.timestamp_ms));
-                self.run.text.push_str(text);
-            }
-            SessionEvent::SystemPrompt { text } => self.field(&at, "text", text),
-            SessionEvent::Message(message) => {
-                let at = At {
-                    role: Some(message.role.as_str()),
-                    ..at
-                };
-                for block in &message.content {
-                    self.block(&at, block);
-                }
-            }
-            SessionEvent::ToolCall {
-                name, arguments, ..
-            } => {
-                self.field(&at, "name", name);
-                self.field(&at, "arguments", arguments);
-            }
-            SessionEvent::ToolResult {
-                content,
-                stdout,
-                stderr,
-                ..
-            } => {
-                self.field(&at, "content", content);
-                if let Some(stdout) = stdout {
-                    self.field(&at, "stdout", stdout);
-                }
-                if let Some(stderr) = stderr {
-                    self.field(&at, "stderr", stderr);
-                }
-            }
-            SessionEvent::CallRequest { model, .. } => self.field(&at, "model", model),
-            SessionEvent::CallFinish {
-                model,
-                finish_reason,
-            } => {
-                self.field(&at, "model", model);
-                if let Some(reason) = finish_reason {
-                    self.field(&at, "finish_reason", reason);
-                }
-            }
-            SessionEvent::CallIncomplete { reason } => self.field(&at, "reason", reason),
-            _ => {}
+    /// Adds a streamed record's text to the run it continues.
+    fn stream(&mut self, at: &At, index: usize, text: &str) {
+        if self.run.text.len() + text.len() > MAX_RUN_BYTES {
+            self.flush_run();
         }
-    }
-
-    fn block(&mut self, at: &At, block: &MessageContentBlock) {
-        match block {
-            MessageContentBlock::Text { text } => self.field(at, "text", text),
-            MessageContentBlock::Thinking { thinking } => self.field(at, "thinking", thinking),
-            MessageContentBlock::ToolCall {
-                name, arguments, ..
-            } => {
-                self.field(at, "name", name);
-                self.field(at, "arguments", arguments);
-            }
-            MessageContentBlock::ToolResult { content, .. } => self.field(at, "content", content),
-            _ => {}
+        if self.run.starts.is_empty() {
+            self.run.kind_index = index;
+            self.run.turn = self.turn;
         }
+        self.run
+            .starts
+            .push((self.run.text.len(), at.sequence, at.timestamp_ms));
+        self.run.text.push_str(text);
     }
 
     /// Searches one text of the record at `at`, handing over its first match.

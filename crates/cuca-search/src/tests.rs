@@ -115,8 +115,8 @@ fn a_search_finds_message_text_outputs_tools_results_models_and_errors() {
             (3, 1, "Reasoning", "text", None),
             (5, 1, "ToolCall", "name", None),
             (5, 1, "ToolCall", "arguments", None),
-            (6, 1, "CallFinish", "model", None),
             (6, 1, "CallFinish", "finish_reason", None),
+            (6, 1, "CallFinish", "model", None),
             (9, 2, "ToolResult", "content", None),
             (9, 2, "ToolResult", "stdout", None),
             (9, 2, "ToolResult", "stderr", None),
@@ -313,4 +313,18 @@ fn run_session_searches_one_session() {
         .expect("runs");
     assert_eq!(sessions.into_iter().collect::<Vec<_>>(), ["other"]);
     assert_eq!(outcome.hits, 1);
+}
+
+#[test]
+fn the_kind_indices_the_reader_uses_are_the_formats() {
+    let kinds = SessionEvent::KINDS;
+    assert_eq!(
+        [
+            kinds[crate::REASONING],
+            kinds[crate::OUTPUT],
+            kinds[crate::LATENCY],
+            kinds[crate::TOKEN_USAGE]
+        ],
+        ["Reasoning", "Output", "Latency", "TokenUsage"]
+    );
 }
