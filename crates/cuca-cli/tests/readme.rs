@@ -1,7 +1,7 @@
 //! Issue 33.8: "a README block that runs twice on a fresh temp dir and shows exactly its
 //! point". The README's "next minute" block, run as written (its `cuca` function pointed at
 //! the built binary) from the repository root, twice.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 
