@@ -18,7 +18,8 @@ const DEFAULT_PAGER: &str = "less -R";
 /// leaves the output on the screen after quitting.
 const DEFAULT_LESS: &str = "FRX";
 
-/// The shell command line to page with, or `None` for no pager: `--no-pager`, stdout not a
+/// The pager's command line (a program and its options, split at spaces), or `None` for no
+/// pager: `--no-pager`, stdout not a
 /// terminal, or `PAGER` set empty or to `cat` turn it off.
 pub(crate) fn command(
     no_pager: bool,
@@ -53,13 +54,16 @@ pub(crate) fn start(no_pager: bool) -> Option<Pager> {
         std::io::stdout().is_terminal(),
         std::env::var_os("PAGER").as_deref(),
     )?;
-    let mut shell = Command::new("sh");
-    // Through the shell, as git runs it: `PAGER` may carry options and quoting.
-    shell.args(["-c", &line]).stdin(Stdio::piped());
+    // The program and its options, split at spaces and run directly, not through a shell: a
+    // pager that is not installed then fails to start, and the output goes to the terminal,
+    // where a shell would start, fail, and leave the output in a pipe nobody reads.
+    let mut words = line.split_whitespace();
+    let mut pager = Command::new(words.next()?);
+    pager.args(words).stdin(Stdio::piped());
     if std::env::var_os("LESS").is_none() {
-        shell.env("LESS", DEFAULT_LESS);
+        pager.env("LESS", DEFAULT_LESS);
     }
-    let mut child = shell.spawn().ok()?;
+    let mut child = pager.spawn().ok()?;
     let terminal = rustix::io::dup(std::io::stdout()).ok()?;
     let into_pager = child.stdin.take()?;
     if rustix::stdio::dup2_stdout(&into_pager).is_err() {

@@ -70,9 +70,8 @@ fn a_usage_error_is_one_cuca_error_line_naming_the_usage() {
         .contains("Usage: cuca grep"));
 }
 
-/// Runs `cuca ARGS` on a terminal (a pty made by `script(1)`) with `PAGER` a script that
-/// copies what it is given into `paged`; returns what the terminal showed.
-fn on_a_terminal(args: &str, paged: &Path, no_pager_env: bool) -> Option<String> {
+/// A fake pager: a script that copies what it is given into `paged`; the `PAGER` that runs it.
+fn fake_pager(paged: &Path) -> String {
     let pager = paged.with_extension("sh");
     std::fs::write(
         &pager,
@@ -82,18 +81,20 @@ fn on_a_terminal(args: &str, paged: &Path, no_pager_env: bool) -> Option<String>
         ),
     )
     .unwrap();
+    format!("sh {}", pager.display())
+}
+
+/// Runs `cuca ARGS` on a terminal (a pty made by `script(1)`) with `PAGER` set to `pager`;
+/// returns what the terminal showed.
+fn on_a_terminal(args: &str, pager: &str) -> Option<String> {
     let mut command = std::process::Command::new("script");
     let line = format!("{} {args}", assert_cmd::cargo::cargo_bin("cuca").display());
     command
         .args(["-qec", &line, "/dev/null"])
         .env("TERM", "xterm")
         .env("NO_COLOR", "1")
+        .env("PAGER", pager)
         .env_remove("LESS");
-    if no_pager_env {
-        command.env("PAGER", "");
-    } else {
-        command.env("PAGER", format!("sh {}", pager.display()));
-    }
     match command.output() {
         Ok(out) if out.status.success() => Some(String::from_utf8_lossy(&out.stdout).into_owned()),
         Ok(out) => panic!("script failed: {}", String::from_utf8_lossy(&out.stderr)),
@@ -111,7 +112,7 @@ fn long_output_on_a_terminal_goes_through_the_pager_unless_no_pager_or_piped() {
     let show = format!("show {} demo", fixtures.display());
 
     let paged = dir.path().join("paged.txt");
-    let Some(shown) = on_a_terminal(&show, &paged, false) else {
+    let Some(shown) = on_a_terminal(&show, &fake_pager(&paged)) else {
         return;
     };
     let got = std::fs::read_to_string(&paged).unwrap();
@@ -124,7 +125,7 @@ fn long_output_on_a_terminal_goes_through_the_pager_unless_no_pager_or_piped() {
 
     // --no-pager: straight to the terminal, the pager never runs.
     let unpaged = dir.path().join("unpaged.txt");
-    let shown = on_a_terminal(&format!("{show} --no-pager"), &unpaged, false).unwrap();
+    let shown = on_a_terminal(&format!("{show} --no-pager"), &fake_pager(&unpaged)).unwrap();
     assert!(!unpaged.exists(), "the pager ran under --no-pager");
     assert!(
         shown.contains("SystemPrompt  \"You are terse.\""),
@@ -132,10 +133,15 @@ fn long_output_on_a_terminal_goes_through_the_pager_unless_no_pager_or_piped() {
     );
 
     // PAGER set empty: no pager either.
-    let empty = dir.path().join("empty.txt");
-    let shown = on_a_terminal(&show, &empty, true).unwrap();
-    assert!(!empty.exists());
+    let shown = on_a_terminal(&show, "").unwrap();
     assert!(shown.contains("SystemPrompt"), "{shown}");
+
+    // A pager that is not installed: the output still reaches the terminal.
+    let shown = on_a_terminal(&show, "/nonexistent/pager -R").unwrap();
+    assert!(
+        shown.contains("SystemPrompt  \"You are terse.\""),
+        "{shown}"
+    );
 
     // Piped: never paged, whatever PAGER says.
     let piped = dir.path().join("piped.txt");
