@@ -97,8 +97,6 @@ pub const CUCA_TURN_INDEX: &str = "cuca.turn.index";
 pub const CUCA_SEQUENCE_FIRST: &str = "cuca.sequence.first";
 /// The sequence of the turn's last record.
 pub const CUCA_SEQUENCE_LAST: &str = "cuca.sequence.last";
-/// Whether the turn closed on a Latency-then-TokenUsage pair.
-pub const CUCA_TURN_COMPLETE: &str = "cuca.turn.complete";
 /// Why the call's records do not hold the whole call, from its `CallIncomplete` record (cut
 /// short, a record that could not be written, …); absent for a call recorded whole.
 pub const CUCA_CALL_INCOMPLETE: &str = "cuca.call.incomplete";
