@@ -112,6 +112,7 @@ async fn export_otlp_sends_a_call_log_with_a_call_in_flight() {
     });
     log.append(row("b1", PHASE_START, "2026-11-30T10:00:02.000Z"));
     log.close();
+    let (url2, path2) = (url.clone(), path.clone());
     let output = tokio::task::spawn_blocking(move || {
         cuca()
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -143,6 +144,27 @@ async fn export_otlp_sends_a_call_log_with_a_call_in_flight() {
         .map(|ss| ss.spans.len())
         .sum();
     assert_eq!(n, 2);
+
+    // Issue 32: "the CLI prints what it sent, skipped and why".
+    let output = tokio::task::spawn_blocking(move || {
+        cuca()
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .args(["export-otlp", "--endpoint", &url2, "--calls"])
+            .arg(&path2)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success());
+    assert!(
+        stdout.contains("1 runs, 2 calls, 2 attempts: 1 sent")
+            && stdout.contains("not sent: 1 in flight (sent by an export after they end)")
+            && stdout.contains("sent 2 spans in 1 requests")
+            && stdout.contains("project cuca"),
+        "{stdout}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
