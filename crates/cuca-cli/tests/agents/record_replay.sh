@@ -16,10 +16,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 ip link set lo up || exit 90
 if [ -n "${LLAMA_SERVER:-}" ]; then
   # A real llama-server (LLAMA_SERVER, the binary; LLAMA_MODEL, its GGUF) on the namespace's
-  # own loopback, so a fixed port is free; a context large enough for a coding agent's prompt,
-  # and a cap on the answer (Codex asks for none) so a random-weight model ends it.
+  # own loopback, so a fixed port is free; a context large enough for a coding agent's prompt;
+  # a cap on the answer (Codex asks for none); with LLAMA_EOS_BIAS, the end-of-text token (2)
+  # favoured by that much so a random-weight model ends its answer after a few tokens with
+  # `end_turn`, not at the cap (Claude Code calls an answer cut at its ceiling an API error).
   "$LLAMA_SERVER" -m "$LLAMA_MODEL" --alias cuca-tiny-random --host 127.0.0.1 --port 18080 \
-    -c "${LLAMA_CTX:-65536}" -n "${LLAMA_N_PREDICT:-64}" -np 1 --jinja > "$out/upstream.log" 2>&1 &
+    -c "${LLAMA_CTX:-65536}" --override-kv "llama.context_length=int:${LLAMA_CTX:-65536}" \
+    -n "${LLAMA_N_PREDICT:-64}" ${LLAMA_EOS_BIAS:+--logit-bias "2+$LLAMA_EOS_BIAS"} \
+    -np 1 --jinja > "$out/upstream.log" 2>&1 &
   upstream=$!
   url=http://127.0.0.1:18080
   tries=0
