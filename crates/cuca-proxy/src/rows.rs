@@ -53,6 +53,8 @@ impl CallRows {
     /// was a request at all) and returns the rows' owner. `body` and `headers` are what the
     /// caller sent: kept (the body by reference count) so a failure's sentence can lose what
     /// it quotes of them.
+    // Each argument is one fact of the call the row states; a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         log: &CallLog,
         run: &str,
