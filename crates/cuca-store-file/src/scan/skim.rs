@@ -35,6 +35,15 @@ impl SkimmedRecord<'_> {
         self.event.kind_index()
     }
 
+    /// A `RequestDigest` record's digest, the one string [`Self::hollow_event`] leaves in
+    /// nothing: a check that two calls were the same request (`cuca verify`) needs it.
+    pub fn request_digest(&self) -> Option<&str> {
+        match self.event {
+            SkimmedEvent::RequestDigest { sha256 } => Some(sha256),
+            _ => None,
+        }
+    }
+
     /// The event with its text left out: the same variant with the same numbers and flags,
     /// every string empty and a message's content empty. Building it allocates nothing
     /// (an empty `String` or `Vec` holds no memory), so a pass that segments by kind, as
@@ -108,6 +117,9 @@ impl SkimmedRecord<'_> {
             SkimmedEvent::CallWire { .. } => SessionEvent::CallWire {
                 format: String::new(),
                 wire: String::new(),
+            },
+            SkimmedEvent::RequestDigest { .. } => SessionEvent::RequestDigest {
+                sha256: String::new(),
             },
         }
     }
@@ -309,6 +321,9 @@ enum SkimmedEvent<'a> {
         format: &'a str,
         wire: &'a str,
     },
+    RequestDigest {
+        sha256: &'a str,
+    },
 }
 
 impl SkimmedEvent<'_> {
@@ -328,6 +343,7 @@ impl SkimmedEvent<'_> {
             SkimmedEvent::CallFinish { .. } => 11,
             SkimmedEvent::CallIncomplete { .. } => 12,
             SkimmedEvent::CallWire { .. } => 13,
+            SkimmedEvent::RequestDigest { .. } => 14,
         }
     }
 }
