@@ -129,7 +129,7 @@ impl<'a> SkimmedRecord<'a> {
     /// Hands every text the record holds to `visit`, borrowed from the frame, in field order:
     /// the field's name (`text`, `thinking`, `id`, `name`, `arguments`, `tool_call_id`,
     /// `content`, `stdout`, `stderr`, `from`, `to`, `reason`, `from_point`, `to_session`,
-    /// `model`, `parameters`, `tools`, `finish_reason`, `format`, `wire`; an image block's
+    /// `model`, `parameters`, `tools`, `finish_reason`, `format`, `wire`, `sha256`; an image block's
     /// `media_type` and `data`), the role of the message it is in (`None` outside a
     /// Message), and the text. A reader that searches text (`cuca-search`) reads it so,
     /// allocating nothing per record but a message's block list.
@@ -254,6 +254,7 @@ impl<'a> SkimmedRecord<'a> {
                 put("format", format);
                 put("wire", wire);
             }
+            SkimmedEvent::RequestDigest { sha256 } => put("sha256", sha256),
         }
     }
 }
