@@ -90,9 +90,9 @@ pub const CUCA_FORK_INHERITED_CALLS: &str = "cuca.fork.inherited_calls";
 pub const CUCA_LINK_KIND: &str = "cuca.link.kind";
 /// A session call that is also a call-log call: the call log's row id of its attempt.
 pub const CUCA_CALL_LOG_ID: &str = "cuca.call_log.id";
-/// The 0-based turn index of a model call in its session, as `SessionReplay` (and
-/// `cuca replay --turn`) counts turns.
-pub const CUCA_TURN_INDEX: &str = "cuca.turn.index";
+/// The turn number of a model call in its session, from 1, as `cuca replay --turn`, its
+/// `--json` and the viewer number turns (issue 33: "One turn numbering everywhere").
+pub const CUCA_TURN_NUMBER: &str = "cuca.turn.number";
 /// The sequence of the turn's first record.
 pub const CUCA_SEQUENCE_FIRST: &str = "cuca.sequence.first";
 /// The sequence of the turn's last record.

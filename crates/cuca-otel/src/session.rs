@@ -400,7 +400,7 @@ fn turn_span(
         .filter(|b| matches!(b, MessageContentBlock::ToolCall { .. }))
         .count();
     span = span
-        .int(c::CUCA_TURN_INDEX, cx.turn_idx as u64)
+        .int(c::CUCA_TURN_NUMBER, cx.turn_idx as u64 + 1)
         .int(c::CUCA_SEQUENCE_FIRST, first)
         .int(c::CUCA_SEQUENCE_LAST, last)
         .int(c::CUCA_BLOCKS, turn.blocks().len() as u64)

@@ -125,7 +125,7 @@ async fn one_trace_per_model_call_grouped_by_session_id() {
             );
             assert_eq!(int_attr(turn, "llm.token_count.prompt"), *prompt as i64);
             assert_eq!(int_attr(turn, "cuca.duration_ms"), *duration_ms as i64);
-            assert_eq!(int_attr(turn, "cuca.turn.index"), turn_idx as i64);
+            assert_eq!(int_attr(turn, "cuca.turn.number"), turn_idx as i64 + 1);
             // Timings: the call ended with its TokenUsage record and took its Latency.
             assert_eq!(turn.end_time_unix_nano, end_ms * 1_000_000);
             assert_eq!(
