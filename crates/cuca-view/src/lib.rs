@@ -35,6 +35,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 mod assets;
+pub mod compare;
+pub mod index;
+pub mod timeline;
 pub mod calls;
 mod error;
 mod pages;

@@ -78,7 +78,9 @@ async fn a_session_is_a_conversation_with_reasoning_collapsed_and_tool_arguments
     );
     assert!(body.contains("412 ms"));
     assert!(body.contains("31 prompt / 9 completion tokens"));
-    assert!(body.contains(r#"id="turn-0""#) && body.contains(r#"id="p-3""#));
+    // Issue 33 item 7: one turn numbering, from 1, in the text and in the anchors.
+    assert!(body.contains(r#"id="turn-1""#) && body.contains(r#"id="p-3""#));
+    assert!(!body.contains(r#"id="turn-0""#));
     // Issue 22: "the call metadata (model, parameters, finish reason) where it was recorded".
     assert!(body.contains("<code>gemma-tiny</code>"), "{body}");
     assert!(body.contains("&quot;temperature&quot;: 0.5"), "{body}");
@@ -133,7 +135,8 @@ async fn forks_link_both_ways_and_a_point_redirects_to_its_turn() {
 
     let (status, headers, _) = get(&format!("{base}/points/demo:1")).await;
     assert_eq!(status, 303);
-    assert_eq!(headers["location"], "/sessions/demo?turn=0#p-1");
+    // `?turn=N` names a turn from 1: the page holding it.
+    assert_eq!(headers["location"], "/sessions/demo?turn=1#p-1");
     let (status, _, body) = get(&format!("{base}/points/demo:999999")).await;
     assert_eq!(status, 404);
     assert!(body.contains("has no record 999999"), "{body}");
@@ -219,7 +222,7 @@ async fn journal_runs_show_their_agents_inputs_and_outcome() {
     assert!(run.contains("complete"), "{run}");
     // The timeline: both clock reads, in order, by the root agent.
     assert!(
-        run.contains(r#"<tr><td class="num">0</td><td><code>root</code></td><td>clock</td></tr><tr><td class="num">1</td><td><code>root</code></td><td>clock</td></tr>"#),
+        run.contains(r#"<tr><td class="num">0</td><td><code>root</code></td><td>clock</td><td><a class="entry-link" href="/runs/run-1/entries/0">content</a></td></tr><tr><td class="num">1</td><td><code>root</code></td><td>clock</td><td><a class="entry-link" href="/runs/run-1/entries/1">content</a></td></tr>"#),
         "{run}"
     );
     let (status, _, _) = get(&format!("{base}/runs/..%2Fsessions")).await;
