@@ -35,15 +35,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 mod assets;
-pub mod compare;
-pub mod index;
-pub mod timeline;
 pub mod calls;
+pub mod compare;
 mod error;
+pub mod index;
 mod pages;
 mod routes;
 pub mod runs;
 pub mod sessions;
+pub mod timeline;
 
 pub use error::ViewError;
 

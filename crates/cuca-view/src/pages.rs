@@ -13,9 +13,9 @@ pub(crate) mod timeline;
 
 use crate::assets::{SCRIPT_PATH, STYLE_PATH};
 use crate::calls::CallsSummary;
-use crate::runs::RunRow;
 use crate::calls::{CallFilter, CallRow, CallTable};
 use crate::index::{SessionIndex, SortKey};
+use crate::runs::RunRow;
 use crate::sessions::{ForkNode, Page, RecordView, SessionSummary, Status, TurnView};
 
 /// Everything but unreserved characters is escaped in a path segment, `:` included, so an id
@@ -193,7 +193,11 @@ fn copy_button(text: &str, label: &str) -> Markup {
 /// Where a failed call from the call log goes: after the turns that started before it.
 fn failure_slot(index: &SessionIndex, failure: &CallRow) -> usize {
     let start = failure.start_ms().unwrap_or(0);
-    index.turns.iter().take_while(|t| t.start_ms <= start).count()
+    index
+        .turns
+        .iter()
+        .take_while(|t| t.start_ms <= start)
+        .count()
 }
 
 /// Errors in page order: (the turn number whose page shows it, its anchor).
@@ -211,7 +215,10 @@ fn error_marks(context: &SessionContext<'_>) -> Vec<(usize, String)> {
         marks.push(((slot + 1).min(n_turns), 0, format!("call-{}", failure.id)));
     }
     marks.sort();
-    marks.into_iter().map(|(turn, _, anchor)| (turn, anchor)).collect()
+    marks
+        .into_iter()
+        .map(|(turn, _, anchor)| (turn, anchor))
+        .collect()
 }
 
 fn duration_words(ms: u64) -> String {
@@ -307,7 +314,7 @@ pub(crate) fn session(page: &Page, context: &SessionContext<'_>) -> Markup {
                 (failed_call(failure))
             }
             div #live data-session=(session) data-after=(page.last_sequence().map(|s| s.to_string()).unwrap_or_default())
-                data-next-turn=(n_turns + 1 - usize::from(page.turns.last().is_some_and(|t| !t.complete))) {}
+                data-next-turn=(n_turns + 1) {}
             p #live-status {}
         }
         (pager(session, context.first_turn, page.turns.len(), n_turns, &marks, page_last))
@@ -433,10 +440,19 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
     // (a fork audit, a model swap) no call is open, so they are shown as notes, not as a call
     // that never finished, and not counted as a turn.
     let notes_only = !turn.complete && turn.records.iter().all(|r| crate::index::is_note(&r.event));
-    let anchor = if notes_only { "notes-after".to_owned() } else { format!("turn-{number}") };
+    let anchor = if notes_only {
+        "notes-after".to_owned()
+    } else {
+        format!("turn-{number}")
+    };
     let stat = context.index.turns.get(turn.turn_idx);
-    let started = stat.map(|t| t.start_ms).or_else(|| turn.records.first().map(|r| r.timestamp_ms));
-    let last_point = turn.records.last().map(|r| format!("{session}:{}", r.sequence));
+    let started = stat
+        .map(|t| t.start_ms)
+        .or_else(|| turn.records.first().map(|r| r.timestamp_ms));
+    let last_point = turn
+        .records
+        .last()
+        .map(|r| format!("{session}:{}", r.sequence));
     html! {
         section.turn id=(anchor) data-complete=(if turn.complete { "true" } else { "false" }) {
             div.turn-head {
@@ -579,12 +595,11 @@ fn record_group(group: &[RecordView]) -> Markup {
             exit_code,
         } => html! {
             div.rec.tool-result { (anchors(group))
-                div.who { "tool result · " (seq_label)
+                div.who { "tool result · " (seq_label) @if *is_error { " " span.badge.error { "error" } } }
+                div { span.muted { "for call " (tool_call_id) }
                     @if let Some(code) = exit_code {
                         " · " span.exit-code class=(if *code == 0 { "status-clean" } else { "error" }) { "exit code " (code) }
-                    }
-                    @if *is_error { span.badge.error { "error" } } }
-                div.muted { "for call " (tool_call_id) }
+                    } }
                 pre.content { (content) }
                 @if let Some(out) = stdout { details.stream.stdout open { summary { "stdout · " (plural(out.len() as u64, "byte", "bytes")) } pre { (out) } } }
                 @if let Some(err) = stderr { details.stream.stderr open { summary { "stderr · " (plural(err.len() as u64, "byte", "bytes")) } pre { (err) } } }
@@ -817,8 +832,13 @@ pub(crate) fn live_json(
                     item["role"] = message.role.as_str().into();
                 }
                 SessionEvent::Latency { duration_ms } => item["latency_ms"] = (*duration_ms).into(),
-                SessionEvent::TokenUsage { prompt_tokens, completion_tokens } => {
-                    item["tokens"] = format!("{prompt_tokens} prompt / {completion_tokens} completion tokens").into();
+                SessionEvent::TokenUsage {
+                    prompt_tokens,
+                    completion_tokens,
+                } => {
+                    item["tokens"] =
+                        format!("{prompt_tokens} prompt / {completion_tokens} completion tokens")
+                            .into();
                 }
                 _ => {}
             }
@@ -879,13 +899,22 @@ fn event_text(event: &SessionEvent) -> String {
 
 /// Every turn of a session sorted by latency or tokens, a page at a time, each linking to the
 /// turn: the slowest turn of a 12,392-turn session is one click away (issue 33 item 2).
-pub(crate) fn sorted_turns(session: &str, index: &SessionIndex, key: SortKey, page: usize) -> Markup {
+pub(crate) fn sorted_turns(
+    session: &str,
+    index: &SessionIndex,
+    key: SortKey,
+    page: usize,
+) -> Markup {
     let per = crate::sessions::TURNS_PER_PAGE;
     let sorted = index.sorted_by(key);
     let pages = sorted.len().div_ceil(per).max(1);
     let page = page.min(pages);
     let href = |key: SortKey, page: usize| {
-        format!("{}/turns?sort={}&page={page}", session_href(session), key.word())
+        format!(
+            "{}/turns?sort={}&page={page}",
+            session_href(session),
+            key.word()
+        )
     };
     html! {
         h1 { "Turns of " a href=(session_href(session)) { code { (session) } } " by " (key.word()) }

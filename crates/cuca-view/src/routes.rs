@@ -133,7 +133,16 @@ async fn session(
             None => Vec::new(),
         };
         let dir = backend.dir().display().to_string();
-        Ok((page, children, tree, sessions::parent_of(&id), index, failures, dir, first_turn))
+        Ok((
+            page,
+            children,
+            tree,
+            sessions::parent_of(&id),
+            index,
+            failures,
+            dir,
+            first_turn,
+        ))
     })
     .await;
     match read {
@@ -176,10 +185,10 @@ async fn turns(
     })
     .await
     {
-        Ok(index) => {
-            Html(pages::layout(&title, pages::sorted_turns(&title, &index, key, page)).into_string())
-                .into_response()
-        }
+        Ok(index) => Html(
+            pages::layout(&title, pages::sorted_turns(&title, &index, key, page)).into_string(),
+        )
+        .into_response(),
         Err(response) => response,
     }
 }
@@ -189,8 +198,10 @@ async fn turns(
 async fn timeline(State(config): State<Config>, Path(id): Path<String>) -> Response {
     let title = id.clone();
     match blocking(move || crate::timeline::lanes(&config, &id)).await {
-        Ok(lanes) => Html(pages::layout(&title, pages::timeline::page(&title, &lanes)).into_string())
-            .into_response(),
+        Ok(lanes) => {
+            Html(pages::layout(&title, pages::timeline::page(&title, &lanes)).into_string())
+                .into_response()
+        }
         Err(response) => response,
     }
 }
@@ -215,8 +226,14 @@ async fn compare(
     })
     .await
     {
-        Ok(comparison) => Html(pages::layout(&format!("{title} against its parent"), pages::compare(&comparison)).into_string())
-            .into_response(),
+        Ok(comparison) => Html(
+            pages::layout(
+                &format!("{title} against its parent"),
+                pages::compare(&comparison),
+            )
+            .into_string(),
+        )
+        .into_response(),
         Err(response) => response,
     }
 }
@@ -321,10 +338,8 @@ async fn entry(State(config): State<Config>, Path((id, seq)): Path<(String, u64)
     };
     let title = id.clone();
     match blocking(move || crate::runs::entry(&dir, &id, seq)).await {
-        Ok(view) => Html(
-            pages::layout(&title, pages::journal::entry(&title, &view)).into_string(),
-        )
-        .into_response(),
+        Ok(view) => Html(pages::layout(&title, pages::journal::entry(&title, &view)).into_string())
+            .into_response(),
         Err(response) => response,
     }
 }

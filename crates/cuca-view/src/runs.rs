@@ -118,7 +118,9 @@ pub fn entry(dir: &Path, id: &str, seq: u64) -> Result<EntryView, ViewError> {
             wanted.messages.extend(io.request.messages.iter().copied());
             wanted.messages.insert(io.response.message);
         }
-        Input::ModelError(error) => wanted.messages.extend(error.request.messages.iter().copied()),
+        Input::ModelError(error) => wanted
+            .messages
+            .extend(error.request.messages.iter().copied()),
         Input::Shell(shell) => {
             wanted.texts.extend([shell.stdout, shell.stderr]);
         }
@@ -161,10 +163,7 @@ pub fn entry(dir: &Path, id: &str, seq: u64) -> Result<EntryView, ViewError> {
         texts.insert(index, text_of(&value));
     }
     if !more.texts.is_empty() {
-        for (index, value) in walk(&record, &more)
-            .map_err(|e| fail(e.to_string()))?
-            .texts
-        {
+        for (index, value) in walk(&record, &more).map_err(|e| fail(e.to_string()))?.texts {
             texts.insert(index, text_of(&value));
         }
     }
@@ -193,9 +192,8 @@ struct Found {
 
 fn walk(record: &Path, wanted: &Wanted) -> Result<Found, serde_json::Error> {
     let file = std::fs::File::open(record).map_err(serde_json::Error::io)?;
-    let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(std::io::BufReader::new(
-        file,
-    )));
+    let reader =
+        std::io::BufReader::new(flate2::read::GzDecoder::new(std::io::BufReader::new(file)));
     let mut de = serde_json::Deserializer::from_reader(reader);
     let found = TopSeed(wanted).deserialize(&mut de)?;
     Ok(found)
@@ -228,12 +226,13 @@ impl<'de> Visitor<'de> for TopSeed<'_> {
                     found.texts = texts;
                 }
                 "entries" => {
-                    found.entry = map.next_value_seed(Pick {
-                        wanted: &self.0.entry.into_iter().collect(),
-                        by_seq: true,
-                    })?
-                    .into_values()
-                    .next();
+                    found.entry = map
+                        .next_value_seed(Pick {
+                            wanted: &self.0.entry.into_iter().collect(),
+                            by_seq: true,
+                        })?
+                        .into_values()
+                        .next();
                 }
                 _ => {
                     map.next_value::<IgnoredAny>()?;

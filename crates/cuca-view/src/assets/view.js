@@ -64,18 +64,32 @@
   }
 
   // The turn live records go into: the page's last turn while it is open, else a new one.
-  function openTurn() {
+  // Notes (a fork audit, a model swap) after a closed turn are a notes block, as a reload
+  // shows them; a call's record after them makes that block the next turn.
+  function openTurn(note) {
     const turns = document.querySelectorAll("section.turn");
     const last = turns.length ? turns[turns.length - 1] : null;
-    if (last && last.dataset.complete === "false" && last.id !== "notes-after") return last;
+    if (last && last.dataset.complete === "false") {
+      if (last.id !== "notes-after" || note) return last;
+      last.id = "turn-" + nextTurn;
+      last.querySelector(".turn-head strong").textContent = "Turn " + nextTurn;
+      last.querySelector(".turn-head").appendChild(el("span", "pill", "unfinished"));
+      nextTurn += 1;
+      return last;
+    }
     const turn = el("section", "turn live-turn");
-    turn.id = "turn-" + nextTurn;
     turn.dataset.complete = "false";
     const head = el("div", "turn-head");
-    head.appendChild(el("strong", "", "Turn " + nextTurn));
-    head.appendChild(el("span", "pill", "unfinished"));
+    if (note) {
+      turn.id = "notes-after";
+      head.appendChild(el("strong", "", "Notes after turn " + (nextTurn - 1)));
+    } else {
+      turn.id = "turn-" + nextTurn;
+      head.appendChild(el("strong", "", "Turn " + nextTurn));
+      head.appendChild(el("span", "pill", "unfinished"));
+      nextTurn += 1;
+    }
     turn.appendChild(head);
-    nextTurn += 1;
     live.parentNode.insertBefore(turn, live);
     return turn;
   }
@@ -87,7 +101,7 @@
   }
 
   function place(record) {
-    const turn = openTurn();
+    const turn = openTurn(record.kind === "Fork" || record.kind === "ModelSwap");
     const closes = lastWasLatency && record.kind === "TokenUsage";
     lastWasLatency = record.kind === "Latency";
     const lastRec = turn.lastElementChild;

@@ -1,9 +1,7 @@
 //! Journal run pages in plain words: outcomes, origins and statuses as sentences, not Rust's
 //! `Debug` text, and each entry's content on its own page.
 
-use cuca_journal::format::{
-    AgentOrigin, AgentStatus, Input, StoredBlock, StoredMessage,
-};
+use cuca_journal::format::{AgentOrigin, AgentStatus, Input, StoredBlock, StoredMessage};
 use cuca_journal::Outcome;
 use maud::{html, Markup};
 
@@ -81,7 +79,9 @@ pub(crate) fn entry_href(run: &str, seq: u64) -> String {
 }
 
 fn text(view: &EntryView, index: u64) -> &str {
-    view.texts.get(&index).map_or("(not in the record)", String::as_str)
+    view.texts
+        .get(&index)
+        .map_or("(not in the record)", String::as_str)
 }
 
 fn message(view: &EntryView, index: u64, stored: Option<&StoredMessage>) -> Markup {

@@ -17,7 +17,9 @@ const MAX_ROWS: usize = 500;
 
 /// The page.
 pub(crate) fn page(session: &str, lanes: &[Lane]) -> Markup {
-    let starts = lanes.iter().flat_map(|l| l.calls.iter().map(|c| c.start_ms));
+    let starts = lanes
+        .iter()
+        .flat_map(|l| l.calls.iter().map(|c| c.start_ms));
     let ends = lanes.iter().flat_map(|l| l.calls.iter().map(|c| c.end_ms));
     let t0 = starts.min().unwrap_or(0);
     let t1 = ends.max().unwrap_or(t0).max(t0 + 1);

@@ -84,9 +84,7 @@ impl Echoes {
     /// The turn being read has ended: it becomes the turn before.
     pub(super) fn close_turn(&mut self) {
         let answer = std::mem::take(&mut self.answer);
-        self.prev_answer = answer
-            .any
-            .then(|| finish(&answer.text, &answer.tool_calls));
+        self.prev_answer = answer.any.then(|| finish(&answer.text, &answer.tool_calls));
         self.prev_prompts = std::mem::take(&mut self.prompts);
     }
 }
