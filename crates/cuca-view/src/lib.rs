@@ -42,6 +42,7 @@ pub mod index;
 mod pages;
 mod routes;
 pub mod runs;
+pub mod search;
 pub mod sessions;
 pub mod timeline;
 

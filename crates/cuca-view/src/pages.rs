@@ -58,6 +58,10 @@ pub(crate) fn layout(title: &str, body: Markup) -> Markup {
                     a href="/" { "Sessions" }
                     a href="/calls" { "Call log" }
                     a href="/runs" { "Journal runs" }
+                    span.search-box {
+                        input #search .search type="search" placeholder="Search every session" aria-label="Search every session";
+                        label.muted { input #search-re type="checkbox"; " regex" }
+                    }
                 }
                 main { (body) }
             }
@@ -1048,5 +1052,60 @@ fn call_table(table: &CallTable, filter: &CallFilter) -> Markup {
                 td.num { @if row.failed { span.error { (row.status) } } @else { (row.status) } }
                 td.num { (row.ms) } td { (row.error) }
             } } } }
+    }
+}
+
+/// The search results: each hit's session, turn, kind and snippet, the match marked, linking
+/// to its point (the page and turn that hold the record, scrolled to it).
+pub(crate) fn search(results: &crate::search::Results) -> Markup {
+    layout(
+        "Search",
+        html! {
+            h1 { "Search" }
+            @if results.query.is_empty() {
+                p.muted { "Type in the box above and press Enter: message text, outputs, tool names and arguments, tool results, models and errors, across every session." }
+            } @else {
+                p #search-summary .muted {
+                    (plural(results.hits.len() as u64, "hit", "hits")) " for " code { (results.query) }
+                    @if results.regex { " (regular expression)" }
+                    " in " (plural(results.sessions as u64, "session", "sessions")) ", "
+                    (plural(results.records, "record", "records")) " read"
+                    @if results.limited { "; the first " (crate::search::MAX_HITS) " are listed" }
+                }
+                table #search-hits {
+                    thead { tr { th { "Session" } th.num { "Turn" } th { "Record" } th { "Text" } } }
+                    tbody {
+                        @for hit in &results.hits {
+                            tr {
+                                td.id { a href=(session_href(&hit.session_id)) { (hit.session_id) } }
+                                td.num { (hit.turn) }
+                                td { a.hit-link href=(point_href(&hit.point_id())) { (hit.kind) " #" (hit.sequence) }
+                                    span.muted { " " (hit.role.unwrap_or("")) " " (hit.field) } }
+                                td.snippet {
+                                    @let (before, matched, after) = split_snippet(&hit.snippet, &hit.matched);
+                                    (before) mark { (matched) } (after)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// A snippet cut around its match; the whole snippet unmarked when the range is not on
+/// character boundaries.
+fn split_snippet<'a>(
+    snippet: &'a str,
+    matched: &std::ops::Range<usize>,
+) -> (&'a str, &'a str, &'a str) {
+    match (
+        snippet.get(..matched.start),
+        snippet.get(matched.clone()),
+        snippet.get(matched.end..),
+    ) {
+        (Some(before), Some(hit), Some(after)) => (before, hit, after),
+        _ => (snippet, "", ""),
     }
 }

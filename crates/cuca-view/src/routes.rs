@@ -29,6 +29,7 @@ pub(crate) fn router(config: Config) -> Router {
         .route("/points/{point}", get(point))
         .route("/api/sessions/{id}/records", get(records))
         .route("/calls", get(calls))
+        .route("/search", get(search))
         .route("/runs", get(runs))
         .route("/runs/{id}", get(run))
         .route(STYLE_PATH, get(style))
@@ -365,6 +366,23 @@ async fn run(State(config): State<Config>, Path(id): Path<String>) -> Response {
     let title = id.clone();
     match blocking(move || crate::runs::show(&dir, &id)).await {
         Ok(summary) => Html(pages::run(&title, &summary).into_string()).into_response(),
+        Err(response) => response,
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct SearchQuery {
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    re: Option<String>,
+}
+
+/// `/search?q=TEXT[&re=1]`: every session searched, hits linking to their points.
+async fn search(State(config): State<Config>, Query(query): Query<SearchQuery>) -> Response {
+    let regex = query.re.is_some_and(|re| !re.is_empty() && re != "0");
+    match blocking(move || crate::search::search(&config, &query.q, regex)).await {
+        Ok(results) => Html(pages::search(&results).into_string()).into_response(),
         Err(response) => response,
     }
 }

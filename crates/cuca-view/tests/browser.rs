@@ -494,6 +494,43 @@ async fn a_person_finds_the_slowest_turn_the_failed_call_and_watches_a_call_stre
     assert!(text_of(&client, "#stderr").await.contains("test failed"));
     shot(&client, "entry").await;
 
+    // Search: a text remembered, across every session, to its point.
+    let search = client.find(Locator::Id("search")).await.unwrap();
+    search.send_keys("CANNOT ACCESS\u{E007}").await.unwrap();
+    client
+        .wait()
+        .at_most(waiting)
+        .for_element(Locator::Id("search-hits"))
+        .await
+        .unwrap();
+    let summary = text_of(&client, "#search-summary").await;
+    // The tool result's content and its stderr.
+    assert!(summary.starts_with("2 hits for CANNOT ACCESS"), "{summary}");
+    let first_hit = text_of(&client, "#search-hits tbody tr:first-child").await;
+    assert!(
+        first_hit.starts_with(&format!("{AGENT} {}", TOOL_TURN + 1)),
+        "{first_hit}"
+    );
+    assert_eq!(
+        text_of(&client, "#search-hits tbody tr:first-child mark").await,
+        "cannot access"
+    );
+    shot(&client, "search").await;
+    click(&client, "#search-hits tbody tr:first-child a.hit-link").await;
+    let url = client.current_url().await.unwrap();
+    assert!(url.fragment().is_some_and(|f| f.starts_with("p-")), "{url}");
+    let target_kind: String = client
+        .execute(
+            "return document.querySelector('.point:target').parentElement.className",
+            vec![],
+        )
+        .await
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(target_kind.contains("tool-result"), "{target_kind}");
+
     // Live: a call streams into its turn, and a fork made now appears.
     client
         .goto(&format!("{base}/sessions/{AGENT}?turn={AGENT_TURNS}"))

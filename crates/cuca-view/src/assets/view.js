@@ -15,6 +15,22 @@
     });
   }
 
+  // The search box in the header: Enter searches every session.
+  const search = document.getElementById("search");
+  if (search) {
+    const params = new URLSearchParams(location.search);
+    if (location.pathname === "/search") {
+      search.value = params.get("q") || "";
+      const re = document.getElementById("search-re");
+      if (re) re.checked = params.get("re") === "1";
+    }
+    search.addEventListener("keydown", (e) => {
+      if (e.key !== "Enter" || search.value === "") return;
+      const re = document.getElementById("search-re");
+      location.href = "/search?q=" + encodeURIComponent(search.value) + (re && re.checked ? "&re=1" : "");
+    });
+  }
+
   // Copy buttons: the clipboard where the browser allows it, else a selected text field.
   document.addEventListener("click", (event) => {
     const button = event.target.closest ? event.target.closest("button.copy") : null;
