@@ -349,6 +349,10 @@ const ROWS: &[Row] = &[
     row("journal assembly 16 MiB, gzip 1", C("assemble/assemble_16MiB/1"), "gzip -1 of the journal", C("assemble/gzip_copy_16MiB_baseline/1"), Cost, Info),
     // The viewer opens a 1,000,000-record session's first page in under 1 s.
     row("cuca view: first page of a 1M-record session", C("open_1M/first_page"), "a full read of the session", C("open_1M/full_read_baseline"), Cost, Below(1e9)),
+    // Issue 33: the summary page (header totals over the whole session) of a 200,000-record
+    // session, first request (cold: the session read once and indexed) and next (warm).
+    row("cuca view: summary page of a 200k-record session, first request", C("summary_200k/first_page_cold"), "a full read of the session", C("summary_200k/full_read_baseline"), Cost, Below(1e9)),
+    row("cuca view: summary page of a 200k-record session, next request", C("summary_200k/first_page_warm"), "a full read of the session", C("summary_200k/full_read_baseline"), Cost, Info),
     // The CLI on a million-record session: ≥ 3× the JSONL reader, peak RSS under 64 MiB.
     row("cuca verify, 1M records", CliScale("verifyNs"), "serde_json JSONL read", CliScale("jsonlReadNs"), Speed, AtLeast(3.0)),
     row("cuca replay --turn 0, 1M records", CliScale("replayTurn0Ns"), "serde_json JSONL read", CliScale("jsonlReadNs"), Speed, AtLeast(3.0)),
