@@ -365,6 +365,12 @@ async fn a_fork_compares_with_its_parent_and_a_journal_entry_shows_its_content()
     );
     assert!(entry.contains("exit status 101"), "{entry}");
     assert!(entry.contains("test result: FAILED"), "{entry}");
+    // A model call's request and response, resolved from the pools.
+    let (status, _, call) = get(&format!("{base}/runs/run-1/entries/3")).await;
+    assert_eq!(status, 200);
+    assert!(call.contains("Where is the vault?"), "{call}");
+    assert!(call.contains("In Lisbon."), "{call}");
+    assert!(call.contains("412 ms"), "{call}");
     let (status, _, clock) = get(&format!("{base}/runs/run-1/entries/0")).await;
     assert_eq!(status, 200);
     assert!(clock.contains("entry-json"), "{clock}");

@@ -322,6 +322,25 @@ fn write_journal_run(scratch: &Path, run_dir: &Path) {
             stderr: "error: test failed, to rerun pass `--lib`",
         },
     );
+    // Entry 3: a model call, its request and its answer.
+    let request = cuca_events::UnifiedRequest {
+        model: "gemma-tiny".into(),
+        ..cuca_events::UnifiedRequest::new(vec![Message::user("Where is the vault?")])
+    };
+    let response = cuca_events::UnifiedResponse {
+        model: "gemma-tiny-q4".into(),
+        provider: "llamacpp".into(),
+        content: vec![cuca_events::MessageContentBlock::text("In Lisbon.")],
+        finish_reason: Some("stop".into()),
+        ..Default::default()
+    };
+    recorder.model_io(
+        "root",
+        &request,
+        cuca_journal::format::RequestRole::AgentTurn,
+        &response,
+        Duration::from_millis(412),
+    );
     recorder.finish();
     std::fs::create_dir_all(run_dir).unwrap();
     cuca_journal::assemble(&workspace, run_dir)
