@@ -52,15 +52,7 @@ fn open(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
-    let config = cuca_view::ViewConfig::new(vec![dir.path().to_owned()]);
-    let base = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let address = listener.local_addr().expect("address");
-        tokio::spawn(async move { axum::serve(listener, cuca_view::router(config)).await });
-        format!("http://{address}")
-    });
+    let base = serve(&runtime, dir.path());
     let client = reqwest::Client::new();
     let mut group = c.benchmark_group("open_1M");
     group

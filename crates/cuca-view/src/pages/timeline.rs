@@ -4,6 +4,12 @@
 use maud::{html, Markup};
 
 use super::{plural, session_href, turn_href, when};
+
+/// A call's start to the millisecond: calls a few ms apart are told apart.
+fn when_ms(ms: u64) -> String {
+    humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+        .to_string()
+}
 use crate::timeline::Lane;
 
 /// The drawing's width in SVG units; the page scales it to fit.
@@ -68,7 +74,7 @@ pub(crate) fn page(session: &str, lanes: &[Lane]) -> Markup {
                     tr data-session=(lane.session) {
                         td.id { a href=(session_href(&lane.session)) { (lane.session) } }
                         td.num { a href=(turn_href(&lane.session, call.number)) { (call.number) } }
-                        td { (when(Some(call.start_ms))) }
+                        td { (when_ms(call.start_ms)) }
                         td.num { (super::opt(call.latency_ms)) }
                         td.num { (call.prompt_tokens) " / " (call.completion_tokens) }
                     }
