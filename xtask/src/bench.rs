@@ -360,6 +360,10 @@ const ROWS: &[Row] = &[
     // Search (`cuca grep`, the viewer's box) across 1,000,000 records in under 1 s warm.
     row("search across 1M records (one hit)", C("search_1M/rare_word"), "a bare read of the same records", C("search_1M/full_read_baseline"), Cost, Below(1e9)),
     row("search across 1M records, ignoring case", C("search_1M/ignore_case"), "a bare read of the same records", C("search_1M/full_read_baseline"), Cost, Info),
+    // Issue 33: the summary page (header totals over the whole session) of a 200,000-record
+    // session, first request (cold: the session read once and indexed) and next (warm).
+    row("cuca view: summary page of a 200k-record session, first request", C("summary_200k/first_page_cold"), "a full read of the session", C("summary_200k/full_read_baseline"), Cost, Below(1e9)),
+    row("cuca view: summary page of a 200k-record session, next request", C("summary_200k/first_page_warm"), "a full read of the session", C("summary_200k/full_read_baseline"), Cost, Info),
     // The CLI on a million-record session: ≥ 3× the JSONL reader, peak RSS under 64 MiB.
     row("cuca verify, 1M records", CliScale("verifyNs"), "serde_json JSONL read", CliScale("jsonlReadNs"), Speed, AtLeast(3.0)),
     row("cuca replay --turn 1, 1M records", CliScale("replayTurn0Ns"), "serde_json JSONL read", CliScale("jsonlReadNs"), Speed, AtLeast(3.0)),

@@ -169,3 +169,161 @@ pub fn summarise(path: &Path, now: SystemTime) -> Result<CallsSummary, ViewError
         .collect();
     Ok(summary)
 }
+
+/// One ended call as the call-log table and a session page show it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct CallRow {
+    /// The attempt id.
+    pub id: String,
+    /// The run.
+    pub run: String,
+    /// The session the call was recorded in (the row's `node`, as `cuca proxy` writes it);
+    /// empty when the caller named none.
+    pub session: String,
+    /// The model asked for.
+    pub model: String,
+    /// The HTTP status (0 when none came back).
+    pub status: u16,
+    /// Its wall time, milliseconds.
+    pub ms: u64,
+    /// The end row's timestamp as written.
+    pub ts: String,
+    /// The end row's time, milliseconds since the Unix epoch, when it parses.
+    pub end_ms: Option<u64>,
+    /// Whether it failed ([`is_failure`]'s rule: an HTTP error, an error text, or ended by
+    /// something other than its own path).
+    pub failed: bool,
+    /// The error text, or who ended it.
+    pub error: String,
+}
+
+impl CallRow {
+    fn of(row: &Record) -> CallRow {
+        CallRow {
+            id: row.id.clone(),
+            run: row.run.clone(),
+            session: row.node.clone(),
+            model: row.model.clone(),
+            status: row.status,
+            ms: row.ms,
+            ts: row.ts.clone(),
+            end_ms: humantime::parse_rfc3339_weak(&row.ts)
+                .ok()
+                .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_millis() as u64),
+            failed: is_failure(row),
+            error: if row.error.is_empty() {
+                row.ended.clone()
+            } else {
+                row.error.clone()
+            },
+        }
+    }
+
+    /// When the call started: its end less its wall time.
+    pub fn start_ms(&self) -> Option<u64> {
+        self.end_ms.map(|end| end.saturating_sub(self.ms))
+    }
+}
+
+/// Which calls the call-log table lists; an empty field matches every call.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
+#[non_exhaustive]
+pub struct CallFilter {
+    /// The run.
+    #[serde(default)]
+    pub run: String,
+    /// The session (the row's `node`).
+    #[serde(default)]
+    pub session: String,
+    /// The model asked for.
+    #[serde(default)]
+    pub model: String,
+    /// `failed`, `ok`, or an HTTP status.
+    #[serde(default)]
+    pub status: String,
+}
+
+impl CallFilter {
+    fn keeps(&self, row: &CallRow) -> bool {
+        let status = match self.status.as_str() {
+            "" => true,
+            "failed" => row.failed,
+            "ok" => !row.failed,
+            code => code.parse::<u16>().is_ok_and(|code| code == row.status),
+        };
+        status
+            && (self.run.is_empty() || self.run == row.run)
+            && (self.session.is_empty() || self.session == row.session)
+            && (self.model.is_empty() || self.model == row.model)
+    }
+}
+
+/// How many rows the call-log table lists: the newest, the count says how many matched.
+pub const MAX_CALL_ROWS: usize = 500;
+
+/// The call-log table: ended calls matching `filter`, newest first (at most
+/// [`MAX_CALL_ROWS`]), how many matched, and the values each filter can take.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct CallTable {
+    /// The rows shown.
+    pub rows: Vec<CallRow>,
+    /// Rows that matched, shown or not.
+    pub n_matched: usize,
+    /// Every run, session and model in the log, sorted, for the filter menus.
+    pub runs: Vec<String>,
+    /// See [`CallTable::runs`].
+    pub sessions: Vec<String>,
+    /// See [`CallTable::runs`].
+    pub models: Vec<String>,
+}
+
+fn ended_rows(path: &Path) -> Result<Vec<CallRow>, ViewError> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let report =
+        cuca_calllog::read_rows(path).map_err(|error| ViewError::CallLog(error.to_string()))?;
+    Ok(report
+        .rows
+        .iter()
+        .filter(|row| !row.is_start())
+        .map(CallRow::of)
+        .collect())
+}
+
+/// Reads the call log at `path` into its table under `filter`.
+pub fn table(path: &Path, filter: &CallFilter) -> Result<CallTable, ViewError> {
+    let all = ended_rows(path)?;
+    let mut table = CallTable::default();
+    let mut runs = std::collections::BTreeSet::new();
+    let mut sessions = std::collections::BTreeSet::new();
+    let mut models = std::collections::BTreeSet::new();
+    for row in all.iter().rev() {
+        runs.insert(row.run.clone());
+        sessions.insert(row.session.clone());
+        models.insert(row.model.clone());
+        if filter.keeps(row) {
+            table.n_matched += 1;
+            if table.rows.len() < MAX_CALL_ROWS {
+                table.rows.push(row.clone());
+            }
+        }
+    }
+    table.runs = runs.into_iter().filter(|s| !s.is_empty()).collect();
+    table.sessions = sessions.into_iter().filter(|s| !s.is_empty()).collect();
+    table.models = models.into_iter().filter(|s| !s.is_empty()).collect();
+    Ok(table)
+}
+
+/// The failed calls recorded for `session` (rows whose `node` is the session), oldest first:
+/// what a session page shows at the place they happened (issue 33 item 3). A call that failed
+/// before the upstream answered left no record in the session, so only the call log knows it.
+pub fn failures_of(path: &Path, session: &str) -> Result<Vec<CallRow>, ViewError> {
+    Ok(ended_rows(path)?
+        .into_iter()
+        .filter(|row| row.failed && row.session == session)
+        .collect())
+}

@@ -38,6 +38,9 @@ pub enum ViewError {
     /// The call log could not be read.
     #[error("read the call log: {0}")]
     CallLog(String),
+    /// A search could not run (an invalid pattern, an unreadable directory).
+    #[error(transparent)]
+    Search(#[from] cuca_search::SearchError),
     /// A journal record could not be read.
     #[error("read journal run {run:?}: {reason}")]
     Run {
@@ -57,6 +60,7 @@ impl ViewError {
             | ViewError::UnknownRun { .. }
             | ViewError::NotConfigured { .. } => 404,
             ViewError::Store(PluginError::Validation { .. }) => 400,
+            ViewError::Search(cuca_search::SearchError::Pattern { .. }) => 400,
             _ => 500,
         }
     }

@@ -19,9 +19,12 @@
 //!
 //! # Memory and time
 //!
-//! A session page reads records only until it has the turns it shows (one page of turns), so a
-//! session of a million records opens as fast as a short one: reading stops at the page's
-//! last turn ([`sessions::page`]). The list verifies every session in full, once per request.
+//! A session page reads records only until it has the turns it shows (one page of turns):
+//! reading stops at the page's last turn ([`sessions::page`]). Its summary header, pager
+//! totals, sorted turns and timeline come from the session's [`index`]: one read of the whole
+//! session keeping a few numbers per turn and no text, cached for the sessions read most
+//! recently and made again when a file grows. The list verifies every session in full, once
+//! per request. A search ([`search`]) reads every session again.
 //!
 //! # What it does not do
 //!
@@ -36,11 +39,15 @@ use std::sync::Arc;
 
 mod assets;
 pub mod calls;
+pub mod compare;
 mod error;
+pub mod index;
 mod pages;
 mod routes;
 pub mod runs;
+pub mod search;
 pub mod sessions;
+pub mod timeline;
 
 pub use error::ViewError;
 

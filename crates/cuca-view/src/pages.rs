@@ -8,8 +8,13 @@ use cuca_journal::record::RecordSummary;
 use maud::{html, Markup, DOCTYPE};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
+pub(crate) mod journal;
+pub(crate) mod timeline;
+
 use crate::assets::{SCRIPT_PATH, STYLE_PATH};
 use crate::calls::CallsSummary;
+use crate::calls::{CallFilter, CallRow, CallTable};
+use crate::index::{SessionIndex, SortKey};
 use crate::runs::RunRow;
 use crate::sessions::{ForkNode, Page, RecordView, SessionSummary, Status, TurnView};
 
@@ -31,7 +36,7 @@ pub(crate) fn point_href(point: &str) -> String {
     format!("/points/{}", utf8_percent_encode(point, SEGMENT))
 }
 
-fn run_href(id: &str) -> String {
+pub(crate) fn run_href(id: &str) -> String {
     format!("/runs/{}", utf8_percent_encode(id, SEGMENT))
 }
 
@@ -53,6 +58,10 @@ pub(crate) fn layout(title: &str, body: Markup) -> Markup {
                     a href="/" { "Sessions" }
                     a href="/calls" { "Call log" }
                     a href="/runs" { "Journal runs" }
+                    span.search-box {
+                        input #search .search type="search" placeholder="Search every session" aria-label="Search every session";
+                        label.muted { input #search-re type="checkbox"; " regex" }
+                    }
                 }
                 main { (body) }
             }
@@ -142,16 +151,27 @@ pub(crate) struct SessionContext<'a> {
     pub(crate) parent: Option<(String, String)>,
     pub(crate) children: &'a [(String, String)],
     pub(crate) tree: &'a ForkNode,
+    /// The 0-based index of the page's first turn.
     pub(crate) first_turn: usize,
+    /// The session's turns, without their text.
+    pub(crate) index: &'a SessionIndex,
+    /// The session's failed calls from the call log, oldest first.
+    pub(crate) failures: &'a [CallRow],
+    /// The directory the session lives in, for the `cuca fork DIR POINT` command.
+    pub(crate) dir: String,
 }
 
-/// The fork tree as nested lists, the page's own session in bold.
+/// The fork tree as nested lists, the page's own session in bold; a branch links to its
+/// comparison with its parent.
 fn tree_list(node: &ForkNode, current: &str) -> Markup {
     html! {
         li {
             @if node.id == current { strong.current { (node.id) } }
             @else { a.tree-link href=(session_href(&node.id)) { (node.id) } }
-            @if let Some(point) = &node.point { span.muted { " at " } a href=(point_href(point)) { (point) } }
+            @if let Some(point) = &node.point {
+                span.muted { " at " } a href=(point_href(point)) { (point) }
+                " " a.compare-link href=(compare_href(&node.id)) { "compare with parent" }
+            }
             @if !node.children.is_empty() {
                 ul { @for child in &node.children { (tree_list(child, current)) } }
             }
@@ -159,24 +179,123 @@ fn tree_list(node: &ForkNode, current: &str) -> Markup {
     }
 }
 
-/// A session: its place in the fork tree, then one page of its turns.
+/// The href of a fork's comparison with its parent.
+pub(crate) fn compare_href(fork: &str) -> String {
+    format!("/compare/{}", utf8_percent_encode(fork, SEGMENT))
+}
+
+/// The href of the page holding turn `number` (from 1), scrolled to it.
+fn turn_href(session: &str, number: usize) -> String {
+    format!("{}?turn={number}#turn-{number}", session_href(session))
+}
+
+/// A button that copies `text` (the script does it; without it the text is still shown).
+fn copy_button(text: &str, label: &str) -> Markup {
+    html! { button.copy type="button" data-copy=(text) title=(text) { (label) } }
+}
+
+/// Where a failed call from the call log goes: after the turns that started before it.
+fn failure_slot(index: &SessionIndex, failure: &CallRow) -> usize {
+    let start = failure.start_ms().unwrap_or(0);
+    index
+        .turns
+        .iter()
+        .take_while(|t| t.start_ms <= start)
+        .count()
+}
+
+/// Errors in page order: (the turn number whose page shows it, its anchor).
+fn error_marks(context: &SessionContext<'_>) -> Vec<(usize, String)> {
+    let n_turns = context.index.turns.len().max(1);
+    let mut marks: Vec<(usize, u8, String)> = context
+        .index
+        .turns
+        .iter()
+        .filter(|t| t.error.is_some())
+        .map(|t| (t.number, 1, format!("turn-{}", t.number)))
+        .collect();
+    for failure in context.failures {
+        let slot = failure_slot(context.index, failure);
+        marks.push(((slot + 1).min(n_turns), 0, format!("call-{}", failure.id)));
+    }
+    marks.sort();
+    marks
+        .into_iter()
+        .map(|(turn, _, anchor)| (turn, anchor))
+        .collect()
+}
+
+fn duration_words(ms: u64) -> String {
+    if ms < 1000 {
+        return format!("{ms} ms");
+    }
+    humantime::format_duration(Duration::from_millis(ms - ms % 1000)).to_string()
+}
+
+/// The summary header: models, tokens, duration, start and end, turns, errors, forks.
+fn summary(session: &str, context: &SessionContext<'_>, marks: &[(usize, String)]) -> Markup {
+    let index = context.index;
+    let duration = match (index.start_ms, index.end_ms) {
+        (Some(start), Some(end)) => duration_words(end.saturating_sub(start)),
+        _ => "—".to_owned(),
+    };
+    html! {
+        dl #summary .summary {
+            div { dt { "Models" } dd #summary-models {
+                @if index.models.is_empty() { span.muted { "not recorded" } }
+                @for (i, model) in index.models.iter().enumerate() { @if i > 0 { ", " } code { (model) } } } }
+            div { dt { "Tokens in / out" } dd #summary-tokens { (index.prompt_tokens()) " / " (index.completion_tokens()) } }
+            div { dt { "Duration" } dd #summary-duration { (duration) } }
+            div { dt { "Start" } dd #summary-start { (when(index.start_ms)) } }
+            div { dt { "End" } dd #summary-end { (when(index.end_ms)) } }
+            div { dt { "Turns" } dd #summary-turns { (index.turns.len()) " · " (plural(index.n_records, "record", "records")) } }
+            div { dt { "Errors" } dd #summary-errors {
+                (marks.len())
+                @if let Some((turn, anchor)) = marks.first() {
+                    " · " a href=(format!("{}?turn={turn}#{anchor}", session_href(session))) { "first" }
+                } } }
+            div { dt { "Forks" } dd #summary-forks { (context.children.len()) } }
+        }
+        nav.views {
+            a #timeline-link href=(format!("{}/timeline", session_href(session))) { "Timeline" }
+            a #slowest-link href=(format!("{}/turns?sort=latency", session_href(session))) { "Turns by latency" }
+            a #tokens-link href=(format!("{}/turns?sort=tokens", session_href(session))) { "Turns by tokens" }
+            @if context.parent.is_some() {
+                a #compare-link href=(compare_href(session)) { "Compare with parent" }
+            }
+        }
+    }
+}
+
+/// A session: its summary, its place in the fork tree, then one page of its turns with the
+/// failed calls of the call log at their place.
 pub(crate) fn session(page: &Page, context: &SessionContext<'_>) -> Markup {
     let session = &page.session;
     let last_page = !page.more;
+    let marks = error_marks(context);
+    let page_first = context.first_turn + 1;
+    let page_last = context.first_turn + page.turns.len();
+    let failures_before = |number: usize| {
+        context
+            .failures
+            .iter()
+            .filter(move |f| failure_slot(context.index, f) + 1 == number)
+    };
+    let n_turns = context.index.turns.len();
     html! {
-        h1 { "Session " code { (session) } }
+        h1 { "Session " code #session-id { (session) } " " (copy_button(session, "copy id")) }
+        (summary(session, context, &marks))
         section.tree #forks {
             @if let Some((parent, point)) = &context.parent {
                 p { "Branch of " a #parent-link href=(session_href(parent)) { (parent) }
                     ", cut at " a href=(point_href(point)) { (point) } "." }
             }
-            @if !context.children.is_empty() {
-                p { (plural(context.children.len() as u64, "fork", "forks")) " of this session:" }
-                ul {
-                    @for (child, point) in context.children {
-                        li { a.child-link href=(session_href(child)) { (child) }
-                             span.muted { " at " } a href=(point_href(point)) { (point) } }
-                    }
+            p #fork-list-head hidden[context.children.is_empty()] { (plural(context.children.len() as u64, "fork", "forks")) " of this session:" }
+            ul #fork-list {
+                @for (child, point) in context.children {
+                    li { a.child-link href=(session_href(child)) { (child) }
+                         span.muted { " at " } a href=(point_href(point)) { (point) }
+                         " " a.compare-link href=(compare_href(child)) { "compare" } }
                 }
             }
             @if context.parent.is_some() || !context.children.is_empty() {
@@ -186,33 +305,76 @@ pub(crate) fn session(page: &Page, context: &SessionContext<'_>) -> Markup {
                 }
             }
         }
-        (pager(session, context.first_turn, page.turns.len(), page.more))
+        (pager(session, context.first_turn, page.turns.len(), n_turns, &marks, page_last))
         @if page.turns.is_empty() {
             p.muted { "No records on this page." }
         }
         @for turn in &page.turns {
-            (turn_box(session, turn))
+            @for failure in failures_before(turn.turn_idx + 1) { (failed_call(failure)) }
+            (turn_box(session, turn, context))
         }
         @if last_page {
-            div #live data-session=(session) data-after=(page.last_sequence().map(|s| s.to_string()).unwrap_or_default()) {}
+            @for failure in context.failures.iter().filter(|f| failure_slot(context.index, f) >= page_last.max(page_first)) {
+                (failed_call(failure))
+            }
+            div #live data-session=(session) data-after=(page.last_sequence().map(|s| s.to_string()).unwrap_or_default())
+                data-next-turn=(n_turns + 1) {}
             p #live-status {}
         }
-        (pager(session, context.first_turn, page.turns.len(), page.more))
+        (pager(session, context.first_turn, page.turns.len(), n_turns, &marks, page_last))
     }
 }
 
-fn pager(session: &str, first_turn: usize, n_turns: usize, more: bool) -> Markup {
-    let href = |turn: usize| format!("{}?turn={turn}", session_href(session));
+/// A call the call log says failed, where it happened in the session.
+fn failed_call(failure: &CallRow) -> Markup {
+    html! {
+        section.failed-call id=(format!("call-{}", failure.id)) {
+            div.turn-head {
+                strong { "Failed call" }
+                span.badge.error { @if failure.status == 0 { "no response" } @else { "HTTP " (failure.status) } }
+                span { (failure.ms) " ms" }
+                @if !failure.model.is_empty() { span { code { (failure.model) } } }
+                span.muted { (failure.ts) }
+            }
+            div.rec { div.who { "call log · " (failure.id) } div.text { (failure.error) } }
+        }
+    }
+}
+
+fn pager(
+    session: &str,
+    first_turn: usize,
+    n_shown: usize,
+    n_turns: usize,
+    marks: &[(usize, String)],
+    page_last: usize,
+) -> Markup {
+    let per = crate::sessions::TURNS_PER_PAGE;
+    let href = |number: usize| format!("{}?turn={number}", session_href(session));
+    let pages = n_turns.div_ceil(per).max(1);
+    let this_page = first_turn / per + 1;
+    let last_first = (pages - 1) * per + 1;
+    let next_error = marks.iter().find(|(turn, _)| *turn > page_last);
     html! {
         nav.pager {
             @if first_turn > 0 {
-                a.prev href=(href(first_turn.saturating_sub(crate::sessions::TURNS_PER_PAGE))) { "← earlier turns" }
+                a.first href=(href(1)) { "« first" }
+                a.prev href=(href(first_turn + 1 - per.min(first_turn))) { "← earlier" }
             }
-            span.muted {
-                @if n_turns > 0 { "turns " (first_turn + 1) "–" (first_turn + n_turns) }
+            span.muted.page-of {
+                "page " (this_page) " of " (pages)
+                @if n_shown > 0 { " · turns " (first_turn + 1) "–" (first_turn + n_shown) " of " (n_turns) }
             }
-            @if more {
-                a.next href=(href(first_turn + n_turns)) { "later turns →" }
+            @if this_page < pages {
+                a.next href=(href(first_turn + n_shown + 1)) { "later →" }
+                a.last href=(href(last_first)) { "last »" }
+            }
+            span.goto {
+                label { "turn " input.goto-turn type="number" min="1" max=(n_turns.max(1)) data-session-href=(session_href(session)) aria-label="Go to turn"; }
+                button.goto-button type="button" { "go" }
+            }
+            @if let Some((turn, anchor)) = next_error {
+                a.next-error href=(format!("{}#{anchor}", href(*turn))) { "next error ↓" }
             }
         }
     }
@@ -243,7 +405,14 @@ fn same_stream(a: &SessionEvent, b: &SessionEvent) -> bool {
     )
 }
 
-fn turn_box(session: &str, turn: &TurnView) -> Markup {
+/// The time of day a record was made, to the millisecond (the full date is its title).
+fn clock(ms: u64) -> String {
+    let at = UNIX_EPOCH + Duration::from_millis(ms);
+    let full = humantime::format_rfc3339_millis(at).to_string();
+    full.get(11..23).map_or(full.clone(), str::to_owned)
+}
+
+fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Markup {
     let latency = turn.records.iter().find_map(|r| match r.event {
         SessionEvent::Latency { duration_ms } => Some(duration_ms),
         _ => None,
@@ -265,40 +434,81 @@ fn turn_box(session: &str, turn: &TurnView) -> Markup {
         }
         _ => None,
     });
-    let anchor = format!("turn-{}", turn.turn_idx);
+    let errors: Vec<String> = turn
+        .records
+        .iter()
+        .filter_map(|r| crate::index::error_of(&r.event))
+        .collect();
+    let number = turn.turn_idx + 1;
     // Seed 001 makes the records after the last pair a final turn; when they are only notes
     // (a fork audit, a model swap) no call is open, so they are shown as notes, not as a call
-    // that never finished.
-    let notes_only = !turn.complete
-        && turn.records.iter().all(|r| {
-            matches!(
-                r.event,
-                SessionEvent::Fork { .. } | SessionEvent::ModelSwap { .. }
-            )
-        });
+    // that never finished, and not counted as a turn.
+    let notes_only = !turn.complete && turn.records.iter().all(|r| crate::index::is_note(&r.event));
+    let anchor = if notes_only {
+        "notes-after".to_owned()
+    } else {
+        format!("turn-{number}")
+    };
+    let stat = context.index.turns.get(turn.turn_idx);
+    let started = stat
+        .map(|t| t.start_ms)
+        .or_else(|| turn.records.first().map(|r| r.timestamp_ms));
+    let last_point = turn
+        .records
+        .last()
+        .map(|r| format!("{session}:{}", r.sequence));
     html! {
-        section.turn id=(anchor) {
+        section.turn id=(anchor) data-complete=(if turn.complete { "true" } else { "false" }) {
             div.turn-head {
                 @if notes_only {
                     strong { "Notes after turn " (turn.turn_idx) }
                 } @else {
-                    strong { "Turn " (turn.turn_idx + 1) }
+                    strong { "Turn " (number) }
                 }
-                @if let Some(ms) = latency { span { (ms) " ms" } }
+                @if let Some(ms) = started {
+                    time.at title=(when(Some(ms))) { (clock(ms)) }
+                }
+                @if let Some(ms) = latency { span.latency { (ms) " ms" } }
                 @if let Some((prompt, completion)) = tokens {
-                    span { (prompt) " prompt / " (completion) " completion tokens" }
+                    span.tokens { (prompt) " prompt / " (completion) " completion tokens" }
                 }
                 @if let Some(model) = call_model { span { code { (model) } } }
                 @if let Some(finish) = finish { span { "finish: " (finish) } }
                 @if !turn.complete && !notes_only { span.pill { "unfinished" } }
-                a.anchor href=(format!("{}?turn={}#{}", session_href(session), turn.turn_idx, anchor)) { "link" }
+                @for error in &errors { span.badge.error title=(error) { "error" } }
+                @if let Some(point) = &last_point {
+                    span.copies {
+                        (copy_button(point, "copy point"))
+                        (copy_button(&format!("cuca fork {} {point}", context.dir), "copy fork command"))
+                    }
+                }
+                a.anchor href=(format!("{}?turn={}#{}", session_href(session), number, anchor)) { "link" }
             }
             @for group in groups(&turn.records) {
-                (record_group(group))
+                @if group.iter().all(|r| turn.echoes.contains(&r.sequence)) {
+                    (echo_group(group))
+                } @else {
+                    (record_group(group))
+                }
             }
             @if turn.clipped.any() {
                 (clipped_note(session, &turn.clipped))
             }
+        }
+    }
+}
+
+/// A record that repeats the turn before, folded: still there (and its anchor still lands),
+/// read once.
+fn echo_group(group: &[RecordView]) -> Markup {
+    let what = match group.first().map(|r| &r.event) {
+        Some(SessionEvent::SystemPrompt { .. }) => "system prompt, as in the turn before",
+        _ => "the previous answer, sent back with this request",
+    };
+    html! {
+        div.rec.echo { (anchors(group))
+            details.echo { summary { (what) " · #" (group.first().map_or(0, |r| r.sequence)) " (shown once, above)" }
+                (record_group(group)) }
         }
     }
 }
@@ -384,12 +594,19 @@ fn record_group(group: &[RecordView]) -> Markup {
             tool_call_id,
             content,
             is_error,
-            ..
+            stdout,
+            stderr,
+            exit_code,
         } => html! {
             div.rec.tool-result { (anchors(group))
-                div.who { "tool result · " (seq_label) @if *is_error { span.error { " · error" } } }
-                div.muted { "for call " (tool_call_id) }
-                pre { (content) }
+                div.who { "tool result · " (seq_label) @if *is_error { " " span.badge.error { "error" } } }
+                div { span.muted { "for call " (tool_call_id) }
+                    @if let Some(code) = exit_code {
+                        " · " span.exit-code class=(if *code == 0 { "status-clean" } else { "error" }) { "exit code " (code) }
+                    } }
+                pre.content { (content) }
+                @if let Some(out) = stdout { details.stream.stdout open { summary { "stdout · " (plural(out.len() as u64, "byte", "bytes")) } pre { (out) } } }
+                @if let Some(err) = stderr { details.stream.stderr open { summary { "stderr · " (plural(err.len() as u64, "byte", "bytes")) } pre { (err) } } }
             }
         },
         SessionEvent::Latency { duration_ms } => html! {
@@ -489,8 +706,9 @@ fn pretty_json(arguments: &str) -> String {
         .unwrap_or_else(|| arguments.to_owned())
 }
 
-/// The call-log page.
-pub(crate) fn calls(summary: &CallsSummary) -> Markup {
+/// The call-log page: what is in flight, failures, latency per model, and the calls one by
+/// one with their sessions, filtered by run, session, model and status.
+pub(crate) fn calls(summary: &CallsSummary, table: &CallTable, filter: &CallFilter) -> Markup {
     layout(
         "Call log",
         html! {
@@ -517,6 +735,7 @@ pub(crate) fn calls(summary: &CallsSummary) -> Markup {
                     tbody { @for f in &summary.recent_failures { tr {
                         td { (f.ts) } td { (f.model) } td.num { (f.status) } td { (f.ended) } td { (f.error) } } } } }
             }
+            (call_table(table, filter))
             h2 { "Latency per model" }
             @if summary.per_model.is_empty() { p.muted { "No call has ended." } } @else {
                 table #per-model { thead { tr { th { "Model" } th.num { "Calls" } th.num { "Failed" } th.num { "p50 ms" } th.num { "p90 ms" } th.num { "p99 ms" } } }
@@ -565,13 +784,12 @@ pub(crate) fn run(id: &str, s: &RecordSummary) -> Markup {
                 @if let Some(key) = &s.routing_key { " · routing key " code { (key) } } }
             h2 { "Outcome" }
             p #outcome class=(if s.outcome.kind() == "complete" { "status-clean" } else { "status-refused" }) {
-                (s.outcome.kind()) }
-            @if s.outcome.kind() != "complete" { pre #damage { (format!("{:#?}", s.outcome)) } }
+                (journal::outcome_words(&s.outcome)) }
             h2 { "Agents" }
             table #agents { thead { tr { th { "Agent" } th { "Profile" } th { "Origin" } th { "Status" } th { "Ceiling" } } }
                 tbody { @for a in &s.agents { tr {
                     td { code { (a.id) } } td { (a.profile_name) span.muted { " " (a.profile_id) } }
-                    td { (format!("{:?}", a.origin)) } td { (format!("{:?}", a.status)) }
+                    td { (journal::origin_words(&a.origin)) } td { (journal::status_words(a.status, a.ceiling.as_deref())) }
                     td { (a.ceiling.clone().unwrap_or_default()) } } } } }
             h2 { "Inputs" }
             p.muted { (plural(s.n_entries, "entry", "entries"))
@@ -585,26 +803,65 @@ pub(crate) fn run(id: &str, s: &RecordSummary) -> Markup {
                 @if (s.timeline.len() as u64) < s.n_entries {
                     p.muted { "The first " (s.timeline.len()) " of " (s.n_entries) " entries." }
                 }
-                table #timeline { thead { tr { th.num { "Seq" } th { "Agent" } th { "Input" } } }
-                    tbody { @for e in &s.timeline { tr { td.num { (e.seq) } td { code { (e.agent) } } td { (e.kind) } } } } }
+                table #timeline { thead { tr { th.num { "Seq" } th { "Agent" } th { "Input" } th {} } }
+                    tbody { @for e in &s.timeline { tr { td.num { (e.seq) } td { code { (e.agent) } } td { (e.kind.replace('_', " ")) }
+                        td { a.entry-link href=(journal::entry_href(id, e.seq)) { "content" } } } } } }
             }
         },
     )
 }
 
 /// The JSON a live poll answers with: each record's kind, sequence and text as one string.
-pub(crate) fn live_json(records: &[RecordView], full: bool) -> serde_json::Value {
+///
+/// Besides the text, each record says what the page needs to place it as a reload would:
+/// `at` (its time), `role` for a message, `latency_ms` and `tokens` for the records that close
+/// a turn, `error` when it is one. `forks` lists the session's forks (id, point, its page
+/// and its comparison) so a fork made while the page is open appears.
+pub(crate) fn live_json(
+    records: &[RecordView],
+    full: bool,
+    forks: &[(String, String)],
+) -> serde_json::Value {
     let items: Vec<serde_json::Value> = records
         .iter()
         .map(|r| {
-            serde_json::json!({
+            let mut item = serde_json::json!({
                 "sequence": r.sequence,
                 "kind": r.event.kind(),
                 "text": event_text(&r.event),
+                "at": clock(r.timestamp_ms),
+            });
+            match &r.event {
+                SessionEvent::Message(message) => {
+                    item["role"] = message.role.as_str().into();
+                }
+                SessionEvent::Latency { duration_ms } => item["latency_ms"] = (*duration_ms).into(),
+                SessionEvent::TokenUsage {
+                    prompt_tokens,
+                    completion_tokens,
+                } => {
+                    item["tokens"] =
+                        format!("{prompt_tokens} prompt / {completion_tokens} completion tokens")
+                            .into();
+                }
+                _ => {}
+            }
+            if let Some(error) = crate::index::error_of(&r.event) {
+                item["error"] = error.into();
+            }
+            item
+        })
+        .collect();
+    let forks: Vec<serde_json::Value> = forks
+        .iter()
+        .map(|(id, point)| {
+            serde_json::json!({
+                "id": id, "point": point,
+                "href": session_href(id), "point_href": point_href(point), "compare_href": compare_href(id),
             })
         })
         .collect();
-    serde_json::json!({ "records": items, "full": full })
+    serde_json::json!({ "records": items, "full": full, "forks": forks })
 }
 
 /// One line of text for a record, for the live view.
@@ -613,7 +870,7 @@ fn event_text(event: &SessionEvent) -> String {
         SessionEvent::SystemPrompt { text }
         | SessionEvent::Reasoning { text }
         | SessionEvent::Output { text } => text.clone(),
-        SessionEvent::Message(message) => format!("{}: {}", message.role.as_str(), message.text()),
+        SessionEvent::Message(message) => message.text(),
         SessionEvent::ToolCall {
             name, arguments, ..
         } => format!("{name}({arguments})"),
@@ -641,5 +898,214 @@ fn event_text(event: &SessionEvent) -> String {
         SessionEvent::CallIncomplete { reason } => format!("incomplete: {reason}"),
         SessionEvent::CallWire { format, .. } => format!("{format} wire fields"),
         other => format!("{other:?}"),
+    }
+}
+
+/// Every turn of a session sorted by latency or tokens, a page at a time, each linking to the
+/// turn: the slowest turn of a 12,392-turn session is one click away (issue 33 item 2).
+pub(crate) fn sorted_turns(
+    session: &str,
+    index: &SessionIndex,
+    key: SortKey,
+    page: usize,
+) -> Markup {
+    let per = crate::sessions::TURNS_PER_PAGE;
+    let sorted = index.sorted_by(key);
+    let pages = sorted.len().div_ceil(per).max(1);
+    let page = page.min(pages);
+    let href = |key: SortKey, page: usize| {
+        format!(
+            "{}/turns?sort={}&page={page}",
+            session_href(session),
+            key.word()
+        )
+    };
+    html! {
+        h1 { "Turns of " a href=(session_href(session)) { code { (session) } } " by " (key.word()) }
+        nav.views {
+            @for other in [SortKey::Latency, SortKey::Tokens] {
+                @if other == key { strong { "by " (other.word()) } } @else { a href=(href(other, 1)) { "by " (other.word()) } }
+            }
+        }
+        table #sorted-turns {
+            thead { tr { th.num { "Turn" } th { "Started" } th.num { "Latency ms" } th.num { "Tokens in / out" } th { "Model" } th { "Error" } } }
+            tbody {
+                @for turn in sorted.iter().skip((page - 1) * per).take(per) {
+                    tr {
+                        td.num { a.turn-link href=(turn_href(session, turn.number)) { (turn.number) } }
+                        td { (when(Some(turn.start_ms))) }
+                        td.num { (opt(turn.latency_ms)) }
+                        td.num { (turn.prompt_tokens) " / " (turn.completion_tokens) }
+                        td { @if let Some(model) = &turn.model { code { (model) } } }
+                        td.error { (turn.error.clone().unwrap_or_default()) }
+                    }
+                }
+            }
+        }
+        nav.pager {
+            @if page > 1 { a.prev href=(href(key, page - 1)) { "← before" } }
+            span.muted { "page " (page) " of " (pages) " · " (plural(sorted.len() as u64, "turn", "turns")) }
+            @if page < pages { a.next href=(href(key, page + 1)) { "after →" } }
+        }
+    }
+}
+
+fn tail_column(tail: &crate::compare::Tail) -> Markup {
+    html! {
+        div.side {
+            h2 { a href=(session_href(&tail.session)) { code { (tail.session) } } }
+            p.muted.tail-totals { (plural(tail.n_records, "record", "records")) " after the shared ones · "
+                (tail.prompt_tokens) " prompt / " (tail.completion_tokens) " completion tokens · "
+                (tail.duration_ms) " ms" }
+            @if tail.records.is_empty() { p.muted { "Nothing after the shared records." } }
+            @for group in groups(&tail.records) { (record_group(group)) }
+            @if (tail.records.len() as u64) < tail.n_records || tail.clipped_bytes > 0 {
+                p.clipped { "The first " (tail.records.len()) " records shown"
+                    @if tail.clipped_bytes > 0 { ", " (plural(tail.clipped_bytes, "byte", "bytes")) " of text clipped" }
+                    "; " code { "cuca diff DIR " (tail.session) " …" } " prints every record." }
+            }
+        }
+    }
+}
+
+/// A fork against its parent: the shared prefix, the first divergent record, both tails.
+pub(crate) fn compare(c: &crate::compare::Comparison) -> Markup {
+    let (l, r) = (&c.left, &c.right);
+    html! {
+        h1 { "Compare " code { (r.session) } " with " code { (l.session) } }
+        p #common { "They share their first " (plural(c.common, "record", "records")) "." }
+        p #first-difference {
+            @match (l.records.first(), r.records.first()) {
+                (None, None) => { "No difference." }
+                (Some(p), Some(q)) => { "First difference: " a href=(point_href(&format!("{}:{}", l.session, p.sequence))) { (l.session) ":" (p.sequence) }
+                    " " (p.event.kind()) " against " a href=(point_href(&format!("{}:{}", r.session, q.sequence))) { (r.session) ":" (q.sequence) } " " (q.event.kind()) "." }
+                (Some(_), None) => { (r.session) " ends there; " (l.session) " goes on." }
+                (None, Some(_)) => { (l.session) " ends there; " (r.session) " goes on." }
+            }
+        }
+        div.compare #tails { (tail_column(l)) (tail_column(r)) }
+    }
+}
+
+fn calls_href(filter: &CallFilter) -> String {
+    let mut parts = Vec::new();
+    for (key, value) in [
+        ("run", &filter.run),
+        ("session", &filter.session),
+        ("model", &filter.model),
+        ("status", &filter.status),
+    ] {
+        if !value.is_empty() {
+            parts.push(format!("{key}={}", utf8_percent_encode(value, SEGMENT)));
+        }
+    }
+    if parts.is_empty() {
+        "/calls#calls".to_owned()
+    } else {
+        format!("/calls?{}#calls", parts.join("&"))
+    }
+}
+
+/// A filter menu: each value a link to the table filtered by it (the page's CSP allows no
+/// form submission, so filters are links).
+fn filter_menu(
+    name: &str,
+    values: &[String],
+    current: &str,
+    filter: &CallFilter,
+    set: fn(&mut CallFilter, String),
+) -> Markup {
+    let with = |value: &str| {
+        let mut one = filter.clone();
+        set(&mut one, value.to_owned());
+        calls_href(&one)
+    };
+    html! {
+        span.filter-menu data-filter=(name) {
+            (name) ": "
+            @if current.is_empty() { strong { "all" } } @else { a href=(with("")) { "all" } }
+            @for value in values {
+                " · "
+                @if value == current { strong { (value) } } @else { a.filter-value href=(with(value)) { (value) } }
+            }
+        }
+    }
+}
+
+fn call_table(table: &CallTable, filter: &CallFilter) -> Markup {
+    let statuses: Vec<String> = ["failed", "ok"].iter().map(|s| (*s).to_owned()).collect();
+    html! {
+        h2 #calls { "Calls" }
+        div.filters {
+            (filter_menu("run", &table.runs, &filter.run, filter, |f, v| f.run = v))
+            (filter_menu("session", &table.sessions, &filter.session, filter, |f, v| f.session = v))
+            (filter_menu("model", &table.models, &filter.model, filter, |f, v| f.model = v))
+            (filter_menu("status", &statuses, &filter.status, filter, |f, v| f.status = v))
+        }
+        p.muted #calls-count { (plural(table.n_matched as u64, "call matches", "calls match"))
+            @if table.rows.len() < table.n_matched { "; the newest " (table.rows.len()) " are listed" } }
+        table #call-rows { thead { tr { th { "When" } th { "Run" } th { "Session" } th { "Model" } th.num { "Status" } th.num { "ms" } th { "Error" } } }
+            tbody { @for row in &table.rows { tr class=(if row.failed { "failed" } else { "ok" }) {
+                td { (row.ts) } td { (row.run) }
+                td.id { @if !row.session.is_empty() { a.session-link href=(session_href(&row.session)) { (row.session) } } }
+                td { (row.model) }
+                td.num { @if row.failed { span.error { (row.status) } } @else { (row.status) } }
+                td.num { (row.ms) } td { (row.error) }
+            } } } }
+    }
+}
+
+/// The search results: each hit's session, turn, kind and snippet, the match marked, linking
+/// to its point (the page and turn that hold the record, scrolled to it).
+pub(crate) fn search(results: &crate::search::Results) -> Markup {
+    layout(
+        "Search",
+        html! {
+            h1 { "Search" }
+            @if results.query.is_empty() {
+                p.muted { "Type in the box above and press Enter: message text, outputs, tool names and arguments, tool results, models and errors, across every session." }
+            } @else {
+                p #search-summary .muted {
+                    (plural(results.hits.len() as u64, "hit", "hits")) " for " code { (results.query) }
+                    @if results.regex { " (regular expression)" }
+                    " in " (plural(results.sessions as u64, "session", "sessions")) ", "
+                    (plural(results.records, "record", "records")) " read"
+                    @if results.limited { "; the first " (crate::search::MAX_HITS) " are listed" }
+                }
+                table #search-hits {
+                    thead { tr { th { "Session" } th.num { "Turn" } th { "Record" } th { "Text" } } }
+                    tbody {
+                        @for hit in &results.hits {
+                            tr {
+                                td.id { a href=(session_href(&hit.session_id)) { (hit.session_id) } }
+                                td.num { (hit.turn) }
+                                td { a.hit-link href=(point_href(&hit.point_id())) { (hit.kind) " #" (hit.sequence) }
+                                    span.muted { " " (hit.role.unwrap_or("")) " " (hit.field) } }
+                                td.snippet {
+                                    @let (before, matched, after) = split_snippet(&hit.snippet, &hit.matched);
+                                    (before) mark { (matched) } (after)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// A snippet cut around its match; the whole snippet unmarked when the range is not on
+/// character boundaries.
+fn split_snippet<'a>(
+    snippet: &'a str,
+    matched: &std::ops::Range<usize>,
+) -> (&'a str, &'a str, &'a str) {
+    match (
+        snippet.get(..matched.start),
+        snippet.get(matched.clone()),
+        snippet.get(matched.end..),
+    ) {
+        (Some(before), Some(hit), Some(after)) => (before, hit, after),
+        _ => (snippet, "", ""),
     }
 }

@@ -22,9 +22,14 @@ pub(crate) fn router(config: Config) -> Router {
     Router::new()
         .route("/", get(list))
         .route("/sessions/{id}", get(session))
+        .route("/sessions/{id}/turns", get(turns))
+        .route("/sessions/{id}/timeline", get(timeline))
+        .route("/compare/{fork}", get(compare))
+        .route("/runs/{id}/entries/{seq}", get(entry))
         .route("/points/{point}", get(point))
         .route("/api/sessions/{id}/records", get(records))
         .route("/calls", get(calls))
+        .route("/search", get(search))
         .route("/runs", get(runs))
         .route("/runs/{id}", get(run))
         .route(STYLE_PATH, get(style))
@@ -99,7 +104,14 @@ async fn list(State(config): State<Config>) -> Response {
 
 #[derive(Debug, Deserialize)]
 struct TurnQuery {
+    /// The turn to show, from 1: the page holding it.
     turn: Option<usize>,
+}
+
+/// The 0-based first turn of the page holding turn `number` (from 1).
+fn page_start(number: usize) -> usize {
+    let idx = number.saturating_sub(1);
+    idx - idx % TURNS_PER_PAGE
 }
 
 async fn session(
@@ -107,29 +119,129 @@ async fn session(
     Path(id): Path<String>,
     Query(query): Query<TurnQuery>,
 ) -> Response {
-    let first_turn = query.turn.unwrap_or(0);
+    let first_turn = page_start(query.turn.unwrap_or(1));
     let title = id.clone();
     let read = blocking(move || {
         let backend = sessions::locate(&config, &id)?;
+        let index = crate::index::of(&backend, &id)?;
+        // A turn past the end goes to the last page, not to an empty one.
+        let first_turn = first_turn.min(page_start(index.turns.len().max(1)));
         let page = sessions::page(&backend, &id, first_turn, TURNS_PER_PAGE)?;
         let children = sessions::children(&config, &id)?;
         let tree = sessions::fork_tree(&config, &id)?;
-        Ok((page, children, tree, sessions::parent_of(&id)))
+        let failures = match &config.call_log {
+            Some(path) => crate::calls::failures_of(path, &id)?,
+            None => Vec::new(),
+        };
+        let dir = backend.dir().display().to_string();
+        Ok((
+            page,
+            children,
+            tree,
+            sessions::parent_of(&id),
+            index,
+            failures,
+            dir,
+            first_turn,
+        ))
     })
     .await;
     match read {
-        Ok((page, children, tree, parent)) => {
+        Ok((page, children, tree, parent, index, failures, dir, first_turn)) => {
             let context = pages::SessionContext {
                 parent,
                 children: &children,
                 tree: &tree,
                 first_turn,
+                index: &index,
+                failures: &failures,
+                dir,
             };
             Html(pages::layout(&title, pages::session(&page, &context)).into_string())
                 .into_response()
         }
         Err(response) => response,
     }
+}
+
+#[derive(Debug, Deserialize)]
+struct SortQuery {
+    sort: Option<String>,
+    page: Option<usize>,
+}
+
+/// `/sessions/{id}/turns?sort=latency|tokens&page=P`: every turn, sorted, a page at a time.
+async fn turns(
+    State(config): State<Config>,
+    Path(id): Path<String>,
+    Query(query): Query<SortQuery>,
+) -> Response {
+    let key = crate::index::SortKey::parse(query.sort.as_deref().unwrap_or("latency"))
+        .unwrap_or(crate::index::SortKey::Latency);
+    let page = query.page.unwrap_or(1).max(1);
+    let title = id.clone();
+    match blocking(move || {
+        let backend = sessions::locate(&config, &id)?;
+        crate::index::of(&backend, &id)
+    })
+    .await
+    {
+        Ok(index) => Html(
+            pages::layout(&title, pages::sorted_turns(&title, &index, key, page)).into_string(),
+        )
+        .into_response(),
+        Err(response) => response,
+    }
+}
+
+/// `/sessions/{id}/timeline`: the calls of a session and of its conversations on one
+/// timeline.
+async fn timeline(State(config): State<Config>, Path(id): Path<String>) -> Response {
+    let title = id.clone();
+    match blocking(move || crate::timeline::lanes(&config, &id)).await {
+        Ok(lanes) => {
+            Html(pages::layout(&title, pages::timeline::page(&title, &lanes)).into_string())
+                .into_response()
+        }
+        Err(response) => response,
+    }
+}
+
+/// `/compare/{fork}`: a fork against its parent (or `?with=` another session).
+async fn compare(
+    State(config): State<Config>,
+    Path(fork): Path<String>,
+    Query(query): Query<WithQuery>,
+) -> Response {
+    let title = fork.clone();
+    match blocking(move || {
+        let with = match query.with {
+            Some(with) => with,
+            None => sessions::parent_of(&fork)
+                .map(|(parent, _)| parent)
+                .ok_or_else(|| ViewError::UnknownSession {
+                    session: format!("the parent of {fork}"),
+                })?,
+        };
+        crate::compare::compare(&config, &with, &fork)
+    })
+    .await
+    {
+        Ok(comparison) => Html(
+            pages::layout(
+                &format!("{title} against its parent"),
+                pages::compare(&comparison),
+            )
+            .into_string(),
+        )
+        .into_response(),
+        Err(response) => response,
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct WithQuery {
+    with: Option<String>,
 }
 
 /// `/points/{session}:{sequence}`: the page holding that record, scrolled to it.
@@ -147,10 +259,10 @@ async fn point(State(config): State<Config>, Path(point): Path<String>) -> Respo
                 reason: format!("session {session:?} has no record {sequence}"),
             }
         })?;
-        let first_turn = turn - turn % TURNS_PER_PAGE;
         Ok(format!(
-            "{}?turn={first_turn}#p-{sequence}",
-            pages::session_href(session)
+            "{}?turn={}#p-{sequence}",
+            pages::session_href(session),
+            turn + 1
         ))
     })
     .await;
@@ -173,15 +285,18 @@ async fn records(
 ) -> Response {
     let read = blocking(move || {
         let backend = sessions::locate(&config, &id)?;
-        sessions::records_after(&backend, &id, query.after)
+        let records = sessions::records_after(&backend, &id, query.after)?;
+        // The forks too, so a fork made while the page is open appears in its list.
+        let forks = sessions::children(&config, &id)?;
+        Ok((records, forks))
     })
     .await;
     match read {
-        Ok(records) => {
+        Ok((records, forks)) => {
             let full = records.len() >= sessions::MAX_LIVE_BATCH;
             (
                 [(header::CONTENT_TYPE, "application/json")],
-                pages::live_json(&records, full).to_string(),
+                pages::live_json(&records, full, &forks).to_string(),
             )
                 .into_response()
         }
@@ -189,15 +304,43 @@ async fn records(
     }
 }
 
-async fn calls(State(config): State<Config>) -> Response {
+async fn calls(
+    State(config): State<Config>,
+    Query(filter): Query<crate::calls::CallFilter>,
+) -> Response {
     let Some(path) = config.call_log.clone() else {
         return error_response(&ViewError::NotConfigured {
             what: "a call log (--calls FILE)",
         });
     };
     let now = SystemTime::now();
-    match blocking(move || crate::calls::summarise(&path, now)).await {
-        Ok(summary) => Html(pages::calls(&summary).into_string()).into_response(),
+    let shown = filter.clone();
+    match blocking(move || {
+        Ok((
+            crate::calls::summarise(&path, now)?,
+            crate::calls::table(&path, &filter)?,
+        ))
+    })
+    .await
+    {
+        Ok((summary, table)) => {
+            Html(pages::calls(&summary, &table, &shown).into_string()).into_response()
+        }
+        Err(response) => response,
+    }
+}
+
+/// `/runs/{id}/entries/{seq}`: one journal entry's content.
+async fn entry(State(config): State<Config>, Path((id, seq)): Path<(String, u64)>) -> Response {
+    let Some(dir) = config.runs_dir.clone() else {
+        return error_response(&ViewError::NotConfigured {
+            what: "a journal runs directory (--runs DIR)",
+        });
+    };
+    let title = id.clone();
+    match blocking(move || crate::runs::entry(&dir, &id, seq)).await {
+        Ok(view) => Html(pages::layout(&title, pages::journal::entry(&title, &view)).into_string())
+            .into_response(),
         Err(response) => response,
     }
 }
@@ -223,6 +366,23 @@ async fn run(State(config): State<Config>, Path(id): Path<String>) -> Response {
     let title = id.clone();
     match blocking(move || crate::runs::show(&dir, &id)).await {
         Ok(summary) => Html(pages::run(&title, &summary).into_string()).into_response(),
+        Err(response) => response,
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct SearchQuery {
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    re: Option<String>,
+}
+
+/// `/search?q=TEXT[&re=1]`: every session searched, hits linking to their points.
+async fn search(State(config): State<Config>, Query(query): Query<SearchQuery>) -> Response {
+    let regex = query.re.is_some_and(|re| !re.is_empty() && re != "0");
+    match blocking(move || crate::search::search(&config, &query.q, regex)).await {
+        Ok(results) => Html(pages::search(&results).into_string()).into_response(),
         Err(response) => response,
     }
 }

@@ -72,3 +72,265 @@ pub fn show(dir: &Path, id: &str) -> Result<RecordSummary, ViewError> {
         reason: error.to_string(),
     })
 }
+
+/// One journal entry with the pool entries it names resolved: what a run page shows on
+/// demand (issue 33 item 6: "each entry's content … the command, its exit status, streams,
+/// the model call's request/response").
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct EntryView {
+    /// The entry as the record holds it.
+    pub entry: cuca_journal::format::Entry,
+    /// Message-pool entries it names, by index.
+    pub messages: BTreeMap<u64, cuca_journal::format::StoredMessage>,
+    /// Text-pool entries it (or its messages) name, by index.
+    pub texts: BTreeMap<u64, String>,
+}
+
+/// The entry `seq` of run `id` under `dir`, with its pool references resolved.
+///
+/// The record is read twice, streamed, holding only what is asked for: once to find the
+/// entry (the entries come after the pools), once for the pool entries it names.
+pub fn entry(dir: &Path, id: &str, seq: u64) -> Result<EntryView, ViewError> {
+    // The same checks as `show`: one directory name, a real directory, a regular file.
+    show(dir, id)?;
+    let record = dir.join(id).join(RECORD_FILE);
+    let fail = |reason: String| ViewError::Run {
+        run: id.to_owned(),
+        reason,
+    };
+    let wanted = Wanted {
+        entry: Some(seq),
+        ..Wanted::default()
+    };
+    let found = walk(&record, &wanted).map_err(|e| fail(e.to_string()))?;
+    let Some(value) = found.entry else {
+        return Err(ViewError::UnknownRun {
+            run: format!("{id} entry {seq}"),
+        });
+    };
+    let entry: cuca_journal::format::Entry =
+        serde_json::from_value(value).map_err(|e| fail(format!("entry {seq}: {e}")))?;
+    let mut wanted = Wanted::default();
+    use cuca_journal::format::{Input, StoredBlock};
+    match &entry.input {
+        Input::ModelIo(io) => {
+            wanted.messages.extend(io.request.messages.iter().copied());
+            wanted.messages.insert(io.response.message);
+        }
+        Input::ModelError(error) => wanted
+            .messages
+            .extend(error.request.messages.iter().copied()),
+        Input::Shell(shell) => {
+            wanted.texts.extend([shell.stdout, shell.stderr]);
+        }
+        _ => {}
+    }
+    // Entry kinds not listed above name their text-pool entries in fields this page shows
+    // as JSON; only messages' and shells' references are resolved.
+    let first = walk(&record, &wanted).map_err(|e| fail(e.to_string()))?;
+    let mut messages = BTreeMap::new();
+    let mut texts = BTreeMap::new();
+    let mut more = Wanted::default();
+    for (index, value) in first.messages {
+        if let Some(body) = value.get("body") {
+            if let Ok(message) =
+                serde_json::from_value::<cuca_journal::format::StoredMessage>(body.clone())
+            {
+                for block in &message.content {
+                    match block {
+                        StoredBlock::ToolCall { arguments, .. } => {
+                            more.texts.insert(*arguments);
+                        }
+                        StoredBlock::ToolResult { content, .. } => {
+                            more.texts.insert(*content);
+                        }
+                        _ => {}
+                    }
+                }
+                messages.insert(index, message);
+            }
+        }
+    }
+    let text_of = |value: &serde_json::Value| {
+        value
+            .get("text")
+            .and_then(|t| t.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for (index, value) in first.texts {
+        texts.insert(index, text_of(&value));
+    }
+    if !more.texts.is_empty() {
+        for (index, value) in walk(&record, &more).map_err(|e| fail(e.to_string()))?.texts {
+            texts.insert(index, text_of(&value));
+        }
+    }
+    Ok(EntryView {
+        entry,
+        messages,
+        texts,
+    })
+}
+
+/// What one pass over a record keeps.
+#[derive(Debug, Default)]
+struct Wanted {
+    entry: Option<u64>,
+    messages: BTreeSet<u64>,
+    texts: BTreeSet<u64>,
+}
+
+/// What one pass found.
+#[derive(Debug, Default)]
+struct Found {
+    entry: Option<serde_json::Value>,
+    messages: BTreeMap<u64, serde_json::Value>,
+    texts: BTreeMap<u64, serde_json::Value>,
+}
+
+fn walk(record: &Path, wanted: &Wanted) -> Result<Found, serde_json::Error> {
+    let file = std::fs::File::open(record).map_err(serde_json::Error::io)?;
+    let reader =
+        std::io::BufReader::new(flate2::read::GzDecoder::new(std::io::BufReader::new(file)));
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let found = TopSeed(wanted).deserialize(&mut de)?;
+    Ok(found)
+}
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use std::collections::{BTreeMap, BTreeSet};
+
+struct TopSeed<'a>(&'a Wanted);
+
+impl<'de> DeserializeSeed<'de> for TopSeed<'_> {
+    type Value = Found;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Found, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopSeed<'_> {
+    type Value = Found;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a journal record object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Found, A::Error> {
+        let mut found = Found::default();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "pools" => {
+                    let (messages, texts) = map.next_value_seed(PoolsSeed(self.0))?;
+                    found.messages = messages;
+                    found.texts = texts;
+                }
+                "entries" => {
+                    found.entry = map
+                        .next_value_seed(Pick {
+                            wanted: &self.0.entry.into_iter().collect(),
+                            by_seq: true,
+                        })?
+                        .into_values()
+                        .next();
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
+type Pools = (
+    BTreeMap<u64, serde_json::Value>,
+    BTreeMap<u64, serde_json::Value>,
+);
+
+struct PoolsSeed<'a>(&'a Wanted);
+
+impl<'de> DeserializeSeed<'de> for PoolsSeed<'_> {
+    type Value = Pools;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Pools, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PoolsSeed<'_> {
+    type Value = Pools;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the pools object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Pools, A::Error> {
+        let mut pools = Pools::default();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "messages" => {
+                    pools.0 = map.next_value_seed(Pick {
+                        wanted: &self.0.messages,
+                        by_seq: false,
+                    })?
+                }
+                "texts" => {
+                    pools.1 = map.next_value_seed(Pick {
+                        wanted: &self.0.texts,
+                        by_seq: false,
+                    })?
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(pools)
+    }
+}
+
+/// Keeps the array elements wanted (by position, or by their `seq` field), skipping the
+/// rest without building them.
+struct Pick<'a> {
+    wanted: &'a BTreeSet<u64>,
+    by_seq: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for Pick<'_> {
+    type Value = BTreeMap<u64, serde_json::Value>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Pick<'_> {
+    type Value = BTreeMap<u64, serde_json::Value>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an array")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = BTreeMap::new();
+        let mut position = 0u64;
+        if self.by_seq {
+            // Entries are in seq order, but the seq is inside each element: read each one
+            // (entries are small; pool bodies are what is large).
+            while let Some(value) = seq.next_element::<serde_json::Value>()? {
+                let at = value.get("seq").and_then(serde_json::Value::as_u64);
+                if let Some(at) = at.filter(|at| self.wanted.contains(at)) {
+                    out.insert(at, value);
+                }
+            }
+            return Ok(out);
+        }
+        loop {
+            if self.wanted.contains(&position) {
+                match seq.next_element::<serde_json::Value>()? {
+                    Some(value) => out.insert(position, value),
+                    None => break,
+                };
+            } else if seq.next_element::<IgnoredAny>()?.is_none() {
+                break;
+            }
+            position += 1;
+        }
+        Ok(out)
+    }
+}

@@ -8,7 +8,8 @@ use cuca_store_file::{FileBackend, Verdict};
 use crate::error::ViewError;
 use crate::ViewConfig;
 
-mod clip;
+pub(crate) mod clip;
+mod echo;
 
 pub use clip::{Clipped, MAX_LABEL_BYTES, MAX_TAIL_RECORDS, MAX_TURN_RECORDS, MAX_TURN_TEXT_BYTES};
 
@@ -239,11 +240,14 @@ impl Tally {
 }
 
 /// Seed 001's segmentation, counted: a turn ends at a Latency immediately followed by a
-/// TokenUsage; records after the last pair form a final, unfinished turn.
+/// TokenUsage; records after the last pair form a final, unfinished turn, unless they are
+/// notes only (a fork audit, a model swap), which are no call and are never counted as a turn
+/// (issue 33 item 7: "notes never counted as turns").
 #[derive(Debug, Default)]
 struct Segmenter {
     completed: u64,
     open_records: u64,
+    open_content: bool,
     last_was_latency: bool,
 }
 
@@ -255,14 +259,16 @@ impl Segmenter {
         if closes {
             self.completed += 1;
             self.open_records = 0;
+            self.open_content = false;
         } else {
             self.open_records += 1;
+            self.open_content |= !crate::index::is_note(event);
         }
         closes
     }
 
     fn turns(&self) -> u64 {
-        self.completed + u64::from(self.open_records > 0)
+        self.completed + u64::from(self.open_content)
     }
 }
 
@@ -392,6 +398,10 @@ pub struct TurnView {
     pub complete: bool,
     /// What the page left out of it ([`MAX_TURN_TEXT_BYTES`], [`MAX_TURN_RECORDS`]).
     pub clipped: Clipped,
+    /// Sequences of its records that repeat what the turn before already showed: a system
+    /// prompt sent again, the previous answer echoed back as this request's assistant
+    /// message. A page folds them away so each message reads once (issue 33 item 4).
+    pub echoes: Vec<u64>,
 }
 
 /// A window of a session's turns.
@@ -445,6 +455,8 @@ pub fn page(
     let mut stopped = false;
     let mut budget = MAX_TURN_TEXT_BYTES;
     let mut clipped = Clipped::default();
+    let mut echo = echo::Echoes::default();
+    let mut echoes = Vec::new();
     let result = backend.replay_each(session, &mut |record| {
         page.records_read += 1;
         if turn_idx >= end_turn {
@@ -454,7 +466,11 @@ pub fn page(
             return Err(stop());
         }
         let closes = segmenter.push(&record.event);
+        let repeats = echo.take(&record.event);
         if turn_idx >= first_turn {
+            if repeats {
+                echoes.push(record.sequence);
+            }
             if clip::keeps(current.len(), &record.event) {
                 let mut view = RecordView::from(record);
                 clipped.bytes += clip::clip_event(&mut view.event, &mut budget);
@@ -470,8 +486,10 @@ pub fn page(
                     records: std::mem::take(&mut current),
                     complete: true,
                     clipped: std::mem::take(&mut clipped),
+                    echoes: std::mem::take(&mut echoes),
                 });
             }
+            echo.close_turn();
             budget = MAX_TURN_TEXT_BYTES;
             turn_idx += 1;
         }
@@ -487,6 +505,7 @@ pub fn page(
             records: current,
             complete: false,
             clipped,
+            echoes,
         });
     }
     Ok(page)

@@ -223,7 +223,7 @@ async fn a_person_walks_through_sessions_forks_live_records_calls_and_runs() {
     let appeared = client
         .wait()
         .at_most(waiting)
-        .for_element(Locator::Id(&format!("p-{next}")))
+        .for_element(Locator::Css(&format!(".rec:has(> #p-{next})")))
         .await
         .unwrap();
     let live_text = appeared.text().await.unwrap();
@@ -267,8 +267,318 @@ async fn a_person_walks_through_sessions_forks_live_records_calls_and_runs() {
         .unwrap();
     let agents = text_of(&client, "#agents").await;
     assert!(agents.contains("planner"), "{agents}");
-    assert_eq!(text_of(&client, "#outcome").await, "complete");
+    // Issue 33 item 6: plain words, not `Debug` text.
+    assert_eq!(
+        text_of(&client, "#outcome").await,
+        "complete: the journal ended with its closing line"
+    );
     shot(&client, "run").await;
+
+    client.close().await.unwrap();
+}
+
+async fn click(client: &Client, css: &str) {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Issue 33's proof, in the browser: "the summary, paging to the last page and to a turn, a
+/// failed call on its session, the live view streaming into a turn and a fork appearing, a
+/// tool result's exit code, a journal entry's content", with the timeline of two
+/// conversations (issue 30 item 4) and a fork against its parent (issue 31 item 4).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_finds_the_slowest_turn_the_failed_call_and_watches_a_call_stream_into_its_turn() {
+    use support::{AGENT, AGENT_TURNS, FAILED_AFTER_TURN, SLOWEST_TURN, TOOL_TURN};
+    if !browser_available() {
+        return;
+    }
+    let fixture = support::Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let profile = tempfile::tempdir().unwrap();
+    let (_driver, client) = start_browser(profile.path()).await;
+    let waiting = Duration::from_secs(20);
+
+    // The summary header.
+    client
+        .goto(&format!("{base}/sessions/{AGENT}"))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&client, "#summary-models").await, "qwen-small");
+    assert!(text_of(&client, "#summary-turns")
+        .await
+        .starts_with(&format!("{AGENT_TURNS} · ")));
+    let tokens: u64 = (1..=AGENT_TURNS as u64).map(|t| 100 + t).sum();
+    let out: u64 = (1..=AGENT_TURNS as u64).map(|t| 10 + t).sum();
+    assert_eq!(
+        text_of(&client, "#summary-tokens").await,
+        format!("{tokens} / {out}")
+    );
+    // One failed tool, one failed call from the call log.
+    assert!(text_of(&client, "#summary-errors").await.starts_with("2"));
+    assert!(text_of(&client, "#summary-start")
+        .await
+        .starts_with("2065-"));
+    let pager = text_of(&client, ".page-of").await;
+    assert_eq!(pager, format!("page 1 of 3 · turns 1–20 of {AGENT_TURNS}"));
+    // Timestamps on turns: turn 1 started at AGENT_T0, 00:00:00.000 UTC of that day plus…
+    let at = text_of(&client, "#turn-1 time.at").await;
+    assert_eq!(at.len(), 12, "{at}");
+    shot(&client, "summary").await;
+
+    // A tool result's exit code and streams, and the error badge on its turn.
+    let result_turn = format!("#turn-{}", TOOL_TURN + 1);
+    let exit = text_of(&client, &format!("{result_turn} .tool-result .exit-code")).await;
+    assert_eq!(exit, "exit code 2");
+    let stderr = text_of(&client, &format!("{result_turn} details.stderr pre")).await;
+    assert_eq!(stderr, "ls: cannot access 'missing'");
+    let badge = text_of(&client, &format!("{result_turn} .turn-head .badge.error")).await;
+    assert_eq!(badge, "error");
+    // Each message once: the echoed previous answer is folded, the output shown.
+    let echo = client
+        .find(Locator::Css("#turn-3 details.echo"))
+        .await
+        .unwrap();
+    assert_eq!(echo.attr("open").await.unwrap(), None);
+    assert!(text_of(&client, "#turn-3 .rec.output .text")
+        .await
+        .contains("answer 3 of conversation 0"));
+    shot(&client, "tool-result").await;
+
+    // Copy buttons: the session id and the fork command.
+    let fork_command = client
+        .find(Locator::Css("#turn-2 button.copy:nth-of-type(2)"))
+        .await
+        .unwrap();
+    let command = fork_command.attr("data-copy").await.unwrap().unwrap();
+    assert!(command.starts_with("cuca fork "), "{command}");
+    assert!(command.contains(&format!(" {AGENT}:")), "{command}");
+    fork_command.click().await.unwrap();
+    client
+        .wait()
+        .at_most(waiting)
+        .for_element(Locator::Css("#turn-2 button.copy.copied"))
+        .await
+        .unwrap();
+
+    // The failed call, at its place: after turn FAILED_AFTER_TURN, before the next.
+    let failed = client
+        .find(Locator::Css("section.failed-call"))
+        .await
+        .unwrap();
+    let failed_text = failed.text().await.unwrap();
+    assert!(failed_text.contains("HTTP 400"), "{failed_text}");
+    assert!(
+        failed_text.contains("exceeds the available context size"),
+        "{failed_text}"
+    );
+    let before: String = client
+        .execute(
+            "return document.querySelector('section.failed-call').previousElementSibling.id",
+            vec![],
+        )
+        .await
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(before, format!("turn-{FAILED_AFTER_TURN}"));
+    client
+        .goto(&format!("{base}/sessions/{AGENT}#call-ctx00001"))
+        .await
+        .unwrap();
+    shot(&client, "failed-call").await;
+
+    // The last page, then go to turn N.
+    click(&client, "nav.pager a.last").await;
+    let pager = text_of(&client, ".page-of").await;
+    assert_eq!(
+        pager,
+        format!("page 3 of 3 · turns 41–{AGENT_TURNS} of {AGENT_TURNS}")
+    );
+    let goto = client.find(Locator::Css("input.goto-turn")).await.unwrap();
+    goto.send_keys("27").await.unwrap();
+    click(&client, "button.goto-button").await;
+    client
+        .wait()
+        .at_most(waiting)
+        .for_element(Locator::Id("turn-27"))
+        .await
+        .unwrap();
+    let url = client.current_url().await.unwrap();
+    assert_eq!(url.query(), Some("turn=27"));
+    assert_eq!(url.fragment(), Some("turn-27"));
+    assert_eq!(
+        text_of(&client, ".page-of").await,
+        format!("page 2 of 3 · turns 21–40 of {AGENT_TURNS}")
+    );
+    // `:target` is highlighted.
+    let outline: String = client
+        .execute(
+            "return getComputedStyle(document.getElementById('turn-27')).outlineStyle",
+            vec![],
+        )
+        .await
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(outline, "solid");
+
+    // The slowest turn, by sorting.
+    client
+        .goto(&format!("{base}/sessions/{AGENT}"))
+        .await
+        .unwrap();
+    click(&client, "#slowest-link").await;
+    let first = text_of(&client, "#sorted-turns tbody tr:first-child").await;
+    assert!(first.starts_with(&format!("{SLOWEST_TURN} ")), "{first}");
+    assert!(first.contains("9000"), "{first}");
+    shot(&client, "sorted").await;
+    click(&client, "#sorted-turns tbody tr:first-child a.turn-link").await;
+    assert!(text_of(&client, &format!("#turn-{SLOWEST_TURN} .latency")).await == "9000 ms");
+
+    // The timeline: the session and its second conversation side by side.
+    click(&client, "#timeline-link").await;
+    let lanes = client
+        .find_all(Locator::Css("svg#timeline g.lane"))
+        .await
+        .unwrap();
+    assert_eq!(lanes.len(), 2);
+    assert_eq!(
+        lanes[1].attr("data-session").await.unwrap().unwrap(),
+        format!("{AGENT}:conv:2")
+    );
+    let bars = client
+        .find_all(Locator::Css("svg#timeline rect.bar"))
+        .await
+        .unwrap();
+    assert_eq!(bars.len(), AGENT_TURNS + 3);
+    // In start order the second conversation's first call comes between turns 2 and 3.
+    let third = text_of(&client, "#timeline-calls tbody tr:nth-child(3)").await;
+    assert!(third.contains(&format!("{AGENT}:conv:2")), "{third}");
+    shot(&client, "timeline").await;
+
+    // A fork against its parent, from the fork tree: the fork answered differently.
+    fixture.append_to(&fixture.fork_id, 2, "a different answer");
+    client.goto(&format!("{base}/sessions/demo")).await.unwrap();
+    click(&client, "#fork-list a.compare-link").await;
+    let common = text_of(&client, "#common").await;
+    assert!(
+        common.starts_with("They share their first 2 records"),
+        "{common}"
+    );
+    let first_difference = text_of(&client, "#first-difference").await;
+    assert!(first_difference.contains("demo:2"), "{first_difference}");
+    assert!(text_of(&client, "#tails .side:nth-child(2)")
+        .await
+        .contains("a different answer"));
+    let sides = client.find_all(Locator::Css("#tails .side")).await.unwrap();
+    assert_eq!(sides.len(), 2);
+    shot(&client, "compare").await;
+
+    // A journal entry's content: the command, its exit status, its streams.
+    client.goto(&format!("{base}/runs/run-1")).await.unwrap();
+    let agents = text_of(&client, "#agents").await;
+    assert!(
+        agents.contains("the root agent") && !agents.contains("Root"),
+        "{agents}"
+    );
+    click(&client, "#timeline tbody tr:nth-child(3) a.entry-link").await;
+    assert_eq!(text_of(&client, "#command").await, "cargo test --quiet");
+    assert_eq!(text_of(&client, "#exit-status").await, "exit status 101");
+    assert!(text_of(&client, "#stderr").await.contains("test failed"));
+    shot(&client, "entry").await;
+
+    // Search: a text remembered, across every session, to its point.
+    let search = client.find(Locator::Id("search")).await.unwrap();
+    search.send_keys("CANNOT ACCESS\u{E007}").await.unwrap();
+    client
+        .wait()
+        .at_most(waiting)
+        .for_element(Locator::Id("search-hits"))
+        .await
+        .unwrap();
+    let summary = text_of(&client, "#search-summary").await;
+    // The tool result's content and its stderr.
+    assert!(summary.starts_with("2 hits for CANNOT ACCESS"), "{summary}");
+    let first_hit = text_of(&client, "#search-hits tbody tr:first-child").await;
+    assert!(
+        first_hit.starts_with(&format!("{AGENT} {}", TOOL_TURN + 1)),
+        "{first_hit}"
+    );
+    assert_eq!(
+        text_of(&client, "#search-hits tbody tr:first-child mark").await,
+        "cannot access"
+    );
+    shot(&client, "search").await;
+    click(&client, "#search-hits tbody tr:first-child a.hit-link").await;
+    let url = client.current_url().await.unwrap();
+    assert!(url.fragment().is_some_and(|f| f.starts_with("p-")), "{url}");
+    let target_kind: String = client
+        .execute(
+            "return document.querySelector('.point:target').parentElement.className",
+            vec![],
+        )
+        .await
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(target_kind.contains("tool-result"), "{target_kind}");
+
+    // Live: a call streams into its turn, and a fork made now appears.
+    client
+        .goto(&format!("{base}/sessions/{AGENT}?turn={AGENT_TURNS}"))
+        .await
+        .unwrap();
+    client
+        .wait()
+        .at_most(waiting)
+        .for_element(Locator::Id("live-status"))
+        .await
+        .unwrap();
+    let next = AGENT_TURNS + 1;
+    let pieces = fixture.append_live_turn(AGENT, 40);
+    let turn = client
+        .wait()
+        .at_most(waiting)
+        .for_element(Locator::Css(&format!("#turn-{next}[data-complete='true']")))
+        .await
+        .unwrap();
+    let outputs = turn
+        .find_all(Locator::Css(".rec.kind-Output"))
+        .await
+        .unwrap();
+    assert_eq!(outputs.len(), 1, "one output box, not one per token");
+    let streamed = outputs[0]
+        .find(Locator::Css(".text"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(streamed, pieces.concat());
+    let fork = fixture.fork(AGENT, &format!("{AGENT}:3"));
+    let link = client
+        .wait()
+        .at_most(waiting)
+        .for_element(Locator::LinkText(&fork))
+        .await
+        .unwrap();
+    assert_eq!(
+        link.attr("class").await.unwrap().as_deref(),
+        Some("child-link")
+    );
+    shot(&client, "live-turn").await;
+    // Joined as a reload shows it: the same turn, the same text.
+    client.refresh().await.unwrap();
+    let reloaded = text_of(&client, &format!("#turn-{next} .rec.output .text")).await;
+    assert_eq!(reloaded.trim_end(), streamed.trim_end());
 
     client.close().await.unwrap();
 }

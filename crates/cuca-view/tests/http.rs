@@ -78,7 +78,9 @@ async fn a_session_is_a_conversation_with_reasoning_collapsed_and_tool_arguments
     );
     assert!(body.contains("412 ms"));
     assert!(body.contains("31 prompt / 9 completion tokens"));
-    assert!(body.contains(r#"id="turn-0""#) && body.contains(r#"id="p-3""#));
+    // Issue 33 item 7: one turn numbering, from 1, in the text and in the anchors.
+    assert!(body.contains(r#"id="turn-1""#) && body.contains(r#"id="p-3""#));
+    assert!(!body.contains(r#"id="turn-0""#));
     // Issue 22: "the call metadata (model, parameters, finish reason) where it was recorded".
     assert!(body.contains("<code>gemma-tiny</code>"), "{body}");
     assert!(body.contains("&quot;temperature&quot;: 0.5"), "{body}");
@@ -133,7 +135,8 @@ async fn forks_link_both_ways_and_a_point_redirects_to_its_turn() {
 
     let (status, headers, _) = get(&format!("{base}/points/demo:1")).await;
     assert_eq!(status, 303);
-    assert_eq!(headers["location"], "/sessions/demo?turn=0#p-1");
+    // `?turn=N` names a turn from 1: the page holding it.
+    assert_eq!(headers["location"], "/sessions/demo?turn=1#p-1");
     let (status, _, body) = get(&format!("{base}/points/demo:999999")).await;
     assert_eq!(status, 404);
     assert!(body.contains("has no record 999999"), "{body}");
@@ -219,7 +222,7 @@ async fn journal_runs_show_their_agents_inputs_and_outcome() {
     assert!(run.contains("complete"), "{run}");
     // The timeline: both clock reads, in order, by the root agent.
     assert!(
-        run.contains(r#"<tr><td class="num">0</td><td><code>root</code></td><td>clock</td></tr><tr><td class="num">1</td><td><code>root</code></td><td>clock</td></tr>"#),
+        run.contains(r#"<tr><td class="num">0</td><td><code>root</code></td><td>clock</td><td><a class="entry-link" href="/runs/run-1/entries/0">content</a></td></tr><tr><td class="num">1</td><td><code>root</code></td><td>clock</td><td><a class="entry-link" href="/runs/run-1/entries/1">content</a></td></tr>"#),
         "{run}"
     );
     let (status, _, _) = get(&format!("{base}/runs/..%2Fsessions")).await;
@@ -260,4 +263,146 @@ async fn a_viewer_without_a_call_log_says_how_to_give_it_one() {
     let (status, _, body) = get(&format!("{base}/calls")).await;
     assert_eq!(status, 404);
     assert!(body.contains("--calls FILE"), "{body}");
+}
+
+#[tokio::test]
+async fn a_long_session_has_a_summary_total_pages_a_last_page_and_turns_sorted_by_latency() {
+    use support::{AGENT, AGENT_TURNS, SLOWEST_TURN};
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let (status, _, body) = get(&format!("{base}/sessions/{AGENT}")).await;
+    assert_eq!(status, 200);
+    assert!(
+        body.contains(r#"<dd id="summary-models"><code>qwen-small</code></dd>"#),
+        "{body}"
+    );
+    assert!(
+        body.contains(&format!("page 1 of 3 · turns 1–20 of {AGENT_TURNS}")),
+        "{body}"
+    );
+    assert!(
+        body.contains(r#"<a class="last" href="/sessions/agent?turn=41">"#),
+        "{body}"
+    );
+    // A turn past the end is the last page, not an empty one.
+    let (_, _, last) = get(&format!("{base}/sessions/{AGENT}?turn=9999")).await;
+    assert!(
+        last.contains(&format!(
+            "page 3 of 3 · turns 41–{AGENT_TURNS} of {AGENT_TURNS}"
+        )),
+        "{last}"
+    );
+    let (status, _, sorted) = get(&format!("{base}/sessions/{AGENT}/turns?sort=latency")).await;
+    assert_eq!(status, 200);
+    let first_row = sorted.find("<tbody><tr>").unwrap();
+    assert!(
+        sorted[first_row..].starts_with(&format!(
+            r#"<tbody><tr><td class="num"><a class="turn-link" href="/sessions/agent?turn={SLOWEST_TURN}#turn-{SLOWEST_TURN}">{SLOWEST_TURN}</a>"#
+        )),
+        "{sorted}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_call_in_the_call_log_shows_on_its_session_and_the_call_table_filters() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let (_, _, body) = get(&format!("{base}/sessions/{}", support::AGENT)).await;
+    assert!(
+        body.contains(r#"<section class="failed-call" id="call-ctx00001">"#),
+        "{body}"
+    );
+    assert!(body.contains("the request exceeds the available context size"));
+    let (status, _, calls) = get(&format!("{base}/calls?session=agent")).await;
+    assert_eq!(status, 200);
+    assert!(calls.contains("1 call matches"), "{calls}");
+    assert!(
+        calls.contains(r#"<a class="session-link" href="/sessions/agent">agent</a>"#),
+        "{calls}"
+    );
+    let (_, _, failed) = get(&format!("{base}/calls?status=failed&model=qwen")).await;
+    assert!(failed.contains("2 calls match"), "{failed}");
+    let (_, _, run_b) = get(&format!("{base}/calls?run=run-b")).await;
+    assert!(run_b.contains("1 call matches"), "{run_b}");
+}
+
+#[tokio::test]
+async fn the_timeline_holds_every_conversation_of_the_session() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    // From either conversation, the same lanes.
+    for id in ["agent", "agent%3Aconv%3A2"] {
+        let (status, _, body) = get(&format!("{base}/sessions/{id}/timeline")).await;
+        assert_eq!(status, 200);
+        assert!(
+            body.contains(r#"<g class="lane" data-session="agent">"#),
+            "{body}"
+        );
+        assert!(
+            body.contains(r#"<g class="lane" data-session="agent:conv:2">"#),
+            "{body}"
+        );
+        assert!(body.contains("2 conversations"), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn a_fork_compares_with_its_parent_and_a_journal_entry_shows_its_content() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let fork = fixture.fork_id.replace(':', "%3A");
+    let (status, _, body) = get(&format!("{base}/compare/{fork}")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("They share their first 2 records."), "{body}");
+    assert!(body.contains("goes on."), "{body}");
+    let (status, _, _) = get(&format!("{base}/compare/demo")).await;
+    assert_eq!(status, 404);
+    let (status, _, entry) = get(&format!("{base}/runs/run-1/entries/2")).await;
+    assert_eq!(status, 200);
+    assert!(
+        entry.contains(r#"<code id="command">cargo test --quiet</code>"#),
+        "{entry}"
+    );
+    assert!(entry.contains("exit status 101"), "{entry}");
+    assert!(entry.contains("test result: FAILED"), "{entry}");
+    // A model call's request and response, resolved from the pools.
+    let (status, _, call) = get(&format!("{base}/runs/run-1/entries/3")).await;
+    assert_eq!(status, 200);
+    assert!(call.contains("Where is the vault?"), "{call}");
+    assert!(call.contains("In Lisbon."), "{call}");
+    assert!(call.contains("412 ms"), "{call}");
+    let (status, _, clock) = get(&format!("{base}/runs/run-1/entries/0")).await;
+    assert_eq!(status, 200);
+    assert!(clock.contains("entry-json"), "{clock}");
+    let (status, _, _) = get(&format!("{base}/runs/run-1/entries/99")).await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn search_finds_text_across_sessions_and_links_to_the_point() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let (status, _, body) = get(&format!("{base}/search?q=Lisbon")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(r#"href="/points/hostile%3A5""#), "{body}");
+    assert!(body.contains("<mark>Lisbon</mark>"), "{body}");
+    let (status, _, body) = get(&format!("{base}/search?q=%28&re=1")).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, _, body) = get(&format!("{base}/search?q=answer+4%5Cb&re=1")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("<mark>answer 4</mark>"), "{body}");
+}
+
+#[tokio::test]
+async fn the_live_poll_lists_the_forks_so_a_new_fork_appears() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let (_, _, before) = get(&format!("{base}/api/sessions/agent/records?after=999999")).await;
+    let before: serde_json::Value = serde_json::from_str(&before).unwrap();
+    assert_eq!(before["forks"], serde_json::json!([]));
+    let fork = fixture.fork("agent", "agent:3");
+    let (_, _, after) = get(&format!("{base}/api/sessions/agent/records?after=999999")).await;
+    let after: serde_json::Value = serde_json::from_str(&after).unwrap();
+    assert_eq!(after["forks"][0]["id"], fork.as_str());
+    assert_eq!(after["forks"][0]["point"], "agent:3");
 }

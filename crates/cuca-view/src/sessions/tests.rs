@@ -223,3 +223,126 @@ fn a_page_keeps_a_long_turn_clipped_and_counts_what_it_cut() {
     assert_eq!(page.turns[1].clipped, Clipped::default());
     assert_eq!(page.turns[1].records.len(), 7);
 }
+
+#[test]
+fn a_notes_only_tail_is_never_counted_as_a_turn_in_the_list_or_the_index() {
+    // Issue 33 item 7: "the list counts a notes-only block as a turn" — it no longer does.
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    session_of_turns(&backend, "s", 2);
+    let fork = backend.fork("s", "s:3").unwrap();
+    let config = ViewConfig::new(vec![dir.path().to_owned()]);
+    let rows = list(&config).unwrap();
+    let row = rows.iter().find(|r| r.id == "s").unwrap();
+    assert_eq!(row.n_turns, 2);
+    let index = crate::index::build(&backend, "s").unwrap();
+    assert_eq!(index.turns.len(), 2);
+    assert_eq!(index.notes_after, Some(14));
+    assert_eq!(
+        index.turns.iter().map(|t| t.number).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert!(rows.iter().any(|r| r.id == fork));
+}
+
+#[test]
+fn the_index_sorts_turns_and_finds_the_next_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let mut records = Vec::new();
+    for (turn, (ms, failed)) in [(300u64, false), (900, true), (100, false), (500, true)]
+        .into_iter()
+        .enumerate()
+    {
+        let base = records.len() as u64;
+        records.push(record("e", base, SessionEvent::Output { text: "x".into() }));
+        if failed {
+            records.push(record(
+                "e",
+                base + 1,
+                SessionEvent::CallIncomplete {
+                    reason: format!("turn {turn} broke"),
+                },
+            ));
+        }
+        let n = records.len() as u64;
+        records.push(record("e", n, SessionEvent::Latency { duration_ms: ms }));
+        records.push(record(
+            "e",
+            n + 1,
+            SessionEvent::TokenUsage {
+                prompt_tokens: 10 * (turn as u64 + 1),
+                completion_tokens: 1,
+            },
+        ));
+    }
+    append_all(&backend, &records);
+    let index = crate::index::build(&backend, "e").unwrap();
+    let by_latency: Vec<usize> = index
+        .sorted_by(crate::index::SortKey::Latency)
+        .iter()
+        .map(|t| t.number)
+        .collect();
+    assert_eq!(by_latency, [2, 4, 1, 3]);
+    let by_tokens: Vec<usize> = index
+        .sorted_by(crate::index::SortKey::Tokens)
+        .iter()
+        .map(|t| t.number)
+        .collect();
+    assert_eq!(by_tokens, [4, 3, 2, 1]);
+    assert_eq!(index.n_errors(), 2);
+    assert_eq!(index.next_error(0).map(|t| t.number), Some(2));
+    assert_eq!(index.next_error(2).map(|t| t.number), Some(4));
+    assert_eq!(index.next_error(4), None);
+    assert_eq!(
+        index.turns[1].error.as_deref(),
+        Some("incomplete call: turn 1 broke")
+    );
+}
+
+#[test]
+fn an_answer_echoed_back_as_the_next_request_is_marked_once() {
+    // Issue 33 item 4: "every answer shows twice on a proxy session page".
+    use cuca_events::Message;
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let events = [
+        SessionEvent::SystemPrompt {
+            text: "terse".into(),
+        },
+        SessionEvent::Message(Message::user("one")),
+        SessionEvent::Output { text: "Lis".into() },
+        SessionEvent::Output { text: "bon".into() },
+        SessionEvent::Latency { duration_ms: 1 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 1,
+            completion_tokens: 1,
+        },
+        SessionEvent::SystemPrompt {
+            text: "terse".into(),
+        },
+        SessionEvent::Message(Message::assistant("Lisbon")),
+        SessionEvent::Message(Message::user("two")),
+        SessionEvent::Message(Message::assistant("not the answer")),
+        SessionEvent::Output {
+            text: "Porto".into(),
+        },
+        SessionEvent::Latency { duration_ms: 1 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 1,
+            completion_tokens: 1,
+        },
+    ];
+    let records: Vec<_> = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| record("p", i as u64, e))
+        .collect();
+    append_all(&backend, &records);
+    let page = page(&backend, "p", 0, TURNS_PER_PAGE).unwrap();
+    assert!(page.turns[0].echoes.is_empty());
+    assert_eq!(page.turns[1].echoes, [6, 7]);
+    // The same holds on a page that starts at the second turn.
+    let later = super::page(&backend, "p", 1, TURNS_PER_PAGE).unwrap();
+    assert_eq!(later.turns[0].echoes, [6, 7]);
+}

@@ -3,7 +3,7 @@
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cuca_events::{Message, SessionBackend, SessionEvent};
 use cuca_store_file::FileBackend;
@@ -121,8 +121,13 @@ impl Fixture {
             r.timestamp_ms = 4_000_000_000_000 + r.sequence;
         }
         append_all(&backend, &hostile);
-        drop(backend);
 
+        append_all(&backend, &agent_session(AGENT, AGENT_TURNS, AGENT_T0, 0));
+        append_all(
+            &backend,
+            &agent_session(&format!("{AGENT}:conv:2"), 3, AGENT_T0 + 1_500, 1),
+        );
+        drop(backend);
         let calls = root.path().join("calls.jsonl");
         write_call_log(&calls);
         let runs = root.path().join("runs");
@@ -152,6 +157,50 @@ impl Fixture {
                 SessionEvent::Output { text: text.into() },
             ))
             .unwrap();
+    }
+
+    /// Appends one whole call to `session`, as a recorder streams it: a user message,
+    /// `n_blocks` Output blocks, Latency and TokenUsage. Returns the blocks' texts.
+    pub fn append_live_turn(&self, session: &str, n_blocks: usize) -> Vec<String> {
+        let backend = FileBackend::new(&self.sessions).unwrap();
+        let mut sequence = backend.replay(session).unwrap().len() as u64;
+        let mut push = |event: SessionEvent| {
+            backend.append(record(session, sequence, event)).unwrap();
+            sequence += 1;
+        };
+        push(SessionEvent::Message(Message::user("stream, please")));
+        let pieces: Vec<String> = (0..n_blocks).map(|i| format!("tok{i} ")).collect();
+        for piece in &pieces {
+            push(SessionEvent::Output {
+                text: piece.clone(),
+            });
+        }
+        push(SessionEvent::Latency { duration_ms: 321 });
+        push(SessionEvent::TokenUsage {
+            prompt_tokens: 7,
+            completion_tokens: n_blocks as u64,
+        });
+        pieces
+    }
+
+    /// Appends an Output record at `sequence` to `session`.
+    pub fn append_to(&self, session: &str, sequence: u64, text: &str) {
+        let backend = FileBackend::new(&self.sessions).unwrap();
+        backend
+            .append(record(
+                session,
+                sequence,
+                SessionEvent::Output { text: text.into() },
+            ))
+            .unwrap();
+    }
+
+    /// Forks `session` at `point`, as `cuca fork` does; returns the fork's id.
+    pub fn fork(&self, session: &str, point: &str) -> String {
+        FileBackend::new(&self.sessions)
+            .unwrap()
+            .fork(session, point)
+            .unwrap()
     }
 
     /// The next free sequence of `demo`.
@@ -199,6 +248,32 @@ fn write_call_log(path: &Path) {
     call("bad00001", "gemma", 429, 12, "rate limited", "");
     call("bad00002", "qwen", 500, 40, "<b>server</b> error", "");
     call("bad00003", "qwen", 0, 3000, "", "deadline");
+    // A proxy call in the agent session that failed over its context: it left no record in
+    // the session, only this row, whose `node` is the session.
+    let at = UNIX_EPOCH
+        + Duration::from_millis(AGENT_T0 + (FAILED_AFTER_TURN as u64 - 1) * TURN_MS + 500);
+    rows.push(Record {
+        ts: ts(at - Duration::from_millis(30)),
+        id: "ctx00001".into(),
+        run: "run-b".into(),
+        phase: PHASE_START.into(),
+        node: AGENT.into(),
+        tag: "proxy".into(),
+        model: "qwen-small".into(),
+        ..Default::default()
+    });
+    rows.push(Record {
+        ts: ts(at),
+        id: "ctx00001".into(),
+        run: "run-b".into(),
+        node: AGENT.into(),
+        tag: "proxy".into(),
+        model: "qwen-small".into(),
+        status: 400,
+        ms: 30,
+        error: "the request exceeds the available context size".into(),
+        ..Default::default()
+    });
     rows.push(Record {
         ts: ts(now - Duration::from_secs(125)),
         id: "inflight".into(),
@@ -236,6 +311,36 @@ fn write_journal_run(scratch: &Path, run_dir: &Path) {
         Some(Duration::from_secs(60)),
     );
     recorder.clock("root", Duration::from_secs(9), None);
+    recorder.shell(
+        "root",
+        &cuca_journal::ShellRun {
+            origin: cuca_journal::format::ShellOrigin::ShellTool,
+            command: "cargo test --quiet",
+            cwd: &workspace,
+            exit_status: Some(101),
+            stdout: "running 3 tests\ntest result: FAILED",
+            stderr: "error: test failed, to rerun pass `--lib`",
+        },
+    );
+    // Entry 3: a model call, its request and its answer.
+    let request = cuca_events::UnifiedRequest {
+        model: "gemma-tiny".into(),
+        ..cuca_events::UnifiedRequest::new(vec![Message::user("Where is the vault?")])
+    };
+    let response = cuca_events::UnifiedResponse {
+        model: "gemma-tiny-q4".into(),
+        provider: "llamacpp".into(),
+        content: vec![cuca_events::MessageContentBlock::text("In Lisbon.")],
+        finish_reason: Some("stop".into()),
+        ..Default::default()
+    };
+    recorder.model_io(
+        "root",
+        &request,
+        cuca_journal::format::RequestRole::AgentTurn,
+        &response,
+        Duration::from_millis(412),
+    );
     recorder.finish();
     std::fs::create_dir_all(run_dir).unwrap();
     cuca_journal::assemble(&workspace, run_dir)
@@ -254,4 +359,131 @@ pub async fn serve(config: cuca_view::ViewConfig) -> String {
             .unwrap();
     });
     format!("http://{address}")
+}
+
+/// A proxy-recorded agent session of several pages.
+pub const AGENT: &str = "agent";
+/// Its turns: three pages of twenty and a few.
+pub const AGENT_TURNS: usize = 47;
+/// Its first record's time (older than `hostile`, newer than the fixtures).
+pub const AGENT_T0: u64 = 3_000_000_000_000;
+/// Milliseconds between its turns' starts.
+pub const TURN_MS: u64 = 1_000;
+/// The turn that runs longest.
+pub const SLOWEST_TURN: usize = 33;
+/// The turn whose tool result failed with an exit code.
+pub const TOOL_TURN: usize = 5;
+/// The call-log failure sits after this turn.
+pub const FAILED_AFTER_TURN: usize = 12;
+
+/// An agent's session as `cuca proxy` records it with call metadata and tool results: each
+/// turn a system prompt, the previous answer echoed back as an assistant message, a user
+/// message, the call's metadata, streamed output, latency and tokens. Turn [`TOOL_TURN`]
+/// calls a tool whose result failed (exit code 2, with stdout and stderr); turn
+/// [`SLOWEST_TURN`] is the slowest.
+pub fn agent_session(
+    id: &str,
+    turns: usize,
+    t0: u64,
+    salt: u64,
+) -> Vec<cuca_events::SessionRecord> {
+    let mut out = Vec::new();
+    let mut push = |at: u64, event: SessionEvent| {
+        let mut r = record(id, out.len() as u64, event);
+        r.timestamp_ms = at;
+        out.push(r);
+    };
+    for turn in 1..=turns {
+        let at = t0 + (turn as u64 - 1) * TURN_MS;
+        let latency = if turn == SLOWEST_TURN && salt == 0 {
+            9_000
+        } else {
+            200 + (turn as u64 * 7) % 300
+        };
+        push(
+            at,
+            SessionEvent::SystemPrompt {
+                text: "You are a careful agent.".into(),
+            },
+        );
+        if turn > 1 {
+            push(
+                at,
+                SessionEvent::Message(Message::assistant(format!(
+                    "answer {} of conversation {salt}",
+                    turn - 1
+                ))),
+            );
+        }
+        if turn == TOOL_TURN + 1 && salt == 0 {
+            push(
+                at,
+                SessionEvent::ToolResult {
+                    tool_call_id: "call_ls".into(),
+                    content: "ls: cannot access 'missing': No such file or directory".into(),
+                    is_error: true,
+                    stdout: Some("listing /work".into()),
+                    stderr: Some("ls: cannot access 'missing'".into()),
+                    exit_code: Some(2),
+                },
+            );
+        }
+        push(
+            at,
+            SessionEvent::Message(Message::user(format!("step {turn}, please"))),
+        );
+        push(
+            at,
+            SessionEvent::CallRequest {
+                model: "qwen-small".into(),
+                parameters: "{}".into(),
+                tools: "[]".into(),
+                messages: turn as u64 * 2,
+            },
+        );
+        let end = at + latency;
+        push(
+            end,
+            SessionEvent::Output {
+                text: "answer ".into(),
+            },
+        );
+        push(
+            end,
+            SessionEvent::Output {
+                text: format!("{turn} of conversation {salt}"),
+            },
+        );
+        if turn == TOOL_TURN && salt == 0 {
+            push(
+                end,
+                SessionEvent::ToolCall {
+                    id: "call_ls".into(),
+                    name: "shell".into(),
+                    arguments: r#"{"cmd":"ls missing"}"#.into(),
+                },
+            );
+        }
+        push(
+            end,
+            SessionEvent::CallFinish {
+                finish_reason: Some("stop".into()),
+                model: "qwen-small".into(),
+            },
+        );
+        push(
+            end,
+            SessionEvent::Latency {
+                duration_ms: latency,
+            },
+        );
+        push(
+            end,
+            SessionEvent::TokenUsage {
+                prompt_tokens: 100 + turn as u64,
+                completion_tokens: 10 + turn as u64,
+            },
+        );
+    }
+    out
 }

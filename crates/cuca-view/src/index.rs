@@ -1,0 +1,288 @@
+//! One pass over a session that keeps a few numbers per turn: what its summary header, its
+//! pager (total pages, last page, go to turn N), its turns sorted by latency or tokens, its
+//! next-error links and its timeline are built from (issue 33 item 2).
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use cuca_events::{SessionBackend, SessionEvent};
+
+use crate::error::ViewError;
+
+/// What one turn (a model call) took, without its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TurnStat {
+    /// The turn's number, from 1, as every page shows it.
+    pub number: usize,
+    /// Its first record's sequence.
+    pub first_sequence: u64,
+    /// Its last record's sequence.
+    pub last_sequence: u64,
+    /// When the call started, milliseconds since the Unix epoch: its Latency record's time
+    /// less the latency, or its first record's time when it has no Latency.
+    pub start_ms: u64,
+    /// When the call ended: its last record's time.
+    pub end_ms: u64,
+    /// The call's wall time, when a Latency record says.
+    pub latency_ms: Option<u64>,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// The model asked for or answering, when call metadata says.
+    pub model: Option<String>,
+    /// What went wrong in it, in words, when something did (an incomplete call, a failed
+    /// tool); `None` for a clean turn.
+    pub error: Option<String>,
+    /// Whether a Latency + TokenUsage pair closed it.
+    pub complete: bool,
+}
+
+/// A session's turns and totals.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SessionIndex {
+    /// Records read.
+    pub n_records: u64,
+    /// Every turn, in order. A final block of notes only (a fork audit after the last call)
+    /// is not a turn and is not here.
+    pub turns: Vec<TurnStat>,
+    /// The sequence of the first record of a final notes-only block, when there is one.
+    pub notes_after: Option<u64>,
+    /// Every model named, sorted.
+    pub models: BTreeSet<String>,
+    /// The first record's time.
+    pub start_ms: Option<u64>,
+    /// The last record's time.
+    pub end_ms: Option<u64>,
+    /// The file's length when this index was made: a longer file is read again.
+    pub(crate) bytes: u64,
+}
+
+impl SessionIndex {
+    /// Prompt tokens over every turn.
+    pub fn prompt_tokens(&self) -> u64 {
+        self.turns.iter().map(|t| t.prompt_tokens).sum()
+    }
+
+    /// Completion tokens over every turn.
+    pub fn completion_tokens(&self) -> u64 {
+        self.turns.iter().map(|t| t.completion_tokens).sum()
+    }
+
+    /// Turns with an error.
+    pub fn n_errors(&self) -> usize {
+        self.turns.iter().filter(|t| t.error.is_some()).count()
+    }
+
+    /// The first turn with an error whose number is above `after`.
+    pub fn next_error(&self, after: usize) -> Option<&TurnStat> {
+        self.turns
+            .iter()
+            .find(|t| t.number > after && t.error.is_some())
+    }
+
+    /// The turn numbers sorted by `key`, largest first, ties by number.
+    pub fn sorted_by(&self, key: SortKey) -> Vec<&TurnStat> {
+        let mut turns: Vec<&TurnStat> = self.turns.iter().collect();
+        turns.sort_by(|a, b| {
+            key.of(b)
+                .cmp(&key.of(a))
+                .then_with(|| a.number.cmp(&b.number))
+        });
+        turns
+    }
+}
+
+/// What turns can be sorted by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    /// Wall time, slowest first.
+    Latency,
+    /// Prompt plus completion tokens, most first.
+    Tokens,
+}
+
+impl SortKey {
+    /// The key's value for one turn.
+    pub fn of(self, turn: &TurnStat) -> u64 {
+        match self {
+            SortKey::Latency => turn.latency_ms.unwrap_or(0),
+            SortKey::Tokens => turn.prompt_tokens + turn.completion_tokens,
+        }
+    }
+
+    /// The word in a URL (`?sort=latency`).
+    pub fn word(self) -> &'static str {
+        match self {
+            SortKey::Latency => "latency",
+            SortKey::Tokens => "tokens",
+        }
+    }
+
+    /// The key a URL word names.
+    pub fn parse(word: &str) -> Option<SortKey> {
+        match word {
+            "latency" => Some(SortKey::Latency),
+            "tokens" => Some(SortKey::Tokens),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a record is a note (not part of a call): a block of notes only is not a turn.
+pub(crate) fn is_note(event: &SessionEvent) -> bool {
+    matches!(
+        event,
+        SessionEvent::Fork { .. } | SessionEvent::ModelSwap { .. }
+    )
+}
+
+/// What a record says went wrong, when it says so.
+pub(crate) fn error_of(event: &SessionEvent) -> Option<String> {
+    match event {
+        SessionEvent::CallIncomplete { reason } => Some(format!("incomplete call: {reason}")),
+        SessionEvent::ToolResult {
+            is_error,
+            exit_code,
+            tool_call_id,
+            ..
+        } if *is_error || exit_code.is_some_and(|code| code != 0) => Some(match exit_code {
+            Some(code) => format!("tool result for {tool_call_id} failed (exit code {code})"),
+            None => format!("tool result for {tool_call_id} failed"),
+        }),
+        _ => None,
+    }
+}
+
+/// The turn being read.
+#[derive(Debug, Default)]
+struct Open {
+    first_sequence: Option<u64>,
+    last_sequence: u64,
+    first_ms: u64,
+    end_ms: u64,
+    latency: Option<(u64, u64)>,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    model: Option<String>,
+    error: Option<String>,
+    content: bool,
+}
+
+impl Open {
+    fn close(self, number: usize, complete: bool) -> TurnStat {
+        TurnStat {
+            number,
+            first_sequence: self.first_sequence.unwrap_or(0),
+            last_sequence: self.last_sequence,
+            start_ms: self
+                .latency
+                .map_or(self.first_ms, |(at, ms)| at.saturating_sub(ms)),
+            end_ms: self.end_ms,
+            latency_ms: self.latency.map(|(_, ms)| ms),
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            model: self.model,
+            error: self.error,
+            complete,
+        }
+    }
+}
+
+/// Reads the whole of `session` once and indexes its turns (seed 001's segmentation: a turn
+/// ends at a Latency immediately followed by a TokenUsage).
+pub fn build(backend: &dyn SessionBackend, session: &str) -> Result<SessionIndex, ViewError> {
+    let mut index = SessionIndex::default();
+    let mut open = Open::default();
+    let mut last_was_latency = false;
+    backend.replay_each(session, &mut |record| {
+        index.n_records += 1;
+        let at = record.timestamp_ms;
+        index.start_ms = Some(index.start_ms.map_or(at, |s| s.min(at)));
+        index.end_ms = Some(index.end_ms.map_or(at, |e| e.max(at)));
+        let event = &record.event;
+        if open.first_sequence.is_none() {
+            open.first_sequence = Some(record.sequence);
+            open.first_ms = at;
+        }
+        open.last_sequence = record.sequence;
+        open.end_ms = at;
+        open.content |= !is_note(event);
+        match event {
+            SessionEvent::Latency { duration_ms } => open.latency = Some((at, *duration_ms)),
+            SessionEvent::TokenUsage {
+                prompt_tokens,
+                completion_tokens,
+            } => {
+                open.prompt_tokens += prompt_tokens;
+                open.completion_tokens += completion_tokens;
+            }
+            SessionEvent::CallRequest { model, .. } | SessionEvent::CallFinish { model, .. }
+                if !model.is_empty() =>
+            {
+                if !index.models.contains(model) {
+                    index.models.insert(model.clone());
+                }
+                if open.model.is_none() {
+                    open.model = Some(model.clone());
+                }
+            }
+            _ => {}
+        }
+        if let Some(error) = error_of(event) {
+            open.error.get_or_insert(error);
+        }
+        let closes = last_was_latency && matches!(event, SessionEvent::TokenUsage { .. });
+        last_was_latency = matches!(event, SessionEvent::Latency { .. });
+        if closes {
+            let number = index.turns.len() + 1;
+            index
+                .turns
+                .push(std::mem::take(&mut open).close(number, true));
+        }
+        Ok(())
+    })?;
+    if open.first_sequence.is_some() {
+        if open.content {
+            let number = index.turns.len() + 1;
+            index.turns.push(open.close(number, false));
+        } else {
+            index.notes_after = open.first_sequence;
+        }
+    }
+    Ok(index)
+}
+
+/// How many indexes the process keeps: a few sessions being read at once.
+const CACHED: usize = 8;
+
+/// The indexes made most recently, newest last: a session being paged through is read once,
+/// not once per page, and read again when its file has grown.
+static CACHE: Mutex<Vec<(String, Arc<SessionIndex>)>> = Mutex::new(Vec::new());
+
+/// The index of `session` in `backend`, from the cache when the file has not changed length.
+pub fn of(
+    backend: &cuca_store_file::FileBackend,
+    session: &str,
+) -> Result<Arc<SessionIndex>, ViewError> {
+    let bytes = backend.bytes_on_disk(session)?;
+    let key = format!("{}\u{0}{session}", backend.dir().display());
+    {
+        let cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, index)) = cache.iter().find(|(k, i)| *k == key && i.bytes == bytes) {
+            return Ok(Arc::clone(index));
+        }
+    }
+    let mut index = build(backend, session)?;
+    index.bytes = bytes;
+    let index = Arc::new(index);
+    let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+    cache.retain(|(k, _)| *k != key);
+    if cache.len() >= CACHED {
+        cache.remove(0);
+    }
+    cache.push((key, Arc::clone(&index)));
+    Ok(index)
+}
