@@ -664,6 +664,10 @@ fn record_group(group: &[RecordView]) -> Markup {
                 details { summary { "wire format " code { (format) } " · " (seq_label) }
                     pre { (pretty_json(wire)) } } }
         },
+        SessionEvent::RequestDigest { sha256 } => html! {
+            div.rec.meta.request-digest { (anchors(group))
+                div.who { "request digest · " (seq_label) " · " code { (sha256) } } }
+        },
         other => html! {
             div.rec.meta { (anchors(group)) div.who { (other.kind()) " · " (seq_label) } pre { (format!("{other:?}")) } }
         },
@@ -897,6 +901,9 @@ fn event_text(event: &SessionEvent) -> String {
         ),
         SessionEvent::CallIncomplete { reason } => format!("incomplete: {reason}"),
         SessionEvent::CallWire { format, .. } => format!("{format} wire fields"),
+        SessionEvent::RequestDigest { sha256 } => {
+            format!("request digest {}", sha256.get(..12).unwrap_or(sha256))
+        }
         other => format!("{other:?}"),
     }
 }
