@@ -571,7 +571,41 @@ pub(crate) fn replay(
                 .unwrap_or_else(|_| Err(CliError::Failed("the outline reader panicked".into())));
             printed.and(ahead)
         })?;
+        if turn.is_none() && at.is_none() {
+            write_conversations(&mut out, &backend, session)?;
+        }
     }
     out.flush()?;
+    Ok(())
+}
+
+/// After a whole base session, the other conversations it holds (issue 30: a session holds
+/// conversations, each its own session `{base}:conv:{n}`), each with the line that replays it.
+fn write_conversations(
+    out: &mut impl Write,
+    backend: &FileBackend,
+    session: &str,
+) -> Result<(), CliError> {
+    let mut conversations: Vec<(u64, String)> = backend
+        .sessions()?
+        .into_iter()
+        .filter_map(|id| match cuca::conversation_parent(&id) {
+            Some((base, n)) if base == session => Some((n, id)),
+            _ => None,
+        })
+        .collect();
+    conversations.sort();
+    if conversations.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "Session {} holds {} more: replay each on its own:",
+        line(&format!("{session:?}")),
+        count(conversations.len() as u64, "conversation", "conversations")
+    )?;
+    for (_, id) in &conversations {
+        writeln!(out, "  cuca replay {} {}", line(&backend.dir().display().to_string()), line(id))?;
+    }
     Ok(())
 }
