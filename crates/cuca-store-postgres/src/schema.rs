@@ -24,6 +24,13 @@ use crate::error::Error;
 ///   unique key alone would let a lower sequence land after a higher one), and as the
 ///   identity value is drawn under it, `position` order is sequence order within a session.
 ///   `SET search_path FROM CURRENT` pins the function to the schema it was made in.
+/// * (3) `cuca_append_batch` appends many records in one statement (one round trip, one
+///   commit): each row through `cuca_append`, in array order, so each keeps the sequence rule.
+///   Per row it returns NULL (stored), the session's highest sequence (refused), or -1 (not
+///   tried: an earlier row of the same session in the batch was refused, and a session must
+///   not gain records past a hole). With `p_retry` (the batch is sent again after a broken
+///   connection, so its first send may have committed) a row whose exact bytes are already
+///   stored at its sequence counts as stored.
 pub(crate) const MIGRATIONS: &[(i32, &str)] = &[
     (
     1,
@@ -60,6 +67,44 @@ pub(crate) const MIGRATIONS: &[(i32, &str)] = &[
             INSERT INTO cuca_session_records (session_id, sequence, kind, timestamp_ms, record)
                 VALUES (p_session_id, p_sequence, p_kind, p_timestamp_ms, p_record);
             RETURN NULL;
+        END
+        $cuca$;",
+    ),
+    (
+        3,
+        "CREATE FUNCTION cuca_append_batch(
+            p_session_ids text[], p_sequences bigint[], p_kinds text[], p_timestamps bigint[],
+            p_records bytea[], p_retry boolean
+        ) RETURNS bigint[]
+        LANGUAGE plpgsql
+        SET search_path FROM CURRENT
+        AS $cuca$
+        DECLARE
+            answers bigint[] := '{}';
+            refused text[] := '{}';
+            stored bigint;
+            mine bytea;
+        BEGIN
+            FOR i IN 1 .. coalesce(array_length(p_session_ids, 1), 0) LOOP
+                IF p_session_ids[i] = ANY(refused) THEN
+                    answers := array_append(answers, -1::bigint);
+                    CONTINUE;
+                END IF;
+                IF p_retry THEN
+                    SELECT record INTO mine FROM cuca_session_records
+                        WHERE session_id = p_session_ids[i] AND sequence = p_sequences[i];
+                    IF mine IS NOT NULL AND mine = p_records[i] THEN
+                        answers := array_append(answers, NULL::bigint);
+                        CONTINUE;
+                    END IF;
+                END IF;
+                stored := cuca_append(p_session_ids[i], p_sequences[i], p_kinds[i], p_timestamps[i], p_records[i]);
+                IF stored IS NOT NULL THEN
+                    refused := array_append(refused, p_session_ids[i]);
+                END IF;
+                answers := array_append(answers, stored);
+            END LOOP;
+            RETURN answers;
         END
         $cuca$;",
     ),
