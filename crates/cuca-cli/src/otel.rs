@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cuca::otel::opentelemetry_proto::tonic::trace::v1::Span;
 use cuca::otel::{self, ExportOptions, Exporter};
-use cuca::{FileBackend, SessionBackend};
+use cuca::SessionBackend;
 use serde_json::json;
 
 use crate::error::CliError;
@@ -20,9 +20,9 @@ pub(crate) struct ExportOtlpArgs {
     /// unless the URL already ends with it).
     #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
     endpoint: String,
-    /// A directory of `.cslog` files: every session in it becomes a trace.
-    #[arg(long, value_name = "DIR")]
-    sessions: Option<PathBuf>,
+    /// A directory of `.cslog` files, or a PostgreSQL URL: every session in it becomes a trace.
+    #[arg(long, value_name = "STORE")]
+    sessions: Option<crate::store::StoreArg>,
     /// A call log (`calls.jsonl`): every run in it becomes a trace.
     #[arg(long, value_name = "FILE")]
     calls: Option<PathBuf>,
@@ -69,7 +69,7 @@ fn now_ms() -> u64 {
 }
 
 /// `cuca export-otlp`.
-pub(crate) fn run(args: &ExportOtlpArgs) -> Result<(), CliError> {
+pub(crate) fn run(args: &ExportOtlpArgs, schema: Option<&str>) -> Result<(), CliError> {
     if args.sessions.is_none() && args.calls.is_none() {
         return Err(CliError::Usage(
             "nothing to export: give --sessions DIR, --calls FILE, or both".to_owned(),
@@ -102,8 +102,8 @@ pub(crate) fn run(args: &ExportOtlpArgs) -> Result<(), CliError> {
         pending: Vec::new(),
         summary: Summary::default(),
     };
-    if let Some(dir) = &args.sessions {
-        session_spans(dir, &options, &mut sink)?;
+    if let Some(store) = &args.sessions {
+        session_spans(&store.open(schema, false)?, &options, &mut sink)?;
     }
     if let Some(file) = &args.calls {
         call_spans(file, &options, &mut sink)?;
@@ -157,17 +157,15 @@ impl Sink<'_> {
     }
 }
 
-fn session_spans(dir: &Path, options: &ExportOptions, sink: &mut Sink<'_>) -> Result<(), CliError> {
-    // A typo in a directory name must not read as an empty store (FileBackend would create it).
-    if !dir.is_dir() {
-        return Err(CliError::Usage(format!(
-            "sessions directory {} is not a directory",
-            dir.display()
-        )));
-    }
-    let backend = FileBackend::new(dir)?;
-    let ids = backend.sessions()?;
-    let backend: Arc<dyn SessionBackend> = Arc::new(backend);
+fn session_spans(
+    store: &crate::store::Store,
+    options: &ExportOptions,
+    sink: &mut Sink<'_>,
+) -> Result<(), CliError> {
+    // `StoreArg::open` refused a directory that does not exist: a typo must not read as an
+    // empty store.
+    let ids = store.backend().sessions()?;
+    let backend: Arc<dyn SessionBackend> = store.shared();
     for id in ids {
         match otel::session_spans(Arc::clone(&backend), &id, options) {
             Ok(export) if export.skipped_by_since => sink.summary.sessions_skipped += 1,

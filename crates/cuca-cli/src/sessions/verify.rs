@@ -1,14 +1,15 @@
 //! `cuca verify DIR [SESSION…]`: scan session files and report damage.
 
 use std::io::Write;
-use std::path::Path;
 
 use cuca::store_file::{ScanSummary, Verdict};
-use cuca::SessionBackend;
 use serde_json::json;
 
-use super::{count, open_dir, recovered_line, require_session, skim_row, stdout, Scanned};
+use super::{
+    count, missing, recovered_line, require_session, skim_row, stdout, stored_row, Scanned,
+};
 use crate::error::CliError;
+use crate::store::Store;
 use crate::term::line;
 use crate::ui;
 
@@ -40,6 +41,12 @@ fn report_json(session: &str, scanned: &Scanned) -> serde_json::Value {
                 "refused_reason": refused_reason,
             })
         }
+        Scanned::Stored { n_records, refused } => json!({
+            "session": session,
+            "verdict": scanned.verdict_word(),
+            "records": n_records,
+            "refused_reason": refused,
+        }),
         Scanned::Unreadable {
             path,
             n_records,
@@ -75,6 +82,12 @@ fn write_report(out: &mut impl Write, session: &str, scanned: &Scanned) -> Resul
         Scanned::Read(summary) => summary,
         Scanned::Unreadable { reason, .. } => {
             writeln!(out, "  refused: cannot be read through: {}", line(reason))?;
+            return Ok(());
+        }
+        Scanned::Stored { refused, .. } => {
+            if let Some(reason) = refused {
+                writeln!(out, "  refused: {}", line(reason))?;
+            }
             return Ok(());
         }
     };
@@ -175,14 +188,20 @@ impl Calls {
 }
 
 /// `cuca verify DIR [SESSION…]`.
-pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), CliError> {
-    let backend = open_dir(dir)?;
+pub(crate) fn verify(store: &Store, named: &[String], as_json: bool) -> Result<(), CliError> {
+    let all = store.backend().sessions()?;
     let ids = if named.is_empty() {
-        backend.sessions()?
+        all
     } else {
         // Every name is checked before any scan, so a typo fails fast and alone.
         for session in named {
-            require_session(&backend, session)?;
+            match store.file() {
+                Some(backend) => require_session(backend, session)?,
+                None if all.binary_search(session).is_err() => {
+                    return Err(missing(store.describe(), session))
+                }
+                None => {}
+            }
         }
         named.to_vec()
     };
@@ -196,7 +215,12 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
         // Records are counted by the scan and kept by no one: memory is one read chunk,
         // whatever the session's length.
         let mut calls = Calls::default();
-        let scanned = skim_row(&backend, session, &mut |kind| calls.see(kind))?;
+        let scanned = match store.file() {
+            Some(backend) => skim_row(backend, session, &mut |kind| calls.see(kind))?,
+            None => stored_row(store.backend(), session, &mut |record| {
+                calls.see(record.event.kind());
+            }),
+        };
         n_incomplete += calls.incomplete + u64::from(calls.open_at_end);
         bar.inc(1);
         n_records += scanned.n_records();
@@ -241,7 +265,7 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
         return Err(CliError::Failed(format!(
             "{refused} of {} in {} {} damaged where a load refuses (see the lines above)",
             count(ids.len() as u64, "session", "sessions"),
-            dir.display(),
+            store.describe(),
             if refused == 1 { "is" } else { "are" }
         )));
     }
