@@ -120,6 +120,8 @@ pub(crate) fn run(args: &ProxyArgs, schema: Option<&str>) -> Result<(), CliError
     config.shutdown_grace = args.shutdown_grace;
     args.matching.apply(&mut config)?;
     let store = args.store.open_for_recording(schema)?;
+    // A database may restart under a running fleet: its callers are answered all the same.
+    config.answer_unrecorded = store.file().is_none();
     let proxy = open_store(config, &store)?;
     let runtime = runtime()?;
     runtime.block_on(async {

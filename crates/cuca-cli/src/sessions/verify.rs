@@ -227,6 +227,7 @@ pub(crate) fn verify(store: &Store, named: &[String], as_json: bool) -> Result<(
         n_bytes += scanned.file_len();
         match &scanned {
             Scanned::Read(summary) if summary.verdict == Verdict::Clean => clean += 1,
+            Scanned::Stored { refused: None, .. } => clean += 1,
             Scanned::Read(summary) if summary.verdict == Verdict::Recovered => {
                 recovered += 1;
                 bar.suspend(|| ui::warn(&recovered_line(session, summary)));
