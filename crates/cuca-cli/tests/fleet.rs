@@ -433,7 +433,7 @@ fn a_proxy_killed_mid_stream_leaves_a_session_another_continues() {
     let (answers, errors) = driven(drive(&python, &format!("http://{address}"), "k", 1, 1));
     assert!(errors.is_empty(), "{errors:?}");
     let expected = answer_words("k-s0 call 0", 5).concat();
-    assert_eq!(answers["k-s0"], [expected.clone()]);
+    assert_eq!(answers["k-s0"], std::slice::from_ref(&expected));
     assert_eq!(recorded_answers(&store, "k-s0").last(), Some(&expected));
     let replay = cuca_out(&["replay", &url, "--schema", &schema, "k-s0"]);
     assert!(
