@@ -30,23 +30,25 @@ pub enum Durability {
     /// wait their turn on the one connection).
     #[default]
     Commit,
-    /// Records of streamed blocks (`Reasoning`, `Output`, `ToolCall`) of a session this
-    /// backend has appended to before return as soon as they are queued, in order, for the
-    /// connection thread, which writes everything queued in one statement and one commit;
-    /// every other record (a call's request records, its closing `Latency`, `TokenUsage`,
-    /// `CallFinish`, `CallIncomplete`, `CallWire`, …) returns only after it **and every record
-    /// queued before it** committed. So a block's `Ok` means "accepted, in order": it is
-    /// stored when the next non-block append of its session (or any replay, fork or listing
-    /// through this backend) returns `Ok`; a call whose closing record is acknowledged is
-    /// stored whole. A block that is accepted but then not stored (the server went away, or
-    /// another writer took its sequence) makes the session's next append fail with
-    /// [`crate::Error::NotStored`] naming every record lost, and nothing is stored in the
-    /// session after the hole until that error was returned. A sequence at or below the
-    /// last one this backend appended is still refused at once with
+    /// A call's records between its messages and its `TokenUsage` — the streamed blocks
+    /// (`Reasoning`, `Output`, `ToolCall`) and the call's bookkeeping (`CallRequest`,
+    /// `CallFinish`, `CallIncomplete`, `CallWire`, `Latency`) — of a session this backend has
+    /// appended to before return as soon as they are queued, in order, for the connection
+    /// thread, which writes everything queued in one statement and one commit. Every other
+    /// record (`SystemPrompt`, `Message`, `ToolResult`: what a writer counts to know what is
+    /// recorded; `TokenUsage`, the record that closes a turn; anything newer) returns only
+    /// after it **and every record queued before it** committed. So a queued record's `Ok`
+    /// means "accepted, in order": it is stored when the next waiting append of its session
+    /// (or any replay, fork or listing through this backend) returns `Ok`, and a call whose
+    /// `TokenUsage` is acknowledged is stored whole. A record that is accepted but then not
+    /// stored (the server went away, or another writer took its sequence) makes the session's
+    /// next append fail with [`crate::Error::NotStored`] naming every record lost, and nothing
+    /// is stored in the session after the hole until that error was returned. A sequence at
+    /// or below the last one this backend appended is still refused at once with
     /// [`PluginError::SequenceTaken`]; one taken meanwhile by another process is learnt late,
     /// as `NotStored`. Records still queued when the backend is dropped are written first; a
-    /// process killed with records queued loses those (never a record whose session's later
-    /// non-block append was acknowledged).
+    /// process killed with records queued loses those (never one whose session's later
+    /// waiting append was acknowledged).
     Pipelined,
 }
 

@@ -174,12 +174,7 @@ impl PostgresBackend {
             tails.remove(&session_id);
             return Err(lost.into_error(&session_id, &self.host));
         }
-        let block = matches!(
-            record.event,
-            SessionEvent::Reasoning { .. }
-                | SessionEvent::Output { .. }
-                | SessionEvent::ToolCall { .. }
-        );
+        let block = pipelines(&record.event);
         let jobs = self.jobs.as_ref().ok_or_else(|| self.gone())?;
         if let (true, Some(&tail)) = (block, tails.get(&session_id)) {
             if record.sequence <= tail {
@@ -271,6 +266,25 @@ impl Drop for PostgresBackend {
             let _ = thread.join();
         }
     }
+}
+
+/// Whether [`Durability::Pipelined`] queues a record of this kind without waiting: the
+/// records of a call between its messages and its `TokenUsage` (the streamed blocks and the
+/// call's own bookkeeping). A session's prompts, messages and tool results (what a writer
+/// counts to know what is recorded), its `TokenUsage` (the record that closes a turn), forks
+/// and any kind added later wait for their commit.
+fn pipelines(event: &SessionEvent) -> bool {
+    matches!(
+        event,
+        SessionEvent::Reasoning { .. }
+            | SessionEvent::Output { .. }
+            | SessionEvent::ToolCall { .. }
+            | SessionEvent::CallRequest { .. }
+            | SessionEvent::CallFinish { .. }
+            | SessionEvent::CallIncomplete { .. }
+            | SessionEvent::CallWire { .. }
+            | SessionEvent::Latency { .. }
+    )
 }
 
 impl SessionBackend for PostgresBackend {

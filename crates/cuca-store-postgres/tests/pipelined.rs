@@ -47,7 +47,10 @@ fn a_closing_record_acknowledges_every_block_queued_before_it() {
         .append(record(
             "call",
             1001,
-            SessionEvent::Latency { duration_ms: 5 },
+            SessionEvent::TokenUsage {
+                prompt_tokens: 1,
+                completion_tokens: 1,
+            },
         ))
         .unwrap();
     let other = PostgresBackend::connect(
@@ -108,7 +111,14 @@ fn a_block_accepted_but_not_stored_is_reported_by_the_next_append() {
     backend.append(output("s", 1)).unwrap();
     backend.append(output("s", 2)).unwrap();
     let error = backend
-        .append(record("s", 3, SessionEvent::Latency { duration_ms: 1 }))
+        .append(record(
+            "s",
+            3,
+            SessionEvent::TokenUsage {
+                prompt_tokens: 1,
+                completion_tokens: 1,
+            },
+        ))
         .unwrap_err();
     let PluginError::Backend { source, .. } = &error else {
         panic!("{error:?}")
@@ -127,7 +137,7 @@ fn a_block_accepted_but_not_stored_is_reported_by_the_next_append() {
         "{typed:?}"
     );
     assert!(error.to_string().contains("another writer"), "{error}");
-    // Only the other writer's records and the first block are there: the Latency was refused.
+    // Only the other writer's records and the first block are there: the TokenUsage was refused.
     let texts: Vec<u64> = other
         .replay("s")
         .unwrap()
@@ -137,7 +147,14 @@ fn a_block_accepted_but_not_stored_is_reported_by_the_next_append() {
     assert_eq!(texts, [0, 1, 2]);
     // Reported once: the writer carries on after the real tail.
     backend
-        .append(record("s", 3, SessionEvent::Latency { duration_ms: 1 }))
+        .append(record(
+            "s",
+            3,
+            SessionEvent::TokenUsage {
+                prompt_tokens: 1,
+                completion_tokens: 1,
+            },
+        ))
         .unwrap();
     assert_eq!(other.replay("s").unwrap().len(), 4);
     drop(other);
@@ -161,7 +178,10 @@ fn fifty_concurrent_sessions_each_keep_their_order() {
                     .append(record(
                         &session,
                         200,
-                        SessionEvent::Latency { duration_ms: 1 },
+                        SessionEvent::TokenUsage {
+                            prompt_tokens: 1,
+                            completion_tokens: 1,
+                        },
                     ))
                     .unwrap();
             });
