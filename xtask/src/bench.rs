@@ -167,6 +167,15 @@ const TARGETS: &[Target] = &[
         ],
         full_env: &[],
     },
+    // Recording into PostgreSQL through the proxy, against a FileBackend (issue 34); without
+    // CUCA_PG_URL it prints why and its rows say "not run".
+    Target {
+        package: "cuca-proxy",
+        bench: "postgres",
+        quick: Quick::Whole,
+        quick_env: &[],
+        full_env: &[],
+    },
     // PostgreSQL rows run only when CUCA_PG_URL is set; the in-memory and file rows always.
     Target {
         package: "cuca-store-postgres",
@@ -263,7 +272,7 @@ use Source::{CalllogP99, CliScale, Criterion as C, Interleaved as I, JournalRss,
 
 /// The results files benches write beside `peers-sizes.json`, read whole into
 /// [`Results::json`] for [`Source::Json`] rows.
-const RESULT_FILES: &[&str] = &["clients-interleaved", "proxy-ttfb"];
+const RESULT_FILES: &[&str] = &["clients-interleaved", "proxy-ttfb", "proxy-postgres"];
 
 /// A figure of the clients bench's interleaved comparison.
 const fn k(group: &'static str, contender: &'static str) -> Source {
@@ -346,6 +355,10 @@ const ROWS: &[Row] = &[
     row("recording proxy, time to first byte", C("proxy_ttfb/recording"), "direct to upstream", C("proxy_ttfb/direct"), Cost, Info),
     row("what the recording proxy adds to time to first byte, p99", Source::JsonDiff("proxy-ttfb", "p99", "recording", "direct"), "direct to upstream, p99", Source::Json("proxy-ttfb", "p99", "direct"), Cost, Below(1e6)),
     row("what the recording proxy adds to time to first byte, p99", Source::JsonDiff("proxy-ttfb", "p99", "recording", "passthrough"), "pass-through proxy, p99", Source::Json("proxy-ttfb", "p99", "passthrough"), Cost, Info),
+    // Issue 34: recording into PostgreSQL (pipelined) costs a caller ≤ 2× recording into a file.
+    row("proxy recording a 1,000-chunk stream into PostgreSQL", Source::Json("proxy-postgres", "stream_1000", "postgres"), "into a FileBackend", Source::Json("proxy-postgres", "stream_1000", "file"), Cost, AtMost(2.0)),
+    row("proxy recording a 1,000-chunk stream, a commit per record", Source::Json("proxy-postgres", "stream_1000", "postgres_commit"), "into a FileBackend", Source::Json("proxy-postgres", "stream_1000", "file"), Cost, Info),
+    row("50 concurrent 1,000-chunk streams on 50 sessions into PostgreSQL", Source::Json("proxy-postgres", "parallel_50", "postgres"), "into a FileBackend", Source::Json("proxy-postgres", "parallel_50", "file"), Cost, AtMost(2.0)),
     // Issue 30: 8 parallel streamed calls through one base URL (8 conversations of one
     // session) take at most 1.2× the wall time of the same calls made directly.
     row("8 parallel streamed calls, one base URL, recording", C("proxy_parallel/recording"), "the same 8 calls direct to upstream", C("proxy_parallel/direct"), Cost, AtMost(1.2)),

@@ -40,8 +40,9 @@
 //! It never repairs a file unasked: `verify` reports damage, `repair` is the one command that
 //! rewrites a damaged session (into a new file, the old one kept aside), and `import` refuses
 //! to write into a session that exists. It does not talk to a model server (recording is the library's job,
-//! see `fixtures/sessions/README.md`). It reads sessions from `FileBackend` directories only,
-//! not from PostgreSQL. `cuca serve` serves assembled records and nothing else: no listing,
+//! see `fixtures/sessions/README.md`). It reads sessions from `FileBackend` directories and,
+//! with the default `postgres` feature, from PostgreSQL (`--store postgres://…`, `--schema`);
+//! `compact` and `repair` work on directories only. `cuca serve` serves assembled records and nothing else: no listing,
 //! no authentication, so keep it on loopback or behind a proxy.
 #![forbid(unsafe_code)]
 
@@ -62,6 +63,7 @@ mod repair;
 mod run;
 mod serve;
 mod sessions;
+mod store;
 mod term;
 mod ui;
 mod view;
@@ -82,6 +84,10 @@ pub use sessions::{fork_parent, kinds_line};
                   1 damage a load refuses or a failed operation, 2 usage errors."
 )]
 pub struct Cli {
+    /// The PostgreSQL schema of a `postgres://…` store (default `cuca`); one schema per fleet,
+    /// tenant or environment.
+    #[arg(long, global = true, value_name = "NAME")]
+    schema: Option<String>,
     #[command(subcommand)]
     command: Command,
     /// Never page: write straight to stdout even on a terminal (piped output never pages).
@@ -94,8 +100,9 @@ pub struct Cli {
 enum Command {
     /// One row per session in DIR: records, bytes on disk, first/last time, forks.
     Sessions {
-        /// A directory of `.cslog` files.
-        dir: PathBuf,
+        /// A directory of `.cslog` files, or a PostgreSQL URL (`postgres://…`).
+        #[arg(value_name = "STORE")]
+        store: store::StoreArg,
         /// JSON Lines, one object per session.
         #[arg(long)]
         json: bool,
@@ -108,8 +115,9 @@ enum Command {
     },
     /// The records of one session, one line each.
     Show {
-        /// A directory of `.cslog` files.
-        dir: PathBuf,
+        /// A directory of `.cslog` files, or a PostgreSQL URL (`postgres://…`).
+        #[arg(value_name = "STORE")]
+        store: store::StoreArg,
         /// The session id.
         session: String,
         /// Per-kind counts only ("SystemPrompt 1, Message 1, Reasoning 72, …").
@@ -121,8 +129,9 @@ enum Command {
     },
     /// A session's turns through SessionReplay: system prompts, messages, blocks, completion.
     Replay {
-        /// A directory of `.cslog` files.
-        dir: PathBuf,
+        /// A directory of `.cslog` files, or a PostgreSQL URL (`postgres://…`).
+        #[arg(value_name = "STORE")]
+        store: store::StoreArg,
         /// The session id.
         session: String,
         /// Only this turn, numbered from 1 (as `cuca grep` and the viewer number them).
@@ -138,8 +147,9 @@ enum Command {
     /// Where two sessions part (a fork and its parent): the records they share, the first
     /// difference, then both tails side by side.
     Diff {
-        /// A directory of `.cslog` files.
-        dir: PathBuf,
+        /// A directory of `.cslog` files, or a PostgreSQL URL (`postgres://…`).
+        #[arg(value_name = "STORE")]
+        store: store::StoreArg,
         /// The first session.
         a: String,
         /// The second session.
@@ -150,8 +160,9 @@ enum Command {
     },
     /// Branch a session at POINT_ID; prints the new session id.
     Fork {
-        /// A directory of `.cslog` files.
-        dir: PathBuf,
+        /// A directory of `.cslog` files, or a PostgreSQL URL (`postgres://…`).
+        #[arg(value_name = "STORE")]
+        store: store::StoreArg,
         /// `{session}:{sequence}`; the session is the part before the last `:`.
         point_id: String,
         /// Print `{"session": …}` instead of the bare id.
@@ -160,8 +171,9 @@ enum Command {
     },
     /// Scan session files: records, skipped frames, torn tails. Exit 1 if a load would refuse.
     Verify {
-        /// A directory of `.cslog` files.
-        dir: PathBuf,
+        /// A directory of `.cslog` files, or a PostgreSQL URL (`postgres://…`).
+        #[arg(value_name = "STORE")]
+        store: store::StoreArg,
         /// Sessions to scan (default: every session in DIR).
         sessions: Vec<String>,
         /// JSON Lines, one report per session.
@@ -191,8 +203,9 @@ enum Command {
     },
     /// Write a session as JSON Lines (one serde_json `SessionRecord` per line) to stdout.
     Export {
-        /// A directory of `.cslog` files.
-        dir: PathBuf,
+        /// A directory of `.cslog` files, or a PostgreSQL URL (`postgres://…`).
+        #[arg(value_name = "STORE")]
+        store: store::StoreArg,
         /// The session id.
         session: String,
         /// The interchange format.
@@ -203,8 +216,9 @@ enum Command {
     Import {
         /// The `.jsonl` file `cuca export` wrote (`-` for stdin).
         file: PathBuf,
-        /// A directory of `.cslog` files (created if missing).
-        dir: PathBuf,
+        /// A directory of `.cslog` files (created if missing), or a PostgreSQL URL.
+        #[arg(value_name = "STORE")]
+        store: store::StoreArg,
         /// The new session's id; every record is relabelled with it.
         session: String,
         /// Print a JSON summary.
@@ -284,7 +298,7 @@ where
     } else {
         None
     };
-    let result = dispatch(cli.command);
+    let result = dispatch(cli.command, cli.schema.as_deref());
     // The pager is waited for before the error line, which then shows after it, not under it.
     pager::finish(pager);
     match result {
@@ -298,38 +312,39 @@ where
     }
 }
 
-fn dispatch(command: Command) -> Result<(), CliError> {
+fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
+    let open = |store: &store::StoreArg| store.open(schema, false);
     match command {
         Command::Sessions {
-            dir,
+            store,
             json,
             sort,
             last,
-        } => sessions::list(&dir, json, sort, last),
+        } => sessions::list(&open(&store)?, json, sort, last),
         Command::Show {
-            dir,
+            store,
             session,
             kinds,
             json,
-        } => sessions::show(&dir, &session, kinds, json),
+        } => sessions::show(&open(&store)?, &session, kinds, json),
         Command::Replay {
-            dir,
+            store,
             session,
             turn,
             at,
             json,
-        } => sessions::replay(&dir, &session, turn, at.as_deref(), json),
+        } => sessions::replay(&open(&store)?, &session, turn, at.as_deref(), json),
         Command::Fork {
-            dir,
+            store,
             point_id,
             json,
-        } => sessions::fork(&dir, &point_id, json),
-        Command::Diff { dir, a, b, json } => sessions::diff(&dir, &a, &b, json),
+        } => sessions::fork(&open(&store)?, &point_id, json),
+        Command::Diff { store, a, b, json } => sessions::diff(&open(&store)?, &a, &b, json),
         Command::Verify {
-            dir,
+            store,
             sessions,
             json,
-        } => sessions::verify(&dir, &sessions, json),
+        } => sessions::verify(&open(&store)?, &sessions, json),
         Command::Compact {
             dir,
             sessions,
@@ -337,23 +352,23 @@ fn dispatch(command: Command) -> Result<(), CliError> {
         } => sessions::compact(&dir, &sessions, json),
         Command::Repair { dir, session, json } => repair::repair(&dir, &session, json),
         Command::Export {
-            dir,
+            store,
             session,
             format: ExportFormat::Jsonl,
-        } => sessions::export(&dir, &session),
+        } => sessions::export(&open(&store)?, &session),
         Command::Import {
             file,
-            dir,
+            store,
             session,
             json,
-        } => sessions::import(&file, &dir, &session, json),
+        } => sessions::import(&file, &store, schema, &session, json),
         Command::Grep(args) => grep::run(&args),
         Command::Logs(args) => logs::run(&args),
         Command::Journal(command) => journal::run(command),
         Command::Serve(args) => serve::run(&args),
-        Command::View(args) => view::run(args),
-        Command::ExportOtlp(args) => otel::run(&args),
-        Command::Proxy(args) => proxy::run(&args),
+        Command::View(args) => view::run(args, schema),
+        Command::ExportOtlp(args) => otel::run(&args, schema),
+        Command::Proxy(args) => proxy::run(&args, schema),
         Command::Run(args) => run::run(args),
         Command::Completions { shell } => completions::write(shell),
     }

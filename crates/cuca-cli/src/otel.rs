@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cuca::otel::opentelemetry_proto::tonic::trace::v1::Span;
 use cuca::otel::{self, ExportOptions, Exporter};
-use cuca::{FileBackend, SessionBackend};
+use cuca::SessionBackend;
 use serde_json::json;
 
 use crate::error::CliError;
@@ -20,9 +20,9 @@ pub(crate) struct ExportOtlpArgs {
     /// unless the URL already ends with it).
     #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
     endpoint: String,
-    /// A directory of `.cslog` files: every session in it becomes a trace.
-    #[arg(long, value_name = "DIR")]
-    sessions: Option<PathBuf>,
+    /// A directory of `.cslog` files, or a PostgreSQL URL: every session in it becomes a trace.
+    #[arg(long, value_name = "STORE")]
+    sessions: Option<crate::store::StoreArg>,
     /// A call log (`calls.jsonl`): every run in it becomes a trace.
     #[arg(long, value_name = "FILE")]
     calls: Option<PathBuf>,
@@ -81,7 +81,7 @@ fn now_ms() -> u64 {
 }
 
 /// `cuca export-otlp`.
-pub(crate) fn run(args: &ExportOtlpArgs) -> Result<(), CliError> {
+pub(crate) fn run(args: &ExportOtlpArgs, schema: Option<&str>) -> Result<(), CliError> {
     if args.sessions.is_none() && args.calls.is_none() {
         return Err(CliError::Usage(
             "nothing to export: give --sessions DIR, --calls FILE, or both".to_owned(),
@@ -122,8 +122,13 @@ pub(crate) fn run(args: &ExportOtlpArgs) -> Result<(), CliError> {
         None => None,
     };
     let mut calls = rows.as_deref().map(|rows| otel::Calls::new(rows, &options));
-    if let Some(dir) = &args.sessions {
-        session_spans(dir, &options, calls.as_mut(), &mut sink)?;
+    if let Some(store) = &args.sessions {
+        session_spans(
+            &store.open(schema, false)?,
+            &options,
+            calls.as_mut(),
+            &mut sink,
+        )?;
     }
     if let (Some(file), Some(calls)) = (&args.calls, &calls) {
         call_spans(file, calls, &options, &mut sink)?;
@@ -185,21 +190,15 @@ fn project(args: &ExportOtlpArgs) -> String {
 }
 
 fn session_spans(
-    dir: &Path,
+    store: &crate::store::Store,
     options: &ExportOptions,
     mut calls: Option<&mut otel::Calls<'_>>,
     sink: &mut Sink<'_>,
 ) -> Result<(), CliError> {
-    // A typo in a directory name must not read as an empty store (FileBackend would create it).
-    if !dir.is_dir() {
-        return Err(CliError::Usage(format!(
-            "sessions directory {} is not a directory",
-            dir.display()
-        )));
-    }
-    let backend = FileBackend::new(dir)?;
-    let ids = backend.sessions()?;
-    let backend: Arc<dyn SessionBackend> = Arc::new(backend);
+    // `StoreArg::open` refused a directory that does not exist: a typo must not read as an
+    // empty store.
+    let ids = store.backend().sessions()?;
+    let backend: Arc<dyn SessionBackend> = store.shared();
     for id in ids {
         let export = match calls.as_deref_mut() {
             Some(calls) => {

@@ -1,8 +1,7 @@
 //! `cuca proxy`: the recording and replaying OpenAI-compatible proxy of `cuca_proxy`.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 use std::time::Duration;
 
 use clap::Args;
@@ -17,9 +16,11 @@ pub(crate) struct ProxyArgs {
     /// base ending in `/v1`); not needed in replay mode.
     #[arg(long)]
     upstream: Option<String>,
-    /// The directory of `.cslog` sessions recorded into and replayed from (created if missing).
-    #[arg(long)]
-    dir: PathBuf,
+    /// Where sessions are recorded into and replayed from: a directory of `.cslog` files
+    /// (created if missing), or a PostgreSQL URL (`postgres://user@host:port/db`, with
+    /// `--schema`) that several proxies share. `--dir` is the same flag.
+    #[arg(long, alias = "dir", value_name = "STORE")]
+    store: crate::store::StoreArg,
     /// The address to listen on (loopback unless told otherwise; port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:4000")]
     listen: String,
@@ -107,7 +108,7 @@ async fn stop_signal() {
 /// Binds `--listen`, prints the URL on stdout (flushed, so a supervisor or a test can read
 /// it), then serves until SIGINT or SIGTERM, and shuts down gracefully: calls in flight get
 /// the grace, then each left closes its turn; the exit code is 0.
-pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
+pub(crate) fn run(args: &ProxyArgs, schema: Option<&str>) -> Result<(), CliError> {
     report_to_stderr();
     let mut config = config(&args.mode, args.upstream.clone(), &args.session)?;
     let mode = config.mode;
@@ -118,7 +119,10 @@ pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
     config.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
     config.shutdown_grace = args.shutdown_grace;
     args.matching.apply(&mut config)?;
-    let proxy = open(config, &args.dir)?;
+    let store = args.store.open_for_recording(schema)?;
+    // A database may restart under a running fleet: its callers are answered all the same.
+    config.answer_unrecorded = store.file().is_none();
+    let proxy = open_store(config, &store)?;
     let runtime = runtime()?;
     runtime.block_on(async {
         let listen = &args.listen;
@@ -137,7 +141,7 @@ pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
             let _ = writeln!(
                 out,
                 "mode {mode}, sessions in {}{}; point an OpenAI SDK at http://{address}/s/SESSION/v1",
-                args.dir.display(),
+                store.describe(),
                 upstream.map_or(String::new(), |u| format!(", upstream {u}")),
             );
             let _ = out.flush();
@@ -185,10 +189,19 @@ pub(crate) fn open(config: ProxyConfig, dir: &Path) -> Result<Proxy, CliError> {
     config
         .validate()
         .map_err(|error| CliError::Usage(error.to_string()))?;
-    let backend = cuca::FileBackend::new(dir).map_err(|error| {
-        CliError::Usage(format!("sessions directory {}: {error}", dir.display()))
-    })?;
-    Proxy::new(config, Arc::new(backend)).map_err(|error| CliError::Usage(error.to_string()))
+    let store = crate::store::StoreArg::Dir(dir.to_owned()).open_for_recording(None)?;
+    open_store(config, &store)
+}
+
+/// The proxy over an open store, `config` checked first.
+pub(crate) fn open_store(
+    config: ProxyConfig,
+    store: &crate::store::Store,
+) -> Result<Proxy, CliError> {
+    config
+        .validate()
+        .map_err(|error| CliError::Usage(error.to_string()))?;
+    Proxy::new(config, store.shared()).map_err(|error| CliError::Usage(error.to_string()))
 }
 
 /// The multi-threaded runtime the proxy serves on.

@@ -7,13 +7,18 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::CliError;
+use crate::store::StoreArg;
 
-/// `cuca view DIR… [--listen ADDR] [--calls FILE] [--runs DIR]`.
+/// `cuca view STORE… [--store STORE…] [--listen ADDR] [--calls FILE] [--runs DIR]`.
 #[derive(Debug, Args)]
 pub(crate) struct ViewArgs {
-    /// Directories of `.cslog` sessions to show.
-    #[arg(required = true)]
-    dirs: Vec<PathBuf>,
+    /// Stores of sessions to show: directories of `.cslog` files, or PostgreSQL URLs.
+    #[arg(value_name = "STORE", required_unless_present = "store")]
+    dirs: Vec<StoreArg>,
+    /// A store to show (repeatable), as a positional STORE: `--store postgres://…` shows
+    /// what every proxy of a fleet recorded there.
+    #[arg(long, value_name = "STORE")]
+    store: Vec<StoreArg>,
     /// The address to listen on; loopback by default (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: String,
@@ -27,13 +32,19 @@ pub(crate) struct ViewArgs {
 
 /// Binds, prints the URL on stdout (flushed, so a person or a test can read it), then serves
 /// until the process is stopped.
-pub(crate) fn run(args: ViewArgs) -> Result<(), CliError> {
-    for dir in &args.dirs {
-        if !dir.is_dir() {
-            return Err(CliError::Usage(format!(
-                "session directory {} is not a directory",
-                dir.display()
-            )));
+pub(crate) fn run(args: ViewArgs, schema: Option<&str>) -> Result<(), CliError> {
+    let mut dirs = Vec::new();
+    let mut stores = Vec::new();
+    for store in args.dirs.iter().chain(&args.store) {
+        match store {
+            StoreArg::Dir(dir) if !dir.is_dir() => {
+                return Err(CliError::Usage(format!(
+                    "session directory {} is not a directory",
+                    dir.display()
+                )))
+            }
+            StoreArg::Dir(dir) => dirs.push(dir.clone()),
+            other => stores.push(other.open(schema, false)?),
         }
     }
     if let Some(runs) = &args.runs {
@@ -50,7 +61,10 @@ pub(crate) fn run(args: ViewArgs) -> Result<(), CliError> {
             args.listen
         ))
     })?;
-    let mut config = cuca_view::ViewConfig::new(args.dirs.clone());
+    let mut config = cuca_view::ViewConfig::new(dirs);
+    for store in &stores {
+        config = config.with_store(store.describe(), store.shared());
+    }
     let calls = args
         .calls
         .clone()

@@ -39,7 +39,11 @@ fn replaying_a_base_session_names_its_conversations_and_each_replays_on_its_own(
         .arg("app")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let d = dir.path().display();
     assert!(

@@ -167,6 +167,12 @@ pub struct ProxyConfig {
     /// Whether replay compares the sampling parameters ([`crate::SAMPLING_PARAMETERS`]) with
     /// the recorded call's (`cuca proxy --ignore-params` turns it off).
     pub compare_parameters: bool,
+    /// Whether a call whose request cannot be recorded (the store is away: a database
+    /// restarting) is still forwarded and answered, its call-log row and stderr saying the
+    /// session does not hold it (`true`: what `cuca proxy` does on a PostgreSQL store, where
+    /// the caller's answer must not depend on the database), or refused with a 500 so that
+    /// nothing is served that is not recorded (`false`, the default).
+    pub answer_unrecorded: bool,
 }
 
 impl ProxyConfig {
@@ -189,6 +195,7 @@ impl ProxyConfig {
                 .map(|p| (*p).to_owned())
                 .collect(),
             compare_parameters: true,
+            answer_unrecorded: false,
         };
         config.validate()?;
         Ok(config)

@@ -235,6 +235,14 @@ pub(crate) async fn forward(
                 include_usage = request.include_usage;
                 recorder_slot = Some(recorder);
             }
+            Err(error) if shared.config.answer_unrecorded => {
+                // The caller's answer does not depend on the store: forwarded, and said
+                // loudly to be missing from the session.
+                let message = format!("its request could not be recorded ({error})");
+                tracing::error!(session = %session, "the call is not recorded in full: {message}");
+                recording.slot.needs_close();
+                rows.not_recorded(&message);
+            }
             Err(error) => {
                 // What cannot be recorded is not served as if it were: the caller learns now,
                 // and dropping the upstream response stops the generation.

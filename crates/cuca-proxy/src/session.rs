@@ -143,7 +143,13 @@ impl Slot {
     /// cannot be recorded is refused, not forwarded first): the store takes the session id
     /// and no other process holds the session; and a call its recorder left open is closed,
     /// so this call is a turn of its own. Runs on a blocking thread: it may read the session.
-    pub(crate) async fn prepare(self: &Arc<Self>, session: &str) -> Result<(), ApiError> {
+    /// With `answer_unrecorded` (`ProxyConfig::answer_unrecorded`), a store that is away is
+    /// said on stderr and the call goes on, to be answered and marked not recorded.
+    pub(crate) async fn prepare(
+        self: &Arc<Self>,
+        session: &str,
+        answer_unrecorded: bool,
+    ) -> Result<(), ApiError> {
         let slot = Arc::clone(self);
         let id = session.to_owned();
         let checked = tokio::task::spawn_blocking(move || -> Result<(), PluginError> {
@@ -178,6 +184,10 @@ impl Slot {
             ),
             PluginError::Locked { .. } => {
                 (StatusCode::CONFLICT, "server_error", "cuca_session_locked")
+            }
+            _ if answer_unrecorded => {
+                tracing::error!(session = %session, %error, "the store is away; the call is answered and its recording will fail");
+                return Ok(());
             }
             _ => (
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -15,6 +15,41 @@ pub struct PostgresConfig {
     pub(crate) pg: postgres::Config,
     pub(crate) schema: String,
     pub(crate) drop_schema_on_drop: bool,
+    pub(crate) durability: Durability,
+}
+
+/// When an append returns, and so what an acknowledged record means.
+///
+/// PostgreSQL decides what a commit survives (`synchronous_commit`, `fsync`): with its
+/// defaults a committed transaction survives a crash of the server and of its machine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Every append returns after the transaction holding its record committed; an `Ok` is
+    /// a stored record. One round trip and one commit per append (appends from other threads
+    /// wait their turn on the one connection).
+    #[default]
+    Commit,
+    /// A call's records between its messages and its `TokenUsage` — the streamed blocks
+    /// (`Reasoning`, `Output`, `ToolCall`) and the call's bookkeeping (`CallRequest`,
+    /// `CallFinish`, `CallIncomplete`, `CallWire`, `Latency`) — of a session this backend has
+    /// appended to before return as soon as they are queued, in order, for the connection
+    /// thread, which writes everything queued in one statement and one commit. Every other
+    /// record (`SystemPrompt`, `Message`, `ToolResult`: what a writer counts to know what is
+    /// recorded; `TokenUsage`, the record that closes a turn; anything newer) returns only
+    /// after it **and every record queued before it** committed. So a queued record's `Ok`
+    /// means "accepted, in order": it is stored when the next waiting append of its session
+    /// (or any replay, fork or listing through this backend) returns `Ok`, and a call whose
+    /// `TokenUsage` is acknowledged is stored whole. A record that is accepted but then not
+    /// stored (the server went away, or another writer took its sequence) makes the session's
+    /// next append fail with [`crate::Error::NotStored`] naming every record lost, and nothing
+    /// is stored in the session after the hole until that error was returned. A sequence at
+    /// or below the last one this backend appended is still refused at once with
+    /// [`PluginError::SequenceTaken`]; one taken meanwhile by another process is learnt late,
+    /// as `NotStored`. Records still queued when the backend is dropped are written first; a
+    /// process killed with records queued loses those (never one whose session's later
+    /// waiting append was acknowledged).
+    Pipelined,
 }
 
 /// The schema a backend uses unless told otherwise.
@@ -34,6 +69,12 @@ const MAX_SCHEMA_LEN: usize = 63;
 
 impl PostgresConfig {
     /// Parses a URL or key-value connection string; the schema is [`DEFAULT_SCHEMA`].
+    ///
+    /// As for libpq: a string without a user takes `PGUSER`, else the OS user (`USER`); a
+    /// string without a password takes `PGPASSWORD`, else the first matching line of the
+    /// password file (`PGPASSFILE`, default `~/.pgpass`, ignored when group or others may read
+    /// it). The password is never printed: [`PostgresConfig::describe`] and `Debug` leave it
+    /// out.
     pub fn new(url: &str) -> Result<Self, PluginError> {
         let mut pg: postgres::Config = url.parse().map_err(|error| {
             PluginError::validation(
@@ -47,6 +88,17 @@ impl PostgresConfig {
                 "the connection string names no host; add one, e.g. postgres://postgres@127.0.0.1:54329/cuca",
             ));
         }
+        if pg.get_user().is_none() {
+            // libpq's default: PGUSER, else the operating-system user.
+            if let Some(user) = env_value("PGUSER").or_else(|| env_value("USER")) {
+                pg.user(&user);
+            }
+        }
+        if pg.get_password().is_none() {
+            if let Some(password) = password_from_env(&pg) {
+                pg.password(password);
+            }
+        }
         if pg.get_connect_timeout().is_none() {
             pg.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
         }
@@ -57,6 +109,7 @@ impl PostgresConfig {
             pg,
             schema: DEFAULT_SCHEMA.to_owned(),
             drop_schema_on_drop: false,
+            durability: Durability::Commit,
         };
         config.validate()?;
         Ok(config)
@@ -91,6 +144,17 @@ impl PostgresConfig {
     /// The schema holding the sessions.
     pub fn schema(&self) -> &str {
         &self.schema
+    }
+
+    /// When appends return ([`Durability::Commit`] unless told otherwise).
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// When appends return.
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// The `application_name` the backend's connection reports to the server.
@@ -142,6 +206,74 @@ impl PostgresConfig {
         }
         Ok(())
     }
+}
+
+fn env_value(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+/// The password libpq would use when the connection string has none: `PGPASSWORD`, else the
+/// first matching line of the password file (`PGPASSFILE`, default `~/.pgpass`).
+fn password_from_env(pg: &postgres::Config) -> Option<String> {
+    if let Some(password) = env_value("PGPASSWORD") {
+        return Some(password);
+    }
+    let file = env_value("PGPASSFILE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| env_value("HOME").map(|home| std::path::Path::new(&home).join(".pgpass")))?;
+    let text = read_password_file(&file)?;
+    let host = match pg.get_hosts().first()? {
+        Host::Tcp(name) => name.clone(),
+        // libpq matches a socket in the default directory as "localhost".
+        Host::Unix(_) => "localhost".to_owned(),
+    };
+    let port = pg.get_ports().first().copied().unwrap_or(5432).to_string();
+    let user = pg.get_user()?;
+    let db = pg.get_dbname().unwrap_or(user);
+    pgpass_lookup(&text, [host.as_str(), port.as_str(), db, user])
+}
+
+/// The password file's text, unless group or others may read it: libpq ignores such a file
+/// (a password readable by other users is no secret), and so does this.
+fn read_password_file(path: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let metadata = std::fs::metadata(path).ok()?;
+    if !metadata.is_file() || metadata.permissions().mode() & 0o077 != 0 {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
+}
+
+/// The password of the first `hostname:port:database:username:password` line matching
+/// `wanted` (host, port, database, user); `*` matches anything, `\` escapes `:` and `\`.
+pub(crate) fn pgpass_lookup(text: &str, wanted: [&str; 4]) -> Option<String> {
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let mut fields = Vec::with_capacity(5);
+        let mut field = String::new();
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => field.extend(chars.next()),
+                ':' if fields.len() < 4 => fields.push(std::mem::take(&mut field)),
+                other => field.push(other),
+            }
+        }
+        fields.push(field);
+        if fields.len() != 5 {
+            continue;
+        }
+        let matches = fields
+            .iter()
+            .zip(wanted)
+            .all(|(pattern, value)| pattern == "*" || pattern == value);
+        if matches {
+            return fields.pop();
+        }
+    }
+    None
 }
 
 /// What [`crate::PostgresBackend::connect`] takes: a URL (`&str`, `String`) or a

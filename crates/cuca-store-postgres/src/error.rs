@@ -82,6 +82,43 @@ pub enum Error {
         /// The session.
         session_id: String,
     },
+    /// Pipelined records ([`crate::Durability::Pipelined`]) that were accepted but then not
+    /// stored: the batch holding them failed, or an earlier record of their session was
+    /// refused. Reported by the session's next append, which is refused too (nothing is
+    /// stored after the hole), so the writer knows its call is not whole.
+    #[error("records {session_id}:{first}..={session_id}:{last} ({count} records) were accepted but not stored on {host}: {reason}")]
+    NotStored {
+        /// The session.
+        session_id: String,
+        /// The first sequence lost.
+        first: u64,
+        /// The last sequence lost.
+        last: u64,
+        /// How many records were lost.
+        count: u64,
+        /// The server.
+        host: String,
+        /// Why, in words (the server's error).
+        reason: String,
+    },
+    /// A batch of appends failed as a whole (the connection broke and the retry failed too);
+    /// the record this error answers was not stored.
+    #[error("append on {host} failed: {reason}")]
+    BatchFailed {
+        /// The server.
+        host: String,
+        /// The driver's error, in words.
+        reason: String,
+    },
+    /// So many pipelined records wait for the server that one more would be held in memory
+    /// without bound; the record was not stored.
+    #[error("{queued} records are waiting for {host}, the most a backend queues; the record was not stored")]
+    Behind {
+        /// The server.
+        host: String,
+        /// How many records wait.
+        queued: usize,
+    },
     /// The connection thread is gone (it panicked); the backend cannot be used any more.
     #[error("the connection thread for {host} has stopped")]
     WorkerGone {
@@ -102,7 +139,7 @@ impl From<Error> for PluginError {
 
 /// The driver's error with what the server said: `postgres::Error` displays a server error as
 /// just "db error", which tells a person nothing.
-fn describe(error: &postgres::Error) -> String {
+pub(crate) fn describe(error: &postgres::Error) -> String {
     let Some(db) = error.as_db_error() else {
         // The driver's own message is generic ("error connecting to server"); the cause
         // (connection refused, timed out, name not known) is what a person acts on.

@@ -48,6 +48,15 @@
 //!   calling thread, which may be a tokio worker, is blocked for one round trip to the server
 //!   (≈0.1–1 ms on loopback with a commit), and calls from all threads are served one at a
 //!   time over the one connection.
+//! * **Durability.** [`Durability::Commit`] (the default): an append returns after its own
+//!   commit. [`Durability::Pipelined`] (what `cuca proxy` uses): a session's streamed blocks
+//!   return once queued and the connection thread writes everything queued in one statement
+//!   and one commit (`cuca_append_batch`, migration 3), so a 1,000-block answer costs a few
+//!   commits, not a thousand, and fifty streams share them; every other record returns after
+//!   it and everything queued before it committed, so a call whose closing record is
+//!   acknowledged is stored whole. [`Durability`] says exactly when each record is durable.
+//! * **Password.** From the URL, else `PGPASSWORD`, else `~/.pgpass` (`PGPASSFILE`), as libpq
+//!   does; never printed ([`PostgresConfig::describe`]).
 //! * **Failures.** A broken connection is dropped and reopened on the next call; a read or an
 //!   append that hit it is retried once (an append that finds its own bytes already stored
 //!   counts as done). When no connection can be made the call fails with
@@ -71,23 +80,44 @@ mod worker;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use cuca_events::{point_in_session, BackendGauge, PluginError, SessionBackend, SessionRecord};
+use cuca_events::{
+    point_in_session, BackendGauge, PluginError, SessionBackend, SessionEvent, SessionRecord,
+};
 
-pub use config::{IntoPostgresConfig, PostgresConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SCHEMA};
+pub use config::{
+    Durability, IntoPostgresConfig, PostgresConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SCHEMA,
+};
 pub use error::Error;
 
-use worker::{Job, Worker};
+use worker::{Job, Msg, Pending, Shared, Worker};
+
+/// The most pipelined records a backend holds for the server before it refuses more
+/// ([`Error::Behind`]): about 100 MB at a kilobyte each, far past what a healthy server lets
+/// pile up, so it only bounds memory when the server stalls without failing.
+pub const MAX_QUEUED: usize = 100_000;
+
+/// How many sessions' last sequences a pipelined backend remembers; past it the memory is
+/// cleared and each session's next append waits for the server once.
+const MAX_TAILS: usize = 10_000;
 
 /// Sessions stored in a PostgreSQL database, shared by every process that connects to it.
 #[derive(Debug)]
 pub struct PostgresBackend {
-    jobs: Option<Sender<Job>>,
+    jobs: Option<Sender<Msg>>,
     thread: Option<JoinHandle<()>>,
     host: String,
     schema: String,
+    durability: Durability,
+    shared: Arc<Shared>,
+    /// Pipelined mode: the highest sequence this backend sent per session, so a sequence at
+    /// or below it is refused at once, and a session's first append waits for the server.
+    tails: Mutex<HashMap<String, u64>>,
 }
 
 impl PostgresBackend {
@@ -101,13 +131,104 @@ impl PostgresBackend {
         let config = config.into_config()?;
         let host = config.describe();
         let schema = config.schema().to_owned();
-        let (jobs, thread) = worker::spawn(config)?;
+        let durability = config.durability();
+        let shared = Arc::new(Shared::default());
+        let (jobs, thread) = worker::spawn(config, Arc::clone(&shared))?;
         Ok(PostgresBackend {
             jobs: Some(jobs),
             thread: Some(thread),
             host,
             schema,
+            durability,
+            shared,
+            tails: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// When appends return.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// How many pipelined records are queued for the server now.
+    pub fn queued(&self) -> usize {
+        self.shared.queued.load(Ordering::Relaxed)
+    }
+
+    fn gone(&self) -> PluginError {
+        Error::WorkerGone {
+            host: self.host.clone(),
+        }
+        .into()
+    }
+
+    /// [`Durability::Pipelined`]'s append (see there for what its answer means).
+    fn append_pipelined(&self, record: SessionRecord) -> Result<(), PluginError> {
+        let mut pending = Pending::new(&record)?;
+        let session_id = record.session_id;
+        let mut tails = self
+            .tails
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(lost) = self.shared.take_lost(&session_id) {
+            tails.remove(&session_id);
+            return Err(lost.into_error(&session_id, &self.host));
+        }
+        let block = pipelines(&record.event);
+        let jobs = self.jobs.as_ref().ok_or_else(|| self.gone())?;
+        if let (true, Some(&tail)) = (block, tails.get(&session_id)) {
+            if record.sequence <= tail {
+                return Err(PluginError::SequenceTaken {
+                    session_id,
+                    sequence: record.sequence,
+                    last: tail,
+                });
+            }
+            let queued = self.shared.queued.load(Ordering::Relaxed);
+            if queued >= MAX_QUEUED {
+                return Err(Error::Behind {
+                    host: self.host.clone(),
+                    queued,
+                }
+                .into());
+            }
+            self.shared.queued.fetch_add(1, Ordering::Relaxed);
+            // Sent under the lock, so blocks reach the thread in the order their tails were
+            // checked.
+            if jobs.send(Msg::Append(pending)).is_err() {
+                self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+                return Err(self.gone());
+            }
+            tails.insert(session_id, record.sequence);
+            return Ok(());
+        }
+        drop(tails);
+        let (reply_tx, reply_rx) = mpsc::sync_channel(1);
+        pending.reply = Some(reply_tx);
+        jobs.send(Msg::Append(pending)).map_err(|_| self.gone())?;
+        let answer = reply_rx.recv().map_err(|_| self.gone())?;
+        let mut tails = self
+            .tails
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if tails.len() >= MAX_TAILS {
+            tails.clear();
+        }
+        let known = match &answer {
+            Ok(()) => Some(record.sequence),
+            Err(PluginError::SequenceTaken { last, .. }) => Some(*last),
+            Err(_) => None,
+        };
+        match known {
+            Some(tail) => {
+                let entry = tails.entry(session_id).or_insert(tail);
+                *entry = (*entry).max(tail);
+            }
+            None => {
+                tails.remove(&session_id);
+            }
+        }
+        answer
     }
 
     /// Where the database is: `host:port/dbname`.
@@ -125,19 +246,14 @@ impl PostgresBackend {
         &self,
         op: impl FnOnce(&mut Worker) -> Result<T, PluginError> + Send + 'static,
     ) -> Result<T, PluginError> {
-        let gone = || {
-            PluginError::from(Error::WorkerGone {
-                host: self.host.clone(),
-            })
-        };
         let (reply_tx, reply_rx) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |worker| {
             // The caller may have stopped waiting only if its thread died; nothing to do then.
             let _ = reply_tx.send(op(worker));
         });
-        let jobs = self.jobs.as_ref().ok_or_else(gone)?;
-        jobs.send(job).map_err(|_| gone())?;
-        reply_rx.recv().map_err(|_| gone())?
+        let jobs = self.jobs.as_ref().ok_or_else(|| self.gone())?;
+        jobs.send(Msg::Job(job)).map_err(|_| self.gone())?;
+        reply_rx.recv().map_err(|_| self.gone())?
     }
 }
 
@@ -152,13 +268,35 @@ impl Drop for PostgresBackend {
     }
 }
 
+/// Whether [`Durability::Pipelined`] queues a record of this kind without waiting: the
+/// records of a call between its messages and its `TokenUsage` (the streamed blocks and the
+/// call's own bookkeeping). A session's prompts, messages and tool results (what a writer
+/// counts to know what is recorded), its `TokenUsage` (the record that closes a turn), forks
+/// and any kind added later wait for their commit.
+fn pipelines(event: &SessionEvent) -> bool {
+    matches!(
+        event,
+        SessionEvent::Reasoning { .. }
+            | SessionEvent::Output { .. }
+            | SessionEvent::ToolCall { .. }
+            | SessionEvent::CallRequest { .. }
+            | SessionEvent::CallFinish { .. }
+            | SessionEvent::CallIncomplete { .. }
+            | SessionEvent::CallWire { .. }
+            | SessionEvent::Latency { .. }
+    )
+}
+
 impl SessionBackend for PostgresBackend {
     fn name(&self) -> &str {
         "postgres"
     }
 
     fn append(&self, record: SessionRecord) -> Result<(), PluginError> {
-        self.call(move |worker| worker.append(&record))
+        match self.durability {
+            Durability::Pipelined => self.append_pipelined(record),
+            _ => self.call(move |worker| worker.append(&record)),
+        }
     }
 
     fn replay(&self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {
@@ -170,6 +308,10 @@ impl SessionBackend for PostgresBackend {
         let point = point_in_session(session_id, point_id)?;
         let session_id = session_id.to_owned();
         let point_id = point_id.to_owned();
+        // The audit record takes the tail: the session's next append asks the server again.
+        if let Ok(mut tails) = self.tails.lock() {
+            tails.remove(&session_id);
+        }
         self.call(move |worker| worker.fork(&session_id, &point_id, point))
     }
 

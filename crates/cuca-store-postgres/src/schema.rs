@@ -24,6 +24,15 @@ use crate::error::Error;
 ///   unique key alone would let a lower sequence land after a higher one), and as the
 ///   identity value is drawn under it, `position` order is sequence order within a session.
 ///   `SET search_path FROM CURRENT` pins the function to the schema it was made in.
+/// * (3) `cuca_append_batch` appends many records in one statement (one round trip, one
+///   commit, one insert): in array order, under each session's `cuca_append` lock (taken
+///   once per session), each row checked against the session's highest sequence as stored
+///   or as raised by the batch's earlier rows, so each keeps the sequence rule.
+///   Per row it returns NULL (stored), the session's highest sequence (refused), or -1 (not
+///   tried: an earlier row of the same session in the batch was refused, and a session must
+///   not gain records past a hole). With `p_retry` (the batch is sent again after a broken
+///   connection, so its first send may have committed) a row whose exact bytes are already
+///   stored at its sequence counts as stored.
 pub(crate) const MIGRATIONS: &[(i32, &str)] = &[
     (
     1,
@@ -60,6 +69,72 @@ pub(crate) const MIGRATIONS: &[(i32, &str)] = &[
             INSERT INTO cuca_session_records (session_id, sequence, kind, timestamp_ms, record)
                 VALUES (p_session_id, p_sequence, p_kind, p_timestamp_ms, p_record);
             RETURN NULL;
+        END
+        $cuca$;",
+    ),
+    (
+        3,
+        "CREATE FUNCTION cuca_append_batch(
+            p_session_ids text[], p_sequences bigint[], p_kinds text[], p_timestamps bigint[],
+            p_records bytea[], p_retry boolean
+        ) RETURNS bigint[]
+        LANGUAGE plpgsql
+        SET search_path FROM CURRENT
+        AS $cuca$
+        DECLARE
+            answers bigint[] := '{}';
+            keep boolean[] := '{}';
+            seen text[] := '{}';
+            highest bigint[] := '{}';
+            refused text[] := '{}';
+            slot integer;
+            top bigint;
+            mine bytea;
+        BEGIN
+            FOR i IN 1 .. coalesce(array_length(p_session_ids, 1), 0) LOOP
+                slot := array_position(seen, p_session_ids[i]);
+                IF slot IS NULL THEN
+                    -- The lock cuca_append takes, once per session and batch; the highest
+                    -- sequence read under it, then carried through the batch's own rows.
+                    PERFORM pg_advisory_xact_lock(hashtextextended('cuca_session:' || current_schema() || ':' || p_session_ids[i], 0));
+                    SELECT max(sequence) INTO top FROM cuca_session_records WHERE session_id = p_session_ids[i];
+                    seen := array_append(seen, p_session_ids[i]);
+                    highest := array_append(highest, top);
+                    slot := array_length(seen, 1);
+                END IF;
+                IF p_session_ids[i] = ANY(refused) THEN
+                    answers := array_append(answers, -1::bigint);
+                    keep := array_append(keep, false);
+                    CONTINUE;
+                END IF;
+                IF p_retry THEN
+                    SELECT record INTO mine FROM cuca_session_records
+                        WHERE session_id = p_session_ids[i] AND sequence = p_sequences[i];
+                    IF mine IS NOT NULL AND mine = p_records[i] THEN
+                        answers := array_append(answers, NULL::bigint);
+                        keep := array_append(keep, false);
+                        CONTINUE;
+                    END IF;
+                END IF;
+                IF highest[slot] IS NOT NULL AND p_sequences[i] <= highest[slot] THEN
+                    answers := array_append(answers, highest[slot]);
+                    keep := array_append(keep, false);
+                    refused := array_append(refused, p_session_ids[i]);
+                    CONTINUE;
+                END IF;
+                highest[slot] := p_sequences[i];
+                answers := array_append(answers, NULL::bigint);
+                keep := array_append(keep, true);
+            END LOOP;
+            -- One insert for every row kept; ORDER BY keeps the batch's order, which the
+            -- identity column records (the locks are held to the commit).
+            INSERT INTO cuca_session_records (session_id, sequence, kind, timestamp_ms, record)
+                SELECT u.s, u.q, u.k, u.t, u.r
+                FROM unnest(p_session_ids, p_sequences, p_kinds, p_timestamps, p_records, keep)
+                    WITH ORDINALITY AS u(s, q, k, t, r, kept, idx)
+                WHERE u.kept
+                ORDER BY u.idx;
+            RETURN answers;
         END
         $cuca$;",
     ),

@@ -122,3 +122,29 @@ fn the_backend_is_named_postgres_in_messages() {
     fn assert_backend<T: SessionBackend>() {}
     assert_backend::<PostgresBackend>();
 }
+
+#[test]
+fn a_password_file_line_matches_like_libpq() {
+    let text = "# comment\nother:5432:*:alice:wrong\ndb.example:6543:fleet:alice:s3cr\\:et\n*:*:*:*:fallback\n";
+    let want = |host, port, db, user| super::config::pgpass_lookup(text, [host, port, db, user]);
+    assert_eq!(
+        want("db.example", "6543", "fleet", "alice").as_deref(),
+        Some("s3cr:et")
+    );
+    assert_eq!(
+        want("db.example", "5432", "fleet", "alice").as_deref(),
+        Some("fallback")
+    );
+    assert_eq!(
+        super::config::pgpass_lookup("h:1:d:u\n", ["h", "1", "d", "u"]),
+        None
+    );
+}
+
+#[test]
+fn pipelined_is_asked_for_and_commit_is_the_default() {
+    let config = PostgresConfig::new("postgres://h/db").unwrap();
+    assert_eq!(config.durability(), super::Durability::Commit);
+    let config = config.with_durability(super::Durability::Pipelined);
+    assert_eq!(config.durability(), super::Durability::Pipelined);
+}

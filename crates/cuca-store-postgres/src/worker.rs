@@ -6,7 +6,10 @@
 //! own makes the backend callable from sync code, from `current_thread` runtimes and from
 //! `multi_thread` workers alike: the caller only sends a job and waits on a std channel.
 
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -21,11 +24,121 @@ use crate::schema::{migrate, quote_ident, SESSION_LOCK};
 /// A request for the connection thread; it answers on a channel it captured.
 pub(crate) type Job = Box<dyn FnOnce(&mut Worker) + Send>;
 
+/// What the connection thread is sent, served in the order sent.
+pub(crate) enum Msg {
+    /// Any operation.
+    Job(Job),
+    /// A record of a pipelined backend; appends queued together are written in one batch.
+    Append(Pending),
+}
+
+/// A record on its way to the server, encoded by the caller.
+pub(crate) struct Pending {
+    pub(crate) session_id: String,
+    pub(crate) sequence: u64,
+    kind: &'static str,
+    timestamp_ms: i64,
+    bytes: Vec<u8>,
+    /// Where the answer goes; `None` for a block the caller does not wait for.
+    pub(crate) reply: Option<SyncSender<Result<(), PluginError>>>,
+}
+
+impl Pending {
+    pub(crate) fn new(record: &SessionRecord) -> Result<Self, PluginError> {
+        let session_id = record.session_id.as_str();
+        validate_session_id(session_id)?;
+        to_i64("sequence", record.sequence, session_id)?;
+        Ok(Pending {
+            session_id: session_id.to_owned(),
+            sequence: record.sequence,
+            kind: record.event.kind(),
+            timestamp_ms: to_i64("timestamp_ms", record.timestamp_ms, session_id)?,
+            bytes: encode(record)?,
+            reply: None,
+        })
+    }
+}
+
+/// The most records one batch statement carries; more queued go in the next batch.
+const MAX_BATCH: usize = 4096;
+
+/// Pipelined records accepted but not stored, per session, until the session's next append
+/// reports them.
+#[derive(Debug)]
+pub(crate) struct Lost {
+    first: u64,
+    last: u64,
+    count: u64,
+    reason: String,
+}
+
+impl Lost {
+    pub(crate) fn into_error(self, session_id: &str, host: &str) -> PluginError {
+        Error::NotStored {
+            session_id: session_id.to_owned(),
+            first: self.first,
+            last: self.last,
+            count: self.count,
+            host: host.to_owned(),
+            reason: self.reason,
+        }
+        .into()
+    }
+}
+
+/// What the callers of a pipelined backend and its connection thread share.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    lost: Mutex<HashMap<String, Lost>>,
+    /// Pipelined records sent and not yet written (or given up).
+    pub(crate) queued: AtomicUsize,
+}
+
+impl Shared {
+    fn lost(&self) -> MutexGuard<'_, HashMap<String, Lost>> {
+        // The map is only ever left whole: a panic cannot stop an insert halfway.
+        self.lost
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The session's lost records, taken: they are reported once.
+    pub(crate) fn take_lost(&self, session_id: &str) -> Option<Lost> {
+        self.lost().remove(session_id)
+    }
+
+    fn lose(&self, session_id: &str, sequence: u64, reason: impl FnOnce() -> String) {
+        let mut lost = self.lost();
+        match lost.get_mut(session_id) {
+            Some(entry) => {
+                entry.first = entry.first.min(sequence);
+                entry.last = entry.last.max(sequence);
+                entry.count += 1;
+            }
+            None => {
+                lost.insert(
+                    session_id.to_owned(),
+                    Lost {
+                        first: sequence,
+                        last: sequence,
+                        count: 1,
+                        reason: reason(),
+                    },
+                );
+            }
+        }
+    }
+}
+
 const INSERT: &str = "INSERT INTO cuca_session_records (session_id, sequence, kind, timestamp_ms, record) VALUES ($1, $2, $3, $4, $5)";
 
 /// An append under the sequence rule (migration 2): NULL when stored, else the session's
 /// highest sequence, which the refused one was not above.
 const APPEND: &str = "SELECT cuca_append($1, $2, $3, $4, $5)";
+
+/// Many appends in one statement (migration 3): per row NULL (stored), the session's highest
+/// (refused) or -1 (not tried, after a refused row of the same session).
+const APPEND_BATCH: &str = "SELECT cuca_append_batch($1, $2, $3, $4, $5, $6)";
 
 /// The state of the connection thread.
 pub(crate) struct Worker {
@@ -39,6 +152,7 @@ struct Conn {
     client: Client,
     insert: Statement,
     append: Statement,
+    batch: Statement,
 }
 
 /// How an operation failed, so the runner knows whether a retry on a new connection is safe.
@@ -68,13 +182,16 @@ fn retryable(error: postgres::Error) -> OpError {
 
 /// Starts the connection thread, connects once (so a wrong URL fails here, not on the first
 /// append) and returns the job channel.
-pub(crate) fn spawn(config: PostgresConfig) -> Result<(Sender<Job>, JoinHandle<()>), PluginError> {
+pub(crate) fn spawn(
+    config: PostgresConfig,
+    shared: Arc<Shared>,
+) -> Result<(Sender<Msg>, JoinHandle<()>), PluginError> {
     let host = config.describe();
-    let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
+    let (jobs_tx, jobs_rx) = mpsc::channel::<Msg>();
     let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), PluginError>>(1);
     let handle = std::thread::Builder::new()
         .name("cuca-postgres".into())
-        .spawn(move || serve(config, &ready_tx, &jobs_rx))
+        .spawn(move || serve(config, &shared, &ready_tx, &jobs_rx))
         .map_err(|source| PluginError::Backend {
             backend: "postgres".into(),
             message: format!("cannot start the connection thread for {host}: {source}"),
@@ -93,8 +210,9 @@ pub(crate) fn spawn(config: PostgresConfig) -> Result<(Sender<Job>, JoinHandle<(
 
 fn serve(
     config: PostgresConfig,
+    shared: &Shared,
     ready: &mpsc::SyncSender<Result<(), PluginError>>,
-    jobs: &Receiver<Job>,
+    jobs: &Receiver<Msg>,
 ) {
     let mut worker = Worker {
         host: config.describe(),
@@ -106,11 +224,54 @@ fn serve(
     if ready.send(first).is_err() || !connected {
         return;
     }
-    // Ends when the backend drops its sender.
-    while let Ok(job) = jobs.recv() {
-        job(&mut worker);
+    // Ends when the backend drops its sender, after everything it sent: queued records are
+    // written before a dropped backend's thread ends.
+    let mut next: Option<Msg> = None;
+    loop {
+        let msg = match next.take() {
+            Some(msg) => msg,
+            None => match jobs.recv() {
+                Ok(msg) => msg,
+                Err(_) => break,
+            },
+        };
+        match msg {
+            Msg::Job(job) => job(&mut worker),
+            Msg::Append(first) => {
+                // Group commit: every append queued behind the first goes in its batch, so
+                // the batches grow while the server is slow and the queue never runs away.
+                let mut batch = vec![first];
+                while batch.len() < MAX_BATCH {
+                    match jobs.try_recv() {
+                        Ok(Msg::Append(pending)) => batch.push(pending),
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                worker.append_batch(batch, shared);
+            }
+        }
     }
     worker.shutdown();
+}
+
+/// A batch the server did not take: each waiting record gets the error, each block is lost.
+fn fail_rows(rows: Vec<Pending>, host: &str, reason: &str, shared: &Shared) {
+    for row in rows {
+        match row.reply {
+            Some(reply) => {
+                let _ = reply.send(Err(Error::BatchFailed {
+                    host: host.to_owned(),
+                    reason: reason.to_owned(),
+                }
+                .into()));
+            }
+            None => shared.lose(&row.session_id, row.sequence, || reason.to_owned()),
+        }
+    }
 }
 
 fn now_ms() -> u64 {
@@ -206,10 +367,12 @@ impl Worker {
         migrate(&mut client, &self.config.schema, host)?;
         let insert = client.prepare(INSERT).map_err(query)?;
         let append = client.prepare(APPEND).map_err(query)?;
+        let batch = client.prepare(APPEND_BATCH).map_err(query)?;
         Ok(Conn {
             client,
             insert,
             append,
+            batch,
         })
     }
 
@@ -305,6 +468,110 @@ impl Worker {
             }
             .into())
         })
+    }
+
+    /// Writes `batch` in one statement and answers each record that waits; a block that is
+    /// not stored is remembered in `shared` for its session's next append to report.
+    fn append_batch(&mut self, batch: Vec<Pending>, shared: &Shared) {
+        let pipelined = batch.iter().filter(|p| p.reply.is_none()).count();
+        let host = self.host.clone();
+        let mut rows = Vec::with_capacity(batch.len());
+        for pending in batch {
+            // A session with a hole gains nothing after it until its writer was told.
+            if pending.reply.is_none() && shared.lost().contains_key(&pending.session_id) {
+                shared.lose(&pending.session_id, pending.sequence, String::new);
+                continue;
+            }
+            if let Some(reply) = &pending.reply {
+                if let Some(lost) = shared.take_lost(&pending.session_id) {
+                    let _ = reply.send(Err(lost.into_error(&pending.session_id, &host)));
+                    continue;
+                }
+            }
+            rows.push(pending);
+        }
+        if !rows.is_empty() {
+            self.write_rows(rows, shared);
+        }
+        shared.queued.fetch_sub(pipelined, Ordering::Relaxed);
+    }
+
+    fn write_rows(&mut self, rows: Vec<Pending>, shared: &Shared) {
+        let host = self.host.clone();
+        let mut ids = Vec::with_capacity(rows.len());
+        let mut sequences = Vec::with_capacity(rows.len());
+        let mut kinds = Vec::with_capacity(rows.len());
+        let mut stamps = Vec::with_capacity(rows.len());
+        let mut records = Vec::with_capacity(rows.len());
+        for row in &rows {
+            ids.push(row.session_id.as_str());
+            // `Pending::new` checked that the sequence fits.
+            sequences.push(i64::try_from(row.sequence).unwrap_or(i64::MAX));
+            kinds.push(row.kind);
+            stamps.push(row.timestamp_ms);
+            records.push(row.bytes.as_slice());
+        }
+        let answers = self.run("append", |conn, _, retried| {
+            conn.client
+                .query_one(
+                    &conn.batch,
+                    &[&ids, &sequences, &kinds, &stamps, &records, &retried],
+                )
+                .map_err(retryable)?
+                .try_get::<_, Vec<Option<i64>>>(0)
+                .map_err(retryable)
+        });
+        let answers = match answers {
+            Ok(answers) if answers.len() == rows.len() => answers,
+            Ok(answers) => {
+                let reason = format!(
+                    "the server answered {} rows for a batch of {}",
+                    answers.len(),
+                    rows.len()
+                );
+                return fail_rows(rows, &host, &reason, shared);
+            }
+            Err(error) => return fail_rows(rows, &host, &error.to_string(), shared),
+        };
+        for (row, answer) in rows.into_iter().zip(answers) {
+            let taken = |last: i64| {
+                format!("another writer took the sequence (the session's highest is {last})")
+            };
+            match (answer, row.reply) {
+                (None, Some(reply)) => {
+                    let _ = reply.send(Ok(()));
+                }
+                (None, None) => {}
+                (Some(-1), Some(reply)) => {
+                    let error = match shared.take_lost(&row.session_id) {
+                        Some(lost) => lost.into_error(&row.session_id, &host),
+                        None => Error::NotStored {
+                            session_id: row.session_id.clone(),
+                            first: row.sequence,
+                            last: row.sequence,
+                            count: 1,
+                            host: host.clone(),
+                            reason:
+                                "an earlier record of the session in the same batch was refused"
+                                    .into(),
+                        }
+                        .into(),
+                    };
+                    let _ = reply.send(Err(error));
+                }
+                (Some(-1), None) => shared.lose(&row.session_id, row.sequence, || {
+                    "an earlier record of the session was refused".into()
+                }),
+                (Some(last), Some(reply)) => {
+                    let _ = reply.send(Err(PluginError::SequenceTaken {
+                        session_id: row.session_id,
+                        sequence: row.sequence,
+                        last: last.unsigned_abs(),
+                    }));
+                }
+                (Some(last), None) => shared.lose(&row.session_id, row.sequence, || taken(last)),
+            }
+        }
     }
 
     pub(crate) fn replay(&mut self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {

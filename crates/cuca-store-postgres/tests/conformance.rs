@@ -19,6 +19,29 @@ mod against_postgres {
     }
 
     cuca_testkit::conformance_tests!(fresh);
+
+    /// The same suite with `Durability::Pipelined`: a backend alone on its schema keeps the
+    /// contract exactly (a refused sequence is refused at once).
+    mod pipelined {
+        use std::sync::Arc;
+
+        use super::common;
+
+        fn fresh() -> Arc<dyn cuca_events::SessionBackend> {
+            match common::url() {
+                Some(url) => Arc::new(
+                    cuca_store_postgres::PostgresBackend::connect(
+                        common::throwaway(&url)
+                            .with_durability(cuca_store_postgres::Durability::Pipelined),
+                    )
+                    .unwrap_or_else(|error| panic!("cannot use CUCA_PG_URL={url:?}: {error}")),
+                ),
+                None => panic!("the suite was compiled for a server but CUCA_PG_URL is gone"),
+            }
+        }
+
+        cuca_testkit::conformance_tests!(fresh);
+    }
 }
 
 /// Without `CUCA_PG_URL` and `CI` the suite is not compiled; this says so in the test output.

@@ -264,9 +264,14 @@ static CACHE: Mutex<Vec<(String, Arc<SessionIndex>)>> = Mutex::new(Vec::new());
 
 /// The index of `session` in `backend`, from the cache when the file has not changed length.
 pub fn of(
-    backend: &cuca_store_file::FileBackend,
+    located: &crate::sessions::Located,
     session: &str,
 ) -> Result<Arc<SessionIndex>, ViewError> {
+    // A store that is not a directory has no cheap way to say a session grew: its index is
+    // built on every request (one read of the session).
+    let Some(backend) = located.file() else {
+        return Ok(Arc::new(build(located, session)?));
+    };
     let bytes = backend.bytes_on_disk(session)?;
     let key = format!("{}\u{0}{session}", backend.dir().display());
     {

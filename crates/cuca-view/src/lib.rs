@@ -58,6 +58,9 @@ pub struct ViewConfig {
     /// Directories of `.cslog` session files; a session is named by its id within its
     /// directory (the first directory that holds an id wins).
     pub session_dirs: Vec<PathBuf>,
+    /// Stores that are not directories (a PostgreSQL database a fleet records into), each
+    /// with the words that name it (never a password), searched after the directories.
+    pub session_stores: Vec<(String, std::sync::Arc<dyn cuca_events::SessionBackend>)>,
     /// The call log file (`calls.jsonl`) to summarise, if any.
     pub call_log: Option<PathBuf>,
     /// A directory of journal runs (`{run}/replay.json.gz`), if any.
@@ -69,9 +72,21 @@ impl ViewConfig {
     pub fn new(session_dirs: Vec<PathBuf>) -> Self {
         ViewConfig {
             session_dirs,
+            session_stores: Vec::new(),
             call_log: None,
             runs_dir: None,
         }
+    }
+
+    /// Shows the sessions of `backend` too, named `name` (where it is, for the page and
+    /// errors: never a password).
+    pub fn with_store(
+        mut self,
+        name: impl Into<String>,
+        backend: std::sync::Arc<dyn cuca_events::SessionBackend>,
+    ) -> Self {
+        self.session_stores.push((name.into(), backend));
+        self
     }
 
     /// Shows the call log at `path` too.

@@ -133,7 +133,7 @@ async fn session(
             Some(path) => crate::calls::failures_of(path, &id)?,
             None => Vec::new(),
         };
-        let dir = backend.dir().display().to_string();
+        let dir = backend.place();
         Ok((
             page,
             children,

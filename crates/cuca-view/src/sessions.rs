@@ -1,6 +1,7 @@
 //! What the session pages show, read through `FileBackend` and the `SessionBackend` trait.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use cuca_events::{PluginError, ReplayedRecord, SessionBackend, SessionEvent};
 use cuca_store_file::{FileBackend, Verdict};
@@ -27,7 +28,8 @@ pub const MAX_LIVE_BATCH: usize = 500;
 pub struct SessionSummary {
     /// The session id.
     pub id: String,
-    /// The directory it lives in.
+    /// The directory it lives in; for a store that is not a directory, the store's name
+    /// ([`ViewConfig::with_store`]).
     pub dir: PathBuf,
     /// Records a load returns (none when the file is refused).
     pub n_records: u64,
@@ -124,18 +126,27 @@ pub fn list(config: &ViewConfig) -> Result<Vec<SessionSummary>, ViewError> {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(recent) = recent.as_ref() {
-        if recent.started >= arrived && recent.dirs == config.session_dirs {
+        if recent.started >= arrived && recent.dirs == listed(config) {
             return Ok(recent.rows.clone());
         }
     }
     let started = std::time::Instant::now();
     let rows = scan_all(config)?;
     *recent = Some(Recent {
-        dirs: config.session_dirs.clone(),
+        dirs: listed(config),
         started,
         rows: rows.clone(),
     });
     Ok(rows)
+}
+
+/// What a list scanned: the directories and the other stores' names, in order.
+fn listed(config: &ViewConfig) -> Vec<PathBuf> {
+    let names = config
+        .session_stores
+        .iter()
+        .map(|(name, _)| PathBuf::from(name));
+    config.session_dirs.iter().cloned().chain(names).collect()
 }
 
 fn scan_all(config: &ViewConfig) -> Result<Vec<SessionSummary>, ViewError> {
@@ -146,6 +157,13 @@ fn scan_all(config: &ViewConfig) -> Result<Vec<SessionSummary>, ViewError> {
         for id in backend.sessions()? {
             if seen.insert(id.clone()) {
                 rows.push(summarise(&backend, dir, id));
+            }
+        }
+    }
+    for (name, backend) in &config.session_stores {
+        for id in backend.sessions()? {
+            if seen.insert(id.clone()) {
+                rows.push(summarise_stored(&**backend, Path::new(name), id));
             }
         }
     }
@@ -210,6 +228,51 @@ fn summarise(backend: &FileBackend, dir: &Path, id: String) -> SessionSummary {
     row
 }
 
+/// [`summarise`] for a store that is not a directory: the session loads whole (clean) or
+/// the store refuses it (unreadable, with the store's reason).
+fn summarise_stored(backend: &dyn SessionBackend, name: &Path, id: String) -> SessionSummary {
+    let mut tally = Tally::default();
+    let read = backend.replay_each(&id, &mut |record| {
+        tally.take(record.timestamp_ms, &record.event);
+        Ok(())
+    });
+    let mut row = SessionSummary {
+        parent: parent_of(&id),
+        id,
+        dir: name.to_owned(),
+        n_records: 0,
+        n_turns: 0,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        last_activity_ms: None,
+        status: Status::Clean,
+    };
+    if let Err(error) = read {
+        row.status = Status::Unreadable {
+            reason: error.to_string(),
+        };
+        return row;
+    }
+    row.n_records = tally.n_records;
+    row.last_activity_ms = tally.last_activity_ms;
+    row.prompt_tokens = tally.prompt_tokens;
+    row.completion_tokens = tally.completion_tokens;
+    row.n_turns = tally.segmenter.turns();
+    row
+}
+
+/// Every session id of every configured store, directories first.
+fn all_ids(config: &ViewConfig) -> Result<Vec<String>, ViewError> {
+    let mut ids = Vec::new();
+    for dir in &config.session_dirs {
+        ids.extend(FileBackend::new(dir.clone())?.sessions()?);
+    }
+    for (_, backend) in &config.session_stores {
+        ids.extend(backend.sessions()?);
+    }
+    Ok(ids)
+}
+
 /// What a list row counts, record by record.
 #[derive(Debug, Default)]
 struct Tally {
@@ -272,12 +335,95 @@ impl Segmenter {
     }
 }
 
-/// The backend whose directory holds `session`, searched in the configured order.
-pub fn locate(config: &ViewConfig, session: &str) -> Result<FileBackend, ViewError> {
+/// The store holding a session ([`locate`]): a directory's `FileBackend`, or one of the
+/// configured stores; it is a `SessionBackend` itself, so the pages read any of them alike.
+#[derive(Debug, Clone)]
+pub struct Located(Arc<dyn SessionBackend>, Place);
+
+/// Where a located session's store is: a directory (whose `FileBackend` knows the file's
+/// length, which tells a cached index it is stale) or a named store.
+#[derive(Debug, Clone)]
+enum Place {
+    Dir(Arc<FileBackend>),
+    Store(String),
+}
+
+impl Located {
+    /// The store's place for people: the directory's path or the store's name (what `cuca
+    /// fork STORE POINT` takes).
+    pub fn place(&self) -> String {
+        match &self.1 {
+            Place::Dir(backend) => backend.dir().display().to_string(),
+            Place::Store(name) => name.clone(),
+        }
+    }
+
+    /// The directory's backend, when the session is in a directory.
+    pub fn file(&self) -> Option<&FileBackend> {
+        match &self.1 {
+            Place::Dir(backend) => Some(backend),
+            Place::Store(_) => None,
+        }
+    }
+}
+
+impl SessionBackend for Located {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn append(&self, record: cuca_events::SessionRecord) -> Result<(), PluginError> {
+        self.0.append(record)
+    }
+
+    fn check_writable(&self, session_id: &str) -> Result<(), PluginError> {
+        self.0.check_writable(session_id)
+    }
+
+    fn replay(&self, session_id: &str) -> Result<Vec<cuca_events::SessionRecord>, PluginError> {
+        self.0.replay(session_id)
+    }
+
+    fn replay_each(
+        &self,
+        session_id: &str,
+        visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
+    ) -> Result<(), PluginError> {
+        self.0.replay_each(session_id, visit)
+    }
+
+    fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {
+        self.0.fork(session_id, point_id)
+    }
+
+    fn sessions(&self) -> Result<Vec<String>, PluginError> {
+        self.0.sessions()
+    }
+
+    fn gauge(&self) -> cuca_events::BackendGauge {
+        self.0.gauge()
+    }
+}
+
+/// The store that holds `session`, searched in the configured order (directories first).
+pub fn locate(config: &ViewConfig, session: &str) -> Result<Located, ViewError> {
     for dir in &config.session_dirs {
         let backend = FileBackend::new(dir.clone())?;
         if backend.sessions()?.iter().any(|id| id == session) {
-            return Ok(backend);
+            let backend = Arc::new(backend);
+            return Ok(Located(
+                Arc::clone(&backend) as Arc<dyn SessionBackend>,
+                Place::Dir(backend),
+            ));
+        }
+    }
+    for (name, backend) in &config.session_stores {
+        if backend
+            .sessions()?
+            .binary_search_by(|id| id.as_str().cmp(session))
+            .is_ok()
+        {
+            return Ok(Located(Arc::clone(backend), Place::Store(name.clone())));
         }
     }
     Err(ViewError::UnknownSession {
@@ -302,10 +448,7 @@ pub const MAX_TREE_NODES: usize = 500;
 /// The whole fork tree `session` belongs to, from its oldest ancestor down, built from the
 /// ids in the configured directories (a fork id names its parent and point).
 pub fn fork_tree(config: &ViewConfig, session: &str) -> Result<ForkNode, ViewError> {
-    let mut ids = Vec::new();
-    for dir in &config.session_dirs {
-        ids.extend(FileBackend::new(dir.clone())?.sessions()?);
-    }
+    let mut ids = all_ids(config)?;
     ids.sort();
     ids.dedup();
     let mut root = session.to_owned();
@@ -351,13 +494,10 @@ fn build(
 /// Ids of the sessions forked from `session`, found by their ids.
 pub fn children(config: &ViewConfig, session: &str) -> Result<Vec<(String, String)>, ViewError> {
     let mut out = Vec::new();
-    for dir in &config.session_dirs {
-        let backend = FileBackend::new(dir.clone())?;
-        for id in backend.sessions()? {
-            if let Some((parent, point)) = parent_of(&id) {
-                if parent == session {
-                    out.push((id, point));
-                }
+    for id in all_ids(config)? {
+        if let Some((parent, point)) = parent_of(&id) {
+            if parent == session {
+                out.push((id, point));
             }
         }
     }

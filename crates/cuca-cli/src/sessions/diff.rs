@@ -3,14 +3,14 @@
 //! tails side by side (issue 31 item 4).
 
 use std::io::Write;
-use std::path::Path;
 
-use cuca::{FileBackend, PluginError, SessionBackend, SessionEvent, SessionRecord};
+use cuca::{PluginError, SessionBackend, SessionEvent, SessionRecord};
 use serde_json::json;
 
 use super::show::preview;
-use super::{open_dir, stdout};
+use super::stdout;
 use crate::error::CliError;
+use crate::store::Store;
 use crate::term::line;
 
 /// How wide one side's preview is in the text table.
@@ -58,7 +58,7 @@ fn cell(record: Option<&SessionRecord>) -> String {
 /// for `other`, on its own thread: the two sessions are compared in lockstep, and neither is
 /// held whole (the session commands keep no session in memory).
 fn feed(
-    backend: &FileBackend,
+    backend: &dyn SessionBackend,
     session: &str,
     other: &str,
     tx: &std::sync::mpsc::SyncSender<SessionRecord>,
@@ -95,8 +95,8 @@ impl Totals {
 /// `cuca diff DIR A B [--json]`: text, or JSON Lines — a head object (`a`, `b`, `common`),
 /// one `{"a": record|null, "b": record|null}` line per pair of tail records, and a closing
 /// object with each tail's totals.
-pub(crate) fn diff(dir: &Path, a: &str, b: &str, as_json: bool) -> Result<(), CliError> {
-    let backend = open_dir(dir)?;
+pub(crate) fn diff(store: &Store, a: &str, b: &str, as_json: bool) -> Result<(), CliError> {
+    let backend = store.backend();
     for id in [a, b] {
         if backend
             .replay_each(id, &mut |_| {
@@ -106,7 +106,7 @@ pub(crate) fn diff(dir: &Path, a: &str, b: &str, as_json: bool) -> Result<(), Cl
         {
             return Err(CliError::Usage(format!(
                 "session {id:?} has no records in {}",
-                dir.display()
+                store.describe()
             )));
         }
     }
@@ -115,7 +115,6 @@ pub(crate) fn diff(dir: &Path, a: &str, b: &str, as_json: bool) -> Result<(), Cl
     let (right_tx, right) = std::sync::mpsc::sync_channel::<SessionRecord>(64);
     std::thread::scope(|scope| -> Result<(), CliError> {
         // Each reader owns its sender, so its channel closes when it has read its session.
-        let backend = &backend;
         let readers = [
             scope.spawn(move || feed(backend, a, b, &left_tx)),
             scope.spawn(move || feed(backend, b, a, &right_tx)),

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::{count, stdout};
 use crate::error::CliError;
+use crate::store::{Store, StoreArg};
 
 /// Reads a JSON Lines export whole, before anything is written. Its sequences must be those
 /// of one session as the session log numbers it — 0, 1, 2, … in order — so an out-of-order,
@@ -72,13 +73,18 @@ fn check_import_sequence(
     )))
 }
 
-/// `cuca import FILE.jsonl DIR SESSION`.
+/// `cuca import FILE.jsonl STORE SESSION`: into a directory as below, or into any other
+/// store through the trait ([`import_stored`]).
 pub(crate) fn import(
     file: &Path,
-    dir: &Path,
+    store: &StoreArg,
+    schema: Option<&str>,
     session: &str,
     as_json: bool,
 ) -> Result<(), CliError> {
+    let StoreArg::Dir(dir) = store else {
+        return import_stored(file, &store.open(schema, true)?, session, as_json);
+    };
     // The id and the target are checked before the file is read, and the file is read whole
     // before anything is written: a refused import leaves no session behind.
     let backend = FileBackend::new(dir)?;
@@ -130,6 +136,63 @@ pub(crate) fn import(
             count(n_records as u64, "record", "records"),
             crate::term::line(&format!("{session:?}")),
             crate::term::line(&path.display().to_string())
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// [`import`] into a store that is not a directory: refused when the session has a record;
+/// the store's sequence rule refuses the first record if another writer creates the
+/// session meanwhile, so an import never mixes into a session that exists.
+fn import_stored(file: &Path, store: &Store, session: &str, as_json: bool) -> Result<(), CliError> {
+    cuca::validate_session_id(session)?;
+    let backend = store.backend();
+    let exists = |backend: &dyn SessionBackend| -> Result<bool, CliError> {
+        Ok(backend
+            .replay_each(session, &mut |_| {
+                Err(cuca::PluginError::validation("import", "one is enough"))
+            })
+            .is_err())
+    };
+    if exists(backend)? {
+        return Err(CliError::Usage(format!(
+            "session {session:?} already exists in {}; import writes new sessions only",
+            store.describe()
+        )));
+    }
+    let records = read_jsonl(file)?;
+    if records.is_empty() {
+        return Err(CliError::Failed(format!(
+            "{} holds no records; nothing was imported and no session {session:?} was created",
+            file.display()
+        )));
+    }
+    let n_records = records.len();
+    for record in records {
+        backend
+            .append(SessionRecord {
+                session_id: session.to_owned(),
+                ..record
+            })
+            .map_err(|error| match error {
+                cuca::PluginError::SequenceTaken { .. } => CliError::Usage(format!(
+                    "session {session:?} already exists in {}: another writer created it while the input was read; import writes new sessions only",
+                    store.describe()
+                )),
+                other => other.into(),
+            })?;
+    }
+    let mut out = stdout();
+    if as_json {
+        writeln!(out, "{}", json!({"session": session, "records": n_records}))?;
+    } else {
+        writeln!(
+            out,
+            "imported {} into session {} ({})",
+            count(n_records as u64, "record", "records"),
+            crate::term::line(&format!("{session:?}")),
+            crate::term::line(store.describe())
         )?;
     }
     out.flush()?;

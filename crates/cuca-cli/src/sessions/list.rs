@@ -1,13 +1,13 @@
 //! `cuca sessions DIR`: one row per session, widths from the rows, most recent first.
 
 use std::io::Write;
-use std::path::Path;
 
-use cuca::{conversation_parent, SessionBackend, SessionEvent};
+use cuca::{conversation_parent, SessionEvent};
 use serde_json::json;
 
-use super::{count, fork_parent, format_ms, open_dir, scan_row, stdout, Scanned};
+use super::{count, fork_parent, format_ms, scan_row, stdout, stored_row, Scanned};
 use crate::error::CliError;
+use crate::store::Store;
 use crate::term::line;
 use crate::ui;
 
@@ -62,23 +62,31 @@ impl Row {
     }
 }
 
-fn scan(backend: &cuca::FileBackend, id: &str) -> Result<Row, CliError> {
+fn scan(store: &Store, id: &str) -> Result<Row, CliError> {
     let (mut first_ms, mut last_ms, mut forks_taken) = (None, None, Vec::new());
-    let scanned = scan_row(backend, id, &mut |record| {
+    let mut see = |record: cuca::ReplayedRecord<'_>| {
         first_ms.get_or_insert(record.timestamp_ms);
         last_ms = Some(record.timestamp_ms);
         if let SessionEvent::Fork { to_session, .. } = record.event {
             forks_taken.push(to_session);
         }
-    })?;
+    };
+    let (scanned, compacted, bytes_on_disk) = match store.file() {
+        Some(backend) => (
+            scan_row(backend, id, &mut see)?,
+            backend.is_compacted(id)?,
+            backend.bytes_on_disk(id)?,
+        ),
+        None => (stored_row(store.backend(), id, &mut see), false, 0),
+    };
     Ok(Row {
         id: id.to_owned(),
         scanned,
         first_ms,
         last_ms,
         forks_taken,
-        compacted: backend.is_compacted(id)?,
-        bytes_on_disk: backend.bytes_on_disk(id)?,
+        compacted,
+        bytes_on_disk,
     })
 }
 
@@ -163,13 +171,12 @@ fn grouped(rows: Vec<Row>) -> Vec<Row> {
     out
 }
 
-pub(crate) fn list(dir: &Path, as_json: bool, sort: SortBy, last: bool) -> Result<(), CliError> {
-    let backend = open_dir(dir)?;
-    let ids = backend.sessions()?;
+pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Result<(), CliError> {
+    let ids = store.backend().sessions()?;
     let bar = ui::progress(ids.len() as u64, "scanning");
     let mut rows = Vec::with_capacity(ids.len());
     for id in &ids {
-        rows.push(scan(&backend, id)?);
+        rows.push(scan(store, id)?);
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -186,7 +193,7 @@ pub(crate) fn list(dir: &Path, as_json: bool, sort: SortBy, last: bool) -> Resul
         let Some(row) = rows.iter().find(|row| row.last_ms.is_some()) else {
             return Err(CliError::Usage(format!(
                 "{} holds no session with a record, so there is no most recent one",
-                dir.display()
+                store.describe()
             )));
         };
         if as_json {
@@ -270,7 +277,7 @@ pub(crate) fn list(dir: &Path, as_json: bool, sort: SortBy, last: bool) -> Resul
         out,
         "{} in {}",
         count(ids.len() as u64, "session", "sessions"),
-        dir.display()
+        store.describe()
     )?;
     out.flush()?;
     Ok(())

@@ -1,5 +1,7 @@
-//! The session commands over a `FileBackend` directory, one module per command (sessions,
-//! show, replay, fork, verify, compact, export, import), and what they share.
+//! The session commands, one module per command (sessions, show, replay, fork, verify,
+//! compact, export, import), and what they share. A directory store is read through
+//! `FileBackend`'s own scans (damage reported byte by byte); any other store (PostgreSQL)
+//! through the `SessionBackend` trait, where a session either loads or is refused whole.
 
 use std::io::BufWriter;
 use std::ops::ControlFlow;
@@ -10,6 +12,7 @@ use cuca::store_file::{ScanSummary, SkimmedRecord, Verdict};
 use cuca::{FileBackend, PluginError, ReplayedRecord, SessionBackend, SessionEvent, SessionRecord};
 
 use crate::error::CliError;
+use crate::store::Store;
 use crate::ui;
 use crate::ui::count;
 
@@ -92,11 +95,71 @@ pub(crate) fn open_dir(dir: &Path) -> Result<FileBackend, CliError> {
 
 /// The usage error for a session `backend` does not hold.
 fn not_found(backend: &FileBackend, session: &str) -> CliError {
+    missing(&backend.dir().display().to_string(), session)
+}
+
+/// The usage error for a session the store `described` does not hold.
+fn missing(described: &str, session: &str) -> CliError {
     CliError::Usage(format!(
-        "session {session:?} not found in {} (`cuca sessions {}` lists them)",
-        backend.dir().display(),
-        backend.dir().display()
+        "session {session:?} not found in {described} (`cuca sessions STORE` lists them)"
     ))
+}
+
+/// One record of a first pass: skimmed from a file (its text left in the read buffer), or
+/// read whole from another store.
+pub(crate) enum Seen<'r, 'a> {
+    /// From a directory's scan.
+    Skimmed(&'r SkimmedRecord<'a>),
+    /// From any other store.
+    Read(&'r ReplayedRecord<'a>),
+}
+
+impl Seen<'_, '_> {
+    pub(crate) fn sequence(&self) -> u64 {
+        match self {
+            Seen::Skimmed(record) => record.sequence,
+            Seen::Read(record) => record.sequence,
+        }
+    }
+
+    pub(crate) fn kind_index(&self) -> usize {
+        match self {
+            Seen::Skimmed(record) => record.kind_index(),
+            Seen::Read(record) => record.event.kind_index(),
+        }
+    }
+
+    /// The event with its texts left out where the store allows (what segmenting needs).
+    pub(crate) fn hollow_event(&self) -> SessionEvent {
+        match self {
+            Seen::Skimmed(record) => record.hollow_event(),
+            Seen::Read(record) => record.event.clone(),
+        }
+    }
+}
+
+/// The first pass of a reading command over any store: every record of a session that must
+/// exist to `visit`, before anything is printed; returns how many there are. A directory's
+/// recovered damage gets its warning line and refused damage is the error naming its file
+/// and offset; another store's session loads whole or is the store's error.
+fn first_pass(
+    store: &Store,
+    session: &str,
+    visit: &mut dyn FnMut(Seen<'_, '_>) -> Result<(), PluginError>,
+) -> Result<u64, CliError> {
+    if let Some(file) = store.file() {
+        let summary = scan_checked(file, session, &mut |record| visit(Seen::Skimmed(&record)))?;
+        return Ok(summary.n_records);
+    }
+    let mut n_records = 0u64;
+    store.backend().replay_each(session, &mut |record| {
+        n_records += 1;
+        visit(Seen::Read(&record))
+    })?;
+    if n_records == 0 {
+        return Err(missing(store.describe(), session));
+    }
+    Ok(n_records)
 }
 
 /// Fails with a usage error unless `session` has a file (live or compacted) in `backend`.
@@ -152,7 +215,7 @@ fn scan_checked(
 /// records a live writer appends in between are left out) to `visit`, one at a time, until
 /// it breaks.
 fn each_record(
-    backend: &FileBackend,
+    backend: &dyn SessionBackend,
     session: &str,
     limit: u64,
     visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<ControlFlow<()>, CliError>,
@@ -200,6 +263,14 @@ fn each_record(
 enum Scanned {
     /// The file was read to its end: the scan's findings.
     Read(ScanSummary),
+    /// A session of a store that is not a directory: it loads whole (`refused: None`) or the
+    /// store refuses it with the reason.
+    Stored {
+        /// Records read (all of them when it loaded).
+        n_records: u64,
+        /// Why the store refused it.
+        refused: Option<String>,
+    },
     /// The file could not be read through (a damaged gzip stream, an I/O error): a refused
     /// row, not a failure of the whole directory.
     Unreadable {
@@ -216,21 +287,22 @@ impl Scanned {
     fn verdict_word(&self) -> &'static str {
         match self {
             Scanned::Read(summary) => verdict_word(&summary.verdict),
-            Scanned::Unreadable { .. } => "refused",
+            Scanned::Stored { refused: None, .. } => "clean",
+            Scanned::Stored { .. } | Scanned::Unreadable { .. } => "refused",
         }
     }
 
     fn n_records(&self) -> u64 {
         match self {
             Scanned::Read(summary) => summary.n_records,
-            Scanned::Unreadable { n_records, .. } => *n_records,
+            Scanned::Stored { n_records, .. } | Scanned::Unreadable { n_records, .. } => *n_records,
         }
     }
 
     fn file_len(&self) -> u64 {
         match self {
             Scanned::Read(summary) => summary.file_len,
-            Scanned::Unreadable { .. } => 0,
+            Scanned::Stored { .. } | Scanned::Unreadable { .. } => 0,
         }
     }
 }
@@ -249,6 +321,25 @@ fn scan_row(
         Ok(())
     });
     scanned(backend, session, result, n_records)
+}
+
+/// [`scan_row`] for a store that is not a directory: the session read whole through the
+/// trait, each record to `visit`; a session the store refuses is a refused row.
+fn stored_row(
+    backend: &dyn SessionBackend,
+    session: &str,
+    visit: &mut dyn FnMut(ReplayedRecord<'_>),
+) -> Scanned {
+    let mut n_records = 0u64;
+    let result = backend.replay_each(session, &mut |record| {
+        n_records += 1;
+        visit(record);
+        Ok(())
+    });
+    Scanned::Stored {
+        n_records,
+        refused: result.err().map(|error| error.to_string()),
+    }
 }
 
 /// [`scan_row`] for a caller that only counts: the records are skimmed, their text left in

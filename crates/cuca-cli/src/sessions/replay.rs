@@ -9,17 +9,17 @@
 
 use std::io::Write;
 use std::ops::ControlFlow;
-use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver};
 
 use cuca::replay::{SessionOutline, TurnOutline, TurnPart, TurnSplitter};
 use cuca::{
-    parse_point_id, FileBackend, MessageContentBlock, PluginError, ReplayNote, SessionEvent,
+    parse_point_id, MessageContentBlock, PluginError, ReplayNote, SessionBackend, SessionEvent,
 };
 use serde_json::json;
 
-use super::{count, each_record, open_dir, scan_checked, stdout};
+use super::{count, each_record, first_pass, stdout};
 use crate::error::CliError;
+use crate::store::Store;
 use crate::term::{line, text};
 
 /// Continuation lines of a multi-line text sit under its label's text.
@@ -96,7 +96,7 @@ impl Plan {
 
 /// Pass 1: the whole session scanned and checked, its turns counted, through `through`.
 fn plan(
-    backend: &FileBackend,
+    store: &Store,
     session: &str,
     through: Option<u64>,
     turn: Option<usize>,
@@ -112,14 +112,14 @@ fn plan(
         Ok(ControlFlow::Continue(()))
     });
     let mut found = false;
-    scan_checked(backend, session, &mut |record| {
+    first_pass(store, session, &mut |record| {
         if found {
             return Ok(());
         }
-        found = through == Some(record.sequence);
+        found = through == Some(record.sequence());
         // The plan needs the turns' outlines, which the event's kind and numbers decide:
         // the hollow event (no text) segments as the whole one does and allocates nothing.
-        splitter.push(record.sequence, record.hollow_event())
+        splitter.push(record.sequence(), record.hollow_event())
     })?;
     if let (Some(sequence), false) = (through, found) {
         return Err(CliError::Usage(format!(
@@ -383,7 +383,7 @@ impl Json {
 
 /// Pass 2: the session's parts through `visit`, from the first `limit` records.
 fn split(
-    backend: &FileBackend,
+    backend: &dyn SessionBackend,
     session: &str,
     limit: u64,
     visit: &mut dyn FnMut(TurnPart) -> Result<ControlFlow<()>, CliError>,
@@ -424,13 +424,13 @@ fn next_outline(outlines: &Receiver<TurnOutline>, turn: usize) -> Result<TurnOut
 
 /// `cuca replay DIR SESSION [--turn N] [--at POINT]`.
 pub(crate) fn replay(
-    dir: &Path,
+    store: &Store,
     session: &str,
     turn: Option<usize>,
     at: Option<&str>,
     as_json: bool,
 ) -> Result<(), CliError> {
-    let backend = open_dir(dir)?;
+    let backend = store.backend();
     let through = match at {
         Some(point) => {
             let (point_session, sequence) = parse_point_id(point)?;
@@ -452,7 +452,7 @@ pub(crate) fn replay(
         }
         other => other.map(|n| n - 1),
     };
-    let plan = plan(&backend, session, through, turn_idx)?;
+    let plan = plan(store, session, through, turn_idx)?;
     let selected = match turn {
         Some(n) => match plan
             .selected
@@ -494,7 +494,7 @@ pub(crate) fn replay(
     let mut printing = false;
     if as_json {
         let mut json = Json::default();
-        split(&backend, session, limit, &mut |part| {
+        split(backend, session, limit, &mut |part| {
             match part {
                 TurnPart::Start { turn, .. } => {
                     printing = wanted(turn);
@@ -518,7 +518,7 @@ pub(crate) fn replay(
             out: &mut out,
             open_run: None,
         };
-        split(&backend, session, limit, &mut |part| {
+        split(backend, session, limit, &mut |part| {
             match part {
                 TurnPart::Start { turn, .. } => {
                     printing = turn == outline.turn;
@@ -538,7 +538,6 @@ pub(crate) fn replay(
     } else {
         std::thread::scope(|scope| -> Result<(), CliError> {
             let (send, outlines) = sync_channel::<TurnOutline>(LOOKAHEAD_TURNS);
-            let backend = &backend;
             let ahead = scope.spawn(move || {
                 split(backend, session, limit, &mut |part| {
                     if let TurnPart::End(outline) = part {
@@ -572,7 +571,7 @@ pub(crate) fn replay(
             printed.and(ahead)
         })?;
         if turn.is_none() && at.is_none() {
-            write_conversations(&mut out, &backend, session)?;
+            write_conversations(&mut out, store, session)?;
         }
     }
     out.flush()?;
@@ -581,12 +580,9 @@ pub(crate) fn replay(
 
 /// After a whole base session, the other conversations it holds (issue 30: a session holds
 /// conversations, each its own session `{base}:conv:{n}`), each with the line that replays it.
-fn write_conversations(
-    out: &mut impl Write,
-    backend: &FileBackend,
-    session: &str,
-) -> Result<(), CliError> {
-    let mut conversations: Vec<(u64, String)> = backend
+fn write_conversations(out: &mut impl Write, store: &Store, session: &str) -> Result<(), CliError> {
+    let mut conversations: Vec<(u64, String)> = store
+        .backend()
         .sessions()?
         .into_iter()
         .filter_map(|id| match cuca::conversation_parent(&id) {
@@ -605,7 +601,7 @@ fn write_conversations(
         count(conversations.len() as u64, "conversation", "conversations")
     )?;
     for (_, id) in &conversations {
-        writeln!(out, "  cuca replay {} {}", line(&backend.dir().display().to_string()), line(id))?;
+        writeln!(out, "  cuca replay {} {}", line(store.describe()), line(id))?;
     }
     Ok(())
 }

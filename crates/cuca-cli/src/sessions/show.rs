@@ -2,16 +2,15 @@
 
 use std::io::Write;
 use std::ops::ControlFlow;
-use std::path::Path;
 
 use cuca::{Message, SessionEvent};
 use serde_json::json;
 
 use super::{
-    count, each_record, format_ms, kinds_words, open_dir, scan_checked, stdout, write_json_line,
-    PREVIEW_CHARS,
+    count, each_record, first_pass, format_ms, kinds_words, stdout, write_json_line, PREVIEW_CHARS,
 };
 use crate::error::CliError;
+use crate::store::Store;
 use crate::term::line;
 
 /// A one-line, clipped rendering of `text`: its first characters, every control character
@@ -111,10 +110,14 @@ pub(crate) fn preview(event: &SessionEvent) -> String {
 
 /// `cuca show DIR SESSION`: a first pass checks the session (and counts its kinds), a
 /// second prints it record by record; nothing is kept, so any length prints.
-pub(crate) fn show(dir: &Path, session: &str, kinds: bool, as_json: bool) -> Result<(), CliError> {
-    let backend = open_dir(dir)?;
+pub(crate) fn show(
+    store: &Store,
+    session: &str,
+    kinds: bool,
+    as_json: bool,
+) -> Result<(), CliError> {
     let mut counts = [0u64; SessionEvent::KINDS.len()];
-    let summary = scan_checked(&backend, session, &mut |record| {
+    let n_records = first_pass(store, session, &mut |record| {
         counts[record.kind_index()] += 1;
         Ok(())
     })?;
@@ -127,21 +130,21 @@ pub(crate) fn show(dir: &Path, session: &str, kinds: bool, as_json: bool) -> Res
                     by_kind.insert((*kind).to_owned(), n.into());
                 }
             }
-            let row = json!({"session": session, "records": summary.n_records, "kinds": by_kind});
+            let row = json!({"session": session, "records": n_records, "kinds": by_kind});
             writeln!(out, "{row}")?;
         } else {
             writeln!(
                 out,
                 "{}: {}: {}",
                 line(session),
-                count(summary.n_records, "record", "records"),
+                count(n_records, "record", "records"),
                 kinds_words(&counts)
             )?;
         }
         out.flush()?;
         return Ok(());
     }
-    each_record(&backend, session, summary.n_records, &mut |record| {
+    each_record(store.backend(), session, n_records, &mut |record| {
         if as_json {
             write_json_line(&mut out, &record)?;
             Ok(ControlFlow::Continue(()))

@@ -1,16 +1,17 @@
 //! `cuca verify DIR [SESSION…]`: scan session files and report damage.
 
 use std::io::Write;
-use std::path::Path;
 
 use cuca::replay::{Ambiguity, AmbiguityCheck};
 use cuca::store_file::{ScanSummary, SkimmedRecord, Verdict};
-use cuca::SessionBackend;
 use cuca::SessionEvent;
 use serde_json::json;
 
-use super::{count, open_dir, recovered_line, require_session, skim_row, stdout, Scanned};
+use super::{
+    count, missing, recovered_line, require_session, skim_row, stdout, stored_row, Scanned,
+};
 use crate::error::CliError;
+use crate::store::Store;
 use crate::term::line;
 use crate::ui;
 
@@ -42,6 +43,12 @@ fn report_json(session: &str, scanned: &Scanned) -> serde_json::Value {
                 "refused_reason": refused_reason,
             })
         }
+        Scanned::Stored { n_records, refused } => json!({
+            "session": session,
+            "verdict": scanned.verdict_word(),
+            "records": n_records,
+            "refused_reason": refused,
+        }),
         Scanned::Unreadable {
             path,
             n_records,
@@ -77,6 +84,12 @@ fn write_report(out: &mut impl Write, session: &str, scanned: &Scanned) -> Resul
         Scanned::Read(summary) => summary,
         Scanned::Unreadable { reason, .. } => {
             writeln!(out, "  refused: cannot be read through: {}", line(reason))?;
+            return Ok(());
+        }
+        Scanned::Stored { refused, .. } => {
+            if let Some(reason) = refused {
+                writeln!(out, "  refused: {}", line(reason))?;
+            }
             return Ok(());
         }
     };
@@ -155,14 +168,20 @@ struct Calls {
 }
 
 impl Calls {
-    fn see(&mut self, record: &SkimmedRecord<'_>) {
-        let kind = record.kind();
-        match kind {
-            "CallRequest" => self.positions.observe(&record.hollow_event()),
-            "RequestDigest" => self.positions.observe(&SessionEvent::RequestDigest {
+    /// A skimmed record of a file: its text left out but for what the checks read.
+    fn see_skimmed(&mut self, record: &SkimmedRecord<'_>) {
+        match record.kind() {
+            "RequestDigest" => self.see(&SessionEvent::RequestDigest {
                 sha256: record.request_digest().unwrap_or_default().to_owned(),
             }),
-            _ => {}
+            _ => self.see(&record.hollow_event()),
+        }
+    }
+
+    fn see(&mut self, event: &SessionEvent) {
+        let kind = event.kind();
+        if matches!(kind, "CallRequest" | "RequestDigest") {
+            self.positions.observe(event);
         }
         match kind {
             "CallIncomplete" if !self.counted => {
@@ -197,14 +216,20 @@ impl Calls {
 }
 
 /// `cuca verify DIR [SESSION…]`.
-pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), CliError> {
-    let backend = open_dir(dir)?;
+pub(crate) fn verify(store: &Store, named: &[String], as_json: bool) -> Result<(), CliError> {
+    let all = store.backend().sessions()?;
     let ids = if named.is_empty() {
-        backend.sessions()?
+        all
     } else {
         // Every name is checked before any scan, so a typo fails fast and alone.
         for session in named {
-            require_session(&backend, session)?;
+            match store.file() {
+                Some(backend) => require_session(backend, session)?,
+                None if all.binary_search(session).is_err() => {
+                    return Err(missing(store.describe(), session))
+                }
+                None => {}
+            }
         }
         named.to_vec()
     };
@@ -219,7 +244,12 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
         // Records are counted by the scan and kept by no one: memory is one read chunk,
         // whatever the session's length.
         let mut calls = Calls::default();
-        let scanned = skim_row(&backend, session, &mut |record| calls.see(record))?;
+        let scanned = match store.file() {
+            Some(backend) => skim_row(backend, session, &mut |record| calls.see_skimmed(record))?,
+            None => stored_row(store.backend(), session, &mut |record| {
+                calls.see(&record.event);
+            }),
+        };
         n_incomplete += calls.incomplete + u64::from(calls.open_at_end);
         let ambiguities = std::mem::take(&mut calls.positions).finish();
         if !ambiguities.is_empty() {
@@ -230,6 +260,7 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
         n_bytes += scanned.file_len();
         match &scanned {
             Scanned::Read(summary) if summary.verdict == Verdict::Clean => clean += 1,
+            Scanned::Stored { refused: None, .. } => clean += 1,
             Scanned::Read(summary) if summary.verdict == Verdict::Recovered => {
                 recovered += 1;
                 bar.suspend(|| ui::warn(&recovered_line(session, summary)));
@@ -289,7 +320,7 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
         return Err(CliError::Failed(format!(
             "{refused} of {} in {} {} damaged where a load refuses (see the lines above)",
             count(ids.len() as u64, "session", "sessions"),
-            dir.display(),
+            store.describe(),
             if refused == 1 { "is" } else { "are" }
         )));
     }
@@ -297,7 +328,7 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
         return Err(CliError::Failed(format!(
             "{not_replayable} of {} in {} cannot be replayed call by call: two different requests at one conversation position (see the lines above)",
             count(ids.len() as u64, "session", "sessions"),
-            dir.display(),
+            store.describe(),
         )));
     }
     Ok(())

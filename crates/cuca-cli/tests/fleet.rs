@@ -1,0 +1,545 @@
+//! Issue 34, "a fleet on one store": several real `cuca proxy` processes record into one
+//! PostgreSQL schema through the real Python `openai` package, and `cuca verify`, `cuca view`
+//! and the store itself see every call of every proxy; a PostgreSQL restart mid-run costs no
+//! caller's answer and no acknowledged record; a proxy SIGKILLed mid-stream leaves a session
+//! another proxy continues; a database that refuses is an error naming the store.
+//!
+//! Needs `CUCA_PG_URL` (a server `.ci/postgres.sh` started) and `CUCA_TEST_PYTHON` (a Python
+//! with the `openai` package, as `.ci/run` makes): without them each test prints why and
+//! skips; under `CI` a missing one fails.
+// Helpers outside `#[test]` functions unwrap too: a failure there is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use common::{serving_with, Killed};
+use cuca::{PostgresBackend, PostgresConfig, SessionBackend, SessionEvent};
+use futures::StreamExt as _;
+use serde_json::Value;
+
+/// `name` from the environment, or `None` with the reason printed (a panic under `CI`).
+fn required(name: &str, why: &str) -> Option<String> {
+    match std::env::var(name).ok().filter(|value| !value.is_empty()) {
+        Some(value) => Some(value),
+        None if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but {name} is not: {why}")
+        }
+        None => {
+            eprintln!("skipped: {name} is unset ({why})");
+            None
+        }
+    }
+}
+
+/// The server and the Python, or `None` when the test skips.
+fn needs() -> Option<(String, PathBuf)> {
+    let url = required(
+        "CUCA_PG_URL",
+        "run `bash .ci/postgres.sh start env` and `. ./env` for the PostgreSQL fleet tests",
+    )?;
+    let python = required(
+        "CUCA_TEST_PYTHON",
+        "a Python with the openai package; .ci/run makes target/py-venv",
+    )?;
+    Some((url, PathBuf::from(python)))
+}
+
+/// A schema of its own on the test server, dropped when the returned backend is.
+fn schema(url: &str) -> PostgresBackend {
+    let config = PostgresConfig::new(url).unwrap().with_throwaway_schema();
+    PostgresBackend::connect(config).unwrap()
+}
+
+/// The words the scripted upstream streams for a request whose last user message is `ask`.
+fn answer_words(ask: &str, n_chunks: usize) -> Vec<String> {
+    (0..n_chunks).map(|k| format!("{ask}/{k} ")).collect()
+}
+
+/// A loopback OpenAI-compatible upstream that streams `n_chunks` content chunks naming the
+/// request's last user message (one every `pause`), then finish, usage and `[DONE]`.
+fn start_upstream(n_chunks: usize, pause: Duration) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let chat = move |body: axum::body::Bytes| async move {
+                let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let ask = request["messages"]
+                    .as_array()
+                    .and_then(|messages| {
+                        messages.iter().rev().find(|m| m["role"] == "user")
+                    })
+                    .and_then(|m| m["content"].as_str())
+                    .unwrap_or("?")
+                    .to_owned();
+                let mut events: Vec<String> = answer_words(&ask, n_chunks)
+                    .into_iter()
+                    .map(|word| {
+                        serde_json::json!({"model": "fleet", "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": null}]}).to_string()
+                    })
+                    .collect();
+                events.push(r#"{"model":"fleet","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#.into());
+                events.push(r#"{"model":"fleet","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}"#.into());
+                events.push("[DONE]".into());
+                let stream = futures::stream::iter(events).then(move |event| async move {
+                    if !pause.is_zero() {
+                        tokio::time::sleep(pause).await;
+                    }
+                    Ok::<_, std::io::Error>(axum::body::Bytes::from(format!("data: {event}\n\n")))
+                });
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from_stream(stream))
+                    .unwrap()
+            };
+            let router = Router::new().route("/v1/chat/completions", post(chat));
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            axum::serve(listener, router).await.unwrap();
+        });
+    });
+    format!("http://{}", rx.recv().unwrap())
+}
+
+/// A `cuca proxy` recording into `schema` at `url`, its call log in `dir`; stderr piped.
+fn start_proxy(url: &str, schema: &str, upstream: &str, dir: &Path) -> (Killed, String) {
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"));
+    command
+        .args(["proxy", "--listen", "127.0.0.1:0", "--upstream", upstream])
+        .args(["--store", url, "--schema", schema])
+        .env_remove("CUCA_CALL_LOG_BODIES")
+        .env_remove("RUST_LOG")
+        .env("CUCA_CALL_LOG", dir.join("calls.jsonl"))
+        .stderr(Stdio::piped());
+    let (child, address, _stdout) = serving_with(command, "listening on http://");
+    (child, address)
+}
+
+/// drive.py against `proxy`: `n_sessions` concurrent sessions `{prefix}-s{i}` of `n_calls`
+/// streamed calls each; their answers and the errors the SDK raised.
+fn drive(
+    python: &Path,
+    proxy: &str,
+    prefix: &str,
+    n_sessions: usize,
+    n_calls: usize,
+) -> std::process::Child {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fleet/drive.py");
+    std::process::Command::new(python)
+        .arg(script)
+        .arg(proxy)
+        .arg(prefix)
+        .arg(n_sessions.to_string())
+        .arg(n_calls.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn driven(child: std::process::Child) -> (BTreeMap<String, Vec<String>>, Vec<String>) {
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "drive.py failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let value: Value = serde_json::from_slice(&output.stdout).unwrap();
+    (
+        serde_json::from_value(value["answers"].clone()).unwrap(),
+        serde_json::from_value(value["errors"].clone()).unwrap(),
+    )
+}
+
+/// Every Output text of `session`, joined per call (a call ends at its `CallFinish`).
+fn recorded_answers(backend: &dyn SessionBackend, session: &str) -> Vec<String> {
+    let mut calls = Vec::new();
+    let mut open = String::new();
+    for record in backend.replay(session).unwrap() {
+        match record.event {
+            SessionEvent::Output { text } => open.push_str(&text),
+            SessionEvent::CallFinish { .. } => calls.push(std::mem::take(&mut open)),
+            _ => {}
+        }
+    }
+    calls
+}
+
+fn cuca_out(args: &[&str]) -> std::process::Output {
+    common::cuca().args(args).output().unwrap()
+}
+
+fn http_get(address: &str, path: &str) -> String {
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+/// Issue 34's proof: "4 `cuca proxy` processes × 25 concurrent streamed sessions each through
+/// the real Python `openai` package, then `cuca verify --store URL` clean and every call's
+/// answer present in order; `cuca view --store URL` showing sessions from all four".
+#[test]
+fn four_proxies_record_a_hundred_concurrent_sessions_into_one_schema() {
+    let Some((url, python)) = needs() else { return };
+    let store = schema(&url);
+    let schema = store.schema().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    const CHUNKS: usize = 40;
+    let upstream = start_upstream(CHUNKS, Duration::ZERO);
+    let proxies: Vec<(Killed, String)> = (0..4)
+        .map(|p| {
+            let log = dir.path().join(format!("p{p}"));
+            std::fs::create_dir_all(&log).unwrap();
+            start_proxy(&url, &schema, &upstream, &log)
+        })
+        .collect();
+    let drivers: Vec<_> = proxies
+        .iter()
+        .enumerate()
+        .map(|(p, (_, address))| {
+            drive(
+                &python,
+                &format!("http://{address}"),
+                &format!("p{p}"),
+                25,
+                2,
+            )
+        })
+        .collect();
+    let mut answers = BTreeMap::new();
+    for driver in drivers {
+        let (got, errors) = driven(driver);
+        assert!(errors.is_empty(), "{errors:?}");
+        answers.extend(got);
+    }
+    assert_eq!(answers.len(), 100);
+    for (session, got) in &answers {
+        let expected: Vec<String> = (0..2)
+            .map(|call| answer_words(&format!("{session} call {call}"), CHUNKS).concat())
+            .collect();
+        assert_eq!(got, &expected, "what the SDK got on {session}");
+        assert_eq!(
+            &recorded_answers(&store, session),
+            &expected,
+            "what the store holds for {session}, in order"
+        );
+    }
+
+    let verify = cuca_out(&["verify", &url, "--schema", &schema]);
+    let stdout = String::from_utf8_lossy(&verify.stdout);
+    assert!(
+        verify.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    assert!(
+        stdout.contains("100 sessions")
+            && stdout.contains("100 clean, 0 recovered (loadable), 0 refused"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("not recorded in full"), "{stdout}");
+
+    let mut viewer = std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"));
+    viewer
+        .args([
+            "view",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            &url,
+            "--schema",
+            &schema,
+        ])
+        .env("CUCA_CALL_LOG", dir.path().join("none.jsonl"))
+        .stderr(Stdio::null());
+    let (_view, address, _out) = serving_with(viewer, "cuca view: http://");
+    let page = http_get(&address, "/");
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    for p in 0..4 {
+        assert!(
+            page.contains(&format!("p{p}-s24")),
+            "the list shows proxy {p}'s sessions"
+        );
+    }
+    assert!(
+        !page.contains("postgres@"),
+        "the page names no user or password"
+    );
+    let session = http_get(&address, "/sessions/p3-s7");
+    assert!(
+        session.starts_with("HTTP/1.1 200") && session.contains("p3-s7 call 1/39"),
+        "{session}"
+    );
+    drop(proxies);
+    eprintln!("FIGURES fleet: 4 proxies, 100 sessions, 200 calls answered and recorded whole");
+}
+
+/// "PostgreSQL restarted in the middle of a run → the proxy answers its callers (recording
+/// fails loudly per call, in the call log and on stderr; the caller's answer is never lost or
+/// delayed by the store), reconnects, and resumes; nothing it acknowledged is lost". On a
+/// server of the test's own (the shared one keeps serving the other tests).
+#[test]
+fn a_postgres_restart_mid_run_loses_no_answer_and_no_acknowledged_record() {
+    let Some((_, python)) = needs() else { return };
+    let server = PrivateServer::start();
+    let url = server.url.clone();
+    let store = schema(&url);
+    let schema = store.schema().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    const CHUNKS: usize = 10;
+    let upstream = start_upstream(CHUNKS, Duration::from_millis(15));
+    let (mut proxy, address) = start_proxy(&url, &schema, &upstream, dir.path());
+    // 8 sessions × 12 calls of ~150 ms each: about 1.8 s of traffic; the restart lands in it.
+    let driver = drive(&python, &format!("http://{address}"), "r", 8, 12);
+    // Once the first calls are recorded (polled: Python takes a while to start), restart.
+    for _ in 0..500 {
+        if recorded_answers(&store, "r-s0").len() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        recorded_answers(&store, "r-s0").len() >= 2,
+        "the run started"
+    );
+    server.restart();
+    let (answers, errors) = driven(driver);
+    assert!(errors.is_empty(), "every caller got its answer: {errors:?}");
+    let mut answered = 0;
+    for (session, got) in &answers {
+        let expected: Vec<String> = (0..12)
+            .map(|call| answer_words(&format!("{session} call {call}"), CHUNKS).concat())
+            .collect();
+        assert_eq!(got, &expected, "{session}");
+        answered += got.len();
+    }
+    assert_eq!(answered, 96);
+    // The call log: a row per call, those the store refused saying so.
+    let log = std::fs::read_to_string(dir.path().join("calls.jsonl")).unwrap();
+    let ends: Vec<Value> = log
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|row| row.get("phase").is_none())
+        .collect();
+    assert_eq!(ends.len(), 96, "{log}");
+    let refused: Vec<&Value> = ends
+        .iter()
+        .filter(|row| {
+            row["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("the session does not hold this call in full"))
+        })
+        .collect();
+    // Every call the log calls recorded is in the store whole (nothing acknowledged lost).
+    let reopened = PostgresBackend::connect(
+        PostgresConfig::new(&url)
+            .unwrap()
+            .with_schema(&schema)
+            .unwrap(),
+    )
+    .unwrap();
+    let mut recorded = 0;
+    for (session, got) in &answers {
+        let stored = recorded_answers(&reopened, session);
+        recorded += got.iter().filter(|answer| stored.contains(answer)).count();
+    }
+    assert!(
+        recorded >= 96 - refused.len(),
+        "acknowledged calls are stored whole: {recorded} stored, {} refused",
+        refused.len()
+    );
+    assert!(!refused.is_empty(), "the restart fell within the run");
+    // Resumed: the last call of every session came after the restart and is recorded.
+    for (session, got) in &answers {
+        assert!(
+            recorded_answers(&reopened, session).last() == got.last(),
+            "{session} resumed recording after the restart"
+        );
+    }
+    let _ = proxy.0.kill();
+    let _ = proxy.0.wait();
+    let mut stderr = String::new();
+    proxy
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        stderr.contains("not recorded in full"),
+        "loudly on stderr: {stderr}"
+    );
+    eprintln!(
+        "FIGURES fleet restart: answered={answered} recorded={recorded} refused_records_calls={}",
+        refused.len()
+    );
+    drop(reopened);
+    drop(store);
+}
+
+/// "a proxy SIGKILLed mid-stream leaves a session the others can continue and replay".
+#[test]
+fn a_proxy_killed_mid_stream_leaves_a_session_another_continues() {
+    let Some((url, python)) = needs() else { return };
+    let store = schema(&url);
+    let schema = store.schema().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let slow = start_upstream(60, Duration::from_millis(25));
+    let (mut first, address) = start_proxy(&url, &schema, &slow, dir.path());
+    let driver = drive(&python, &format!("http://{address}"), "k", 1, 1);
+    // Until some of the answer is recorded (the store is polled, not slept on blindly).
+    let mut seen = 0;
+    for _ in 0..200 {
+        seen = store
+            .replay("k-s0")
+            .unwrap()
+            .iter()
+            .filter(|r| matches!(r.event, SessionEvent::Output { .. }))
+            .count();
+        if seen >= 5 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(seen >= 5, "blocks were recorded mid-stream: {seen}");
+    // SIGKILL: no shutdown, nothing flushed.
+    first.0.kill().unwrap();
+    let _ = first.0.wait();
+    let (_, errors) = driven(driver);
+    assert!(!errors.is_empty(), "the caller saw the proxy die");
+
+    let fast = start_upstream(5, Duration::ZERO);
+    let (_second, address) = start_proxy(&url, &schema, &fast, dir.path());
+    let (answers, errors) = driven(drive(&python, &format!("http://{address}"), "k", 1, 1));
+    assert!(errors.is_empty(), "{errors:?}");
+    let expected = answer_words("k-s0 call 0", 5).concat();
+    assert_eq!(answers["k-s0"], std::slice::from_ref(&expected));
+    assert_eq!(recorded_answers(&store, "k-s0").last(), Some(&expected));
+    let replay = cuca_out(&["replay", &url, "--schema", &schema, "k-s0"]);
+    assert!(
+        replay.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    let verify = cuca_out(&["verify", &url, "--schema", &schema]);
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+}
+
+/// "A database that refuses (permissions, disk full) is a clear error naming the store."
+#[test]
+fn a_database_that_refuses_is_an_error_naming_the_store() {
+    let Some((url, _)) = needs() else { return };
+    // A role that may connect but not create a schema (PUBLIC has no CREATE on a database).
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(
+            "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'cuca_fleet_nobody') THEN CREATE ROLE cuca_fleet_nobody LOGIN; END IF; END $$;",
+        )
+        .unwrap();
+    drop(admin);
+    let config = PostgresConfig::new(&url).unwrap();
+    let host = config.describe();
+    let nobody = format!("postgres://cuca_fleet_nobody@{host}");
+    let dir = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"))
+        .args([
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            "http://127.0.0.1:9",
+        ])
+        .args(["--store", &nobody, "--schema", "cuca_fleet_refused"])
+        .env("CUCA_CALL_LOG", dir.path().join("calls.jsonl"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("store postgres {host} schema cuca_fleet_refused"))
+            && stderr.contains("permission denied"),
+        "{stderr}"
+    );
+}
+
+/// A PostgreSQL server of the test's own, from `.ci/postgres.sh` on a port and directory no
+/// other run uses; stopped and deleted on drop.
+struct PrivateServer {
+    url: String,
+    env: Vec<(String, String)>,
+}
+
+impl PrivateServer {
+    fn script() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.ci/postgres.sh")
+    }
+
+    fn run(&self, what: &str) {
+        let output = std::process::Command::new("bash")
+            .arg(Self::script())
+            .arg(what)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "postgres.sh {what}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    fn start() -> Self {
+        // A port from the pid, away from the shared server's 54329.
+        let port = 56000 + std::process::id() % 4000;
+        let dir = std::env::temp_dir().join(format!("cuca-fleet-pg-{port}"));
+        let mut server = PrivateServer {
+            url: format!("postgres://postgres@127.0.0.1:{port}/cuca"),
+            env: vec![
+                ("CUCA_PG_DIR".into(), dir.display().to_string()),
+                ("CUCA_PG_PORT".into(), port.to_string()),
+            ],
+        };
+        server.run("start");
+        server.url = format!("postgres://postgres@127.0.0.1:{port}/cuca");
+        server
+    }
+
+    fn restart(&self) {
+        self.run("stop");
+        self.run("start");
+    }
+}
+
+impl Drop for PrivateServer {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .arg(Self::script())
+            .arg("clean")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output();
+    }
+}

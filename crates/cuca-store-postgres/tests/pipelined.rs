@@ -1,0 +1,198 @@
+//! `Durability::Pipelined` against a real server (`CUCA_PG_URL`): blocks return once queued,
+//! everything else waits for its commit and the commit of what was queued before it, and a
+//! block accepted but not stored is reported by its session's next append.
+
+// A test binary: its helpers panic on failure like its tests do.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use cuca_events::{PluginError, SessionBackend, SessionEvent};
+use cuca_store_postgres::{Durability, Error, PostgresBackend, PostgresConfig};
+use cuca_testkit::record;
+
+fn pipelined(url: &str) -> PostgresBackend {
+    PostgresBackend::connect(common::throwaway(url).with_durability(Durability::Pipelined)).unwrap()
+}
+
+fn output(session: &str, sequence: u64) -> cuca_events::SessionRecord {
+    record(
+        session,
+        sequence,
+        SessionEvent::Output {
+            text: format!("block {sequence}"),
+        },
+    )
+}
+
+/// "Appends of one call are pipelined or group-committed so that recording never falls
+/// behind a stream, without weakening what an acknowledged record means": once the closing
+/// record is acknowledged, every block before it is stored, in order, and a second backend
+/// (another process) sees them.
+#[test]
+fn a_closing_record_acknowledges_every_block_queued_before_it() {
+    let Some(url) = common::url() else { return };
+    let backend = pipelined(&url);
+    backend
+        .append(record(
+            "call",
+            0,
+            SessionEvent::SystemPrompt { text: "s".into() },
+        ))
+        .unwrap();
+    for sequence in 1..=1000 {
+        backend.append(output("call", sequence)).unwrap();
+    }
+    backend
+        .append(record(
+            "call",
+            1001,
+            SessionEvent::TokenUsage {
+                prompt_tokens: 1,
+                completion_tokens: 1,
+            },
+        ))
+        .unwrap();
+    let other = PostgresBackend::connect(
+        PostgresConfig::new(&url)
+            .unwrap()
+            .with_schema(backend.schema())
+            .unwrap(),
+    )
+    .unwrap();
+    let records = other.replay("call").unwrap();
+    assert_eq!(records.len(), 1002);
+    assert!(records
+        .iter()
+        .enumerate()
+        .all(|(index, record)| record.sequence == index as u64));
+    assert_eq!(backend.queued(), 0);
+    drop(other);
+}
+
+/// A sequence this backend already sent is refused at once, as in every store.
+#[test]
+fn a_block_at_or_below_the_last_sent_is_refused_at_once() {
+    let Some(url) = common::url() else { return };
+    let backend = pipelined(&url);
+    backend.append(output("s", 0)).unwrap();
+    backend.append(output("s", 1)).unwrap();
+    let error = backend.append(output("s", 1)).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            PluginError::SequenceTaken {
+                sequence: 1,
+                last: 1,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+/// A block another process's record got to first is lost: the session's next append names
+/// it and is refused, and nothing lands after the hole until then.
+#[test]
+fn a_block_accepted_but_not_stored_is_reported_by_the_next_append() {
+    let Some(url) = common::url() else { return };
+    let backend = pipelined(&url);
+    backend.append(output("s", 0)).unwrap();
+    let other = PostgresBackend::connect(
+        PostgresConfig::new(&url)
+            .unwrap()
+            .with_schema(backend.schema())
+            .unwrap(),
+    )
+    .unwrap();
+    other.append(output("s", 1)).unwrap();
+    other.append(output("s", 2)).unwrap();
+    // Accepted (this backend last sent 0), then refused by the server.
+    backend.append(output("s", 1)).unwrap();
+    backend.append(output("s", 2)).unwrap();
+    let error = backend
+        .append(record(
+            "s",
+            3,
+            SessionEvent::TokenUsage {
+                prompt_tokens: 1,
+                completion_tokens: 1,
+            },
+        ))
+        .unwrap_err();
+    let PluginError::Backend { source, .. } = &error else {
+        panic!("{error:?}")
+    };
+    let typed = source.as_ref().unwrap().downcast_ref::<Error>().unwrap();
+    assert!(
+        matches!(
+            typed,
+            Error::NotStored {
+                first: 1,
+                last: 2,
+                count: 2,
+                ..
+            }
+        ),
+        "{typed:?}"
+    );
+    assert!(error.to_string().contains("another writer"), "{error}");
+    // Only the other writer's records and the first block are there: the TokenUsage was refused.
+    let texts: Vec<u64> = other
+        .replay("s")
+        .unwrap()
+        .iter()
+        .map(|record| record.sequence)
+        .collect();
+    assert_eq!(texts, [0, 1, 2]);
+    // Reported once: the writer carries on after the real tail.
+    backend
+        .append(record(
+            "s",
+            3,
+            SessionEvent::TokenUsage {
+                prompt_tokens: 1,
+                completion_tokens: 1,
+            },
+        ))
+        .unwrap();
+    assert_eq!(other.replay("s").unwrap().len(), 4);
+    drop(other);
+}
+
+/// Fifty sessions written at once from fifty threads share batches (group commit) and each
+/// keeps its order.
+#[test]
+fn fifty_concurrent_sessions_each_keep_their_order() {
+    let Some(url) = common::url() else { return };
+    let backend = pipelined(&url);
+    std::thread::scope(|scope| {
+        for n in 0..50 {
+            let backend = &backend;
+            scope.spawn(move || {
+                let session = format!("s{n}");
+                for sequence in 0..200 {
+                    backend.append(output(&session, sequence)).unwrap();
+                }
+                backend
+                    .append(record(
+                        &session,
+                        200,
+                        SessionEvent::TokenUsage {
+                            prompt_tokens: 1,
+                            completion_tokens: 1,
+                        },
+                    ))
+                    .unwrap();
+            });
+        }
+    });
+    for n in 0..50 {
+        let records = backend.replay(&format!("s{n}")).unwrap();
+        assert_eq!(records.len(), 201);
+        assert!(records
+            .iter()
+            .enumerate()
+            .all(|(index, record)| record.sequence == index as u64));
+    }
+}
