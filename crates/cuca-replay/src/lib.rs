@@ -175,6 +175,47 @@ impl SessionReplay {
         segmenter.finish()
     }
 
+    /// The store loads read from: for a reader that keeps its own view of a session and
+    /// reads on from a [`cuca_events::ReadMark`] (the proxy's replay index).
+    pub fn backend(&self) -> &Arc<dyn SessionBackend> {
+        &self.backend
+    }
+
+    /// The records of `session_id` after `after` (a mark its backend handed out) through the
+    /// one whose sequence is `through_sequence`, segmented as [`SessionReplay::load`] segments
+    /// them: with `after` a mark at a turn's start and `through_sequence` that turn's last
+    /// record, a trajectory of that one turn, read from where it lies and no further. `None`
+    /// when the mark is stale (the session was replaced or cut short since it was handed out,
+    /// see [`cuca_events::SessionBackend::replay_after`]). The caps apply to what was read.
+    pub fn load_after(
+        &self,
+        session_id: &str,
+        after: &cuca_events::ReadMark,
+        through_sequence: u64,
+    ) -> Result<Option<ReplayTrajectory>, PluginError> {
+        let mut segmenter = Segmenter::new(session_id.to_owned(), &self.config);
+        // The read stops past the last record wanted; this flag tells that stop from a
+        // failure.
+        let mut done = false;
+        let read = self
+            .backend
+            .replay_after(session_id, after, &mut |record, _| {
+                if record.sequence > through_sequence {
+                    done = true;
+                    return Err(PluginError::validation("load_after", "read through"));
+                }
+                segmenter.push(record.sequence, record.event);
+                Ok(())
+            });
+        match read {
+            Ok(cuca_events::ReadAfter::Stale) => return Ok(None),
+            Ok(_) => {}
+            Err(_) if done => {}
+            Err(error) => return Err(error),
+        }
+        segmenter.finish().map(Some)
+    }
+
     /// The prefix of a session up to and including `point_id` (`"{session_id}:{sequence}"`,
     /// as `SessionRecord::point_id` and the Fork audit record's `from_point` write it).
     ///
