@@ -187,6 +187,26 @@ impl IndexedTurn {
     }
 }
 
+/// A turn read from the store, as the callers that asked for it at once share it.
+type TurnRead = Result<ReplayTurn, String>;
+
+/// The turn reads in flight, by session and sequence range: callers that ask for a turn
+/// while it is being read wait for that read and share its blocks, so N concurrent callers
+/// of one long turn hold one copy of it, not N (issue 28 item 11: "a 50 MB turn, 16 callers →
+/// 1.04 GB"). Nothing is kept past the read: a caller that comes after it reads again.
+#[derive(Debug, Default)]
+struct Reads(Mutex<HashMap<(String, u64, u64), Arc<tokio::sync::OnceCell<TurnRead>>>>);
+
+impl Reads {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(String, u64, u64), Arc<tokio::sync::OnceCell<TurnRead>>>>
+    {
+        // The map holds no invariant a panic could break halfway.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// A session's index, as one lookup sees it: shared with the proxy's copy until the next
 /// refresh changes that (copy on write), so a lookup never waits for a refresh.
 #[derive(Debug, Clone)]
@@ -198,10 +218,16 @@ pub(crate) struct TurnIndex {
     knows_tools: bool,
     replay: SessionReplay,
     keys: Arc<Keys>,
+    reads: Arc<Reads>,
 }
 
 impl TurnIndex {
-    fn new(session_id: &str, replay: SessionReplay, keys: Arc<Keys>) -> TurnIndex {
+    fn new(
+        session_id: &str,
+        replay: SessionReplay,
+        keys: Arc<Keys>,
+        reads: Arc<Reads>,
+    ) -> TurnIndex {
         TurnIndex {
             session_id: session_id.to_owned(),
             turns: Vec::new(),
@@ -209,6 +235,7 @@ impl TurnIndex {
             knows_tools: false,
             replay,
             keys,
+            reads,
         }
     }
 
@@ -248,16 +275,39 @@ impl TurnIndex {
     }
 
     /// Turn `turn_idx`, read from where it lies in the store (on a blocking thread: a turn
-    /// may be long).
+    /// may be long), or joined from the read of it already running.
     pub(crate) async fn read_turn(&self, turn_idx: usize) -> Result<ReplayTurn, String> {
-        let Some(turn) = self.turns.get(turn_idx).cloned() else {
+        let Some(turn) = self.turns.get(turn_idx) else {
             return Err(format!(
                 "session {:?} has no turn {turn_idx}",
                 self.session_id
             ));
         };
+        let key = (
+            self.session_id.clone(),
+            turn.first_sequence,
+            turn.last_sequence,
+        );
+        let cell = Arc::clone(self.reads.lock().entry(key.clone()).or_default());
+        let read = cell
+            .get_or_init(|| self.read_turn_now(turn_idx, turn.clone()))
+            .await
+            .clone();
+        // Done: the next caller reads afresh.
+        let mut reads = self.reads.lock();
+        if reads
+            .get(&key)
+            .is_some_and(|current| Arc::ptr_eq(current, &cell))
+        {
+            reads.remove(&key);
+        }
+        read
+    }
+
+    async fn read_turn_now(&self, turn_idx: usize, turn: IndexedTurn) -> TurnRead {
         let replay = self.replay.clone();
         let id = self.session_id.clone();
+        let range = turn.sequence_range();
         let read = tokio::task::spawn_blocking(move || {
             replay.load_after(&id, &turn.start, turn.last_sequence)
         })
@@ -270,7 +320,7 @@ impl TurnIndex {
         };
         match read {
             Ok(Ok(Some(trajectory))) => match trajectory.turns() {
-                [one] if one.sequence_range() == turn.sequence_range() => Ok(one.clone()),
+                [one] if one.sequence_range() == range => Ok(one.clone()),
                 _ => Err(changed()),
             },
             Ok(Ok(None)) => Err(changed()),
@@ -486,6 +536,7 @@ impl Builder<'_> {
 pub(crate) struct Indexes {
     replay: SessionReplay,
     keys: Arc<Keys>,
+    reads: Arc<Reads>,
     entries: Mutex<HashMap<String, Arc<Mutex<Entry>>>>,
     clock: AtomicU64,
     max_sessions: usize,
@@ -504,6 +555,7 @@ impl Indexes {
         Indexes {
             replay,
             keys: Arc::new(Keys::new(matching)),
+            reads: Arc::default(),
             entries: Mutex::new(HashMap::new()),
             clock: AtomicU64::new(0),
             max_sessions: max_sessions.max(1),
@@ -530,6 +582,7 @@ impl Indexes {
                 session,
                 self.replay.clone(),
                 Arc::clone(&self.keys),
+                Arc::clone(&self.reads),
             )),
             committed: Committed::default(),
             last_used: 0,

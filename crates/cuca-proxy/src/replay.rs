@@ -7,6 +7,10 @@
 //! from the session's start, reach `n`. The request's messages must equal the recorded ones
 //! position by position, and its system messages those of that turn; the first difference is
 //! a 409 that names the message index and quotes both sides, clipped.
+//!
+//! The comparison runs on the session's index ([`crate::index`]): keys of the recorded
+//! messages and system prompts, turn by turn. Only the turn chosen is read from the store, to
+//! compare its tools and parameters and to serve its answer.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -55,8 +59,11 @@ fn header_text(reason: &str) -> String {
 /// A session's load as callers share it: the trajectory, or why it could not be loaded.
 pub(crate) type Loaded = Result<Arc<ReplayTrajectory>, String>;
 
-/// The replay loads of one proxy, shared: callers asking for a session while it is being
-/// loaded wait for that load and share its trajectory instead of each loading their own copy.
+/// The replay reads of one proxy: each session's index of turns ([`crate::index`]), which
+/// every replayed request is matched against, and whole loads of a session, shared, for what
+/// still needs the trajectory (a Responses request's `previous_response_id`): callers asking
+/// for a session while it is being loaded wait for that load and share its trajectory instead
+/// of each loading their own copy.
 ///
 /// The bound: at most one load of each session runs at a time, and a trajectory lives only
 /// while a caller uses it (nothing is cached past the callers of the load), so N concurrent

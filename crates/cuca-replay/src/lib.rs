@@ -47,8 +47,10 @@
 //! trajectory, not a trajectory plus its source records. How much a backend holds while it
 //! reads is the backend's: `FileBackend` holds one read chunk, and backends that only
 //! implement `replay` still build their `Vec` first (the trait's default `replay_each`).
-//! There is no ranged read, so a prefix load reads the whole session too, and drops every
-//! record after the prefix as it arrives.
+//! A prefix load reads the whole session too, and drops every record after the prefix as it
+//! arrives; [`SessionReplay::load_after`] reads from a [`cuca_events::ReadMark`] the backend
+//! handed out, so a reader that keeps marks (the proxy's replay index) reads one turn where it
+//! lies.
 //!
 //! Records stop being kept as soon as a load is bound to be refused (over a cap), but the
 //! backend still reads to the end, so that a damaged session reports its damage, and a
