@@ -533,7 +533,11 @@ impl Builder<'_> {
 
 /// The indexes of one proxy, by session id.
 #[derive(Debug)]
-pub(crate) struct Indexes {
+pub(crate) struct Indexes(Arc<Inner>);
+
+/// What the indexes share with the blocking threads that refresh them.
+#[derive(Debug)]
+struct Inner {
     replay: SessionReplay,
     keys: Arc<Keys>,
     reads: Arc<Reads>,
@@ -552,16 +556,87 @@ impl Indexes {
         matching: Matching,
         max_sessions: usize,
     ) -> Indexes {
-        Indexes {
+        Indexes(Arc::new(Inner {
             replay,
             keys: Arc::new(Keys::new(matching)),
             reads: Arc::default(),
             entries: Mutex::new(HashMap::new()),
             clock: AtomicU64::new(0),
             max_sessions: max_sessions.max(1),
+        }))
+    }
+
+    /// The session's index, refreshed from its tail first (on a blocking thread: the first
+    /// refresh of a long session reads it whole).
+    pub(crate) async fn index(&self, session: &str) -> Result<Arc<TurnIndex>, String> {
+        let mut one = self.refreshed(session, false).await?;
+        match one.pop() {
+            Some((_, index)) => Ok(index),
+            None => Err(format!("session {session:?} has no index")),
         }
     }
 
+    /// The index of every conversation of session `base` (issue 30): the base's, then each
+    /// `{base}:conv:{n}`'s in order up to the first with no records — all refreshed on one
+    /// blocking thread, one hand-over per request rather than one per conversation.
+    pub(crate) async fn conversations(
+        &self,
+        base: &str,
+    ) -> Result<Vec<(String, Arc<TurnIndex>)>, String> {
+        self.refreshed(base, true).await
+    }
+
+    async fn refreshed(
+        &self,
+        base: &str,
+        conversations: bool,
+    ) -> Result<Vec<(String, Arc<TurnIndex>)>, String> {
+        let inner = Arc::clone(&self.0);
+        let name = base.to_owned();
+        let base = base.to_owned();
+        let refreshed = tokio::task::spawn_blocking(move || {
+            let mut out = vec![(base.clone(), inner.refresh(&base)?)];
+            if conversations {
+                for n in 1.. {
+                    let id = cuca_events::conversation_session_id(&base, n);
+                    let index = inner.refresh(&id)?;
+                    if index.is_empty() {
+                        break;
+                    }
+                    out.push((id, index));
+                }
+            }
+            Ok(out)
+        })
+        .await;
+        match refreshed {
+            Ok(result) => result,
+            Err(join) => Err(format!("loading session {name:?} stopped: {join}")),
+        }
+    }
+
+    /// How many sessions have an index.
+    #[cfg(test)]
+    pub(crate) fn n_indexed(&self) -> usize {
+        self.0
+            .entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether `session` has an index.
+    #[cfg(test)]
+    pub(crate) fn has(&self, session: &str) -> bool {
+        self.0
+            .entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(session)
+    }
+}
+
+impl Inner {
     fn entry(&self, session: &str) -> Arc<Mutex<Entry>> {
         // The map holds no invariant a panic could break halfway.
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
@@ -591,32 +666,15 @@ impl Indexes {
         entry
     }
 
-    /// The session's index, refreshed from its tail first (on a blocking thread: the first
-    /// refresh of a long session reads it whole).
-    pub(crate) async fn index(&self, session: &str) -> Result<Arc<TurnIndex>, String> {
+    /// Refreshes one session's index (blocking) and returns it.
+    fn refresh(&self, session: &str) -> Result<Arc<TurnIndex>, String> {
         let entry = self.entry(session);
-        let tick = self.clock.fetch_add(1, Ordering::Relaxed);
-        let name = session.to_owned();
-        let refreshed = tokio::task::spawn_blocking(move || {
-            let mut entry = lock(&entry);
-            entry.last_used = tick;
-            entry.refresh().map(|()| Arc::clone(&entry.index))
-        })
-        .await;
-        match refreshed {
-            Ok(Ok(index)) => Ok(index),
-            Ok(Err(error)) => Err(format!("cannot load session {name:?}: {error}")),
-            Err(join) => Err(format!("loading session {name:?} stopped: {join}")),
+        let mut entry = lock(&entry);
+        entry.last_used = self.clock.fetch_add(1, Ordering::Relaxed);
+        match entry.refresh() {
+            Ok(()) => Ok(Arc::clone(&entry.index)),
+            Err(error) => Err(format!("cannot load session {session:?}: {error}")),
         }
-    }
-
-    /// How many sessions have an index.
-    #[cfg(test)]
-    pub(crate) fn n_indexed(&self) -> usize {
-        self.entries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
     }
 }
 

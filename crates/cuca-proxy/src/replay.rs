@@ -101,16 +101,7 @@ impl Loads {
         &self,
         base: &str,
     ) -> Result<Vec<(String, Arc<TurnIndex>)>, String> {
-        let mut out = vec![(base.to_owned(), self.index(base).await?)];
-        for n in 1.. {
-            let id = cuca_events::conversation_session_id(base, n);
-            let index = self.index(&id).await?;
-            if index.is_empty() {
-                break;
-            }
-            out.push((id, index));
-        }
-        Ok(out)
+        self.indexes.conversations(base).await
     }
 
     fn in_flight(
