@@ -195,13 +195,13 @@ type TurnRead = Result<ReplayTurn, String>;
 /// of one long turn hold one copy of it, not N (issue 28 item 11: "a 50 MB turn, 16 callers →
 /// 1.04 GB"). Nothing is kept past the read: a caller that comes after it reads again.
 #[derive(Debug, Default)]
-struct Reads(Mutex<HashMap<(String, u64, u64), Arc<tokio::sync::OnceCell<TurnRead>>>>);
+struct Reads(Mutex<InFlight>);
+
+/// The reads in flight: a turn by its session and first and last sequence.
+type InFlight = HashMap<(String, u64, u64), Arc<tokio::sync::OnceCell<TurnRead>>>;
 
 impl Reads {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<(String, u64, u64), Arc<tokio::sync::OnceCell<TurnRead>>>>
-    {
+    fn lock(&self) -> std::sync::MutexGuard<'_, InFlight> {
         // The map holds no invariant a panic could break halfway.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -1,6 +1,9 @@
 //! `FileBackend::replay_after`: a read from a mark costs what was appended since, and a mark
 //! into a file replaced, cut short or compacted since is stale.
 
+// Test helpers unwrap: a failure there should stop the test at once.
+#![allow(clippy::unwrap_used)]
+
 use cuca_events::{ReadAfter, ReadMark, SessionBackend};
 use cuca_store_file::FileBackend;
 use cuca_testkit::{append_all, demo_turn};
