@@ -147,6 +147,14 @@ const TARGETS: &[Target] = &[
         quick_env: &[],
         full_env: &[],
     },
+    // Issue 33: a search across 1,000,000 records (ten sessions) and a bare read of them.
+    Target {
+        package: "cuca-search",
+        bench: "search",
+        quick: Quick::Filter("rare_word|full_read"),
+        quick_env: &[],
+        full_env: &[],
+    },
     // The CLI on a million-record session: one run of the real binary per figure (best of
     // three in full mode), not criterion. Quick mode uses a tenth of the records.
     Target {
@@ -356,11 +364,14 @@ const ROWS: &[Row] = &[
     row("journal assembly 16 MiB, gzip 1", C("assemble/assemble_16MiB/1"), "gzip -1 of the journal", C("assemble/gzip_copy_16MiB_baseline/1"), Cost, Info),
     // The viewer opens a 1,000,000-record session's first page in under 1 s.
     row("cuca view: first page of a 1M-record session", C("open_1M/first_page"), "a full read of the session", C("open_1M/full_read_baseline"), Cost, Below(1e9)),
+    // Search (`cuca grep`, the viewer's box) across 1,000,000 records in under 1 s warm.
+    row("search across 1M records (one hit)", C("search_1M/rare_word"), "a bare read of the same records", C("search_1M/full_read_baseline"), Cost, Below(1e9)),
+    row("search across 1M records, ignoring case", C("search_1M/ignore_case"), "a bare read of the same records", C("search_1M/full_read_baseline"), Cost, Info),
     // The CLI on a million-record session: ≥ 3× the JSONL reader, peak RSS under 64 MiB.
     row("cuca verify, 1M records", CliScale("verifyNs"), "serde_json JSONL read", CliScale("jsonlReadNs"), Speed, AtLeast(3.0)),
-    row("cuca replay --turn 0, 1M records", CliScale("replayTurn0Ns"), "serde_json JSONL read", CliScale("jsonlReadNs"), Speed, AtLeast(3.0)),
+    row("cuca replay --turn 1, 1M records", CliScale("replayTurn0Ns"), "serde_json JSONL read", CliScale("jsonlReadNs"), Speed, AtLeast(3.0)),
     row("cuca verify peak RSS, 1M records", CliScale("verifyRssKib"), "cuca --version peak RSS", CliScale("startRssKib"), Cost, Below(64.0 * 1024.0)),
-    row("cuca replay --turn 0 peak RSS, 1M records", CliScale("replayTurn0RssKib"), "cuca --version peak RSS", CliScale("startRssKib"), Cost, Below(64.0 * 1024.0)),
+    row("cuca replay --turn 1 peak RSS, 1M records", CliScale("replayTurn0RssKib"), "cuca --version peak RSS", CliScale("startRssKib"), Cost, Below(64.0 * 1024.0)),
     // Replay over InMemoryBackend, 100k records (the replay crate's own bench).
     row("replay load, 100k records (memory)", C("replay_100k/load"), "backend.replay clone", C("replay_100k/backend_replay_baseline"), Cost, Info),
 ];

@@ -172,8 +172,10 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
             "cuca-serve" => matches!(to, "cuca-events" | "cuca-journal"),
             "cuca-view" => matches!(
                 to,
-                "cuca-events" | "cuca-store-file" | "cuca-calllog" | "cuca-journal"
+                "cuca-events" | "cuca-store-file" | "cuca-calllog" | "cuca-journal" | "cuca-search"
             ),
+            // Search reads sessions through the crate that owns their format, as the viewer does.
+            "cuca-search" => matches!(to, "cuca-events" | "cuca-store-file"),
             _ => to == "cuca-events",
         }
     };

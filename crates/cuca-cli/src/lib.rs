@@ -50,10 +50,13 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod completions;
 mod error;
+mod grep;
 mod journal;
 mod logs;
 mod otel;
+mod pager;
 mod proxy;
 mod repair;
 mod run;
@@ -81,6 +84,9 @@ pub use sessions::{fork_parent, kinds_line};
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Never page: write straight to stdout even on a terminal (piped output never pages).
+    #[arg(long, global = true)]
+    no_pager: bool,
 }
 
 /// One subcommand each; `docs/cli.md` has the long form.
@@ -119,7 +125,7 @@ enum Command {
         dir: PathBuf,
         /// The session id.
         session: String,
-        /// Only this turn (0-based).
+        /// Only this turn, numbered from 1 (as `cuca grep` and the viewer number them).
         #[arg(long)]
         turn: Option<usize>,
         /// Only the prefix up to and including this point (`{session}:{sequence}`).
@@ -205,6 +211,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Search every session in DIR: message text, outputs, tools, results, models, errors.
+    Grep(grep::GrepArgs),
     /// The call log: in-flight calls, per-run counts and tokens, failures, ttft percentiles.
     Logs(logs::LogsArgs),
     /// Capture journals: assemble, salvage, show a record.
@@ -220,6 +228,28 @@ enum Command {
     Serve(serve::ServeArgs),
     /// A local web viewer: sessions, turns, forks, live records, the call log, journal runs.
     View(view::ViewArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+}
+
+impl Command {
+    /// Whether the command's output is long enough to page on a terminal: listings,
+    /// records, turns, reports and hits, not data (export), servers or one-line results.
+    fn pages(&self) -> bool {
+        matches!(
+            self,
+            Command::Sessions { .. }
+                | Command::Show { .. }
+                | Command::Replay { .. }
+                | Command::Diff { .. }
+                | Command::Verify { .. }
+                | Command::Grep(_)
+                | Command::Logs(_)
+        )
+    }
 }
 
 /// The interchange formats of `cuca export`.
@@ -236,20 +266,28 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(error) => {
-            let code = if error.use_stderr() {
-                EXIT_USAGE
-            } else {
-                EXIT_OK
-            };
-            // clap renders its own message (with usage); it never panics on bad input.
-            let _ = error.print();
-            return code;
+            // The subcommand as typed, for the `--help` a refusal without a usage points to.
+            let command = args
+                .get(1)
+                .and_then(|arg| arg.to_str())
+                .filter(|arg| !arg.starts_with('-'))
+                .map_or_else(|| "cuca".to_owned(), |arg| format!("cuca {arg}"));
+            return usage_error(&error, &command);
         }
     };
-    match dispatch(cli.command) {
+    let pager = if cli.command.pages() {
+        pager::start(cli.no_pager)
+    } else {
+        None
+    };
+    let result = dispatch(cli.command);
+    // The pager is waited for before the error line, which then shows after it, not under it.
+    pager::finish(pager);
+    match result {
         Ok(()) => EXIT_OK,
         Err(error) => {
             if !matches!(error, CliError::StdoutClosed | CliError::Exit(_)) {
@@ -309,6 +347,7 @@ fn dispatch(command: Command) -> Result<(), CliError> {
             session,
             json,
         } => sessions::import(&file, &dir, &session, json),
+        Command::Grep(args) => grep::run(&args),
         Command::Logs(args) => logs::run(&args),
         Command::Journal(command) => journal::run(command),
         Command::Serve(args) => serve::run(&args),
@@ -316,5 +355,72 @@ fn dispatch(command: Command) -> Result<(), CliError> {
         Command::ExportOtlp(args) => otel::run(&args),
         Command::Proxy(args) => proxy::run(&args),
         Command::Run(args) => run::run(args),
+        Command::Completions { shell } => completions::write(shell),
     }
+}
+
+/// What a command line clap refused prints: help and version as clap renders them (exit 0),
+/// the help a bare `cuca` gets (exit 2), and every other refusal as the one documented line,
+/// `cuca: error: {what} (usage: {usage}; `--help` for more)`, or `(`cuca CMD --help` for
+/// usage)` when clap names no usage (exit 2).
+fn usage_error(error: &clap::Error, command: &str) -> i32 {
+    use clap::error::ErrorKind;
+    match error.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = error.print();
+            EXIT_OK
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = error.print();
+            EXIT_USAGE
+        }
+        _ => {
+            ui::error(&usage_line(&error.to_string(), command));
+            EXIT_USAGE
+        }
+    }
+}
+
+/// clap's rendered refusal (`error: …`, a tip, `Usage: …`, a pointer to `--help`) folded
+/// into one line: the refusal and the usage it names.
+fn usage_line(rendered: &str, command: &str) -> String {
+    let plain = strip_ansi(rendered);
+    // The refusal is the first paragraph: a list of missing arguments continues it on
+    // indented lines; a tip follows after a blank line.
+    let what = plain
+        .lines()
+        .skip_while(|line| line.trim().is_empty())
+        .take_while(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let what = match what.trim_start_matches("error:").trim() {
+        "" => "bad arguments",
+        what => what,
+    };
+    match plain
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("Usage:"))
+    {
+        Some(usage) => format!("{what} (usage: {}; `--help` for more)", usage.trim()),
+        None => format!("{what} (`{} --help` for usage)", term::line(command)),
+    }
+}
+
+/// `text` without the colour escapes (`\x1b[…m`) clap may style its message with.
+fn strip_ansi(text: &str) -> String {
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
 }

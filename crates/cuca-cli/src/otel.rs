@@ -41,20 +41,32 @@ pub(crate) struct ExportOtlpArgs {
     /// The resource's `service.name`.
     #[arg(long, value_name = "NAME", default_value = "cuca")]
     service_name: String,
+    /// The project the spans belong to (`openinference.project.name`, which Phoenix files
+    /// them under); the service name when not given.
+    #[arg(long, value_name = "NAME")]
+    project: Option<String>,
     /// Print one JSON summary object.
     #[arg(long)]
     json: bool,
 }
 
-/// What was gathered and sent.
+/// What was gathered, sent and skipped.
 #[derive(Debug, Default)]
 struct Summary {
     sessions: usize,
     sessions_skipped: usize,
     sessions_failed: usize,
+    /// Model calls the sessions hold, of every kind below.
     turns: usize,
+    turns_sent: usize,
+    turns_in_flight: usize,
+    inherited: usize,
+    cut_off: usize,
+    /// Session calls sent with the call log's call merged in.
+    merged: usize,
     runs: usize,
     calls: usize,
+    calls_sent: usize,
     attempts: usize,
     in_flight: usize,
     spans: usize,
@@ -83,7 +95,8 @@ pub(crate) fn run(args: &ExportOtlpArgs) -> Result<(), CliError> {
     .map_err(|error| match error {
         otel::Error::Endpoint { .. } => CliError::Usage(error.to_string()),
         other => CliError::Failed(other.to_string()),
-    })?;
+    })?
+    .with_project(project(args));
     let options = ExportOptions {
         with_content: args.with_content,
         provider: args.provider.clone(),
@@ -102,11 +115,18 @@ pub(crate) fn run(args: &ExportOtlpArgs) -> Result<(), CliError> {
         pending: Vec::new(),
         summary: Summary::default(),
     };
+    // The call log is read first, so that a call a session also holds is claimed by the
+    // session's span and sent once (`session_spans_with_calls`).
+    let rows = match &args.calls {
+        Some(file) => Some(read_calls(file)?),
+        None => None,
+    };
+    let mut calls = rows.as_deref().map(|rows| otel::Calls::new(rows, &options));
     if let Some(dir) = &args.sessions {
-        session_spans(dir, &options, &mut sink)?;
+        session_spans(dir, &options, calls.as_mut(), &mut sink)?;
     }
-    if let Some(file) = &args.calls {
-        call_spans(file, &options, &mut sink)?;
+    if let (Some(file), Some(calls)) = (&args.calls, &calls) {
+        call_spans(file, calls, &options, &mut sink)?;
     }
     sink.flush()?;
     let summary = sink.summary;
@@ -157,7 +177,19 @@ impl Sink<'_> {
     }
 }
 
-fn session_spans(dir: &Path, options: &ExportOptions, sink: &mut Sink<'_>) -> Result<(), CliError> {
+/// The project the spans are filed under: `--project`, else the service name.
+fn project(args: &ExportOtlpArgs) -> String {
+    args.project
+        .clone()
+        .unwrap_or_else(|| args.service_name.clone())
+}
+
+fn session_spans(
+    dir: &Path,
+    options: &ExportOptions,
+    mut calls: Option<&mut otel::Calls<'_>>,
+    sink: &mut Sink<'_>,
+) -> Result<(), CliError> {
     // A typo in a directory name must not read as an empty store (FileBackend would create it).
     if !dir.is_dir() {
         return Err(CliError::Usage(format!(
@@ -169,11 +201,23 @@ fn session_spans(dir: &Path, options: &ExportOptions, sink: &mut Sink<'_>) -> Re
     let ids = backend.sessions()?;
     let backend: Arc<dyn SessionBackend> = Arc::new(backend);
     for id in ids {
-        match otel::session_spans(Arc::clone(&backend), &id, options) {
+        let export = match calls.as_deref_mut() {
+            Some(calls) => {
+                otel::session_spans_with_calls(Arc::clone(&backend), &id, options, calls)
+            }
+            None => otel::session_spans(Arc::clone(&backend), &id, options),
+        };
+        match export {
             Ok(export) if export.skipped_by_since => sink.summary.sessions_skipped += 1,
             Ok(export) => {
-                sink.summary.sessions += 1;
-                sink.summary.turns += export.n_turns;
+                let summary = &mut sink.summary;
+                summary.sessions += 1;
+                summary.turns += export.n_turns;
+                summary.turns_sent += export.n_calls;
+                summary.turns_in_flight += export.n_in_flight;
+                summary.inherited += export.n_inherited;
+                summary.cut_off += export.n_cut_off;
+                summary.merged += export.n_merged;
                 sink.push(export.spans)?;
             }
             Err(error) => {
@@ -185,7 +229,8 @@ fn session_spans(dir: &Path, options: &ExportOptions, sink: &mut Sink<'_>) -> Re
     Ok(())
 }
 
-fn call_spans(file: &Path, options: &ExportOptions, sink: &mut Sink<'_>) -> Result<(), CliError> {
+/// The call log's rows, with what could not be read named on stderr.
+fn read_calls(file: &Path) -> Result<Vec<cuca::calllog::Record>, CliError> {
     if !file.is_file() {
         return Err(CliError::Usage(format!(
             "call log {} is not a file",
@@ -209,7 +254,16 @@ fn call_spans(file: &Path, options: &ExportOptions, sink: &mut Sink<'_>) -> Resu
             read.skipped.len()
         ));
     }
-    let export = otel::call_spans(&read.rows, options);
+    Ok(read.rows)
+}
+
+fn call_spans(
+    file: &Path,
+    calls: &otel::Calls<'_>,
+    options: &ExportOptions,
+    sink: &mut Sink<'_>,
+) -> Result<(), CliError> {
+    let export = calls.spans(options);
     if export.n_untimed > 0 {
         ui::warn(&format!(
             "{}: {} attempts have no readable timestamp and were not sent",
@@ -219,6 +273,7 @@ fn call_spans(file: &Path, options: &ExportOptions, sink: &mut Sink<'_>) -> Resu
     }
     sink.summary.runs += export.n_runs;
     sink.summary.calls += export.n_calls;
+    sink.summary.calls_sent += export.n_sent;
     sink.summary.attempts += export.n_attempts;
     sink.summary.in_flight += export.n_in_flight;
     sink.push(export.spans)
@@ -229,6 +284,7 @@ fn print_summary(args: &ExportOtlpArgs, url: &str, summary: &Summary) -> Result<
     if args.json {
         let value = json!({
             "url": url,
+            "project": project(args),
             "spans": summary.spans,
             "requests": summary.requests,
             "rejected": summary.rejected,
@@ -236,8 +292,14 @@ fn print_summary(args: &ExportOtlpArgs, url: &str, summary: &Summary) -> Result<
             "sessions_skipped": summary.sessions_skipped,
             "sessions_failed": summary.sessions_failed,
             "turns": summary.turns,
+            "turns_sent": summary.turns_sent,
+            "turns_in_flight": summary.turns_in_flight,
+            "inherited": summary.inherited,
+            "cut_off": summary.cut_off,
+            "merged": summary.merged,
             "runs": summary.runs,
             "calls": summary.calls,
+            "calls_sent": summary.calls_sent,
             "attempts": summary.attempts,
             "in_flight": summary.in_flight,
             "with_content": args.with_content,
@@ -248,22 +310,60 @@ fn print_summary(args: &ExportOtlpArgs, url: &str, summary: &Summary) -> Result<
     if args.sessions.is_some() {
         writeln!(
             out,
-            "{} sessions, {} model calls ({} older than --since left out)",
-            summary.sessions, summary.turns, summary.sessions_skipped
+            "{} sessions, {} model calls ({} older than --since left out): {} sent",
+            summary.sessions, summary.turns, summary.sessions_skipped, summary.turns_sent
         )?;
+        let skipped = [
+            (
+                summary.turns_in_flight,
+                "in flight (sent by an export after they end)",
+            ),
+            (
+                summary.inherited,
+                "copied by a fork (sent by the session that made them, and linked)",
+            ),
+            (
+                summary.cut_off,
+                "cut off where a fork cut its parent (no call was made)",
+            ),
+        ];
+        for (n, why) in skipped.iter().filter(|(n, _)| *n > 0) {
+            writeln!(out, "  not sent: {n} {why}")?;
+        }
+        if summary.merged > 0 {
+            writeln!(
+                out,
+                "  {} also in the call log: one span each, with the call log's fields",
+                summary.merged
+            )?;
+        }
     }
     if args.calls.is_some() {
         writeln!(
             out,
-            "{} runs, {} calls, {} attempts ({} in flight)",
-            summary.runs, summary.calls, summary.attempts, summary.in_flight
+            "{} runs, {} calls, {} attempts: {} sent",
+            summary.runs, summary.calls, summary.attempts, summary.calls_sent
         )?;
+        let skipped = [
+            (
+                summary.in_flight,
+                "in flight (sent by an export after they end)",
+            ),
+            (
+                summary.merged,
+                "held by a session (sent once, as the session's span)",
+            ),
+        ];
+        for (n, why) in skipped.iter().filter(|(n, _)| *n > 0) {
+            writeln!(out, "  not sent: {n} {why}")?;
+        }
     }
     writeln!(
         out,
-        "sent {} spans in {} requests to {url}{}",
+        "sent {} spans in {} requests to {url}, project {}{}",
         summary.spans,
         summary.requests,
+        project(args),
         if args.with_content {
             ", with content"
         } else {

@@ -277,6 +277,54 @@ fn home(run_dir: &Path, name: &str) -> String {
     home.display().to_string()
 }
 
+/// Claude Code's environment: a fresh home, a key the upstream never checks, and its
+/// telemetry, update checks and error reports off ("with their telemetry and update checks
+/// off").
+fn claude_env(scratch: &Path, max_output_tokens: u32) -> Vec<(&'static str, String)> {
+    vec![
+        ("HOME", home(scratch, "home")),
+        ("ANTHROPIC_API_KEY", "sk-test".to_owned()),
+        ("DISABLE_TELEMETRY", "1".to_owned()),
+        ("DISABLE_AUTOUPDATER", "1".to_owned()),
+        ("DISABLE_ERROR_REPORTING", "1".to_owned()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
+        (
+            "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
+            max_output_tokens.to_string(),
+        ),
+    ]
+}
+
+/// Codex's environment: a fresh home and `CODEX_HOME`, a key the upstream never checks.
+fn codex_env(scratch: &Path) -> Vec<(&'static str, String)> {
+    let codex_home = home(scratch, "codex-home");
+    vec![
+        ("HOME", codex_home.clone()),
+        ("CODEX_HOME", codex_home),
+        ("OPENAI_API_KEY", "sk-test".to_owned()),
+    ]
+}
+
+/// `codex exec PROMPT` with the arguments every run takes. Unmodified: `cuca run` gives
+/// Codex its model provider (Codex reads no base URL from the environment). An explicit
+/// model: under its default one Codex offers a custom provider no tools; analytics off, or
+/// each run waits seconds on exit to upload them.
+fn codex_args(codex: &Path, prompt: &str) -> Vec<String> {
+    [
+        codex.to_str().unwrap(),
+        "-m",
+        "gpt-5.5-codex",
+        "-c",
+        "analytics.enabled=false",
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        prompt,
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
 #[test]
 fn claude_code_runs_one_bash_command_recorded_then_replayed_offline() {
     let (Some(modules), true) = (node_modules(), can_unshare()) else {
@@ -284,15 +332,7 @@ fn claude_code_runs_one_bash_command_recorded_then_replayed_offline() {
     };
     let claude = modules.join(".bin/claude");
     let scratch = tempfile::tempdir().unwrap();
-    let env = [
-        ("HOME", home(scratch.path(), "home")),
-        ("ANTHROPIC_API_KEY", "sk-test".to_owned()),
-        ("DISABLE_TELEMETRY", "1".to_owned()),
-        ("DISABLE_AUTOUPDATER", "1".to_owned()),
-        ("DISABLE_ERROR_REPORTING", "1".to_owned()),
-        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
-        ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "1024".to_owned()),
-    ];
+    let env = claude_env(scratch.path(), 1024);
     let run = record_then_replay(
         &[
             claude.to_str().unwrap(),
@@ -315,34 +355,123 @@ fn codex_runs_one_shell_command_recorded_then_replayed_offline() {
         return;
     };
     let scratch = tempfile::tempdir().unwrap();
-    let codex_home = home(scratch.path(), "codex-home");
-    let env = [
-        ("HOME", codex_home.clone()),
-        ("CODEX_HOME", codex_home),
-        ("OPENAI_API_KEY", "sk-test".to_owned()),
-    ];
-    // Unmodified: `cuca run` gives Codex its model provider (Codex reads no base URL from
-    // the environment). An explicit model: under its default one Codex offers a custom
-    // provider no tools; analytics off, or each run waits seconds on exit to upload them.
-    let codex = modules.join(".bin/codex");
-    let run = record_then_replay(
-        &[
-            codex.to_str().unwrap(),
-            "-m",
-            "gpt-5.5-codex",
-            "-c",
-            "analytics.enabled=false",
-            "exec",
-            "--skip-git-repo-check",
-            "--dangerously-bypass-approvals-and-sandbox",
-            "Run: echo cuca-tool-ok",
-        ],
-        &env,
-    );
+    let env = codex_env(scratch.path());
+    let args = codex_args(&modules.join(".bin/codex"), "Run: echo cuca-tool-ok");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = record_then_replay(&args, &env);
     let output =
         run.assert_recorded_and_replayed("/v1/responses", "exec_command", "The tool returned:");
     // The command ran and its output travelled back to the model and into the answer.
     assert!(output.contains("cuca-tool-ok"), "{output}");
+}
+
+/// The real llama-server and its tiny random-weight model (`shared/tools/llama-server.sh
+/// build`, run by `.ci/run`): the binary and the GGUF, as an environment for
+/// `record_replay.sh`.
+fn llama_server() -> Option<Vec<(&'static str, String)>> {
+    let server = installed(
+        "CUCA_TEST_LLAMA_SERVER",
+        "the llama-server binary that shared/tools/llama-server.sh builds",
+    )?;
+    let model = installed(
+        "CUCA_TEST_LLAMA_MODEL",
+        "the tiny GGUF model that shared/tools/llama-server.sh makes",
+    )?;
+    Some(vec![
+        ("LLAMA_SERVER", server.display().to_string()),
+        ("LLAMA_MODEL", model.display().to_string()),
+    ])
+}
+
+impl Run {
+    /// The proof against a real model server: both runs succeeded and printed the same
+    /// final output, and the session verifies clean and holds the answers, their finish and
+    /// usage, recorded in wire format `format` (its `CallWire` record).
+    fn assert_same_offline(&self, format: &str) -> String {
+        let story = self.story();
+        assert_eq!(
+            self.read("record.status").trim(),
+            "0",
+            "record failed\n{story}"
+        );
+        assert_eq!(
+            self.read("replay.status").trim(),
+            "0",
+            "replay failed\n{story}"
+        );
+        let recorded = self.read("record.out");
+        assert_eq!(
+            self.read("replay.out"),
+            recorded,
+            "replay printed another final output\n{story}"
+        );
+        let sessions = self.sessions();
+        let dir = sessions.to_str().unwrap();
+        self.cuca(&["verify", dir]);
+        let kinds = self.cuca(&["show", dir, SESSION, "--kinds"]);
+        for kind in [
+            "Output",
+            "TokenUsage",
+            "CallFinish",
+            "CallRequest",
+            "CallWire",
+        ] {
+            assert!(
+                kinds.contains(kind),
+                "the session lacks {kind}: {kinds}\n{story}"
+            );
+        }
+        let shown = self.cuca(&["replay", dir, SESSION]);
+        assert!(
+            shown.contains(&format!("wire ({format})")),
+            "the calls were not recorded as {format}:\n{shown}\n{story}"
+        );
+        recorded
+    }
+}
+
+/// Issue 29: "Claude Code: `claude -p` with `ANTHROPIC_BASE_URL` at the proxy, in record mode
+/// in front of a real llama-server; then replay mode with the upstream gone: the same final
+/// output." llama-server runs with a 64k context for Claude Code's prompt (the tiny model's
+/// trained 4k overridden), `CLAUDE_CODE_MAX_OUTPUT_TOKENS` caps the answer, and the
+/// end-of-text token is favoured so the random-weight model ends it (`record_replay.sh`).
+#[test]
+fn claude_code_against_a_real_llama_server_recorded_then_replayed_offline() {
+    let (Some(modules), Some(llama), true) = (node_modules(), llama_server(), can_unshare()) else {
+        return;
+    };
+    let claude = modules.join(".bin/claude");
+    let scratch = tempfile::tempdir().unwrap();
+    let mut env = claude_env(scratch.path(), 256);
+    env.extend(llama);
+    env.push(("LLAMA_EOS_BIAS", "2".to_owned()));
+    let run = record_then_replay(
+        &[
+            claude.to_str().unwrap(),
+            "-p",
+            "Say hello.",
+            "--output-format",
+            "text",
+        ],
+        &env,
+    );
+    run.assert_same_offline("messages");
+}
+
+/// Issue 29: "Codex CLI: `codex exec` with a custom model provider (`wire_api =
+/// "responses"`, `base_url` at the proxy), the same record-then-replay."
+#[test]
+fn codex_against_a_real_llama_server_recorded_then_replayed_offline() {
+    let (Some(modules), Some(llama), true) = (node_modules(), llama_server(), can_unshare()) else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let mut env = codex_env(scratch.path());
+    env.extend(llama);
+    let args = codex_args(&modules.join(".bin/codex"), "Say hello.");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = record_then_replay(&args, &env);
+    run.assert_same_offline("responses");
 }
 
 /// One tool loop of `drive_sdk.py CASE`, recorded then replayed; the SDK reads the base URL
@@ -414,4 +543,113 @@ fn npm_openai_responses_create_with_one_tool_recorded_then_replayed() {
 #[test]
 fn npm_openai_responses_streamed_with_one_tool_recorded_then_replayed() {
     npm_openai("responses-stream");
+}
+
+impl Run {
+    /// The proof for an app that holds several conversations on one base URL (issue 30):
+    /// both runs succeeded and printed the same output, holding each of `answers`; the
+    /// recording holds `conversations` conversations of the session, each verifying clean,
+    /// and the tool `tool` was called in them.
+    fn assert_conversations_replayed(&self, conversations: u64, tool: &str, answers: &[&str]) {
+        let story = self.story();
+        assert_eq!(
+            self.read("record.status").trim(),
+            "0",
+            "record failed\n{story}"
+        );
+        assert_eq!(
+            self.read("replay.status").trim(),
+            "0",
+            "replay failed\n{story}"
+        );
+        let recorded = self.read("record.out");
+        for answer in answers {
+            assert!(
+                recorded.contains(answer),
+                "the run's output lacks {answer:?}\n{story}"
+            );
+        }
+        assert_eq!(
+            self.read("replay.out"),
+            recorded,
+            "replay printed another output: a call got another's answer\n{story}"
+        );
+        let sessions = self.sessions();
+        let dir = sessions.to_str().unwrap();
+        self.cuca(&["verify", dir]);
+        let listed = self.cuca(&["sessions", dir, "--json"]);
+        let ids: Vec<String> = listed
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|row| row["session"].as_str().map(str::to_owned))
+            .collect();
+        let expected: Vec<String> = (0..conversations)
+            .map(|n| match n {
+                0 => SESSION.to_owned(),
+                n => cuca::conversation_session_id(SESSION, n),
+            })
+            .collect();
+        for id in &expected {
+            assert!(ids.contains(id), "no conversation {id} in {ids:?}\n{story}");
+        }
+        let shown: String = expected
+            .iter()
+            .map(|id| self.cuca(&["replay", dir, id]))
+            .collect();
+        assert!(
+            shown.contains(tool),
+            "no call of {tool} recorded:\n{shown}\n{story}"
+        );
+    }
+}
+
+/// Issue 30: "two Agents SDK runners on one client (Chat Completions model) — each recorded
+/// through one base URL, then replayed with the upstream gone, every call getting its own
+/// recorded answer". The runners run at once; each one's tool returns its own word.
+#[test]
+fn two_agents_sdk_runners_on_one_client_record_two_conversations_and_replay_each_its_own() {
+    let (Some(python), true) = (python(), can_unshare()) else {
+        return;
+    };
+    let script = agents_dir().join("drive_sdk.py");
+    let run = record_then_replay(
+        &[
+            python.to_str().unwrap(),
+            script.to_str().unwrap(),
+            "agents-two-runners",
+        ],
+        &[("OPENAI_AGENTS_DISABLE_TRACING", "1".to_owned())],
+    );
+    run.assert_conversations_replayed(
+        2,
+        "lookup_word",
+        &[
+            "The tool returned: cuca-tool-ok-ada",
+            "The tool returned: cuca-tool-ok-bob",
+        ],
+    );
+}
+
+/// Issue 30: "LangChain (`invoke`, then `stream`, then a `bind_tools` loop on one
+/// `ChatOpenAI`)": the two answers to one question in one conversation, the tool loop in
+/// another, and the app replayed whole.
+#[test]
+fn a_langchain_app_with_a_bind_tools_loop_on_one_chat_openai_replays_whole() {
+    let (Some(python), true) = (python(), can_unshare()) else {
+        return;
+    };
+    let script = agents_dir().join("drive_sdk.py");
+    let run = record_then_replay(
+        &[
+            python.to_str().unwrap(),
+            script.to_str().unwrap(),
+            "langchain",
+        ],
+        &[],
+    );
+    run.assert_conversations_replayed(
+        2,
+        "lookup_word",
+        &["Hello from the scripted upstream.", ANSWER],
+    );
 }

@@ -48,7 +48,8 @@ fn a_failing_replay_prints_nothing_on_stdout() {
     let dir = recorded();
     for args in [
         &["--turn", "5"][..],
-        &["--turn", "2"][..],
+        &["--turn", "3"][..],
+        &["--turn", "0"][..],
         &["--at", "demo:999"][..],
         &["--at", "demo:999", "--json"][..],
     ] {
@@ -112,7 +113,7 @@ fn a_fork_of_a_finished_session_is_a_note_after_the_last_turn() {
     );
     assert!(
         replayed.stdout.ends_with(
-            "Notes after turn 1 (records 33..=33)\n  note: fork at demo:1 -> demo:fork:demo:1:0\n"
+            "Notes after turn 2 (records 33..=33)\n  note: fork at demo:1 -> demo:fork:demo:1:0\n"
         ),
         "{}",
         replayed.stdout
@@ -127,11 +128,18 @@ fn a_fork_of_a_finished_session_is_a_note_after_the_last_turn() {
     assert_eq!(turns[2]["notes_only"], true);
     assert_eq!(turns[2]["notes"][0]["kind"], "Fork");
     assert_eq!(turns[1]["notes_only"], false);
+    // Issue 33.7: "One turn numbering everywhere (CLI, viewer, `--json`, …), notes never
+    // counted as turns".
+    assert_eq!(
+        (turns[0]["turn"].clone(), turns[1]["turn"].clone()),
+        (1.into(), 2.into())
+    );
+    assert_eq!(turns[2]["turn"], serde_json::Value::Null);
 
     // An unfinished call is still shown as one.
     let open = run(&["replay", p(dir.path()), "demo", "--at", "demo:1"]);
     assert!(
-        open.stdout.contains("Turn 0 (records 0..=1, incomplete"),
+        open.stdout.contains("Turn 1 (records 0..=1, incomplete"),
         "{}",
         open.stdout
     );

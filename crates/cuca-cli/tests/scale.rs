@@ -127,13 +127,13 @@ fn a_million_record_session_replays_verifies_shows_and_exports_in_bounded_memory
     let d = dir.path().to_str().unwrap();
 
     // Over the library's load cap (262,144 records), which the CLI never hits: it streams.
-    let turn = measured(&["replay", d, "long", "--turn", "0"]);
-    assert_small(&turn, "replay --turn 0");
+    let turn = measured(&["replay", d, "long", "--turn", "1"]);
+    assert_small(&turn, "replay --turn 1");
     assert_eq!(
         turn.head[0],
         "Session \"long\": 1000 turns, 1000000 records, 997000 blocks"
     );
-    assert_eq!(turn.head[1], "Turn 0 (records 0..=999, complete)");
+    assert_eq!(turn.head[1], "Turn 1 (records 0..=999, complete)");
     assert_eq!(turn.head[2], "  user: question 0");
     assert_eq!(
         turn.head[3],
@@ -147,9 +147,12 @@ fn a_million_record_session_replays_verifies_shows_and_exports_in_bounded_memory
     assert_eq!(turn.lines, 6);
     assert!(!turn.stderr.contains("cap"), "{}", turn.stderr);
 
-    let last = measured(&["replay", d, "long", "--turn", "999"]);
-    assert_small(&last, "replay --turn 999");
-    assert_eq!(last.head[1], "Turn 999 (records 999000..=999999, complete)");
+    let last = measured(&["replay", d, "long", "--turn", "1000"]);
+    assert_small(&last, "replay --turn 1000");
+    assert_eq!(
+        last.head[1],
+        "Turn 1000 (records 999000..=999999, complete)"
+    );
 
     let at = measured(&["replay", d, "long", "--at", "long:500500"]);
     assert_small(&at, "replay --at");

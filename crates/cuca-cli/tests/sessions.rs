@@ -176,19 +176,22 @@ fn show_prints_one_line_per_record_and_the_seed_kinds_line() {
 fn replay_selects_a_turn_and_a_fork_point_prefix() {
     let dir = recorded();
     let (_, turn_2) = streamed_text(STREAM_SECOND_TURN);
-    let one = run(&["replay", path(dir.path()), "demo", "--turn", "1"]);
+    let one = run(&["replay", path(dir.path()), "demo", "--turn", "2"]);
     assert_eq!(one.code, 0);
     assert!(
-        one.stdout.contains("Turn 1 (records 16..=32, complete)"),
+        one.stdout.contains("Turn 2 (records 16..=32, complete)"),
         "{}",
         one.stdout
     );
-    assert!(!one.stdout.contains("Turn 0"));
+    assert!(!one.stdout.contains("Turn 1 "));
     assert!(one.stdout.contains(&format!("  output: {turn_2}\n")));
 
-    let past = run(&["replay", path(dir.path()), "demo", "--turn", "2"]);
+    let past = run(&["replay", path(dir.path()), "demo", "--turn", "3"]);
     assert_eq!(past.code, 2);
-    assert_one_error_line(&past, "has 2 turns, so turn 2 does not exist");
+    assert_one_error_line(
+        &past,
+        "has 2 turns, so turn 3 does not exist (turns count from 1)",
+    );
 
     // The prefix a fork at demo:1 holds: the system prompt and the first message, unfinished.
     let at = run(&["replay", path(dir.path()), "demo", "--at", "demo:1"]);
@@ -200,7 +203,7 @@ fn replay_selects_a_turn_and_a_fork_point_prefix() {
         at.stdout
     );
     assert!(
-        at.stdout.contains("Turn 0 (records 0..=1, incomplete"),
+        at.stdout.contains("Turn 1 (records 0..=1, incomplete"),
         "{}",
         at.stdout
     );
@@ -510,7 +513,8 @@ fn import_refuses_a_malformed_line_before_writing_anything() {
 fn bad_arguments_are_usage_errors_and_help_is_success() {
     let missing_arg = run(&["replay"]);
     assert_eq!(missing_arg.code, 2);
-    assert!(missing_arg.stderr.contains("Usage: cuca replay"));
+    // Issue 33.8: "usage errors in the one-line form", the usage inside it.
+    assert_one_error_line(&missing_arg, "usage: cuca replay <DIR> <SESSION>");
     let bad_format = run(&["export", ".", "demo", "--format", "csv"]);
     assert_eq!(bad_format.code, 2);
     let help = run(&["--help"]);

@@ -17,6 +17,9 @@ fn on_a_terminal(dir: &Path) -> Option<String> {
     let out = std::process::Command::new("script")
         .args(["-qec", &command, "/dev/null"])
         .env_remove("NO_COLOR")
+        // The bar is stderr's; stdout's pager (issue 33.8) is off, or `less` would wait on
+        // this pty for a key nobody presses once the output outgrows a screen.
+        .env("PAGER", "")
         .env("TERM", "xterm")
         .output();
     match out {

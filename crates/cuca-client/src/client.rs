@@ -21,8 +21,7 @@ use crate::config::{RetryPolicy, Timeouts};
 use crate::conn::{ConnTrace, TimedResolver, TraceLayer};
 use crate::endpoint::{ApiKey, ProviderEndpoint};
 use crate::error::ClientError;
-use crate::wire;
-use cuca_wire::chat::ChatStreamDecoder;
+use cuca_wire::chat::{request_body, ChatStreamDecoder, MaxTokensField};
 use cuca_wire::StreamSummary;
 
 /// Builds a [`CucaClient`]; [`CucaClientBuilder::build`] validates everything.
@@ -546,10 +545,13 @@ impl Turn {
                 "the OpenAI API needs a model: set request.model, with_model or CUCA_MODEL",
             ));
         }
-        let body = wire::request_body(self.inner.endpoint, &self.request.model, &self.request)
-            .map_err(|e| {
-                PluginError::validation("UnifiedRequest", format!("cannot encode as JSON: {e}"))
-            })?;
+        let ceiling = match self.inner.endpoint {
+            ProviderEndpoint::OpenAi => MaxTokensField::MaxCompletionTokens,
+            _ => MaxTokensField::MaxTokens,
+        };
+        let body = request_body(&self.request, &self.request.model, ceiling).map_err(|e| {
+            PluginError::validation("UnifiedRequest", format!("cannot encode as JSON: {e}"))
+        })?;
         self.body = Some(Bytes::from(body));
         self.started = Instant::now();
         Ok(())

@@ -80,7 +80,6 @@ mod config;
 mod conn;
 mod endpoint;
 mod error;
-mod wire;
 
 pub use client::{CucaClient, CucaClientBuilder};
 pub use config::{RetryPolicy, Timeouts, MAX_TIMEOUT};

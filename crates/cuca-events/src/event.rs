@@ -14,7 +14,7 @@ use crate::message::Message;
 /// the end only, and a change to an existing variant's fields bumps the `.cslog` version byte.
 /// The indices are: `SystemPrompt` 0, `Message` 1, `Reasoning` 2, `Output` 3, `ToolCall` 4,
 /// `ToolResult` 5, `Latency` 6, `TokenUsage` 7, `ModelSwap` 8, `Fork` 9, `CallRequest` 10,
-/// `CallFinish` 11, `CallIncomplete` 12, `CallWire` 13.
+/// `CallFinish` 11, `CallIncomplete` 12, `CallWire` 13, `RequestDigest` 14.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum SessionEvent {
@@ -144,11 +144,26 @@ pub enum SessionEvent {
         /// The format's extra fields, as the JSON text of one object.
         wire: String,
     },
+    /// A fingerprint of one model call's conversation: the SHA-256 of its user, assistant and
+    /// tool messages, all of them, in order. Written by a session log that was asked to record
+    /// call metadata, right after the call's `CallRequest`.
+    ///
+    /// The `Message` records are written once per position, so two calls that carried
+    /// different messages at positions already recorded leave the same records; their digests
+    /// differ. That is how a reader tells a client's retry of one request (the same digest:
+    /// replay serves the recorded answers in order) from two different requests that the
+    /// session cannot tell apart (`cuca verify --replayable`, issue 30).
+    ///
+    /// Added at the end, after `CallWire`, so older records keep their indices.
+    RequestDigest {
+        /// The digest as 64 lower-case hex digits.
+        sha256: String,
+    },
 }
 
 impl SessionEvent {
     /// Every variant name, in format (index) order.
-    pub const KINDS: [&'static str; 14] = [
+    pub const KINDS: [&'static str; 15] = [
         "SystemPrompt",
         "Message",
         "Reasoning",
@@ -163,6 +178,7 @@ impl SessionEvent {
         "CallFinish",
         "CallIncomplete",
         "CallWire",
+        "RequestDigest",
     ];
 
     /// The variant's name, as the seed's reports print it (`"Reasoning"`, `"Fork"`, …).
@@ -187,6 +203,7 @@ impl SessionEvent {
             SessionEvent::CallFinish { .. } => 11,
             SessionEvent::CallIncomplete { .. } => 12,
             SessionEvent::CallWire { .. } => 13,
+            SessionEvent::RequestDigest { .. } => 14,
         }
     }
 }

@@ -110,6 +110,7 @@ pub fn event() -> impl Strategy<Value = SessionEvent> {
         any::<String>().prop_map(|reason| SessionEvent::CallIncomplete { reason }),
         (any::<String>(), any::<String>())
             .prop_map(|(format, wire)| SessionEvent::CallWire { format, wire }),
+        any::<String>().prop_map(|sha256| SessionEvent::RequestDigest { sha256 }),
     ]
 }
 
@@ -249,6 +250,9 @@ fn postcard_variant_indices_are_pinned() {
         SessionEvent::CallWire {
             format: String::new(),
             wire: String::new(),
+        },
+        SessionEvent::RequestDigest {
+            sha256: String::new(),
         },
     ];
     assert_eq!(samples.len(), SessionEvent::KINDS.len());

@@ -45,26 +45,58 @@ pub const HTTP_RESPONSE_STATUS_CODE: &str = "http.response.status_code";
 /// The resource's service name.
 pub const SERVICE_NAME: &str = "service.name";
 
+/// OpenInference (Arize Phoenix's conventions): what a span is, `LLM`, `CHAIN` or `AGENT`.
+/// Phoenix shows a span without it as `unknown`, and counts tokens only on `LLM` spans.
+pub const OPENINFERENCE_SPAN_KIND: &str = "openinference.span.kind";
+/// OpenInference: the resource attribute naming the Phoenix project the spans go to.
+pub const OPENINFERENCE_PROJECT_NAME: &str = "openinference.project.name";
+/// OpenInference: the session a span belongs to; Phoenix's Sessions tab groups traces by it.
+pub const SESSION_ID: &str = "session.id";
+/// OpenInference: what a trace's root shows as its input (with content only).
+pub const INPUT_VALUE: &str = "input.value";
+/// OpenInference: the MIME type of [`INPUT_VALUE`].
+pub const INPUT_MIME_TYPE: &str = "input.mime_type";
+/// OpenInference: what a trace's root shows as its output (with content only).
+pub const OUTPUT_VALUE: &str = "output.value";
+/// OpenInference: the MIME type of [`OUTPUT_VALUE`].
+pub const OUTPUT_MIME_TYPE: &str = "output.mime_type";
+/// OpenInference: the model, as Phoenix reads it for an LLM span.
+pub const LLM_MODEL_NAME: &str = "llm.model_name";
+/// OpenInference: prompt tokens of an LLM span.
+pub const LLM_TOKEN_COUNT_PROMPT: &str = "llm.token_count.prompt";
+/// OpenInference: completion tokens of an LLM span.
+pub const LLM_TOKEN_COUNT_COMPLETION: &str = "llm.token_count.completion";
+/// OpenInference: all tokens of an LLM span.
+pub const LLM_TOKEN_COUNT_TOTAL: &str = "llm.token_count.total";
+/// OpenInference span kind of a model call.
+pub const KIND_LLM: &str = "LLM";
+/// OpenInference span kind of a step that is not itself a model call (an attempt on the wire).
+pub const KIND_CHAIN: &str = "CHAIN";
+/// The MIME type of plain text values.
+pub const MIME_TEXT: &str = "text/plain";
+/// The MIME type of JSON values.
+pub const MIME_JSON: &str = "application/json";
+
 /// The one operation cuca records: an OpenAI-compatible chat completion.
 pub const OPERATION_CHAT: &str = "chat";
 
 /// The session id, on the session's root span.
 pub const CUCA_SESSION_ID: &str = "cuca.session.id";
-/// Records the session holds.
-pub const CUCA_SESSION_RECORDS: &str = "cuca.session.records";
-/// Turns (model calls) the session holds.
-pub const CUCA_SESSION_TURNS: &str = "cuca.session.turns";
-/// The session this one was forked from, on a fork's root span.
+/// The point this session was forked from, on every span of a fork.
 pub const CUCA_SESSION_FORKED_FROM: &str = "cuca.session.forked_from";
-/// The 0-based turn index of a model call in its session, as `SessionReplay` (and
-/// `cuca replay --turn`) counts turns.
-pub const CUCA_TURN_INDEX: &str = "cuca.turn.index";
+/// Calls a fork copied from its parent: linked (to the spans their own session sent), not sent again.
+pub const CUCA_FORK_INHERITED_CALLS: &str = "cuca.fork.inherited_calls";
+/// On a link: what it links to (`inherited_call`: a call a fork copied from its parent).
+pub const CUCA_LINK_KIND: &str = "cuca.link.kind";
+/// A session call that is also a call-log call: the call log's row id of its attempt.
+pub const CUCA_CALL_LOG_ID: &str = "cuca.call_log.id";
+/// The turn number of a model call in its session, from 1, as `cuca replay --turn`, its
+/// `--json` and the viewer number turns (issue 33: "One turn numbering everywhere").
+pub const CUCA_TURN_NUMBER: &str = "cuca.turn.number";
 /// The sequence of the turn's first record.
 pub const CUCA_SEQUENCE_FIRST: &str = "cuca.sequence.first";
 /// The sequence of the turn's last record.
 pub const CUCA_SEQUENCE_LAST: &str = "cuca.sequence.last";
-/// Whether the turn closed on a Latency-then-TokenUsage pair.
-pub const CUCA_TURN_COMPLETE: &str = "cuca.turn.complete";
 /// Why the call's records do not hold the whole call, from its `CallIncomplete` record (cut
 /// short, a record that could not be written, …); absent for a call recorded whole.
 pub const CUCA_CALL_INCOMPLETE: &str = "cuca.call.incomplete";
@@ -88,8 +120,6 @@ pub const CUCA_ATTEMPT: &str = "cuca.attempt";
 pub const CUCA_ATTEMPT_ID: &str = "cuca.attempt.id";
 /// Who closed an attempt its own path did not end (`hopped`, `cancelled`, `deadline`, `abandoned`).
 pub const CUCA_ENDED: &str = "cuca.ended";
-/// A call whose start row has no end row: still in flight when the log was read.
-pub const CUCA_IN_FLIGHT: &str = "cuca.in_flight";
 /// Time to first token in milliseconds.
 pub const CUCA_TTFT_MS: &str = "cuca.ttft_ms";
 /// Reasoning tokens, where the server reported them.

@@ -58,16 +58,28 @@ pub fn traces_url(endpoint: &str) -> String {
     }
 }
 
-/// One request holding `spans` under a resource named `service_name` and the `cuca-otel`
-/// instrumentation scope.
-pub fn build_request(service_name: &str, spans: Vec<Span>) -> ExportTraceServiceRequest {
+/// One request holding `spans` under a resource named `service_name` (and, where given,
+/// `openinference.project.name` = `project`: the Phoenix project the spans land in) and the
+/// `cuca-otel` instrumentation scope.
+pub fn build_request(
+    service_name: &str,
+    project: Option<&str>,
+    spans: Vec<Span>,
+) -> ExportTraceServiceRequest {
+    let mut attributes = vec![kv(
+        c::SERVICE_NAME,
+        any_value::Value::StringValue(service_name.to_owned()),
+    )];
+    if let Some(project) = project {
+        attributes.push(kv(
+            c::OPENINFERENCE_PROJECT_NAME,
+            any_value::Value::StringValue(project.to_owned()),
+        ));
+    }
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
             resource: Some(Resource {
-                attributes: vec![kv(
-                    c::SERVICE_NAME,
-                    any_value::Value::StringValue(service_name.to_owned()),
-                )],
+                attributes,
                 ..Resource::default()
             }),
             scope_spans: vec![ScopeSpans {
@@ -115,6 +127,7 @@ pub struct Exporter {
     client: reqwest::Client,
     url: String,
     service_name: String,
+    project: Option<String>,
 }
 
 impl Exporter {
@@ -145,7 +158,16 @@ impl Exporter {
             client,
             url,
             service_name: service_name.to_owned(),
+            project: None,
         })
+    }
+
+    /// Names the project the spans belong to: the resource attribute
+    /// `openinference.project.name`, which Phoenix files spans under (the `default` project
+    /// without it). Other backends keep it as a resource attribute.
+    pub fn with_project(mut self, project: impl Into<String>) -> Exporter {
+        self.project = Some(project.into());
+        self
     }
 
     /// The URL requests go to.
@@ -176,7 +198,11 @@ impl Exporter {
 
     /// Posts one request; returns the spans the collector said it rejected.
     async fn post(&self, spans: Vec<Span>) -> Result<u64, Error> {
-        let body = encode_gzip(&build_request(&self.service_name, spans))?;
+        let body = encode_gzip(&build_request(
+            &self.service_name,
+            self.project.as_deref(),
+            spans,
+        ))?;
         let response = self
             .client
             .post(&self.url)

@@ -38,19 +38,15 @@ fn leading<const N: usize>(bytes: &[u8; 32]) -> [u8; N] {
     out
 }
 
-/// The trace of one recorded session.
-pub fn session_trace_id(session_id: &str) -> TraceId {
+/// The trace of one model call a session recorded: the turn whose first record has sequence
+/// `first_sequence`. Every call is a trace of its own, as a natively traced agent's calls are,
+/// and `session.id` groups a session's traces; a trace per session would need a root span
+/// that changes each time the session grows, which a backend that keeps the first copy of a
+/// span id (Phoenix) never updates.
+pub fn turn_trace_id(session_id: &str, first_sequence: u64) -> TraceId {
     leading(&digest(
-        "cuca-otel/v1/session-trace",
-        &[session_id.as_bytes()],
-    ))
-}
-
-/// The root span of one recorded session.
-pub fn session_root_span_id(session_id: &str) -> SpanId {
-    leading(&digest(
-        "cuca-otel/v1/session-root",
-        &[session_id.as_bytes()],
+        "cuca-otel/v1/turn-trace",
+        &[session_id.as_bytes(), &first_sequence.to_be_bytes()],
     ))
 }
 
@@ -62,14 +58,13 @@ pub fn turn_span_id(session_id: &str, first_sequence: u64) -> SpanId {
     ))
 }
 
-/// The trace of one run in the call log (every call that carried the run id).
-pub fn run_trace_id(run: &str) -> TraceId {
-    leading(&digest("cuca-otel/v1/run-trace", &[run.as_bytes()]))
-}
-
-/// The root span of one run in the call log.
-pub fn run_root_span_id(run: &str) -> SpanId {
-    leading(&digest("cuca-otel/v1/run-root", &[run.as_bytes()]))
+/// The trace of one call in the call log (a trace per call, for the reason
+/// [`turn_trace_id`] gives), named by its run and its first attempt's row id.
+pub fn call_trace_id(run: &str, first_attempt_id: &str) -> TraceId {
+    leading(&digest(
+        "cuca-otel/v1/call-trace",
+        &[run.as_bytes(), first_attempt_id.as_bytes()],
+    ))
 }
 
 /// The span of one call in the call log, named by its run and its first attempt's row id.
@@ -88,20 +83,12 @@ pub fn attempt_span_id(run: &str, attempt_id: &str) -> SpanId {
     ))
 }
 
-/// The trace of a call-log call with no run id: it has no run to share a trace with.
-pub fn lone_call_trace_id(first_attempt_id: &str) -> TraceId {
-    leading(&digest(
-        "cuca-otel/v1/lone-call-trace",
-        &[first_attempt_id.as_bytes()],
-    ))
-}
-
 /// The span of one call the live exporter saw, named by the client's call id.
 pub fn live_call_span_id(call_id: &str) -> SpanId {
     leading(&digest("cuca-otel/v1/live-call", &[call_id.as_bytes()]))
 }
 
-/// The trace of a live call with no run id, named by its call id.
+/// The trace of a live call, named by its call id.
 pub fn live_call_trace_id(call_id: &str) -> TraceId {
     leading(&digest(
         "cuca-otel/v1/live-call-trace",

@@ -6,18 +6,24 @@
 //! Phoenix, fed by an OpenTelemetry collector. This crate turns cuca's records into what those
 //! tools read:
 //!
-//! * a **session** is one trace: a root span `session {id}` and one `chat` span per turn
-//!   (model call), with `gen_ai.operation.name`, `gen_ai.conversation.id`, the token counts,
-//!   the call's recorded time, and the model where the recording names one;
-//! * a **call log** is one trace per run: a root span `run {id}`, one `chat` span per call
-//!   and one child span per attempt on the wire, with the requested and served model, token
-//!   counts, finish reasons, HTTP status and `error.type`; calls still in flight are sent
-//!   with `cuca.in_flight`.
+//! * every **model call** is a trace of its own, its `chat` span the root (kind CLIENT,
+//!   `openinference.span.kind` `LLM`), as a natively traced call is, and `session.id` groups
+//!   a session's (or a run's) traces, as Phoenix's Sessions tab reads them;
+//! * a **session**'s calls carry `gen_ai.operation.name`, `gen_ai.conversation.id`, the
+//!   token counts, the call's recorded time, and the model and finish reason where the
+//!   recording names them; a fork sends only the calls it made itself and links the ones it
+//!   copied ([`session_spans`]);
+//! * a **call log**'s calls carry the requested and served model, token counts, finish
+//!   reasons, HTTP status and `error.type`, with one child span per attempt on the wire; a
+//!   call a session also holds is sent once, as the session's span
+//!   ([`session_spans_with_calls`]).
 //!
-//! Ids are derived, not random: a trace id from the session id (or run id), a span id from
-//! the session id and the turn's first sequence (or the attempt's row id), so exporting the
-//! same records twice sends the same ids and a backend keeps one copy. Message content is
-//! sent only when asked ([`ExportOptions::with_content`]), as the conventions' opt-in
+//! A span is sent once, final: a call still in flight is counted and left for the next
+//! export, because a backend that keeps the first copy of a span id (Phoenix does) would
+//! never show its end. Ids are derived, not random: from the session id and the turn's first
+//! sequence (or the run and the attempt's row id), so exporting the same records twice sends
+//! the same ids and a backend keeps one copy. Message content is sent only when asked
+//! ([`ExportOptions::with_content`]), as the conventions' opt-in
 //! `gen_ai.input.messages`/`gen_ai.output.messages`/`gen_ai.system_instructions`.
 //! `docs/otel.md` has the whole mapping table.
 //!
@@ -31,16 +37,17 @@
 //!
 //! let export = session_spans(backend.clone(), "demo", &ExportOptions::default())?;
 //! let names: Vec<&str> = export.spans.iter().map(|s| s.name.as_str()).collect();
-//! assert_eq!(names, ["session demo", "chat"]);
-//! let turn = &export.spans[1];
-//! assert_eq!(turn.parent_span_id, export.spans[0].span_id);
+//! assert_eq!(names, ["chat"]);
+//! let turn = &export.spans[0];
+//! assert!(turn.parent_span_id.is_empty(), "a call is the root of its trace");
 //! assert!(turn.attributes.iter().any(|kv| kv.key == "gen_ai.usage.input_tokens"));
+//! assert!(turn.attributes.iter().any(|kv| kv.key == "session.id"));
 //! // No content unless asked for.
 //! assert!(!turn.attributes.iter().any(|kv| kv.key == "gen_ai.input.messages"));
 //!
 //! // The same session exported again has the same ids.
 //! let again = session_spans(backend, "demo", &ExportOptions::default())?;
-//! assert_eq!(again.spans[1].span_id, turn.span_id);
+//! assert_eq!(again.spans[0].span_id, turn.span_id);
 //! # Ok::<(), cuca_otel::Error>(())
 //! ```
 //!
@@ -49,7 +56,8 @@
 //! ```no_run
 //! # async fn docs(spans: Vec<opentelemetry_proto::tonic::trace::v1::Span>) -> Result<(), cuca_otel::Error> {
 //! use cuca_otel::{Exporter, DEFAULT_REQUEST_TIMEOUT};
-//! let exporter = Exporter::new("http://127.0.0.1:4318", "cuca", DEFAULT_REQUEST_TIMEOUT)?;
+//! let exporter = Exporter::new("http://127.0.0.1:4318", "cuca", DEFAULT_REQUEST_TIMEOUT)?
+//!     .with_project("my-agent");
 //! let report = exporter.send(spans).await?;
 //! println!("{} spans in {} requests", report.spans, report.requests);
 //! # Ok(()) }
@@ -93,14 +101,14 @@ mod live;
 mod session;
 mod span;
 
-pub use calls::{call_spans, CallSpans};
+pub use calls::{call_spans, CallSpans, Calls, MATCH_SLACK_MS};
 pub use error::Error;
 pub use export::{
     build_request, encode_gzip, traces_url, Exporter, SendReport, DEFAULT_REQUEST_TIMEOUT,
     MAX_RESPONSE_BYTES, MAX_SPANS_PER_REQUEST, TRACES_PATH,
 };
 pub use live::{LiveConfig, LiveStats, LiveWorker, OtelPlugin};
-pub use session::{session_spans, SessionSpans};
+pub use session::{session_spans, session_spans_with_calls, SessionSpans, MAX_INHERITED_LINKS};
 
 /// Re-exported so callers name the same message types this crate builds.
 pub use opentelemetry_proto;

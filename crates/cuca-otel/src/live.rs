@@ -36,6 +36,9 @@ pub struct LiveConfig {
     pub endpoint: String,
     /// The resource's `service.name`.
     pub service_name: String,
+    /// The resource's `openinference.project.name`: the Phoenix project the spans land in
+    /// (`None`: Phoenix's `default`).
+    pub project: Option<String>,
     /// `gen_ai.provider.name` for every span; `None` takes the response's provider.
     pub provider: Option<String>,
     /// The most spans waiting to be sent; a span that finds the queue full is dropped and
@@ -82,6 +85,7 @@ impl LiveConfig {
         let config = LiveConfig {
             endpoint: endpoint.into(),
             service_name: "cuca".to_owned(),
+            project: None,
             provider: None,
             queue_capacity: LiveConfig::DEFAULT_QUEUE_CAPACITY,
             max_batch: LiveConfig::DEFAULT_MAX_BATCH,
@@ -258,11 +262,14 @@ impl OtelPlugin {
     /// What [`LiveConfig::validate`] refuses, and [`Error::Client`].
     pub fn new(config: LiveConfig) -> Result<(OtelPlugin, LiveWorker), Error> {
         config.validate()?;
-        let exporter = Exporter::new(
+        let mut exporter = Exporter::new(
             &config.endpoint,
             &config.service_name,
             config.request_timeout,
         )?;
+        if let Some(project) = &config.project {
+            exporter = exporter.with_project(project.clone());
+        }
         let (sender, receiver) = mpsc::channel(config.queue_capacity);
         let counters = Arc::new(Counters::default());
         let worker = LiveWorker {
@@ -369,8 +376,9 @@ impl OtelPlugin {
             .remove(call_id)
     }
 
-    /// The span's trace, id and start of a call, from its call id and run.
-    fn identity(&self, call_id: Option<&str>, run: &str) -> (ids::TraceId, ids::SpanId) {
+    /// The span's trace and id, from its call id: every call is a trace of its own, as a
+    /// natively traced call is, grouped with its run's by `session.id`.
+    fn identity(&self, call_id: Option<&str>) -> (ids::TraceId, ids::SpanId) {
         let call_id = match call_id {
             Some(id) => id.to_owned(),
             None => format!(
@@ -379,12 +387,10 @@ impl OtelPlugin {
                 self.counters.anonymous.fetch_add(1, Ordering::Relaxed)
             ),
         };
-        let trace = if run.is_empty() {
-            ids::live_call_trace_id(&call_id)
-        } else {
-            ids::run_trace_id(run)
-        };
-        (trace, ids::live_call_span_id(&call_id))
+        (
+            ids::live_call_trace_id(&call_id),
+            ids::live_call_span_id(&call_id),
+        )
     }
 
     fn call_span(
@@ -395,8 +401,7 @@ impl OtelPlugin {
         start_ms: u64,
         end_ms: u64,
     ) -> SpanBuilder {
-        let run = pending.map_or("", |p| p.run.as_str());
-        let (trace, id) = self.identity(call_id, run);
+        let (trace, id) = self.identity(call_id);
         let request_model = pending.map_or("", |p| p.model.as_str());
         let name_model = if request_model.is_empty() {
             model
@@ -410,9 +415,18 @@ impl OtelPlugin {
         };
         let mut span = SpanBuilder::new(trace, id, None, name, SpanKind::Client)
             .times_ms(start_ms, end_ms)
+            .str(c::OPENINFERENCE_SPAN_KIND, c::KIND_LLM)
             .str(c::GEN_AI_OPERATION_NAME, c::OPERATION_CHAT)
             .str_nonempty(c::GEN_AI_REQUEST_MODEL, request_model);
         if let Some(p) = pending {
+            // The session a call belongs to: the node the caller named (a proxy names the
+            // session there), else the run, which the client always fills in.
+            if let Some(session) = [p.node.as_str(), p.run.as_str()]
+                .into_iter()
+                .find(|s| !s.is_empty())
+            {
+                span = span.str(c::SESSION_ID, session);
+            }
             if let Some(max_tokens) = p.max_tokens {
                 span = span.int(c::GEN_AI_REQUEST_MAX_TOKENS, u64::from(max_tokens));
             }
@@ -441,6 +455,11 @@ impl OtelPlugin {
                     c::GEN_AI_INPUT_MESSAGES,
                     content::input_messages(p.messages.iter().filter(|m| m.role != Role::System)),
                 );
+                if let Some(text) = content::last_user_text(p.messages.iter()) {
+                    span = span
+                        .str(c::INPUT_VALUE, text)
+                        .str(c::INPUT_MIME_TYPE, c::MIME_TEXT);
+                }
             }
         }
         span
@@ -495,17 +514,15 @@ impl CucaPlugin for OtelPlugin {
             .map_or(end_ms.saturating_sub(duration_ms), |p| p.start_ms);
         let mut span = self.call_span(call_id, pending.as_ref(), &response.model, start_ms, end_ms);
         span = self.provider(span, &response.provider);
+        let usage = response.token_usage;
         span = span
             .str_nonempty(c::GEN_AI_RESPONSE_MODEL, &response.model)
-            .int(
-                c::GEN_AI_USAGE_INPUT_TOKENS,
-                response.token_usage.prompt_tokens,
-            )
-            .int(
-                c::GEN_AI_USAGE_OUTPUT_TOKENS,
-                response.token_usage.completion_tokens,
-            )
-            .int(c::CUCA_DURATION_MS, duration_ms);
+            .str_nonempty(c::LLM_MODEL_NAME, &response.model)
+            .int(c::GEN_AI_USAGE_INPUT_TOKENS, usage.prompt_tokens)
+            .int(c::GEN_AI_USAGE_OUTPUT_TOKENS, usage.completion_tokens);
+        span =
+            crate::span::openinference_tokens(span, usage.prompt_tokens, usage.completion_tokens)
+                .int(c::CUCA_DURATION_MS, duration_ms);
         if let Some(reason) = response.finish_reason.as_deref() {
             span = span.str_array(c::GEN_AI_RESPONSE_FINISH_REASONS, &[reason]);
         }
@@ -521,12 +538,17 @@ impl CucaPlugin for OtelPlugin {
             span = span.int(c::CUCA_USAGE_CACHED_TOKENS, cache.cached_tokens);
         }
         if self.config.with_content {
-            span = span.str(
-                c::GEN_AI_OUTPUT_MESSAGES,
-                content::output_messages(&response.content, response.finish_reason.as_deref()),
-            );
+            let output =
+                content::output_messages(&response.content, response.finish_reason.as_deref());
+            let (value, mime) = content::output_value(&response.content, &output);
+            span = span
+                .str(c::OUTPUT_VALUE, value)
+                .str(c::OUTPUT_MIME_TYPE, mime)
+                .str(c::GEN_AI_OUTPUT_MESSAGES, output);
         }
-        self.enqueue(span.build());
+        // The hook runs once, when the call has ended with its whole answer: the span is
+        // sent once, final, and ended well.
+        self.enqueue(span.ok().build());
         Ok(())
     }
 

@@ -1,29 +1,51 @@
-//! Recorded sessions as traces: one trace per session, a root span, and one `chat` span per turn.
+//! Recorded sessions as traces: one trace per model call, its `chat` span the root, grouped by `session.id`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cuca_events::{fork_parent, Message, MessageContentBlock, SessionBackend};
+use cuca_events::{fork_parent, parse_point_id, Message, MessageContentBlock, SessionBackend};
 use cuca_replay::{ReplayNote, ReplayTurn, SessionReplay};
 use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, Span};
 
+use crate::calls::{CallKey, Calls};
 use crate::content;
 use crate::conventions as c;
 use crate::ids;
 use crate::span::SpanBuilder;
 use crate::{Error, ExportOptions};
 
-/// The spans of one session, and what they were built from.
+/// The most links a fork's first call carries to the calls it copied: the OpenTelemetry
+/// SDKs' default span-link limit, which collectors and backends are built around. A fork of
+/// a longer session links the calls nearest its fork point, and says how many it copied in
+/// `cuca.fork.inherited_calls`.
+pub const MAX_INHERITED_LINKS: usize = 128;
+
+/// The spans of one session, and what was sent, linked or skipped, and why.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct SessionSpans {
-    /// The root span first, then one span per turn in recorded order; empty for a session
-    /// with no records or one left out by [`ExportOptions::since_ms`].
+    /// One span per model call the session made itself and that has ended, in recorded
+    /// order, each the root of its own trace; empty for a session with no records or one
+    /// left out by [`ExportOptions::since_ms`].
     pub spans: Vec<Span>,
     /// Records the session holds.
     pub n_records: usize,
-    /// Turns (model calls), the unfinished final turn included.
+    /// Turns that are model calls (records that sent or got something back), of every kind
+    /// below.
     pub n_turns: usize,
+    /// Calls sent: `spans.len()`.
+    pub n_calls: usize,
+    /// Calls a fork copied from its parent: not sent again (their own session sends them),
+    /// linked from the fork's first call of its own.
+    pub n_inherited: usize,
+    /// The unfinished turn where a fork cut its parent mid-call: no call the fork made.
+    pub n_cut_off: usize,
+    /// The session's own unfinished final turn (a call in flight, or one a crash left
+    /// open): not sent, because a backend that keeps the first copy of a span id would never
+    /// show its end; the export after it ends sends it.
+    pub n_in_flight: usize,
+    /// Calls sent that the call log also holds: one span each, with the call log's fields.
+    pub n_merged: usize,
     /// Whether [`ExportOptions::since_ms`] left the session out.
     pub skipped_by_since: bool,
 }
@@ -33,7 +55,6 @@ pub struct SessionSpans {
 #[derive(Default)]
 struct Clock {
     by_sequence: HashMap<u64, u64>,
-    first_ms: Option<u64>,
     last_ms: u64,
     n_records: usize,
 }
@@ -54,6 +75,10 @@ impl Clock {
 /// Latency-then-TokenUsage pair) is the one definition of a model call cuca has. A session
 /// the backend does not know has no records and yields no spans.
 ///
+/// Only calls the session made itself and that have ended are sent, each once and final: a
+/// fork's copied prefix is its parent's (linked, see [`SessionSpans::n_inherited`]), the turn
+/// a fork cut is no call, and a call still in flight waits for the next export.
+///
 /// # Errors
 ///
 /// [`Error::Session`] when the backend or the replay refuses the session (damage a load
@@ -62,6 +87,56 @@ pub fn session_spans(
     backend: Arc<dyn SessionBackend>,
     session_id: &str,
     options: &ExportOptions,
+) -> Result<SessionSpans, Error> {
+    export(backend, session_id, options, None)
+}
+
+/// [`session_spans`], with each call the call log also holds claimed from `calls`: the
+/// session's span is then the call's one span (its token counts the session's, once) with
+/// the call log's fields on it, and [`Calls::spans`] leaves the call out.
+///
+/// A call-log call is the session's call when its row's `node` is the session id (what
+/// `cuca proxy` writes), the model and message count agree, and its start and end are within
+/// [`crate::MATCH_SLACK_MS`] of the turn's; the nearest such call is taken.
+///
+/// # Errors
+///
+/// As [`session_spans`].
+pub fn session_spans_with_calls(
+    backend: Arc<dyn SessionBackend>,
+    session_id: &str,
+    options: &ExportOptions,
+    calls: &mut Calls<'_>,
+) -> Result<SessionSpans, Error> {
+    export(backend, session_id, options, Some(calls))
+}
+
+/// The session a fork id was taken from and the sequence of its fork point.
+fn fork_point(session_id: &str) -> Option<(&str, u64)> {
+    let (parent, point) = fork_parent(session_id)?;
+    let (_, sequence) = parse_point_id(point).ok()?;
+    Some((parent, sequence))
+}
+
+/// The session that recorded the turn ending at `last_sequence` of `session_id`: up the
+/// chain of forks while the turn lies within each one's copied prefix. Its span ids are the
+/// ones that session's own export sends, so a link to them resolves.
+fn owner_of(session_id: &str, last_sequence: u64) -> &str {
+    let mut owner = session_id;
+    while let Some((parent, point)) = fork_point(owner) {
+        if last_sequence > point {
+            break;
+        }
+        owner = parent;
+    }
+    owner
+}
+
+fn export(
+    backend: Arc<dyn SessionBackend>,
+    session_id: &str,
+    options: &ExportOptions,
+    mut calls: Option<&mut Calls<'_>>,
 ) -> Result<SessionSpans, Error> {
     let session_error = |source| Error::Session {
         session: session_id.to_owned(),
@@ -73,89 +148,96 @@ pub fn session_spans(
             clock
                 .by_sequence
                 .insert(record.sequence, record.timestamp_ms);
-            clock.first_ms.get_or_insert(record.timestamp_ms);
             clock.last_ms = clock.last_ms.max(record.timestamp_ms);
             clock.n_records += 1;
             Ok(())
         })
         .map_err(session_error)?;
-    let Some(first_ms) = clock.first_ms else {
+    if clock.n_records == 0 {
         return Ok(SessionSpans::default());
+    }
+    let mut out = SessionSpans {
+        n_records: clock.n_records,
+        ..SessionSpans::default()
     };
     if options.since_ms.is_some_and(|since| clock.last_ms < since) {
-        return Ok(SessionSpans {
-            n_records: clock.n_records,
-            skipped_by_since: true,
-            ..SessionSpans::default()
-        });
+        out.skipped_by_since = true;
+        return Ok(out);
     }
     let trajectory = SessionReplay::new(backend)
         .load(session_id)
         .map_err(session_error)?;
 
-    let trace = ids::session_trace_id(session_id);
-    let root_id = ids::session_root_span_id(session_id);
-    let mut spans = Vec::with_capacity(trajectory.len() + 1);
-    let mut root = SpanBuilder::new(
-        trace,
-        root_id,
-        None,
-        format!("session {session_id}"),
-        SpanKind::Internal,
-    )
-    .times_ms(first_ms, clock.last_ms)
-    .str(c::CUCA_SESSION_ID, session_id)
-    .str(c::GEN_AI_CONVERSATION_ID, session_id)
-    .int(c::CUCA_SESSION_RECORDS, clock.n_records as u64);
-    if let Some((parent, point)) = fork_parent(session_id) {
-        // A branch links to the session it was taken from, whose trace the same export (or an
-        // earlier one) sent under the parent's derived ids.
-        root = root.str(c::CUCA_SESSION_FORKED_FROM, point).link(
-            ids::session_trace_id(parent),
-            ids::session_root_span_id(parent),
-        );
-    }
-
+    let fork = fork_point(session_id);
+    let forked_from = fork_parent(session_id).map(|(_, point)| point);
+    // The calls a fork copied, as (trace, span) of the spans their own session sent.
+    let mut inherited: Vec<(ids::TraceId, ids::SpanId)> = Vec::new();
     let mut model: Option<String> = None;
     let mut conversation: Vec<&Message> = Vec::new();
-    let mut turn_spans = Vec::with_capacity(trajectory.len());
     for (turn_idx, turn) in trajectory.turns().iter().enumerate() {
         let notes_only = turn.messages().is_empty()
             && turn.blocks().is_empty()
             && turn.system_prompts().is_empty()
             && turn.completion().is_none();
+        // The conversation and the model carry across every turn, copied or not: a fork's
+        // own call was sent the whole conversation, under the model its swaps chose.
+        conversation.extend(turn.messages());
         if notes_only {
             // A stretch of records that sent nothing and got nothing back (a Fork audit
             // record appended after the last call, a model swap between calls) is not a model
-            // call: its notes belong to the session.
-            let at = clock.at(*turn.sequence_range().start());
-            root = note_events(root, turn, at, &mut model);
+            // call, and no span is stretched to hold it.
+            apply_swaps(turn, &mut model);
             continue;
         }
-        conversation.extend(turn.messages());
-        turn_spans.push(turn_span(
+        out.n_turns += 1;
+        let range = turn.sequence_range();
+        let (first, last) = (*range.start(), *range.end());
+        if fork.is_some_and(|(_, point)| last <= point) {
+            apply_swaps(turn, &mut model);
+            if turn.completion().is_some() {
+                out.n_inherited += 1;
+                let owner = owner_of(session_id, last);
+                inherited.push((
+                    ids::turn_trace_id(owner, first),
+                    ids::turn_span_id(owner, first),
+                ));
+            } else {
+                out.n_cut_off += 1;
+            }
+            continue;
+        }
+        if turn.completion().is_none() {
+            apply_swaps(turn, &mut model);
+            out.n_in_flight += 1;
+            continue;
+        }
+        let links = if out.n_calls == 0 {
+            Some((
+                out.n_inherited,
+                &inherited[inherited.len().saturating_sub(MAX_INHERITED_LINKS)..],
+            ))
+        } else {
+            None
+        };
+        let (span, merged) = turn_span(
             TurnContext {
                 session_id,
-                trace,
-                root_id,
                 turn_idx,
                 clock: &clock,
                 conversation: &conversation,
                 options,
+                forked_from,
+                links,
+                calls: calls.as_deref_mut(),
             },
             turn,
             &mut model,
-        ));
+        );
+        out.n_calls += 1;
+        out.n_merged += usize::from(merged);
+        out.spans.push(span);
     }
-    let n_turns = turn_spans.len();
-    spans.push(root.int(c::CUCA_SESSION_TURNS, n_turns as u64).build());
-    spans.extend(turn_spans);
-    Ok(SessionSpans {
-        spans,
-        n_records: clock.n_records,
-        n_turns,
-        skipped_by_since: false,
-    })
+    Ok(out)
 }
 
 /// Takes the model a [`ReplayNote::ModelSwap`] in `turn` switched to.
@@ -210,29 +292,37 @@ fn note_events(
 }
 
 /// What a turn's span needs from its session.
-struct TurnContext<'a> {
+struct TurnContext<'a, 'c> {
     session_id: &'a str,
-    trace: ids::TraceId,
-    root_id: ids::SpanId,
     turn_idx: usize,
     clock: &'a Clock,
     conversation: &'a [&'a Message],
     options: &'a ExportOptions,
+    /// The fork point, on every span of a fork.
+    forked_from: Option<&'a str>,
+    /// On a fork's first call of its own: how many calls it copied, and links to the last
+    /// [`MAX_INHERITED_LINKS`] of them.
+    links: Option<(usize, &'a [(ids::TraceId, ids::SpanId)])>,
+    calls: Option<&'a mut Calls<'c>>,
 }
 
-/// One turn as a `chat` span. `model` carries the session's current model across turns: a
+/// One ended turn as a `chat` span, the root of its own trace; and whether the call log's
+/// call was merged into it. `model` carries the session's current model across turns: a
 /// recording names a model only where it switched (`ModelSwap`), and the switch holds from
 /// its turn on.
-fn turn_span(cx: TurnContext<'_>, turn: &ReplayTurn, model: &mut Option<String>) -> Span {
+fn turn_span(
+    cx: TurnContext<'_, '_>,
+    turn: &ReplayTurn,
+    model: &mut Option<String>,
+) -> (Span, bool) {
     let range = turn.sequence_range();
     let (first, last) = (*range.start(), *range.end());
-    let first_ms = cx.clock.at(first);
+    // The span ends with the turn's own closing record (its TokenUsage), never a later one
+    // such as a Fork audit record, and starts the recorded Latency before it: the Latency is
+    // measured from sending to the end of the stream.
     let end_ms = cx.clock.at(last);
     let completion = turn.completion();
-    // The Latency record measures from sending to the end of the stream, and it is written
-    // with the TokenUsage that closes the turn: the call started that long before the end.
-    // An unfinished turn only has its records' own clock.
-    let start_ms = completion.map_or(first_ms, |done| end_ms.saturating_sub(done.duration_ms));
+    let start_ms = completion.map_or(end_ms, |done| end_ms.saturating_sub(done.duration_ms));
 
     // A swap recorded in this turn came before its call: it names the call's model.
     apply_swaps(turn, model);
@@ -249,9 +339,12 @@ fn turn_span(cx: TurnContext<'_>, turn: &ReplayTurn, model: &mut Option<String>)
         Some(model) => format!("{} {model}", c::OPERATION_CHAT),
         None => c::OPERATION_CHAT.to_owned(),
     };
+    let trace = ids::turn_trace_id(cx.session_id, first);
     let span_id = ids::turn_span_id(cx.session_id, first);
-    let mut span = SpanBuilder::new(cx.trace, span_id, Some(cx.root_id), name, SpanKind::Client)
+    let mut span = SpanBuilder::new(trace, span_id, None, name, SpanKind::Client)
         .times_ms(start_ms, end_ms)
+        .str(c::OPENINFERENCE_SPAN_KIND, c::KIND_LLM)
+        .str(c::SESSION_ID, cx.session_id)
         .str(c::GEN_AI_OPERATION_NAME, c::OPERATION_CHAT)
         .str(c::GEN_AI_CONVERSATION_ID, cx.session_id);
     if let Some(provider) = cx.options.provider.as_deref() {
@@ -261,6 +354,13 @@ fn turn_span(cx: TurnContext<'_>, turn: &ReplayTurn, model: &mut Option<String>)
     }
     if let Some(model) = requested.as_deref() {
         span = span.str(c::GEN_AI_REQUEST_MODEL, model);
+    }
+    if let Some(served) = call
+        .served_model()
+        .filter(|m| !m.is_empty())
+        .or(requested.as_deref())
+    {
+        span = span.str(c::LLM_MODEL_NAME, served);
     }
     if let Some(request) = call.request() {
         // The parameters are the JSON object the session log recorded; the ones the
@@ -290,7 +390,8 @@ fn turn_span(cx: TurnContext<'_>, turn: &ReplayTurn, model: &mut Option<String>)
     if let Some(done) = completion {
         span = span
             .int(c::GEN_AI_USAGE_INPUT_TOKENS, done.prompt_tokens)
-            .int(c::GEN_AI_USAGE_OUTPUT_TOKENS, done.completion_tokens)
+            .int(c::GEN_AI_USAGE_OUTPUT_TOKENS, done.completion_tokens);
+        span = crate::span::openinference_tokens(span, done.prompt_tokens, done.completion_tokens)
             .int(c::CUCA_DURATION_MS, done.duration_ms);
     }
     let n_tool_calls = turn
@@ -299,16 +400,38 @@ fn turn_span(cx: TurnContext<'_>, turn: &ReplayTurn, model: &mut Option<String>)
         .filter(|b| matches!(b, MessageContentBlock::ToolCall { .. }))
         .count();
     span = span
-        .int(c::CUCA_TURN_INDEX, cx.turn_idx as u64)
+        .int(c::CUCA_TURN_NUMBER, cx.turn_idx as u64 + 1)
         .int(c::CUCA_SEQUENCE_FIRST, first)
         .int(c::CUCA_SEQUENCE_LAST, last)
-        .bool(c::CUCA_TURN_COMPLETE, completion.is_some())
         .int(c::CUCA_BLOCKS, turn.blocks().len() as u64)
         .int_nonzero(c::CUCA_TOOL_CALLS, n_tool_calls as u64);
-    if let Some(reason) = call.incomplete() {
-        span = span.str(c::CUCA_CALL_INCOMPLETE, reason);
+    if let Some(point) = cx.forked_from {
+        span = span.str(c::CUCA_SESSION_FORKED_FROM, point);
     }
-    span = note_events(span, turn, first_ms, model);
+    if let Some((n_inherited, links)) = cx.links.filter(|(n, _)| *n > 0) {
+        span = span.int(c::CUCA_FORK_INHERITED_CALLS, n_inherited as u64);
+        for (trace, id) in links {
+            span = span.link(*trace, *id, "inherited_call");
+        }
+    }
+    // The notes are events at the call's start, inside the span: a Fork audit record that
+    // opened this turn was written when the branch was taken, which may be hours before the
+    // call.
+    span = note_events(span, turn, start_ms, model);
+    let mut merged = false;
+    if let Some(calls) = cx.calls {
+        let key = CallKey {
+            node: cx.session_id,
+            model: call.request().map(|r| r.model.as_str()),
+            messages: call.request().map(|r| r.messages),
+            start_ms,
+            end_ms,
+        };
+        if let Some(claimed) = calls.claim(&key) {
+            span = claimed.apply(span);
+            merged = true;
+        }
+    }
     if cx.options.with_content {
         if !turn.system_prompts().is_empty() {
             span = span.str(
@@ -316,17 +439,33 @@ fn turn_span(cx: TurnContext<'_>, turn: &ReplayTurn, model: &mut Option<String>)
                 content::system_instructions(turn.system_prompts()),
             );
         }
+        let input = content::input_messages(cx.conversation.iter().copied());
+        let output = content::output_messages(turn.blocks(), call.finish_reason());
+        // What the trace's root shows in a session view: the question and the answer as
+        // text, as a native instrumentor's chat span shows them; the messages where there
+        // is no text (a tool result in, a tool call out).
+        span = match content::last_user_text(cx.conversation.iter().copied()) {
+            Some(text) => span
+                .str(c::INPUT_VALUE, text)
+                .str(c::INPUT_MIME_TYPE, c::MIME_TEXT),
+            None => span
+                .str(c::INPUT_VALUE, input.clone())
+                .str(c::INPUT_MIME_TYPE, c::MIME_JSON),
+        };
+        let (value, mime) = content::output_value(turn.blocks(), &output);
         span = span
-            .str(
-                c::GEN_AI_INPUT_MESSAGES,
-                content::input_messages(cx.conversation.iter().copied()),
-            )
-            .str(
-                c::GEN_AI_OUTPUT_MESSAGES,
-                content::output_messages(turn.blocks(), None),
-            );
+            .str(c::OUTPUT_VALUE, value)
+            .str(c::OUTPUT_MIME_TYPE, mime)
+            .str(c::GEN_AI_INPUT_MESSAGES, input)
+            .str(c::GEN_AI_OUTPUT_MESSAGES, output);
     }
-    span.build()
+    // A call whose records say it was cut short did not end well, whatever its closing
+    // records say; every other ended call did.
+    span = match call.incomplete() {
+        Some(reason) => span.str(c::CUCA_CALL_INCOMPLETE, reason),
+        None => span.ok(),
+    };
+    (span.build(), merged)
 }
 
 #[cfg(test)]

@@ -112,6 +112,17 @@ impl SpanBuilder {
         self
     }
 
+    /// The OK status: the operation ended well. The conventions leave a success unset, but a
+    /// native OpenInference instrumentor sets OK, and Phoenix shows an unset status as
+    /// neither; cuca sets it only where the records say the call ended well.
+    pub(crate) fn ok(mut self) -> SpanBuilder {
+        self.span.status = Some(Status {
+            message: String::new(),
+            code: status::StatusCode::Ok as i32,
+        });
+        self
+    }
+
     /// A span event at `time_ms` with string attributes.
     pub(crate) fn event(
         mut self,
@@ -131,19 +142,44 @@ impl SpanBuilder {
         self
     }
 
-    /// A link to a span in another trace (a fork's parent session).
-    pub(crate) fn link(mut self, trace: TraceId, id: SpanId) -> SpanBuilder {
+    /// A link to a span in another trace (a call a fork copied from its parent), saying
+    /// what it links to in `cuca.link.kind`.
+    pub(crate) fn link(mut self, trace: TraceId, id: SpanId, kind: &str) -> SpanBuilder {
         self.span.links.push(span::Link {
             trace_id: trace.to_vec(),
             span_id: id.to_vec(),
+            attributes: vec![kv(
+                crate::conventions::CUCA_LINK_KIND,
+                string_value(kind.to_owned()),
+            )],
             ..span::Link::default()
         });
         self
     }
 
+    /// Whether an attribute `key` is already set.
+    pub(crate) fn has(&self, key: &str) -> bool {
+        self.span.attributes.iter().any(|kv| kv.key == key)
+    }
+
     pub(crate) fn build(self) -> Span {
         self.span
     }
+}
+
+/// OpenInference's token counts (`llm.token_count.prompt`, `.completion`, `.total`) beside
+/// the GenAI ones: Phoenix derives them from the GenAI keys too, but only fills what a span
+/// does not carry, and other OpenInference readers know only these.
+pub(crate) fn openinference_tokens(span: SpanBuilder, prompt: u64, completion: u64) -> SpanBuilder {
+    if prompt == 0 && completion == 0 {
+        return span;
+    }
+    span.int(crate::conventions::LLM_TOKEN_COUNT_PROMPT, prompt)
+        .int(crate::conventions::LLM_TOKEN_COUNT_COMPLETION, completion)
+        .int(
+            crate::conventions::LLM_TOKEN_COUNT_TOTAL,
+            prompt.saturating_add(completion),
+        )
 }
 
 fn string_value(value: String) -> any_value::Value {

@@ -131,7 +131,13 @@ async fn a_running_agents_calls_reach_the_collector_as_they_end() {
     let ok = &spans[0];
     assert_eq!(ok.name, "chat tiny");
     assert_eq!(ok.kind, SpanKind::Client as i32);
-    assert_eq!(ok.trace_id, ids::run_trace_id("run-live").to_vec());
+    // Issue 32: a call is a trace of its own, as a natively traced call is, and `session.id`
+    // groups the run's traces in Phoenix's Sessions tab.
+    assert!(ok.parent_span_id.is_empty());
+    assert_eq!(str_attr(ok, "openinference.span.kind"), "LLM");
+    assert_eq!(str_attr(ok, "session.id"), "run-live");
+    assert_eq!(int_attr(ok, "llm.token_count.prompt"), 40);
+    assert_eq!(int_attr(ok, "llm.token_count.total"), 52);
     assert_eq!(str_attr(ok, "gen_ai.operation.name"), "chat");
     assert_eq!(str_attr(ok, "gen_ai.provider.name"), "llamacpp");
     assert_eq!(str_attr(ok, "gen_ai.system"), "llamacpp");
@@ -147,12 +153,18 @@ async fn a_running_agents_calls_reach_the_collector_as_they_end() {
     assert_eq!(str_attr(ok, "cuca.run"), "run-live");
     assert!(ok.end_time_unix_nano >= ok.start_time_unix_nano);
     assert!(ok.start_time_unix_nano > 0);
-    assert_eq!(ok.status, None);
+    // "call spans OK when they ended well".
+    assert_eq!(ok.status.as_ref().unwrap().code, OtelStatus::Ok as i32);
     assert!(!has(ok, "gen_ai.input.messages"), "no content unless asked");
     assert!(!has(ok, "gen_ai.output.messages"));
 
     let failed = &spans[1];
-    assert_eq!(failed.trace_id, ok.trace_id, "one run, one trace");
+    assert_ne!(failed.trace_id, ok.trace_id, "a trace per call");
+    assert_eq!(
+        str_attr(failed, "session.id"),
+        "run-live",
+        "one run, one session"
+    );
     assert_ne!(failed.span_id, ok.span_id);
     assert_eq!(str_attr(failed, "error.type"), "400");
     assert_eq!(int_attr(failed, "http.response.status_code"), 400);
@@ -161,6 +173,41 @@ async fn a_running_agents_calls_reach_the_collector_as_they_end() {
     assert!(status
         .message
         .contains("exceeds the available context size"));
+}
+
+#[tokio::test]
+async fn with_content_a_live_call_carries_its_answer_with_its_finish_reason_and_its_project() {
+    // Issue 32, "the same for the live `OtelPlugin`": the answer is one joined text part
+    // with the finish reason the schema requires, the root shows its input and output, and
+    // the project is named. A live span is sent once, when its call has ended, so there is
+    // nothing in flight to re-send.
+    let (collector, received) = start_receiver().await;
+    let chat = chat_server(vec![(200, STREAM_BASIC)]).await;
+    let config = LiveConfig {
+        with_content: true,
+        project: Some("cuca-live".into()),
+        ..LiveConfig::new(&collector).unwrap()
+    };
+    let plugin = Arc::new(OtelPlugin::spawn(config).unwrap());
+    let client = client(&chat, Arc::clone(&plugin));
+    let text = call(&client, "run-content").await.unwrap();
+    let stats = plugin.shutdown().await;
+    assert_eq!(stats.exported, 1);
+    let request = received.requests.lock().unwrap()[0].clone();
+    let resource = request.resource_spans[0].resource.as_ref().unwrap();
+    assert!(matches!(
+        attr(&resource.attributes, "openinference.project.name"),
+        Some(cuca_otel::opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(p)) if p == "cuca-live"
+    ));
+    let span = &received.spans()[0];
+    let output: serde_json::Value =
+        serde_json::from_str(str_attr(span, "gen_ai.output.messages")).unwrap();
+    assert_eq!(output[0]["finish_reason"], "length");
+    let parts = output[0]["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 1, "one joined text part: {parts:?}");
+    assert_eq!(parts[0]["content"], text.as_str());
+    assert_eq!(str_attr(span, "output.value"), text);
+    assert!(!str_attr(span, "input.value").is_empty());
 }
 
 fn response(call_id: &str) -> UnifiedResponse {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use common::*;
 use cuca_events::{SessionBackend, SessionEvent, SessionRecord};
 use cuca_otel::opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use cuca_otel::opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use cuca_otel::opentelemetry_proto::tonic::trace::v1::Span;
 use cuca_otel::{ids, session_spans, ExportOptions, Exporter, DEFAULT_REQUEST_TIMEOUT};
 use cuca_store_file::FileBackend;
@@ -44,8 +45,8 @@ async fn export(sessions: &[&str], options: &ExportOptions) -> (Vec<Span>, Recei
 }
 
 #[tokio::test]
-async fn one_trace_per_session_and_one_chat_span_per_model_call() {
-    // Issue 23: "one trace per session, one span per model call".
+async fn one_trace_per_model_call_grouped_by_session_id() {
+    // Issue 23: "one span per model call".
     let (spans, received) = export(&["demo", "reasoning"], &ExportOptions::default()).await;
     let request = &received.requests.lock().unwrap()[0];
     let resource = request.resource_spans[0].resource.as_ref().unwrap();
@@ -67,29 +68,10 @@ async fn one_trace_per_session_and_one_chat_span_per_model_call() {
     );
 
     let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(
-        names,
-        ["session demo", "chat", "chat", "session reasoning", "chat"]
-    );
+    assert_eq!(names, ["chat", "chat", "chat"]);
 
-    for (session, range) in [("demo", 0..3), ("reasoning", 3..5)] {
-        let trace = ids::session_trace_id(session);
-        let root = &spans[range.start];
-        assert_eq!(root.trace_id, trace.to_vec());
-        assert_eq!(root.span_id, ids::session_root_span_id(session).to_vec());
-        assert!(root.parent_span_id.is_empty(), "the root has no parent");
-        assert_eq!(root.kind, SpanKind::Internal as i32);
-        assert_eq!(str_attr(root, "gen_ai.conversation.id"), session);
+    for (session, range) in [("demo", 0..2), ("reasoning", 2..3)] {
         let recorded = records(session);
-        assert_eq!(
-            int_attr(root, "cuca.session.records"),
-            recorded.len() as i64
-        );
-        assert_eq!(
-            root.start_time_unix_nano,
-            recorded[0].timestamp_ms * 1_000_000
-        );
-
         // The expected calls: each Latency-then-TokenUsage pair in the raw records.
         let calls: Vec<(u64, u64, u64, u64)> = recorded
             .windows(2)
@@ -109,18 +91,27 @@ async fn one_trace_per_session_and_one_chat_span_per_model_call() {
                 _ => None,
             })
             .collect();
-        let turns = &spans[range.start + 1..range.end];
+        let turns = &spans[range];
         assert_eq!(turns.len(), calls.len());
         let mut first_sequence = 0;
         for (turn_idx, (turn, (duration_ms, prompt, completion, end_ms))) in
             turns.iter().zip(&calls).enumerate()
         {
-            assert_eq!(turn.trace_id, trace.to_vec(), "same trace as its session");
+            // Issue 32: each call is the root of a trace of its own, as a natively traced
+            // call is, and `session.id` groups a session's traces in Phoenix's Sessions tab.
             assert_eq!(
-                turn.parent_span_id, root.span_id,
-                "a child of the session span"
+                turn.trace_id,
+                ids::turn_trace_id(session, first_sequence).to_vec()
             );
+            assert!(turn.parent_span_id.is_empty(), "the root of its trace");
             assert_eq!(turn.kind, SpanKind::Client as i32);
+            assert_eq!(str_attr(turn, "openinference.span.kind"), "LLM");
+            assert_eq!(str_attr(turn, "session.id"), session);
+            assert_eq!(
+                turn.status.as_ref().map(|s| s.code),
+                Some(StatusCode::Ok as i32),
+                "a call that ended well is OK, as a native one is"
+            );
             assert_eq!(
                 turn.span_id,
                 ids::turn_span_id(session, first_sequence).to_vec()
@@ -132,9 +123,9 @@ async fn one_trace_per_session_and_one_chat_span_per_model_call() {
                 int_attr(turn, "gen_ai.usage.output_tokens"),
                 *completion as i64
             );
+            assert_eq!(int_attr(turn, "llm.token_count.prompt"), *prompt as i64);
             assert_eq!(int_attr(turn, "cuca.duration_ms"), *duration_ms as i64);
-            assert_eq!(int_attr(turn, "cuca.turn.index"), turn_idx as i64);
-            assert!(bool_attr(turn, "cuca.turn.complete"));
+            assert_eq!(int_attr(turn, "cuca.turn.number"), turn_idx as i64 + 1);
             // Timings: the call ended with its TokenUsage record and took its Latency.
             assert_eq!(turn.end_time_unix_nano, end_ms * 1_000_000);
             assert_eq!(
@@ -172,7 +163,7 @@ async fn content_is_sent_only_when_asked() {
         ..ExportOptions::default()
     };
     let (spans, _) = export(&["demo"], &options).await;
-    let second = &spans[2];
+    let second = &spans[1];
     assert_eq!(str_attr(second, "gen_ai.provider.name"), "llamacpp");
     assert_eq!(str_attr(second, "gen_ai.system"), "llamacpp");
     let system: serde_json::Value =
@@ -218,6 +209,23 @@ async fn content_is_sent_only_when_asked() {
         .collect();
     assert!(!answer.is_empty());
     assert_eq!(sent, answer);
+    // Issue 32: "No answer with `--with-content`": the answer carries the finish reason the
+    // schema requires (the fixture was recorded without call metadata, so the documented
+    // default), and the streamed tokens are one text part.
+    assert_eq!(output[0]["finish_reason"], "stop");
+    let text_parts = output[0]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["type"] == "text")
+        .count();
+    assert_eq!(text_parts, 1, "one joined text part");
+    // The root of the call's trace shows the question and the answer as text.
+    assert_eq!(
+        str_attr(second, "input.value"),
+        "Where is the vault? Answer in one word."
+    );
+    assert_eq!(str_attr(second, "output.value"), answer);
 }
 
 #[tokio::test]
@@ -252,7 +260,10 @@ async fn exporting_twice_sends_the_same_ids_and_bytes() {
 }
 
 #[tokio::test]
-async fn an_unfinished_turn_a_model_swap_and_since() {
+async fn an_unfinished_turn_is_not_sent_a_model_swap_holds_and_since() {
+    // Issue 32: "A call exported in flight stays a zero-length, token-less span after it
+    // ends": a call still in flight is counted, not sent, and the export after it ended
+    // sends it whole.
     let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
     let mut records = cuca_testkit::demo_turn("live", 0);
     records.push(SessionRecord {
@@ -265,7 +276,8 @@ async fn an_unfinished_turn_a_model_swap_and_since() {
             reason: "escalate".into(),
         },
     });
-    records.extend(cuca_testkit::demo_turn("live", 8).into_iter().take(3));
+    let rest = cuca_testkit::demo_turn("live", 8);
+    records.extend(rest.iter().take(3).cloned());
     for (i, record) in records.iter_mut().enumerate() {
         if i != 7 {
             record.timestamp_ms = 1_000 + i as u64 * 100;
@@ -274,21 +286,38 @@ async fn an_unfinished_turn_a_model_swap_and_since() {
     cuca_testkit::append_all(backend.as_ref(), &records);
     let export = session_spans(Arc::clone(&backend), "live", &ExportOptions::default()).unwrap();
     assert_eq!(export.n_turns, 2);
-    let unfinished = &export.spans[2];
-    // The swap holds from its turn on, so the second call names the model.
-    assert_eq!(unfinished.name, "chat qwen3");
-    assert_eq!(str_attr(unfinished, "gen_ai.request.model"), "qwen3");
-    assert!(!bool_attr(unfinished, "cuca.turn.complete"));
-    assert!(!has(unfinished, "gen_ai.usage.input_tokens"));
-    assert_eq!(unfinished.events.len(), 1);
-    assert_eq!(unfinished.events[0].name, "cuca.model_swap");
+    assert_eq!(export.n_in_flight, 1);
+    assert_eq!(export.n_calls, 1);
+    assert_eq!(export.spans.len(), 1, "the call in flight is not sent");
     assert_eq!(
-        export.spans[1].name, "chat",
+        export.spans[0].name, "chat",
         "before the swap no model is known"
     );
 
+    // The call ends: the next export sends the first call unchanged and the second whole.
+    let mut tail: Vec<SessionRecord> = rest.into_iter().skip(3).collect();
+    for (i, record) in tail.iter_mut().enumerate() {
+        record.timestamp_ms = 6_000 + i as u64 * 100;
+    }
+    cuca_testkit::append_all(backend.as_ref(), &tail);
+    let after = session_spans(Arc::clone(&backend), "live", &ExportOptions::default()).unwrap();
+    assert_eq!(after.n_in_flight, 0);
+    assert_eq!(after.spans.len(), 2);
+    assert_eq!(after.spans[0], export.spans[0], "a sent span never changes");
+    let ended = &after.spans[1];
+    // The swap holds from its turn on, so the second call names the model.
+    assert_eq!(ended.name, "chat qwen3");
+    assert_eq!(str_attr(ended, "gen_ai.request.model"), "qwen3");
+    assert_eq!(int_attr(ended, "gen_ai.usage.input_tokens"), 31);
+    assert_eq!(ended.events.len(), 1);
+    assert_eq!(ended.events[0].name, "cuca.model_swap");
+    assert_eq!(
+        ended.events[0].time_unix_nano, ended.start_time_unix_nano,
+        "a note is an event inside its call's span"
+    );
+
     // --since: a session whose last record is older than the cutoff is left out whole.
-    let last_ms = records.iter().map(|r| r.timestamp_ms).max().unwrap();
+    let last_ms = 6_000 + 3 * 100;
     let newer = ExportOptions {
         since_ms: Some(last_ms + 1),
         ..ExportOptions::default()
@@ -302,7 +331,7 @@ async fn an_unfinished_turn_a_model_swap_and_since() {
     };
     assert_eq!(
         session_spans(backend, "live", &older).unwrap().spans.len(),
-        3
+        2
     );
 }
 
@@ -338,67 +367,110 @@ async fn a_collector_that_refuses_is_an_error_naming_the_status() {
     ));
 }
 
+/// The sequence of every record of `session` whose event is `TokenUsage`.
+fn usage_sequences(backend: &dyn SessionBackend, session: &str) -> Vec<u64> {
+    backend
+        .replay(session)
+        .unwrap()
+        .into_iter()
+        .filter(|r| matches!(r.event, SessionEvent::TokenUsage { .. }))
+        .map(|r| r.sequence)
+        .collect()
+}
+
 #[tokio::test]
-async fn a_fork_links_to_the_session_it_was_taken_from() {
+async fn a_fork_of_a_fork_sends_only_its_own_calls_and_links_the_copied_ones() {
+    // Issue 32: "A fork's copied prefix is exported again as new LLM spans with tokens; the
+    // unfinished turns where a fork cut its parent become LLM spans for calls that never
+    // happened; and a fork audit record stretches a `chat` span to 38 hours."
     let dir = tempfile::tempdir().unwrap();
     let file = FileBackend::new(dir.path()).unwrap();
     cuca_testkit::append_all(&file, &cuca_testkit::demo_turn("demo", 0));
-    let branch = file.fork("demo", "demo:1").unwrap();
+    cuca_testkit::append_all(&file, &cuca_testkit::demo_turn("demo", 7));
+    // A clean fork after the second call; it makes a call of its own.
+    let first = file.fork("demo", "demo:13").unwrap();
+    // A call without the system prompt again: records `from..from + 6`, closing at
+    // `from + 5`.
+    let own = |session: &str, from: u64| -> Vec<SessionRecord> {
+        cuca_testkit::demo_turn(session, from - 1)
+            .into_iter()
+            .skip(1)
+            .collect()
+    };
+    cuca_testkit::append_all(&file, &own(&first, 14));
+    // A fork of the fork, cut in the middle of the fork's own call and never continued.
+    let cut = file.fork(&first, &format!("{first}:16")).unwrap();
+    // A fork of the fork after its call, which makes a call of its own.
+    let second = file.fork(&first, &format!("{first}:19")).unwrap();
+    cuca_testkit::append_all(&file, &own(&second, 20));
     let backend: Arc<dyn SessionBackend> = Arc::new(file);
 
-    let (url, received) = start_receiver().await;
-    let exporter = Exporter::new(&url, "cuca", DEFAULT_REQUEST_TIMEOUT).unwrap();
-    let mut spans = session_spans(Arc::clone(&backend), "demo", &ExportOptions::default())
-        .unwrap()
-        .spans;
-    spans.extend(
-        session_spans(backend, &branch, &ExportOptions::default())
+    let options = ExportOptions::default();
+    let mut all = Vec::new();
+    let mut reports = Vec::new();
+    for session in ["demo", first.as_str(), cut.as_str(), second.as_str()] {
+        let report = session_spans(Arc::clone(&backend), session, &options).unwrap();
+        all.extend(report.spans.iter().cloned());
+        reports.push(report);
+    }
+    let (demo, first_r, cut_r, second_r) = (&reports[0], &reports[1], &reports[2], &reports[3]);
+    assert_eq!((demo.n_calls, demo.n_inherited), (2, 0));
+    assert_eq!((first_r.n_calls, first_r.n_inherited), (1, 2));
+    // The cut fork made no call: its copied calls are its parents', its cut-off turn none.
+    assert_eq!(cut_r.n_calls, 0);
+    assert_eq!(cut_r.n_inherited, 2);
+    assert_eq!(cut_r.n_cut_off, 1);
+    assert!(cut_r.spans.is_empty());
+    assert_eq!((second_r.n_calls, second_r.n_inherited), (1, 3));
+    // Four calls were made in all (two by demo, one by each fork that went on), and four
+    // spans sent: one per call, none twice.
+    assert_eq!(all.len(), 4);
+
+    // The fork of a fork links the calls it copied to the spans their own sessions sent:
+    // two of demo's and one of the first fork's, all of which resolve.
+    let mine = &second_r.spans[0];
+    assert_eq!(
+        str_attr(mine, "cuca.session.forked_from"),
+        format!("{first}:19")
+    );
+    assert_eq!(int_attr(mine, "cuca.fork.inherited_calls"), 3);
+    assert_eq!(mine.links.len(), 3);
+    for link in &mine.links {
+        let target = all
+            .iter()
+            .find(|s| s.span_id == link.span_id && s.trace_id == link.trace_id)
+            .expect("a link to a span that was sent");
+        assert_ne!(target.trace_id, mine.trace_id);
+    }
+    let owners: Vec<String> = mine
+        .links
+        .iter()
+        .map(|link| {
+            let target = all.iter().find(|s| s.span_id == link.span_id).unwrap();
+            str_attr(target, "session.id").to_owned()
+        })
+        .collect();
+    assert_eq!(owners, ["demo", "demo", first.as_str()]);
+
+    // No span is longer than its call: the Fork audit records written at the parents'
+    // tails (years after these records' clock) stretch nothing.
+    for span in &all {
+        let session = str_attr(span, "session.id");
+        let last = int_attr(span, "cuca.sequence.last") as u64;
+        let closing = backend
+            .replay(session)
             .unwrap()
-            .spans,
-    );
-    exporter.send(spans).await.unwrap();
-    let spans = received.spans();
-    let root = spans
-        .iter()
-        .find(|s| s.name == format!("session {branch}"))
-        .unwrap();
-    assert_eq!(str_attr(root, "cuca.session.forked_from"), "demo:1");
-    assert_eq!(root.links.len(), 1);
-    assert_eq!(
-        root.links[0].trace_id,
-        ids::session_trace_id("demo").to_vec()
-    );
-    assert_eq!(
-        root.links[0].span_id,
-        ids::session_root_span_id("demo").to_vec()
-    );
-    assert_ne!(
-        root.trace_id, root.links[0].trace_id,
-        "a branch is a trace of its own"
-    );
-    // The Fork audit record, appended after the parent's last call, is no model call: it is
-    // an event on the parent's session span.
-    let demo_trace = ids::session_trace_id("demo").to_vec();
-    let chats = spans
-        .iter()
-        .filter(|s| s.trace_id == demo_trace && s.name == "chat")
-        .count();
-    assert_eq!(chats, 1);
-    let parent_root = spans.iter().find(|s| s.name == "session demo").unwrap();
-    assert_eq!(int_attr(parent_root, "cuca.session.turns"), 1);
-    let fork = parent_root
-        .events
-        .iter()
-        .find(|e| e.name == "cuca.fork")
-        .expect("the Fork audit record is an event");
-    assert_eq!(
-        attr(&fork.attributes, "cuca.fork.to_session"),
-        Some(
-            &cuca_otel::opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(
-                branch.clone()
-            )
-        )
-    );
+            .into_iter()
+            .find(|r| r.sequence == last)
+            .unwrap();
+        assert!(matches!(closing.event, SessionEvent::TokenUsage { .. }));
+        assert_eq!(span.end_time_unix_nano, closing.timestamp_ms * 1_000_000);
+        assert_eq!(
+            span.end_time_unix_nano - span.start_time_unix_nano,
+            int_attr(span, "cuca.duration_ms") as u64 * 1_000_000
+        );
+    }
+    assert_eq!(usage_sequences(backend.as_ref(), "demo"), [6, 13]);
 }
 
 #[tokio::test]
@@ -439,7 +511,7 @@ async fn call_metadata_names_each_calls_model_parameters_and_finish() {
     cuca_testkit::append_all(backend.as_ref(), &records);
     let export = session_spans(backend, "meta", &ExportOptions::default()).unwrap();
     assert_eq!(export.n_turns, 1);
-    let call = &export.spans[1];
+    let call = &export.spans[0];
     assert_eq!(call.name, "chat gemma-tiny");
     assert_eq!(str_attr(call, "gen_ai.request.model"), "gemma-tiny");
     assert_eq!(str_attr(call, "gen_ai.response.model"), "gemma-tiny-q4");
@@ -487,7 +559,7 @@ async fn an_incomplete_call_says_why_and_max_completion_tokens_is_its_ceiling() 
     }
     cuca_testkit::append_all(backend.as_ref(), &records);
     let export = session_spans(backend, "cut", &ExportOptions::default()).unwrap();
-    let call = &export.spans[1];
+    let call = &export.spans[0];
     assert_eq!(
         str_attr(call, "cuca.call.incomplete"),
         "cut short: the caller hung up"
@@ -498,5 +570,96 @@ async fn an_incomplete_call_says_why_and_max_completion_tokens_is_its_ceiling() 
     cuca_testkit::append_all(plain.as_ref(), &cuca_testkit::demo_turn("whole", 0));
     let whole = session_spans(plain, "whole", &ExportOptions::default()).unwrap();
     assert_eq!(whole.n_turns, 1);
-    assert!(!has(&whole.spans[1], "cuca.call.incomplete"));
+    assert!(!has(&whole.spans[0], "cuca.call.incomplete"));
+}
+
+/// An RFC 3339 timestamp of `ms` since the epoch, as call-log rows carry it.
+fn rfc3339(ms: u64) -> String {
+    humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_call_in_both_the_session_and_the_call_log_is_one_span_with_tokens_once() {
+    // Issue 32: "`--sessions DIR --calls FILE` … sends every proxied call as a session turn
+    // *and* as a call-log call, unlinked: Phoenix's token totals double."
+    let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
+    let mut records = cuca_testkit::demo_turn("proxied", 0);
+    records.insert(
+        2,
+        cuca_testkit::record(
+            "proxied",
+            0,
+            SessionEvent::CallRequest {
+                model: "tiny".into(),
+                parameters: "{}".into(),
+                tools: "[]".into(),
+                messages: 2,
+            },
+        ),
+    );
+    for (i, record) in records.iter_mut().enumerate() {
+        record.sequence = i as u64;
+        record.timestamp_ms = 1_700_000_000_000 + i as u64;
+    }
+    cuca_testkit::append_all(backend.as_ref(), &records);
+    let end_ms = records.last().unwrap().timestamp_ms;
+    let row = |id: &str, node: &str, phase: &str, ts: u64| cuca_calllog::Record {
+        ts: rfc3339(ts),
+        id: id.into(),
+        run: "proxy-run".into(),
+        node: node.into(),
+        tag: "proxy".into(),
+        model: "tiny".into(),
+        phase: phase.into(),
+        attempt: 1,
+        messages: if phase.is_empty() { 0 } else { 2 },
+        ..cuca_calllog::Record::default()
+    };
+    let done = |id: &str, node: &str, ts: u64| cuca_calllog::Record {
+        status: 200,
+        served: "tiny-q4".into(),
+        finish: "stop".into(),
+        prompt_tokens: 31,
+        completion_tokens: 9,
+        ttft_ms: 40,
+        ms: 412,
+        ..row(id, node, "", ts)
+    };
+    let rows = vec![
+        // The same call, as the proxy logged it.
+        row("p1", "proxied", cuca_calllog::PHASE_START, end_ms - 413),
+        done("p1", "proxied", end_ms + 1),
+        // A call of another session at the same time, which stays a call of its own.
+        row("q1", "other", cuca_calllog::PHASE_START, end_ms - 413),
+        done("q1", "other", end_ms + 1),
+    ];
+    let options = ExportOptions::default();
+    let mut calls = cuca_otel::Calls::new(&rows, &options);
+    let session =
+        cuca_otel::session_spans_with_calls(backend, "proxied", &options, &mut calls).unwrap();
+    assert_eq!(session.n_merged, 1);
+    let log = calls.spans(&options);
+    assert_eq!((log.n_calls, log.n_merged, log.n_sent), (2, 1, 1));
+    let mut all = session.spans.clone();
+    all.extend(log.spans);
+    // One LLM span per call: the session's, with the call log's fields, tokens once.
+    let llm: Vec<&Span> = all
+        .iter()
+        .filter(|s| str_attr(s, "openinference.span.kind") == "LLM")
+        .collect();
+    assert_eq!(llm.len(), 2);
+    let merged = &session.spans[0];
+    assert_eq!(str_attr(merged, "cuca.call_log.id"), "p1");
+    assert_eq!(str_attr(merged, "cuca.run"), "proxy-run");
+    assert_eq!(str_attr(merged, "gen_ai.response.model"), "tiny-q4");
+    assert_eq!(int_attr(merged, "http.response.status_code"), 200);
+    assert_eq!(int_attr(merged, "cuca.ttft_ms"), 40);
+    let prompt: i64 = llm
+        .iter()
+        .filter(|s| str_attr(s, "session.id") == "proxied")
+        .map(|s| int_attr(s, "llm.token_count.prompt"))
+        .sum();
+    assert_eq!(prompt, 31, "the session's tokens, counted once");
+    assert_eq!(str_attr(llm[1], "session.id"), "other");
 }

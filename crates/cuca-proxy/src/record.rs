@@ -100,6 +100,10 @@ pub(crate) struct Recording {
     pub(crate) slot: Arc<Slot>,
     /// Held until the call's last record is written: the proxy is the session's one writer.
     pub(crate) _guard: OwnedMutexGuard<()>,
+    /// A sentence for the call's call-log rows' `note`: fork mode's word that this call
+    /// diverged from the recording and where it was recorded instead (issue 31: "the call log
+    /// marks the divergence").
+    pub(crate) note: Option<String>,
 }
 
 /// Forwards one chat call and answers the caller with the upstream's answer as it streams.
@@ -125,6 +129,7 @@ pub(crate) async fn forward(
         parsed.is_some_and(|r| r.stream),
         &body,
         &headers,
+        recording.note.as_deref(),
     );
     let Some(mut url) = shared
         .call_urls

@@ -53,6 +53,8 @@ impl CallRows {
     /// was a request at all) and returns the rows' owner. `body` and `headers` are what the
     /// caller sent: kept (the body by reference count) so a failure's sentence can lose what
     /// it quotes of them.
+    // Each argument is one fact of the call the row states; a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         log: &CallLog,
         run: &str,
@@ -61,6 +63,7 @@ impl CallRows {
         stream: bool,
         body: &Bytes,
         headers: &HeaderMap,
+        note: Option<&str>,
     ) -> Self {
         let mut row = Record {
             run: run.to_owned(),
@@ -68,6 +71,7 @@ impl CallRows {
             node: session.to_owned(),
             stream,
             attempt: 1,
+            note: note.unwrap_or_default().to_owned(),
             ..Record::default()
         };
         if let Some(request) = request {
@@ -127,10 +131,13 @@ impl CallRows {
         row.ttft_ms = self.ttft.map_or(0, ceil_ms);
         if let Some(kept) = self.response.take() {
             if self.response_len > kept.len() as u64 {
-                row.note = format!(
-                    "response_body keeps the first {} of {} bytes",
-                    kept.len(),
-                    self.response_len
+                add_note(
+                    &mut row,
+                    &format!(
+                        "response_body keeps the first {} of {} bytes",
+                        kept.len(),
+                        self.response_len
+                    ),
                 );
             }
             row.response_body = String::from_utf8_lossy(&kept).into_owned();
@@ -208,9 +215,18 @@ impl CallRows {
         };
         let mut row = self.end_row();
         row.ended = Ended::Cancelled.as_str().to_owned();
-        row.note = why.to_owned();
+        add_note(&mut row, why);
         guard.finish(row);
     }
+}
+
+/// Adds `sentence` to the row's `note`, after `; ` when it holds one already (a fork mode
+/// call's divergence note stays beside what the end row says).
+fn add_note(row: &mut Record, sentence: &str) {
+    if !row.note.is_empty() {
+        row.note.push_str("; ");
+    }
+    row.note.push_str(sentence);
 }
 
 /// Milliseconds rounded up, so a measured wait is never written as 0 ("not measured").

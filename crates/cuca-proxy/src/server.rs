@@ -607,6 +607,7 @@ async fn fork_mode(
         }
     }
     let mut forked_from = None;
+    let mut diverged = None;
     let trajectory = shared.replay.index(&target).await.map_err(|message| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -666,6 +667,14 @@ async fn fork_mode(
             }
         };
         tracing::info!(from = %target, to = %branch, "the call diverges from the recording; recording it live in a branch");
+        diverged = Some(match &forked_from {
+            Some(point) => format!(
+                "diverged from the recording of {target} after {point}: forwarded live and recorded in its fork {branch}"
+            ),
+            None => format!(
+                "diverged from the recording of {target} at its first call: forwarded live and recorded in the new conversation {branch}"
+            ),
+        });
         shared
             .branches
             .lock()
@@ -673,7 +682,8 @@ async fn fork_mode(
             .insert(target.clone(), branch.clone());
         target = branch;
     }
-    let recording = recording(&shared, &target).await?;
+    let mut recording = recording(&shared, &target).await?;
+    recording.note = diverged;
     let mut response = record::forward(
         shared, format, query, target, headers, body, request, recording,
     )
@@ -715,6 +725,7 @@ async fn recording(shared: &Shared, session: &str) -> Result<Recording, ApiError
     Ok(Recording {
         slot,
         _guard: guard,
+        note: None,
     })
 }
 

@@ -470,3 +470,137 @@ proptest! {
         runtime.block_on(record_and_replay(&order, &replay_order));
     }
 }
+
+/// The question of call `k` of a run that changed at call `change` (`None`: the recorded run).
+fn run_question(k: usize, change: Option<usize>) -> String {
+    match change {
+        Some(at) if k == at => format!("Name thing {k}, changed."),
+        _ => question(0, k),
+    }
+}
+
+/// Call `k` of a run whose question `change` was changed: the conversation so far with the
+/// answers the stand-in gives (a changed prefix is asked fresh, so its answers are each `1`).
+fn run_turn(k: usize, change: Option<usize>) -> Value {
+    let mut messages = vec![json!({"role": "system", "content": SYSTEM})];
+    for j in 0..k {
+        let asked = run_question(j, change);
+        messages.push(json!({"role": "user", "content": asked}));
+        messages.push(json!({"role": "assistant", "content": answer_to(&asked, 1)}));
+    }
+    messages.push(json!({"role": "user", "content": run_question(k, change)}));
+    json!({"model": "tiny", "messages": messages, "stream": k.is_multiple_of(2)})
+}
+
+/// Records a `calls`-call run, then runs it in fork mode with question `change` changed: the
+/// checks of the property below.
+async fn fork_at_the_change(calls: usize, change: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = upstream().await;
+    {
+        let proxy = recording(&upstream, dir.path()).await;
+        let url = proxy.chat_url(Some("run"));
+        for k in 0..calls {
+            let response = client()
+                .post(&url)
+                .json(&run_turn(k, None))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200);
+            response.bytes().await.unwrap();
+        }
+        proxy.proxy.settled("run").await;
+    }
+    let recorded = upstream.calls();
+    assert_eq!(recorded, calls);
+    let config =
+        cuca_proxy::ProxyConfig::new(cuca_proxy::Mode::Fork, Some(upstream.url.clone())).unwrap();
+    let proxy = start(config, dir.path()).await;
+    let url = proxy.chat_url(Some("run"));
+    let mut sessions = Vec::new();
+    for k in 0..calls {
+        let body = run_turn(k, Some(change));
+        let response = client().post(&url).json(&body).send().await.unwrap();
+        assert_eq!(response.status(), 200, "call {k}");
+        let session = response.headers()["x-cuca-session"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let bytes = response.bytes().await.unwrap();
+        let text = if body["stream"] == true {
+            joined(&blocks_of_sse(&bytes), false)
+        } else {
+            let answer: Value = serde_json::from_slice(&bytes).unwrap();
+            answer["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        // Each call is answered as its own conversation was: from the recording before the
+        // change, live after it.
+        assert_eq!(
+            text,
+            answer_to(&run_question(k, Some(change)), 1),
+            "call {k}"
+        );
+        // "fork mode forwards exactly the calls from the first difference on"
+        assert_eq!(
+            upstream.calls() - recorded,
+            (k + 1).saturating_sub(change),
+            "upstream calls after call {k} with the change at {change}"
+        );
+        sessions.push(session);
+    }
+    // Before the change the recording answers; from it on, one branch holds the run.
+    assert!(
+        sessions[..change].iter().all(|s| s == "run"),
+        "{sessions:?}"
+    );
+    let branch = &sessions[change];
+    assert_ne!(branch, "run");
+    assert!(
+        sessions[change..].iter().all(|s| s == branch),
+        "{sessions:?}"
+    );
+    match change {
+        // Nothing matched: the changed run is a conversation of its own.
+        0 => assert_eq!(
+            cuca_events::conversation_parent(branch).map(|(p, _)| p),
+            Some("run")
+        ),
+        _ => assert_eq!(
+            cuca_events::fork_parent(branch).map(|(p, _)| p),
+            Some("run")
+        ),
+    }
+    proxy.proxy.settled(branch).await;
+    let (users, _) = prompts(&proxy, branch);
+    assert_eq!(
+        users,
+        (0..calls)
+            .map(|k| run_question(k, Some(change)))
+            .collect::<Vec<_>>(),
+        "the branch holds the whole changed run, the recorded prefix included"
+    );
+    drop(proxy);
+    upstream.stop().await;
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// Issue 31: "A property test: for random recorded conversations and a random point of
+    /// change, fork mode forwards exactly the calls from the first difference on."
+    #[test]
+    fn fork_mode_forwards_exactly_the_calls_from_the_first_difference_on(
+        (calls, change) in (1usize..6).prop_flat_map(|calls| (Just(calls), 0..calls)),
+    ) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(fork_at_the_change(calls, change));
+    }
+}

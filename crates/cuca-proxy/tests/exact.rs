@@ -311,11 +311,12 @@ async fn a_call_left_open_by_a_killed_proxy_is_closed_before_the_next_call() {
     }
     let kinds = proxy.kinds("k");
     assert_eq!(
-        &kinds[..9],
+        &kinds[..10],
         [
             "SystemPrompt",
             "Message",
             "CallRequest",
+            "RequestDigest",
             "Output",
             "CallIncomplete",
             "CallFinish",

@@ -76,7 +76,7 @@ async fn a_claude_code_shaped_call_passes_byte_for_byte_with_its_query_and_heade
     let n_outputs = kinds.iter().filter(|k| **k == "Output").count();
     let (blocks, summary) = decode_stream(Format::Messages, &got);
     assert_eq!(n_outputs, blocks.len());
-    let mut expected = vec!["SystemPrompt", "Message", "CallRequest"];
+    let mut expected = vec!["SystemPrompt", "Message", "CallRequest", "RequestDigest"];
     expected.extend(std::iter::repeat_n("Output", n_outputs));
     expected.extend(["CallWire", "CallFinish", "Latency", "TokenUsage"]);
     assert_eq!(kinds, expected);

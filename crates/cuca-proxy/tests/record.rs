@@ -45,7 +45,7 @@ async fn a_streamed_call_passes_byte_for_byte_both_ways_and_says_where_it_was_re
     let kinds = proxy.kinds("s1");
     let n_outputs = kinds.iter().filter(|k| **k == "Output").count();
     assert!(n_outputs > 0);
-    let mut expected = vec!["SystemPrompt", "Message", "CallRequest"];
+    let mut expected = vec!["SystemPrompt", "Message", "CallRequest", "RequestDigest"];
     expected.extend(std::iter::repeat_n("Output", n_outputs));
     expected.extend(["CallFinish", "Latency", "TokenUsage"]);
     assert_eq!(kinds, expected);
@@ -138,6 +138,7 @@ async fn non_streamed_and_reasoning_answers_are_forwarded_unchanged_and_recorded
         [
             "Message",
             "CallRequest",
+            "RequestDigest",
             "Reasoning",
             "CallFinish",
             "Latency",
@@ -145,7 +146,7 @@ async fn non_streamed_and_reasoning_answers_are_forwarded_unchanged_and_recorded
         ]
     );
     assert_eq!(
-        proxy.records("think")[2].event,
+        proxy.records("think")[3].event,
         SessionEvent::Reasoning {
             text: reasoning.into()
         }
@@ -345,13 +346,14 @@ async fn a_caller_that_hangs_up_cancels_the_upstream_call() {
         [
             "Message",
             "CallRequest",
+            "RequestDigest",
             "CallIncomplete",
             "CallFinish",
             "Latency",
             "TokenUsage"
         ]
     );
-    let SessionEvent::CallIncomplete { reason } = &records[2].event else {
+    let SessionEvent::CallIncomplete { reason } = &records[3].event else {
         unreachable!()
     };
     assert!(
@@ -360,7 +362,7 @@ async fn a_caller_that_hangs_up_cancels_the_upstream_call() {
     );
     // The model is the one the stream said answered, as for a whole answer.
     assert_eq!(
-        records[3].event,
+        records[4].event,
         SessionEvent::CallFinish {
             finish_reason: None,
             model: "cuca-tiny-random".into()

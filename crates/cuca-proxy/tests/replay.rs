@@ -714,6 +714,24 @@ async fn fork_mode_replays_what_matches_and_records_the_changed_run_in_a_fork() 
     assert_eq!(headers["x-cuca-session"].to_str().unwrap(), fork);
     assert_eq!(upstream.calls(), recorded_calls + 2);
     proxy.proxy.settled(&fork).await;
+    // "the call log marks the divergence": the diverging call's rows say where it left the
+    // recording and where it went; the call that continued the fork's carry no such note.
+    let notes: Vec<String> = proxy
+        .rows()
+        .into_iter()
+        .filter(|row| row.node == fork)
+        .map(|row| row.note)
+        .collect();
+    assert_eq!(notes.len(), 4, "two calls, a start and an end row each");
+    for note in &notes[..2] {
+        assert!(
+            note.contains("diverged from the recording of run after")
+                && note.contains(point)
+                && note.contains(&fork),
+            "{note}"
+        );
+    }
+    assert_eq!(&notes[2..], ["", ""]);
     let outputs: Vec<String> = proxy
         .records(&fork)
         .into_iter()

@@ -29,6 +29,7 @@ pub struct CallMetadata {
     finish: Option<(Option<String>, String)>,
     incomplete: Option<String>,
     wire: Option<(String, String)>,
+    digest: Option<String>,
 }
 
 impl CallMetadata {
@@ -71,12 +72,19 @@ impl CallMetadata {
             .map(|(format, wire)| (format.as_str(), wire.as_str()))
     }
 
+    /// The SHA-256 of the call's user, assistant and tool messages, from its `RequestDigest`
+    /// record (64 hex digits); `None` for a call recorded without one.
+    pub fn digest(&self) -> Option<&str> {
+        self.digest.as_deref()
+    }
+
     /// Whether the turn holds none of the call records.
     pub fn is_empty(&self) -> bool {
         self.request.is_none()
             && self.finish.is_none()
             && self.incomplete.is_none()
             && self.wire.is_none()
+            && self.digest.is_none()
     }
 
     /// Files a `CallRequest`, `CallFinish` or `CallIncomplete` event; a turn keeps the last
@@ -102,6 +110,7 @@ impl CallMetadata {
             } => self.finish = Some((finish_reason, model)),
             SessionEvent::CallIncomplete { reason } => self.incomplete = Some(reason),
             SessionEvent::CallWire { format, wire } => self.wire = Some((format, wire)),
+            SessionEvent::RequestDigest { sha256 } => self.digest = Some(sha256),
             _ => {}
         }
     }

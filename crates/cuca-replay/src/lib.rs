@@ -73,12 +73,14 @@ use std::sync::Arc;
 use cuca_events::{parse_point_id, PluginError, SessionBackend};
 use trajectory::Segmenter;
 
+mod ambiguity;
 mod call;
 mod config;
 mod stream;
 mod trajectory;
 mod turns;
 
+pub use ambiguity::{Ambiguity, AmbiguityCheck, AmbiguityKind};
 pub use call::{CallMetadata, CallParameters};
 pub use config::ReplayConfig;
 pub use trajectory::{ReplayCompletion, ReplayNote, ReplayTrajectory, ReplayTurn, ReplayUsage};

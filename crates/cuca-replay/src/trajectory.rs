@@ -483,7 +483,8 @@ impl<'c> Segmenter<'c> {
             }
             event @ (SessionEvent::CallFinish { .. }
             | SessionEvent::CallIncomplete { .. }
-            | SessionEvent::CallWire { .. }) => {
+            | SessionEvent::CallWire { .. }
+            | SessionEvent::RequestDigest { .. }) => {
                 turn.call.take(event);
                 None
             }

@@ -294,7 +294,8 @@ where
             event @ (SessionEvent::CallRequest { .. }
             | SessionEvent::CallFinish { .. }
             | SessionEvent::CallIncomplete { .. }
-            | SessionEvent::CallWire { .. }) => TurnPart::Call(event),
+            | SessionEvent::CallWire { .. }
+            | SessionEvent::RequestDigest { .. }) => TurnPart::Call(event),
             other => {
                 return Err(PluginError::validation(
                     "SessionEvent",

@@ -1,7 +1,8 @@
 //! The call-metadata records a plugin writes when asked: what a call was sent, how it ended.
 
-use cuca_events::{SessionEvent, ToolChoice, UnifiedRequest, UnifiedResponse};
+use cuca_events::{Role, SessionEvent, ToolChoice, UnifiedRequest, UnifiedResponse};
 use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
 
 /// The [`SessionEvent::CallRequest`] of `request`: its model, the sampling parameters that
 /// travelled, and the tools it offered.
@@ -32,6 +33,26 @@ pub(crate) fn request_event(request: &UnifiedRequest, sent: Option<&str>) -> Ses
         tools: Value::Array(tools).to_string(),
         messages: request.messages.len() as u64,
     }
+}
+
+/// The [`SessionEvent::RequestDigest`] of `request`: the SHA-256 of its user, assistant and
+/// tool messages in order, each as its JSON text with its length before it (so no two lists
+/// of messages hash alike by running one into the next). System prompts are left out: they
+/// are recorded on every request, so they tell calls apart already.
+pub(crate) fn digest_event(request: &UnifiedRequest) -> SessionEvent {
+    let mut hasher = Sha256::new();
+    for message in request.messages.iter().filter(|m| m.role != Role::System) {
+        // A message is plain data; its JSON text cannot fail to serialise.
+        let text = serde_json::to_vec(message).unwrap_or_default();
+        hasher.update((text.len() as u64).to_le_bytes());
+        hasher.update(&text);
+    }
+    let sha256 = hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    SessionEvent::RequestDigest { sha256 }
 }
 
 /// The sampling parameters a unified request set, with the names OpenAI gives them.

@@ -471,6 +471,7 @@ impl SessionLogPlugin {
                 Some(crate::call::request_event(request, sent))
             })?;
             first = first.or(written);
+            self.write(&mut cursor, || Some(crate::call::digest_event(request)))?;
         }
         Ok(first)
     }

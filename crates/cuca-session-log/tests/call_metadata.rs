@@ -96,6 +96,7 @@ fn a_plugin_asked_records_what_the_call_was_sent_and_how_it_ended_inside_the_tur
             "SystemPrompt",
             "Message",
             "CallRequest",
+            "RequestDigest",
             "Output",
             "CallFinish",
             "Latency",
@@ -123,7 +124,7 @@ fn a_plugin_asked_records_what_the_call_was_sent_and_how_it_ended_inside_the_tur
     assert_eq!(tools[0]["name"], "lookup");
     assert_eq!(tools[0]["parameters"]["type"], "object");
     assert_eq!(
-        records[4].event,
+        records[5].event,
         SessionEvent::CallFinish {
             finish_reason: Some("length".into()),
             model: "cuca-tiny-random".into(),
@@ -131,7 +132,16 @@ fn a_plugin_asked_records_what_the_call_was_sent_and_how_it_ended_inside_the_tur
     );
     // Dense sequences: the new records take numbers like any other.
     let sequences: Vec<u64> = records.iter().map(|r| r.sequence).collect();
-    assert_eq!(sequences, [0, 1, 2, 3, 4, 5, 6]);
+    assert_eq!(sequences, [0, 1, 2, 3, 4, 5, 6, 7]);
+    // The request's digest follows its CallRequest (issue 30: what tells two requests at
+    // one position apart).
+    let SessionEvent::RequestDigest { sha256 } = &records[3].event else {
+        panic!("{:?}", records[3].event)
+    };
+    assert_eq!(sha256.len(), 64);
+    assert!(sha256
+        .bytes()
+        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
 }
 
 /// The proxy learns the point a call starts at before the call writes anything.

@@ -227,6 +227,7 @@ impl FileBackend {
             bytes_before: 0,
             bytes_after,
             already_compacted: true,
+            kept_live: false,
         })
     }
 
@@ -239,7 +240,8 @@ impl FileBackend {
     /// frames and torn tail. This instance's append handle is closed first; a writer
     /// elsewhere holding the file's lock makes this fail and changes nothing. A file a load
     /// refuses is not compacted ([`PluginError::Corrupt`]). A session compacted already is
-    /// reported with [`Compaction::already_compacted`].
+    /// reported with [`Compaction::already_compacted`]. It compacts even a file the gzip makes
+    /// larger; [`FileBackend::compact_if_smaller`] leaves such a file alone.
     ///
     /// What it trades: a `.cslog` tolerates damage frame by frame, a gzip stream does not (a
     /// damaged compacted file fails to read from the damage on). Compact sessions that are
@@ -272,6 +274,41 @@ impl FileBackend {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn compact(&self, session_id: &str) -> Result<Compaction, PluginError> {
+        self.compact_as(session_id, false)
+    }
+
+    /// [`FileBackend::compact`], except that a file the gzip would not make smaller (a short
+    /// session: gzip's header and trailer outweigh what it saves) is left as it is: the
+    /// result has [`Compaction::kept_live`] set, `path` naming the live file and the gzip's
+    /// size in `bytes_after`. What `cuca compact` runs.
+    ///
+    /// ```
+    /// use cuca_events::{SessionBackend, SessionEvent, SessionRecord};
+    /// use cuca_store_file::FileBackend;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = FileBackend::new(dir.path())?;
+    /// backend.append(SessionRecord {
+    ///     session_id: "short".into(),
+    ///     sequence: 0,
+    ///     timestamp_ms: 0,
+    ///     event: SessionEvent::Output { text: "ok".into() },
+    /// })?;
+    /// let compaction = backend.compact_if_smaller("short")?;
+    /// assert!(compaction.kept_live && compaction.bytes_after >= compaction.bytes_before);
+    /// assert!(dir.path().join("short.cslog").is_file());
+    /// assert!(!dir.path().join("short.cslog.gz").exists());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn compact_if_smaller(&self, session_id: &str) -> Result<Compaction, PluginError> {
+        self.compact_as(session_id, true)
+    }
+
+    fn compact_as(
+        &self,
+        session_id: &str,
+        only_if_smaller: bool,
+    ) -> Result<Compaction, PluginError> {
         let live = self.session_path(session_id)?;
         let packed = self.compacted_path(session_id)?;
         self.close(session_id);
@@ -313,7 +350,7 @@ impl FileBackend {
                 drop(file);
                 return Self::already_compacted(packed);
             }
-            return compact_file(file, &live, &packed, &self.dir);
+            return compact_file(file, &live, &packed, &self.dir, only_if_smaller);
         }
         Err(changing(&live))
     }

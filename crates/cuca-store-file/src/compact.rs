@@ -37,6 +37,9 @@ pub struct Compaction {
     pub bytes_after: u64,
     /// The session had no live file and was compacted already: nothing was written.
     pub already_compacted: bool,
+    /// The gzip would have been no smaller than the `.cslog` (`bytes_after` is its size), so
+    /// the live file was left as it is and `path` names it; nothing was written.
+    pub kept_live: bool,
 }
 
 /// A reader of the `.cslog` bytes inside a compacted file.
@@ -69,12 +72,14 @@ pub(crate) fn scan_compacted(
 /// appends meanwhile and nobody else compacts or expands the session. A file a load refuses
 /// is not compacted: its damage is reported by [`PluginError::Corrupt`] and the file is left.
 /// A compacted file that is already there (left by a crash between the rename and the removal
-/// of the live file) is replaced only when its records are where the live file's start.
+/// of the live file) is replaced only when its records are where the live file's start. With
+/// `only_if_smaller`, a gzip no smaller than the live file is removed and the live file kept.
 pub(crate) fn compact_file(
     mut file: File,
     live: &Path,
     packed: &Path,
     dir: &Path,
+    only_if_smaller: bool,
 ) -> Result<Compaction, PluginError> {
     let report = scan_reader(&file, live)?;
     let bytes_before = report.file_len;
@@ -126,6 +131,23 @@ pub(crate) fn compact_file(
         let _ = std::fs::remove_file(&tmp);
         return Err(error);
     }
+    let packed_len = std::fs::metadata(&tmp)
+        .map_err(|error| PluginError::io("stat", &tmp, error))?
+        .len();
+    // Compaction is for space: a file it would grow (issue 33: "a 135-byte file grew to 158
+    // bytes") stays live. Not when an older compacted file is there too (a crash between the
+    // rename and the removal): that pair must become one form, and the compacted one is it.
+    if only_if_smaller && packed_len >= bytes_before && !packed.exists() {
+        let _ = std::fs::remove_file(&tmp);
+        return Ok(Compaction {
+            path: live.to_path_buf(),
+            records: report.records.len(),
+            bytes_before,
+            bytes_after: packed_len,
+            already_compacted: false,
+            kept_live: true,
+        });
+    }
     std::fs::rename(&tmp, packed).map_err(|error| PluginError::io("rename", &tmp, error))?;
     sync_dir(dir)?;
     hooks::at(hooks::Point::CompactBeforeRemoveLive);
@@ -144,6 +166,7 @@ pub(crate) fn compact_file(
         bytes_before,
         bytes_after,
         already_compacted: false,
+        kept_live: false,
     })
 }
 

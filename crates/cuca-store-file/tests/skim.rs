@@ -107,6 +107,7 @@ fn arb_event() -> impl Strategy<Value = SessionEvent> {
         }),
         arb_text().prop_map(|reason| SessionEvent::CallIncomplete { reason }),
         (arb_text(), arb_text()).prop_map(|(format, wire)| SessionEvent::CallWire { format, wire }),
+        arb_text().prop_map(|sha256| SessionEvent::RequestDigest { sha256 }),
     ]
 }
 
@@ -175,6 +176,7 @@ fn hollowed(event: &SessionEvent) -> SessionEvent {
             format.clear();
             wire.clear();
         }
+        SessionEvent::RequestDigest { sha256 } => sha256.clear(),
         _ => {}
     }
     event

@@ -1,6 +1,7 @@
 //! OpenAI Chat Completions (`POST /v1/chat/completions`): the format every other one is
 //! measured against, since cuca's session vocabulary was made for it.
 //!
+//! * a client's request: [`request_body`] (a `UnifiedRequest` → the body);
 //! * request: `messages` (system and developer → system prompts; user, assistant, tool) and
 //!   `tools`, everything else kept verbatim as parameters ([`parse_request`]);
 //! * stream: [`ChatStreamDecoder`]; whole answer: [`decode_whole`];
@@ -9,10 +10,12 @@
 //!
 //! Chat keeps nothing outside the blocks: its [`crate::StreamSummary::wire`] is `None`.
 
+mod build;
 mod decode;
 mod encode;
 pub(crate) mod request;
 
+pub use build::{request_body, MaxTokensField};
 pub use decode::ChatStreamDecoder;
 pub use encode::{encode_object, encode_stream, finish_reason, SseEvents, MAX_EVENT_TEXT};
 pub use request::{decode_whole, parse_request};

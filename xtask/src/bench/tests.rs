@@ -117,6 +117,7 @@ fn every_row_reads_a_bench_that_some_target_runs() {
         "assemble/",
         "replay_100k/",
         "open_1M/",
+        "search_1M/",
         "proxy_ttfb/",
         "proxy_stream/",
         "proxy_parallel/",
@@ -223,9 +224,9 @@ fn the_cli_scale_line_gives_the_cli_rows() {
             .to_owned()
     };
     assert!(line("cuca verify, 1M records").ends_with("| 10.00× | speed ≥ 3.00× | yes |"));
-    assert!(line("cuca replay --turn 0, 1M records").ends_with("| 4.00× | speed ≥ 3.00× | yes |"));
+    assert!(line("cuca replay --turn 1, 1M records").ends_with("| 4.00× | speed ≥ 3.00× | yes |"));
     assert!(line("cuca verify peak RSS, 1M records").contains("| 8.0 MiB |"));
-    assert!(line("cuca replay --turn 0 peak RSS, 1M records").ends_with("| **no** |"));
+    assert!(line("cuca replay --turn 1 peak RSS, 1M records").ends_with("| **no** |"));
 }
 
 #[test]

@@ -33,12 +33,12 @@ pub(crate) fn compact(dir: &Path, named: &[String], as_json: bool) -> Result<(),
     let bar = ui::progress(ids.len() as u64, "compacting");
     let mut out = stdout();
     let (mut before, mut after, mut n_compacted) = (0u64, 0u64, 0usize);
-    let mut refused = 0usize;
+    let (mut refused, mut kept) = (0usize, 0usize);
     for session in &ids {
         bar.set_message(format!("compacting {}", line(session)));
         // One session refused (damaged, held by a writer) is reported on its line and the
         // rest are still compacted: the summary and the exit code say it.
-        let compaction = match backend.compact(session) {
+        let compaction = match backend.compact_if_smaller(session) {
             Ok(compaction) => compaction,
             Err(error) => {
                 bar.inc(1);
@@ -53,7 +53,9 @@ pub(crate) fn compact(dir: &Path, named: &[String], as_json: bool) -> Result<(),
             }
         };
         bar.inc(1);
-        if !compaction.already_compacted {
+        if compaction.kept_live {
+            kept += 1;
+        } else if !compaction.already_compacted {
             n_compacted += 1;
             before += compaction.bytes_before;
             after += compaction.bytes_after;
@@ -68,8 +70,17 @@ pub(crate) fn compact(dir: &Path, named: &[String], as_json: bool) -> Result<(),
                     "bytes_before": compaction.bytes_before,
                     "bytes_after": compaction.bytes_after,
                     "already_compacted": compaction.already_compacted,
+                    "kept_live": compaction.kept_live,
                     "path": compaction.path,
                 })
+            )?;
+        } else if compaction.kept_live {
+            writeln!(
+                out,
+                "{}: left as it is: gzip would grow it from {} to {} bytes",
+                line(session),
+                compaction.bytes_before,
+                compaction.bytes_after
             )?;
         } else if compaction.already_compacted {
             writeln!(
@@ -93,9 +104,14 @@ pub(crate) fn compact(dir: &Path, named: &[String], as_json: bool) -> Result<(),
     }
     bar.finish_and_clear();
     if !as_json {
+        let left = if kept > 0 {
+            format!(", {kept} left as they are (gzip would grow them)")
+        } else {
+            String::new()
+        };
         writeln!(
             out,
-            "{n_compacted} of {} compacted, {refused} refused: {before} -> {after} bytes ({:.2}x)",
+            "{n_compacted} of {} compacted{left}, {refused} refused: {before} -> {after} bytes ({:.2}x)",
             count(ids.len() as u64, "session", "sessions"),
             ratio(after, before)
         )?;

@@ -256,12 +256,12 @@ fn scan_row(
 fn skim_row(
     backend: &FileBackend,
     session: &str,
-    see: &mut dyn FnMut(&'static str),
+    see: &mut dyn FnMut(&SkimmedRecord<'_>),
 ) -> Result<Scanned, CliError> {
     let mut n_records = 0u64;
     let result = backend.skim_each(session, &mut |record| {
         n_records += 1;
-        see(record.kind());
+        see(&record);
         Ok(())
     });
     scanned(backend, session, result, n_records)

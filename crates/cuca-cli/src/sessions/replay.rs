@@ -156,10 +156,12 @@ impl<W: Write> Human<'_, W> {
         self.close_run()?;
         let range = format!("{}..={}", outline.first_sequence, outline.last_sequence);
         if plan.is_notes_after(outline) {
+            // The notes block's 0-based index is the count of turns before it, so it is also
+            // the 1-based number of the last turn.
             return writeln!(
                 self.out,
                 "Notes after turn {} (records {range})",
-                outline.turn.saturating_sub(1)
+                outline.turn
             );
         }
         let state = if outline.is_complete() {
@@ -167,7 +169,12 @@ impl<W: Write> Human<'_, W> {
         } else {
             "incomplete: no Latency/TokenUsage pair closes it"
         };
-        writeln!(self.out, "Turn {} (records {range}, {state})", outline.turn)
+        // Turns are numbered from 1 in every output, as the viewer and `cuca grep` number them.
+        writeln!(
+            self.out,
+            "Turn {} (records {range}, {state})",
+            outline.turn + 1
+        )
     }
 
     fn part(&mut self, part: TurnPart) -> std::io::Result<()> {
@@ -362,7 +369,12 @@ impl Json {
             plan.is_notes_after(outline),
             outline.records,
             encode(&self.system_prompts)?,
-            outline.turn
+            // From 1; a notes-only block is no turn, so it has no number.
+            if plan.is_notes_after(outline) {
+                "null".to_owned()
+            } else {
+                (outline.turn + 1).to_string()
+            }
         )?;
         writeln!(out)?;
         Ok(())
@@ -431,13 +443,25 @@ pub(crate) fn replay(
         }
         None => None,
     };
-    let plan = plan(&backend, session, through, turn)?;
+    // `--turn N` counts from 1, as every output numbers turns; the splitter's index from 0.
+    let turn_idx = match turn {
+        Some(0) => {
+            return Err(CliError::Usage(
+                "there is no turn 0: turns count from 1 (--turn 1 is the first)".into(),
+            ))
+        }
+        other => other.map(|n| n - 1),
+    };
+    let plan = plan(&backend, session, through, turn_idx)?;
     let selected = match turn {
-        Some(turn_idx) => match plan.selected {
+        Some(n) => match plan
+            .selected
+            .filter(|outline| !plan.is_notes_after(outline))
+        {
             Some(outline) => Some(outline),
             None => {
                 return Err(CliError::Usage(format!(
-                    "session {session:?} has {}, so turn {turn_idx} does not exist (turns count from 0)",
+                    "session {session:?} has {}, so turn {n} does not exist (turns count from 1)",
                     count(plan.shown_turns() as u64, "turn", "turns")
                 )))
             }

@@ -103,6 +103,7 @@ pub(crate) fn preview(event: &SessionEvent) -> String {
         ),
         SessionEvent::CallIncomplete { reason } => clip(reason),
         SessionEvent::CallWire { format, wire } => format!("{} {}", line(format), clipped(wire)),
+        SessionEvent::RequestDigest { sha256 } => format!("sha256 {sha256}"),
         // A kind added after this command was written still gets its line, without a preview.
         _ => String::new(),
     }

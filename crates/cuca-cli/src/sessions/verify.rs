@@ -3,8 +3,10 @@
 use std::io::Write;
 use std::path::Path;
 
-use cuca::store_file::{ScanSummary, Verdict};
+use cuca::replay::{Ambiguity, AmbiguityCheck};
+use cuca::store_file::{ScanSummary, SkimmedRecord, Verdict};
 use cuca::SessionBackend;
+use cuca::SessionEvent;
 use serde_json::json;
 
 use super::{count, open_dir, recovered_line, require_session, skim_row, stdout, Scanned};
@@ -128,10 +130,22 @@ fn report_lines(summary: &ScanSummary) -> Vec<String> {
     lines
 }
 
+/// One line per pair of calls a replay cannot tell apart (issue 30: "A session that cannot be
+/// replayed says so").
+fn write_ambiguities(out: &mut impl Write, ambiguities: &[Ambiguity]) -> Result<(), CliError> {
+    for ambiguity in ambiguities {
+        writeln!(out, "  not replayable: {ambiguity}")?;
+    }
+    Ok(())
+}
+
 /// What a session's call records say about the calls themselves, beside the file's verdict:
-/// a file can be clean while a call in it was cut short or could not be written whole.
+/// a file can be clean while a call in it was cut short or could not be written whole, or
+/// hold two requests a replay cannot tell apart.
 #[derive(Debug, Default)]
 struct Calls {
+    /// The calls' positions and digests, for the replayability check.
+    positions: AmbiguityCheck,
     /// Calls with a `CallIncomplete` record: their records do not hold the whole call.
     incomplete: u64,
     /// A `CallRequest` with no `CallFinish` after it, at the end of the session.
@@ -141,7 +155,15 @@ struct Calls {
 }
 
 impl Calls {
-    fn see(&mut self, kind: &str) {
+    fn see(&mut self, record: &SkimmedRecord<'_>) {
+        let kind = record.kind();
+        match kind {
+            "CallRequest" => self.positions.observe(&record.hollow_event()),
+            "RequestDigest" => self.positions.observe(&SessionEvent::RequestDigest {
+                sha256: record.request_digest().unwrap_or_default().to_owned(),
+            }),
+            _ => {}
+        }
         match kind {
             "CallIncomplete" if !self.counted => {
                 self.incomplete += 1;
@@ -191,13 +213,18 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
     let (mut clean, mut recovered, mut refused, mut n_records, mut n_bytes) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut n_incomplete = 0u64;
+    let mut not_replayable = 0u64;
     for session in &ids {
         bar.set_message(format!("verifying {}", line(session)));
         // Records are counted by the scan and kept by no one: memory is one read chunk,
         // whatever the session's length.
         let mut calls = Calls::default();
-        let scanned = skim_row(&backend, session, &mut |kind| calls.see(kind))?;
+        let scanned = skim_row(&backend, session, &mut |record| calls.see(record))?;
         n_incomplete += calls.incomplete + u64::from(calls.open_at_end);
+        let ambiguities = std::mem::take(&mut calls.positions).finish();
+        if !ambiguities.is_empty() {
+            not_replayable += 1;
+        }
         bar.inc(1);
         n_records += scanned.n_records();
         n_bytes += scanned.file_len();
@@ -213,17 +240,30 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
             let mut report = report_json(session, &scanned);
             report["incomplete_calls"] = json!(calls.incomplete);
             report["open_call_at_end"] = json!(calls.open_at_end);
+            report["replayable"] = json!(ambiguities.is_empty());
+            report["ambiguities"] = ambiguities
+                .iter()
+                .map(|a| {
+                    json!({
+                        "first_call": a.first_call,
+                        "later_call": a.later_call,
+                        "messages": a.messages,
+                        "why": a.to_string(),
+                    })
+                })
+                .collect();
             writeln!(out, "{report}")?;
         } else {
             write_report(&mut out, session, &scanned)?;
             calls.write(&mut out)?;
+            write_ambiguities(&mut out, &ambiguities)?;
         }
     }
     bar.finish_and_clear();
     if !as_json {
         writeln!(
             out,
-            "{}, {}, {n_bytes} bytes: {clean} clean, {recovered} recovered (loadable), {refused} refused{}",
+            "{}, {}, {n_bytes} bytes: {clean} clean, {recovered} recovered (loadable), {refused} refused{}{}",
             count(ids.len() as u64, "session", "sessions"),
             count(n_records, "record", "records"),
             if n_incomplete == 0 {
@@ -232,6 +272,14 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
                 format!(
                     "; {} not recorded in full (see the lines above)",
                     count(n_incomplete, "call", "calls")
+                )
+            },
+            if not_replayable == 0 {
+                String::new()
+            } else {
+                format!(
+                    "; {} not replayable (see the lines above)",
+                    count(not_replayable, "session", "sessions")
                 )
             },
         )?;
@@ -243,6 +291,13 @@ pub(crate) fn verify(dir: &Path, named: &[String], as_json: bool) -> Result<(), 
             count(ids.len() as u64, "session", "sessions"),
             dir.display(),
             if refused == 1 { "is" } else { "are" }
+        )));
+    }
+    if not_replayable > 0 {
+        return Err(CliError::Failed(format!(
+            "{not_replayable} of {} in {} cannot be replayed call by call: two different requests at one conversation position (see the lines above)",
+            count(ids.len() as u64, "session", "sessions"),
+            dir.display(),
         )));
     }
     Ok(())

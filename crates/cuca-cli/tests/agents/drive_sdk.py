@@ -1,7 +1,7 @@
 """One tool loop with an official Python SDK, for crates/cuca-cli/tests/agents.rs.
 
 Usage: drive_sdk.py CASE [BASE_URL], CASE one of anthropic-create, anthropic-stream,
-responses-create, responses-stream, agents. BASE_URL is what the SDK is given: the proxy's
+responses-create, responses-stream, agents, agents-two-runners, langchain. BASE_URL is what the SDK is given: the proxy's
 `http://127.0.0.1:P/s/SESSION` for anthropic (the SDK adds `/v1/messages`), `…/s/SESSION/v1`
 for openai and the Agents SDK; without it each SDK reads its own variable
 (`ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`), which `cuca run` sets. The model asks for the tool `lookup_word`; the script runs it
@@ -112,6 +112,75 @@ def agents_loop(base_url):
     return calls, result.final_output
 
 
+def two_runners(base_url):
+    """Issue 30: "two Agents SDK runners on one client (Chat Completions model)", run at once
+    with asyncio.gather. Each runner's tool returns its own word, so a replay that served one
+    runner the other's answer shows in the final outputs."""
+    import os
+
+    import openai
+
+    os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0)
+    model = OpenAIChatCompletionsModel(model="gpt-4.1-mini", openai_client=client)
+    calls = []
+
+    def runner(name):
+        @function_tool(name_override="lookup_word")
+        def lookup_word(word: str) -> str:
+            """Looks a word up.
+
+            Args:
+                word: The word to look up.
+            """
+            calls.append([f"lookup_word ({name})", {"word": word}])
+            return f"{RESULT}-{name}"
+
+        agent = Agent(name=name, instructions=f"You are {name}; you look words up.", model=model,
+                      tools=[lookup_word])
+        return Runner.run(agent, PROMPT)
+
+    async def both():
+        return await asyncio.gather(runner("ada"), runner("bob"))
+
+    results = asyncio.run(both())
+    return sorted(calls), [result.final_output for result in results]
+
+
+def langchain_app(base_url):
+    """Issue 30: LangChain's "`invoke`, then `stream`, then a `bind_tools` loop on one
+    `ChatOpenAI`"."""
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    chat = ChatOpenAI(base_url=base_url, api_key=KEY, model="gpt-4.1-mini", max_retries=0)
+    hello = [HumanMessage("Say hello.")]
+    out = {"invoke": chat.invoke(hello).content,
+           "stream": "".join(chunk.content for chunk in chat.stream(hello))}
+
+    @tool
+    def lookup_word(word: str) -> str:
+        """Looks a word up."""
+        return RESULT
+
+    with_tools = chat.bind_tools([lookup_word])
+    messages = [HumanMessage(PROMPT)]
+    calls = []
+    for _ in range(4):
+        answer = with_tools.invoke(messages)
+        if not answer.tool_calls:
+            out["tool_loop"] = answer.content
+            return calls, out
+        messages.append(answer)
+        for call in answer.tool_calls:
+            calls.append([call["name"], call["args"]])
+            messages.append(ToolMessage(lookup_word.invoke(call["args"]), tool_call_id=call["id"]))
+    raise SystemExit("no final answer after four calls")
+
+
 def main():
     case, base_url = sys.argv[1], (sys.argv[2:] or [None])[0]
     if case == "anthropic-create":
@@ -124,6 +193,10 @@ def main():
         calls, text = responses_loop(base_url, stream=True)
     elif case == "agents":
         calls, text = agents_loop(base_url)
+    elif case == "agents-two-runners":
+        calls, text = two_runners(base_url)
+    elif case == "langchain":
+        calls, text = langchain_app(base_url)
     else:
         raise SystemExit(f"unknown case {case}")
     print(json.dumps({"tool_calls": calls, "text": text}))

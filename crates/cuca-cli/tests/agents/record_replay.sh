@@ -3,7 +3,8 @@
 # `cuca run` in front of the scripted upstream, then replayed with the upstream stopped, all
 # on the namespace's loopback (the only interface it has).
 #
-# Usage: record_replay.sh OUT SESSION -- CLIENT [ARG…], with CUCA the cuca binary. Writes in
+# Usage: record_replay.sh OUT SESSION -- CLIENT [ARG…], with CUCA the cuca binary; with
+# LLAMA_SERVER and LLAMA_MODEL set, the upstream is a real llama-server instead. Writes in
 # OUT: sessions/ (the recording), upstream.log (each request's path), record.out/.err/.status
 # and replay.out/.err/.status (the client's stdout, cuca's and the client's stderr, the exit
 # status of `cuca run`).
@@ -13,12 +14,33 @@ session=$2
 shift 3
 here=$(cd "$(dirname "$0")" && pwd)
 ip link set lo up || exit 90
-# The upstream prints its address once it listens: read through a fifo, no polling.
-mkfifo "$out/upstream.fifo" || exit 91
-python3 "$here/scripted_upstream.py" 0 > "$out/upstream.fifo" 2> "$out/upstream.log" &
-upstream=$!
-read -r line < "$out/upstream.fifo"
-url=${line#listening on }
+if [ -n "${LLAMA_SERVER:-}" ]; then
+  # A real llama-server (LLAMA_SERVER, the binary; LLAMA_MODEL, its GGUF) on the namespace's
+  # own loopback, so a fixed port is free; a context large enough for a coding agent's prompt;
+  # a cap on the answer (Codex asks for none); with LLAMA_EOS_BIAS, the end-of-text token (2)
+  # favoured by that much so a random-weight model ends its answer after a few tokens with
+  # `end_turn`, not at the cap (Claude Code calls an answer cut at its ceiling an API error).
+  "$LLAMA_SERVER" -m "$LLAMA_MODEL" --alias cuca-tiny-random --host 127.0.0.1 --port 18080 \
+    -c "${LLAMA_CTX:-65536}" --override-kv "llama.context_length=int:${LLAMA_CTX:-65536}" \
+    -n "${LLAMA_N_PREDICT:-64}" ${LLAMA_EOS_BIAS:+--logit-bias "2+$LLAMA_EOS_BIAS"} \
+    -np 1 --jinja > "$out/upstream.log" 2>&1 &
+  upstream=$!
+  url=http://127.0.0.1:18080
+  tries=0
+  until curl -sf "$url/health" > /dev/null; do
+    tries=$((tries + 1))
+    [ "$tries" -gt 600 ] && { echo "llama-server did not become healthy" >&2; exit 92; }
+    kill -0 "$upstream" 2>/dev/null || { echo "llama-server exited" >&2; exit 93; }
+    sleep 0.1
+  done
+else
+  # The upstream prints its address once it listens: read through a fifo, no polling.
+  mkfifo "$out/upstream.fifo" || exit 91
+  python3 "$here/scripted_upstream.py" 0 > "$out/upstream.fifo" 2> "$out/upstream.log" &
+  upstream=$!
+  read -r line < "$out/upstream.fifo"
+  url=${line#listening on }
+fi
 "$CUCA" run --mode record --upstream "$url" --dir "$out/sessions" --session "$session" -- "$@" \
   > "$out/record.out" 2> "$out/record.err" < /dev/null
 echo $? > "$out/record.status"

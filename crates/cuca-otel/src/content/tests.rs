@@ -23,8 +23,10 @@ fn messages_become_role_and_parts() {
         }],
     };
     let value: Value = serde_json::from_str(&input_messages(&[tool])).unwrap();
-    assert_eq!(value[0]["parts"][0]["type"], "tool_call_response");
-    assert_eq!(value[0]["parts"][0]["id"], "c1");
+    assert_eq!(
+        value[0],
+        json!({"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "42"}]})
+    );
 }
 
 #[test]
@@ -35,7 +37,7 @@ fn output_carries_reasoning_text_tool_calls_and_the_finish_reason() {
         MessageContentBlock::ToolCall {
             id: "c1".into(),
             name: "grep".into(),
-            arguments: "{}".into(),
+            arguments: r#"{"pattern":"vault"}"#.into(),
         },
     ];
     let value: Value = serde_json::from_str(&output_messages(&blocks, Some("stop"))).unwrap();
@@ -49,9 +51,80 @@ fn output_carries_reasoning_text_tool_calls_and_the_finish_reason() {
         value[0]["parts"][1],
         json!({"type": "text", "content": "noted"})
     );
-    assert_eq!(value[0]["parts"][2]["name"], "grep");
+    // The arguments are the JSON value the model wrote, not a string of it.
+    assert_eq!(
+        value[0]["parts"][2],
+        json!({"type": "tool_call", "id": "c1", "name": "grep", "arguments": {"pattern": "vault"}})
+    );
+}
+
+#[test]
+fn the_finish_reason_is_always_there_recorded_or_defaulted() {
+    // Issue 32: "`gen_ai.output.messages` has no `finish_reason` … and the GenAI
+    // conventions' output-messages schema requires it".
+    let text = [MessageContentBlock::text("Lisbon")];
+    let value: Value = serde_json::from_str(&output_messages(&text, None)).unwrap();
+    assert_eq!(value[0]["finish_reason"], DEFAULT_FINISH_REASON);
+    let call = [MessageContentBlock::ToolCall {
+        id: "c1".into(),
+        name: "grep".into(),
+        arguments: "{\"pat".into(),
+    }];
+    let value: Value = serde_json::from_str(&output_messages(&call, None)).unwrap();
+    assert_eq!(value[0]["finish_reason"], "tool_call");
+    // Arguments cut mid-stream are sent as the text they are.
+    assert_eq!(value[0]["parts"][0]["arguments"], "{\"pat");
+    // A provider's own words in the conventions' spelling.
+    let value: Value = serde_json::from_str(&output_messages(&call, Some("tool_calls"))).unwrap();
+    assert_eq!(value[0]["finish_reason"], "tool_call");
+    let value: Value = serde_json::from_str(&output_messages(&text, Some("max_tokens"))).unwrap();
+    assert_eq!(value[0]["finish_reason"], "length");
+    let value: Value = serde_json::from_str(&output_messages(&text, Some("weird"))).unwrap();
+    assert_eq!(value[0]["finish_reason"], "weird");
+}
+
+#[test]
+fn consecutive_streamed_blocks_are_one_part() {
+    // Issue 32: "The answer is also one part per streamed token (12 parts for a 12-token
+    // answer) instead of one joined text part."
+    let blocks: Vec<MessageContentBlock> = ["th", "ink"]
+        .iter()
+        .map(|t| MessageContentBlock::thinking(*t))
+        .chain(
+            ["The", " vault", " is", " in", " Lisbon", "."]
+                .iter()
+                .map(|t| MessageContentBlock::text(*t)),
+        )
+        .chain([MessageContentBlock::ToolCall {
+            id: "c1".into(),
+            name: "open".into(),
+            arguments: "{}".into(),
+        }])
+        .chain([MessageContentBlock::text("done")])
+        .collect();
     let value: Value = serde_json::from_str(&output_messages(&blocks, None)).unwrap();
-    assert!(value[0].get("finish_reason").is_none());
+    assert_eq!(
+        value[0]["parts"],
+        json!([
+            {"type": "reasoning", "content": "think"},
+            {"type": "text", "content": "The vault is in Lisbon."},
+            {"type": "tool_call", "id": "c1", "name": "open", "arguments": {}},
+            {"type": "text", "content": "done"},
+        ])
+    );
+    assert_eq!(answer_text(&blocks), "The vault is in Lisbon.done");
+}
+
+#[test]
+fn the_last_user_message_is_the_input_shown() {
+    let messages = [
+        Message::user("first"),
+        Message::assistant("a"),
+        Message::user("second"),
+        Message::assistant("b"),
+    ];
+    assert_eq!(last_user_text(messages.iter()).as_deref(), Some("second"));
+    assert_eq!(last_user_text([Message::assistant("a")].iter()), None);
 }
 
 #[test]

@@ -21,3 +21,17 @@ fn a_fork_id_names_its_parent_and_point() {
     );
     assert_eq!(fork_parent("demo:fork:demo:x:0"), None);
 }
+
+#[test]
+fn a_copied_call_belongs_to_the_session_that_recorded_it() {
+    // Issue 32: "a fork's inherited turns are not exported again as calls (link to the
+    // parent's spans instead)": the link names the session whose own export sent the call,
+    // however many forks up.
+    let first = fork_session_id("demo", "demo:9", 0);
+    let second = fork_session_id(&first, &format!("{first}:20"), 0);
+    assert_eq!(super::owner_of(&second, 25), second.as_str());
+    assert_eq!(super::owner_of(&second, 20), first.as_str());
+    assert_eq!(super::owner_of(&second, 12), first.as_str());
+    assert_eq!(super::owner_of(&second, 9), "demo");
+    assert_eq!(super::owner_of("demo", 3), "demo");
+}

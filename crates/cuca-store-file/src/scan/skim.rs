@@ -35,6 +35,15 @@ impl SkimmedRecord<'_> {
         self.event.kind_index()
     }
 
+    /// A `RequestDigest` record's digest, the one string [`Self::hollow_event`] leaves in
+    /// nothing: a check that two calls were the same request (`cuca verify`) needs it.
+    pub fn request_digest(&self) -> Option<&str> {
+        match self.event {
+            SkimmedEvent::RequestDigest { sha256 } => Some(sha256),
+            _ => None,
+        }
+    }
+
     /// The event with its text left out: the same variant with the same numbers and flags,
     /// every string empty and a message's content empty. Building it allocates nothing
     /// (an empty `String` or `Vec` holds no memory), so a pass that segments by kind, as
@@ -109,6 +118,143 @@ impl SkimmedRecord<'_> {
                 format: String::new(),
                 wire: String::new(),
             },
+            SkimmedEvent::RequestDigest { .. } => SessionEvent::RequestDigest {
+                sha256: String::new(),
+            },
+        }
+    }
+}
+
+impl<'a> SkimmedRecord<'a> {
+    /// Hands every text the record holds to `visit`, borrowed from the frame, in field order:
+    /// the field's name (`text`, `thinking`, `id`, `name`, `arguments`, `tool_call_id`,
+    /// `content`, `stdout`, `stderr`, `from`, `to`, `reason`, `from_point`, `to_session`,
+    /// `model`, `parameters`, `tools`, `finish_reason`, `format`, `wire`, `sha256`; an image block's
+    /// `media_type` and `data`), the role of the message it is in (`None` outside a
+    /// Message), and the text. A reader that searches text (`cuca-search`) reads it so,
+    /// allocating nothing per record but a message's block list.
+    ///
+    /// ```
+    /// use cuca_events::{Message, SessionBackend, SessionEvent, SessionRecord};
+    /// use cuca_store_file::FileBackend;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = FileBackend::new(dir.path())?;
+    /// backend.append(SessionRecord {
+    ///     session_id: "demo".into(),
+    ///     sequence: 0,
+    ///     timestamp_ms: 0,
+    ///     event: SessionEvent::Message(Message::user("where is the vault?")),
+    /// })?;
+    /// let mut texts = Vec::new();
+    /// backend.skim_each("demo", &mut |record| {
+    ///     record.each_text(|field, role, text| {
+    ///         texts.push((field, role.map(|r| r.as_str()), text.to_owned()))
+    ///     });
+    ///     Ok(())
+    /// })?;
+    /// assert_eq!(texts, [("text", Some("user"), "where is the vault?".to_owned())]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn each_text(&self, mut visit: impl FnMut(&'static str, Option<Role>, &'a str)) {
+        let mut put = |field, text| visit(field, None, text);
+        match self.event {
+            SkimmedEvent::SystemPrompt { text }
+            | SkimmedEvent::Reasoning { text }
+            | SkimmedEvent::Output { text } => put("text", text),
+            SkimmedEvent::Message(ref message) => {
+                let role = Some(message.role);
+                for block in &message.content {
+                    match *block {
+                        SkimmedBlock::Text { text } => visit("text", role, text),
+                        SkimmedBlock::Thinking { thinking } => visit("thinking", role, thinking),
+                        SkimmedBlock::ToolCall {
+                            id,
+                            name,
+                            arguments,
+                        } => {
+                            visit("id", role, id);
+                            visit("name", role, name);
+                            visit("arguments", role, arguments);
+                        }
+                        SkimmedBlock::ToolResult {
+                            tool_call_id,
+                            content,
+                            ..
+                        } => {
+                            visit("tool_call_id", role, tool_call_id);
+                            visit("content", role, content);
+                        }
+                        SkimmedBlock::ImageBase64 { media_type, data } => {
+                            visit("media_type", role, media_type);
+                            visit("data", role, data);
+                        }
+                    }
+                }
+            }
+            SkimmedEvent::ToolCall {
+                id,
+                name,
+                arguments,
+            } => {
+                put("id", id);
+                put("name", name);
+                put("arguments", arguments);
+            }
+            SkimmedEvent::ToolResult {
+                tool_call_id,
+                content,
+                stdout,
+                stderr,
+                ..
+            } => {
+                put("tool_call_id", tool_call_id);
+                put("content", content);
+                if let Some(stdout) = stdout {
+                    put("stdout", stdout);
+                }
+                if let Some(stderr) = stderr {
+                    put("stderr", stderr);
+                }
+            }
+            SkimmedEvent::Latency { .. } | SkimmedEvent::TokenUsage { .. } => {}
+            SkimmedEvent::ModelSwap { from, to, reason } => {
+                put("from", from);
+                put("to", to);
+                put("reason", reason);
+            }
+            SkimmedEvent::Fork {
+                from_point,
+                to_session,
+            } => {
+                put("from_point", from_point);
+                put("to_session", to_session);
+            }
+            SkimmedEvent::CallRequest {
+                model,
+                parameters,
+                tools,
+                ..
+            } => {
+                put("model", model);
+                put("parameters", parameters);
+                put("tools", tools);
+            }
+            SkimmedEvent::CallFinish {
+                finish_reason,
+                model,
+            } => {
+                if let Some(reason) = finish_reason {
+                    put("finish_reason", reason);
+                }
+                put("model", model);
+            }
+            SkimmedEvent::CallIncomplete { reason } => put("reason", reason),
+            SkimmedEvent::CallWire { format, wire } => {
+                put("format", format);
+                put("wire", wire);
+            }
+            SkimmedEvent::RequestDigest { sha256 } => put("sha256", sha256),
         }
     }
 }
@@ -176,6 +322,9 @@ enum SkimmedEvent<'a> {
         format: &'a str,
         wire: &'a str,
     },
+    RequestDigest {
+        sha256: &'a str,
+    },
 }
 
 impl SkimmedEvent<'_> {
@@ -195,6 +344,7 @@ impl SkimmedEvent<'_> {
             SkimmedEvent::CallFinish { .. } => 11,
             SkimmedEvent::CallIncomplete { .. } => 12,
             SkimmedEvent::CallWire { .. } => 13,
+            SkimmedEvent::RequestDigest { .. } => 14,
         }
     }
 }

@@ -5,15 +5,15 @@ use serde_json::{json, Value};
 
 use super::*;
 
-fn body(endpoint: ProviderEndpoint, request: &UnifiedRequest) -> Value {
-    serde_json::from_slice(&request_body(endpoint, &request.model, request).unwrap()).unwrap()
+fn body(ceiling: MaxTokensField, request: &UnifiedRequest) -> Value {
+    serde_json::from_slice(&request_body(request, &request.model, ceiling).unwrap()).unwrap()
 }
 
 #[test]
 fn every_body_streams_with_usage_and_omits_what_is_unset() {
     let request = UnifiedRequest::new(vec![Message::user("hi")]);
     assert_eq!(
-        body(ProviderEndpoint::LlamaCpp, &request),
+        body(MaxTokensField::MaxTokens, &request),
         json!({
             "messages": [{"role": "user", "content": "hi"}],
             "stream": true,
@@ -28,12 +28,12 @@ fn openai_gets_max_completion_tokens_and_llama_cpp_max_tokens() {
     request.model = "gpt-4o-mini".into();
     request.max_tokens = Some(64);
     request.reasoning_effort = Some("low".into());
-    let openai = body(ProviderEndpoint::OpenAi, &request);
+    let openai = body(MaxTokensField::MaxCompletionTokens, &request);
     assert_eq!(openai["max_completion_tokens"], 64);
     assert_eq!(openai.get("max_tokens"), None);
     assert_eq!(openai["reasoning_effort"], "low");
     assert_eq!(openai["model"], "gpt-4o-mini");
-    let llama = body(ProviderEndpoint::LlamaCpp, &request);
+    let llama = body(MaxTokensField::MaxTokens, &request);
     assert_eq!(llama["max_tokens"], 64);
     assert_eq!(llama.get("max_completion_tokens"), None);
 }
@@ -77,7 +77,7 @@ fn tool_calls_results_thinking_and_images_take_the_chat_completions_shape() {
         parameters: json!({"type": "object"}),
     }];
     request.tool_choice = Some(ToolChoice::Named("lookup".into()));
-    let wire = body(ProviderEndpoint::LlamaCpp, &request);
+    let wire = body(MaxTokensField::MaxTokens, &request);
     assert_eq!(
         wire["messages"],
         json!([

@@ -1,20 +1,43 @@
-//! The request body: a [`UnifiedRequest`] in the chat-completions shape.
+//! The request body a client sends: a [`UnifiedRequest`] in the Chat Completions shape (the
+//! other direction of [`super::parse_request`]).
 
 use cuca_events::{Message, MessageContentBlock, Role, ToolChoice, UnifiedRequest};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::endpoint::ProviderEndpoint;
+/// Which field carries a request's output ceiling: OpenAI's newer models refuse `max_tokens`
+/// and want `max_completion_tokens`; llama.cpp and most compatible servers read `max_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxTokensField {
+    /// `max_tokens` (llama.cpp, vLLM, most OpenAI-compatible servers).
+    MaxTokens,
+    /// `max_completion_tokens` (OpenAI's API).
+    MaxCompletionTokens,
+}
 
-/// The body of `POST /v1/chat/completions` for `request`, always streaming with usage.
+/// The body of `POST /v1/chat/completions` for `request` and `model`, always streaming with
+/// usage.
 ///
 /// Thinking blocks of earlier assistant messages are not sent back (the API has no field
 /// for them); tool results become `role: "tool"` messages, one per result; images become
 /// `image_url` parts with a `data:` URL.
-pub(crate) fn request_body(
-    endpoint: ProviderEndpoint,
-    model: &str,
+///
+/// ```
+/// use cuca_events::{Message, UnifiedRequest};
+/// use cuca_wire::chat::{request_body, MaxTokensField};
+///
+/// let mut request = UnifiedRequest::new(vec![Message::user("hi")]);
+/// request.max_tokens = Some(8);
+/// let body: serde_json::Value =
+///     serde_json::from_slice(&request_body(&request, "tiny", MaxTokensField::MaxTokens)?)?;
+/// assert_eq!(body["max_tokens"], 8);
+/// assert_eq!(body["stream_options"]["include_usage"], true);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+pub fn request_body(
     request: &UnifiedRequest,
+    model: &str,
+    ceiling: MaxTokensField,
 ) -> Result<Vec<u8>, serde_json::Error> {
     let mut messages = Vec::with_capacity(request.messages.len());
     for message in &request.messages {
@@ -40,11 +63,9 @@ pub(crate) fn request_body(
         ToolChoice::Required => json!("required"),
         ToolChoice::Named(name) => json!({"type": "function", "function": {"name": name}}),
     });
-    // OpenAI's newer models refuse `max_tokens` and want `max_completion_tokens`;
-    // llama.cpp and most compatible servers read `max_tokens`.
-    let (max_tokens, max_completion_tokens) = match endpoint {
-        ProviderEndpoint::OpenAi => (None, request.max_tokens),
-        _ => (request.max_tokens, None),
+    let (max_tokens, max_completion_tokens) = match ceiling {
+        MaxTokensField::MaxCompletionTokens => (None, request.max_tokens),
+        MaxTokensField::MaxTokens => (request.max_tokens, None),
     };
     let body = WireRequest {
         model: (!model.is_empty()).then_some(model),

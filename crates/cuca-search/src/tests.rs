@@ -1,0 +1,330 @@
+//! The search over real `.cslog` files: every searched field, streamed text, turns, options, limits and damage.
+
+use std::ops::ControlFlow;
+
+use cuca_events::{Message, MessageContentBlock, Role, SessionBackend, SessionEvent};
+use cuca_store_file::FileBackend;
+
+use crate::{snippet, Hit, Search, SearchError};
+
+fn write(backend: &FileBackend, id: &str, events: Vec<SessionEvent>) {
+    for (sequence, event) in events.into_iter().enumerate() {
+        backend
+            .append(cuca_testkit::record(id, sequence as u64, event))
+            .expect("append");
+    }
+}
+
+fn pair() -> [SessionEvent; 2] {
+    [
+        SessionEvent::Latency { duration_ms: 5 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 3,
+            completion_tokens: 1,
+        },
+    ]
+}
+
+fn hits(search: &Search, dir: &std::path::Path) -> Vec<Hit> {
+    let mut hits = Vec::new();
+    search
+        .run(dir, |hit| {
+            hits.push(hit);
+            ControlFlow::Continue(())
+        })
+        .expect("search runs");
+    hits
+}
+
+/// Every searched kind and field of issue 33: "message text, outputs, tool names and
+/// arguments, tool results, models and errors".
+fn every_kind(backend: &FileBackend) {
+    let mut events = vec![
+        SessionEvent::SystemPrompt {
+            text: "needle in the system prompt".into(),
+        },
+        SessionEvent::Message(Message {
+            role: Role::User,
+            content: vec![MessageContentBlock::Text {
+                text: "a user needle".into(),
+            }],
+        }),
+        SessionEvent::CallRequest {
+            model: "needle-model-7b".into(),
+            parameters: "{\"needle\":1}".into(),
+            tools: "[{\"name\":\"needle\"}]".into(),
+            messages: 2,
+        },
+        SessionEvent::Reasoning {
+            text: "thinking of a nee".into(),
+        },
+        SessionEvent::Reasoning { text: "dle".into() },
+        SessionEvent::ToolCall {
+            id: "call_1".into(),
+            name: "needle_tool".into(),
+            arguments: "{\"path\":\"/needle\"}".into(),
+        },
+        SessionEvent::CallFinish {
+            finish_reason: Some("needle_stop".into()),
+            model: "the-needle-model".into(),
+        },
+    ];
+    events.extend(pair());
+    events.extend([
+        SessionEvent::ToolResult {
+            tool_call_id: "call_1".into(),
+            content: "content needle".into(),
+            is_error: true,
+            stdout: Some("stdout needle".into()),
+            stderr: Some("stderr needle".into()),
+            exit_code: Some(2),
+        },
+        SessionEvent::Output {
+            text: "an answer with a ne".into(),
+        },
+        SessionEvent::Output {
+            text: "edle".into(),
+        },
+        SessionEvent::CallIncomplete {
+            reason: "upstream 400: needle over the context".into(),
+        },
+        SessionEvent::ModelSwap {
+            from: "needle-a".into(),
+            to: "needle-b".into(),
+            reason: "needle".into(),
+        },
+    ]);
+    write(backend, "all", events);
+}
+
+#[test]
+fn a_search_finds_message_text_outputs_tools_results_models_and_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = FileBackend::new(dir.path()).expect("backend");
+    every_kind(&backend);
+    let found: Vec<_> = hits(&Search::new("needle"), dir.path())
+        .into_iter()
+        .map(|hit| (hit.sequence, hit.turn, hit.kind, hit.field, hit.role))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (0, 1, "SystemPrompt", "text", None),
+            (1, 1, "Message", "text", Some("user")),
+            (2, 1, "CallRequest", "model", None),
+            (3, 1, "Reasoning", "text", None),
+            (5, 1, "ToolCall", "name", None),
+            (5, 1, "ToolCall", "arguments", None),
+            (6, 1, "CallFinish", "finish_reason", None),
+            (6, 1, "CallFinish", "model", None),
+            (9, 2, "ToolResult", "content", None),
+            (9, 2, "ToolResult", "stdout", None),
+            (9, 2, "ToolResult", "stderr", None),
+            (10, 2, "Output", "text", None),
+            (12, 2, "CallIncomplete", "reason", None),
+        ]
+    );
+}
+
+#[test]
+fn a_word_streamed_across_output_records_is_found_at_the_record_where_it_starts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = FileBackend::new(dir.path()).expect("backend");
+    let mut events = vec![SessionEvent::Message(Message::user("hi"))];
+    events.extend(pair());
+    events.extend(
+        ["The vault ", "is in Lis", "bon", " now."]
+            .map(|text| SessionEvent::Output { text: text.into() }),
+    );
+    events.extend(pair());
+    write(&backend, "demo", events);
+    let found = hits(&Search::new("Lisbon"), dir.path());
+    assert_eq!(found.len(), 1);
+    let hit = &found[0];
+    assert_eq!((hit.point_id().as_str(), hit.turn), ("demo:4", 2));
+    assert_eq!(hit.snippet, "The vault is in Lisbon now.");
+    assert_eq!(&hit.snippet[hit.matched.clone()], "Lisbon");
+}
+
+#[test]
+fn turns_are_numbered_from_one_and_a_pair_closes_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = FileBackend::new(dir.path()).expect("backend");
+    let mut events = Vec::new();
+    for turn in 1..=3 {
+        events.push(SessionEvent::Output {
+            text: format!("answer {turn}"),
+        });
+        events.extend(pair());
+    }
+    // A lone Latency is a note, not the end of a turn.
+    events.push(SessionEvent::Latency { duration_ms: 1 });
+    events.push(SessionEvent::Output {
+        text: "answer 4".into(),
+    });
+    write(&backend, "t", events);
+    let turns: Vec<_> = hits(&Search::new("answer"), dir.path())
+        .into_iter()
+        .map(|hit| (hit.sequence, hit.turn))
+        .collect();
+    assert_eq!(turns, [(0, 1), (3, 2), (6, 3), (10, 4)]);
+}
+
+#[test]
+fn fixed_strings_ignore_case_and_kinds_narrow_the_search() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = FileBackend::new(dir.path()).expect("backend");
+    write(
+        &backend,
+        "s",
+        vec![
+            SessionEvent::Message(Message::user("cost: $5.00 (approx)")),
+            SessionEvent::Output {
+                text: "ÉCOLE and école".into(),
+            },
+        ],
+    );
+    let search = Search::new("$5.00 (").fixed_strings(true);
+    assert_eq!(hits(&search, dir.path()).len(), 1);
+    assert!(matches!(
+        Search::new("$5.00 (").run(dir.path(), |_| ControlFlow::Continue(())),
+        Err(SearchError::Pattern { .. })
+    ));
+    let folded = hits(&Search::new("école").ignore_case(true), dir.path());
+    assert_eq!(&folded[0].snippet[folded[0].matched.clone()], "ÉCOLE");
+    let only_messages = Search::new("o").kinds(["message"]).expect("a kind");
+    let kinds: Vec<_> = hits(&only_messages, dir.path())
+        .into_iter()
+        .map(|hit| hit.kind)
+        .collect();
+    assert_eq!(kinds, ["Message"]);
+    let error = Search::new("o")
+        .kinds(["latency"])
+        .expect_err("not searched");
+    assert_eq!(
+        error.to_string(),
+        "kind \"latency\" is not searched; the kinds are SystemPrompt, Message, Reasoning, Output, ToolCall, ToolResult, CallRequest, CallFinish, CallIncomplete"
+    );
+    assert!(Search::new("o")
+        .kinds(["tool-result", "CALL_FINISH"])
+        .is_ok());
+}
+
+#[test]
+fn the_limit_stops_the_search_across_sessions_and_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = FileBackend::new(dir.path()).expect("backend");
+    for id in ["a", "b", "c"] {
+        write(
+            &backend,
+            id,
+            (0..4)
+                .map(|_| SessionEvent::Message(Message::user("match me")))
+                .collect(),
+        );
+    }
+    let mut seen = Vec::new();
+    let outcome = Search::new("match")
+        .limit(6)
+        .run(dir.path(), |hit| {
+            seen.push(hit.point_id());
+            ControlFlow::Continue(())
+        })
+        .expect("runs");
+    assert_eq!(seen, ["a:0", "a:1", "a:2", "a:3", "b:0", "b:1"]);
+    assert!(outcome.limited && !outcome.stopped);
+    assert_eq!((outcome.hits, outcome.sessions), (6, 2));
+    let outcome = Search::new("match")
+        .run(dir.path(), |_| ControlFlow::Break(()))
+        .expect("runs");
+    assert!(outcome.stopped && !outcome.limited);
+    assert_eq!(outcome.hits, 1);
+    let outcome = Search::new("nothing like it")
+        .run(dir.path(), |_| ControlFlow::Continue(()))
+        .expect("runs");
+    assert_eq!(
+        (outcome.hits, outcome.sessions, outcome.records),
+        (0, 3, 12)
+    );
+}
+
+#[test]
+fn a_missing_directory_is_an_error_and_a_damaged_session_is_listed_not_fatal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("nope");
+    let error = Search::new("x")
+        .run(&missing, |_| ControlFlow::Continue(()))
+        .expect_err("missing");
+    assert!(matches!(error, SearchError::Dir { .. }), "{error}");
+    assert!(!missing.exists(), "a search creates no directory");
+    let backend = FileBackend::new(dir.path()).expect("backend");
+    write(
+        &backend,
+        "good",
+        vec![SessionEvent::Message(Message::user("x marks"))],
+    );
+    std::fs::write(dir.path().join("bad.cslog"), b"not a cslog at all").expect("write");
+    let mut found = Vec::new();
+    let outcome = Search::new("x")
+        .run(dir.path(), |hit| {
+            found.push(hit.point_id());
+            ControlFlow::Continue(())
+        })
+        .expect("runs");
+    assert_eq!(found, ["good:0"]);
+    assert_eq!(outcome.unreadable.len(), 1);
+    assert_eq!(outcome.unreadable[0].session_id, "bad");
+}
+
+#[test]
+fn a_snippet_stops_at_line_ends_and_marks_what_it_cut() {
+    let text = format!(
+        "{}\nfirst line before the needle and after it\n{}",
+        "x".repeat(90),
+        "y".repeat(90)
+    );
+    let start = text.find("needle").expect("in it");
+    let (snippet, matched) = snippet::clip(&text, start..start + 6);
+    assert_eq!(snippet, "…first line before the needle and after it…");
+    assert_eq!(&snippet[matched], "needle");
+    let long = "é".repeat(200);
+    let (snippet, matched) = snippet::clip(&long, 100..300);
+    assert!(snippet.starts_with('…') && snippet.ends_with('…'));
+    assert_eq!(matched.len(), crate::MAX_MATCH_BYTES);
+    assert!(snippet[matched].chars().all(|c| c == 'é'));
+}
+
+#[test]
+fn run_session_searches_one_session() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = FileBackend::new(dir.path()).expect("backend");
+    every_kind(&backend);
+    write(
+        &backend,
+        "other",
+        vec![SessionEvent::Message(Message::user("needle"))],
+    );
+    let mut sessions = std::collections::BTreeSet::new();
+    let outcome = Search::new("needle")
+        .run_session(&backend, "other", |hit| {
+            sessions.insert(hit.session_id);
+            ControlFlow::Continue(())
+        })
+        .expect("runs");
+    assert_eq!(sessions.into_iter().collect::<Vec<_>>(), ["other"]);
+    assert_eq!(outcome.hits, 1);
+}
+
+#[test]
+fn the_kind_indices_the_reader_uses_are_the_formats() {
+    let kinds = SessionEvent::KINDS;
+    assert_eq!(
+        [
+            kinds[crate::REASONING],
+            kinds[crate::OUTPUT],
+            kinds[crate::LATENCY],
+            kinds[crate::TOKEN_USAGE]
+        ],
+        ["Reasoning", "Output", "Latency", "TokenUsage"]
+    );
+}
