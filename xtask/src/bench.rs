@@ -362,6 +362,13 @@ const ROWS: &[Row] = &[
     // Issue 30: 8 parallel streamed calls through one base URL (8 conversations of one
     // session) take at most 1.2× the wall time of the same calls made directly.
     row("8 parallel streamed calls, one base URL, recording", C("proxy_parallel/recording"), "the same 8 calls direct to upstream", C("proxy_parallel/direct"), Cost, AtMost(1.2)),
+    // Issue 31 item 5: a replayed call on a 1,000-turn session costs at most 1.5× one on a
+    // 10-turn session (the replay index, not a load of the session per call) and at most 2×
+    // the same call answered by the upstream directly.
+    row("replayed call, 1,000-turn session", C("proxy_replay/turns_1000"), "replayed call, 10-turn session", C("proxy_replay/turns_10"), Cost, AtMost(1.5)),
+    row("replayed call, 1,000-turn session", C("proxy_replay/turns_1000"), "direct to upstream", C("proxy_replay/direct"), Cost, AtMost(2.0)),
+    row("replayed call, 100-turn session", C("proxy_replay/turns_100"), "replayed call, 10-turn session", C("proxy_replay/turns_10"), Cost, Info),
+    row("replayed call, 10-turn session", C("proxy_replay/turns_10"), "direct to upstream", C("proxy_replay/direct"), Cost, Info),
     // Call-log append p99 under 50 µs at 8 writers.
     row("calllog append p99, 8 writers", CalllogP99("cuca-calllog append"), "raw write p99, 8 writers", CalllogP99("raw write of the line bytes"), Cost, Below(50_000.0)),
     row("calllog append p99, 8 writers", CalllogP99("cuca-calllog append"), "tracing-appender p99", CalllogP99("tracing-appender JSON (non-blocking)"), Cost, Info),

@@ -14,6 +14,47 @@ pub struct BackendGauge {
     pub bytes_on_disk: Option<u64>,
 }
 
+/// Where a read of a session left off: just after the record whose sequence is `sequence`,
+/// so that [`SessionBackend::replay_after`] reads on from there instead of from the start.
+///
+/// `position` and `check` are the backend's own: a file store keeps the byte offset of the
+/// next frame and the identity of the file it read, the trait's default the number of records
+/// read. A caller keeps marks as a backend handed them out and never makes one up, except
+/// [`ReadMark::START`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReadMark {
+    /// The sequence of the last record read; `None` before the first.
+    pub sequence: Option<u64>,
+    /// Where the backend finds the record after it (opaque to callers; 0 at the start).
+    pub position: u64,
+    /// What the backend knew the stored session by when it read it (opaque to callers), so
+    /// that a mark into a session since replaced is not trusted.
+    pub check: u64,
+}
+
+impl ReadMark {
+    /// Before the first record: a read from here reads the whole session.
+    pub const START: ReadMark = ReadMark {
+        sequence: None,
+        position: 0,
+        check: 0,
+    };
+}
+
+/// What [`SessionBackend::replay_after`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadAfter {
+    /// It visited every record after the mark (none when the session did not grow), and this
+    /// is the mark after the last of them: the one to read on from next time.
+    Read(ReadMark),
+    /// The mark does not describe the stored session any more (it was replaced, cut short or
+    /// repaired since the mark was handed out): nothing was visited, and whatever the caller
+    /// built from the records before the mark is to be rebuilt, with a read from
+    /// [`ReadMark::START`].
+    Stale,
+}
+
 /// A store of sessions: append-only per session, replayable whole, forkable at any point.
 ///
 /// Backends store records as given: the session log plugin assigns every sequence number.
@@ -158,6 +199,84 @@ pub trait SessionBackend: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// Hands `visit` the records of a session after `after`, in append order, each with the
+    /// mark just after it: what [`SessionBackend::replay_each`] would visit after the record
+    /// the mark names. A reader that keeps something built from a session (an index of its
+    /// turns) keeps the last mark and reads only what was appended since, by this process or
+    /// another.
+    ///
+    /// The contract:
+    ///
+    /// * From [`ReadMark::START`] it visits every record `replay_each` visits, and returns
+    ///   [`ReadAfter::Read`] with the mark after the last one (`START` for an unknown
+    ///   session).
+    /// * From a mark it handed out, with the session only appended to since, it visits the
+    ///   records appended after that mark, each once, and nothing before it.
+    /// * When the session was replaced, cut short or repaired since, so that the mark no
+    ///   longer stands after the record it names, it returns [`ReadAfter::Stale`] without
+    ///   visiting anything, wherever it can tell (a store that cannot tell a replaced session
+    ///   whose sequences line up with the mark says so in its docs).
+    /// * Errors are `replay_each`'s, for the records it reads; records visited before an
+    ///   error are to be discarded, as there. An error from `visit` stops the read and comes
+    ///   back unchanged.
+    ///
+    /// The default reads the whole session through `replay_each` and skips what comes before
+    /// the mark: its `position` is the number of records read, and a session with fewer
+    /// records than that, or whose record there has another sequence, is stale. A backend
+    /// overrides it when it can start where the mark points (a file store seeks to it).
+    ///
+    /// ```
+    /// use cuca_events::{PluginError, ReadAfter, ReadMark, SessionBackend, SessionEvent};
+    /// # use cuca_events::{BackendGauge, SessionRecord};
+    /// # use std::sync::Mutex;
+    /// # #[derive(Debug, Default)]
+    /// # struct Growing(Mutex<Vec<SessionRecord>>);
+    /// # impl SessionBackend for Growing {
+    /// #     fn name(&self) -> &str { "growing" }
+    /// #     fn append(&self, r: SessionRecord) -> Result<(), PluginError> {
+    /// #         self.0.lock().unwrap().push(r); Ok(())
+    /// #     }
+    /// #     fn replay(&self, id: &str) -> Result<Vec<SessionRecord>, PluginError> {
+    /// #         Ok(self.0.lock().unwrap().iter().filter(|r| r.session_id == id).cloned().collect())
+    /// #     }
+    /// #     fn fork(&self, _: &str, _: &str) -> Result<String, PluginError> {
+    /// #         Err(PluginError::validation("growing", "no forks in this example"))
+    /// #     }
+    /// #     fn sessions(&self) -> Result<Vec<String>, PluginError> { Ok(vec!["demo".into()]) }
+    /// #     fn gauge(&self) -> BackendGauge { BackendGauge::default() }
+    /// # }
+    /// # let record = |sequence, text: &str| SessionRecord {
+    /// #     session_id: "demo".into(), sequence, timestamp_ms: 0,
+    /// #     event: SessionEvent::Output { text: text.into() },
+    /// # };
+    /// let backend = Growing::default();
+    /// backend.append(record(0, "the vault"))?;
+    /// let mut seen = Vec::new();
+    /// let first = backend.replay_after("demo", &ReadMark::START, &mut |r, _| {
+    ///     seen.push(r.sequence);
+    ///     Ok(())
+    /// })?;
+    /// let ReadAfter::Read(mark) = first else {
+    ///     return Err(PluginError::validation("demo", "a first read is never stale"));
+    /// };
+    /// backend.append(record(1, "is in Lisbon"))?;
+    /// // Only what was appended since the mark.
+    /// backend.replay_after("demo", &mark, &mut |r, _| {
+    ///     seen.push(r.sequence);
+    ///     Ok(())
+    /// })?;
+    /// assert_eq!(seen, [0, 1]);
+    /// # Ok::<(), PluginError>(())
+    /// ```
+    fn replay_after(
+        &self,
+        session_id: &str,
+        after: &ReadMark,
+        visit: &mut dyn FnMut(ReplayedRecord<'_>, &ReadMark) -> Result<(), PluginError>,
+    ) -> Result<ReadAfter, PluginError> {
+        replay_after_counting(self, session_id, after, 0, visit)
+    }
+
     /// Branches `session_id` at `point_id` (`"{session_id}:{sequence}"`).
     ///
     /// The new session holds the original's records up to and including the point,
@@ -171,4 +290,57 @@ pub trait SessionBackend: Send + Sync + std::fmt::Debug {
 
     /// How full the backend is.
     fn gauge(&self) -> BackendGauge;
+}
+
+/// [`SessionBackend::replay_after`] by counting, the trait's default: the whole session is
+/// read through `replay_each` and what comes before the mark skipped. Marks carry the number
+/// of records read as their `position` and `check` as their check, which is what the caller
+/// knows the stored session by (0 for nothing); a mark with another check, a session with
+/// fewer records than its position, or one whose record there has another sequence, is
+/// [`ReadAfter::Stale`]. For a backend that overrides `replay_after` where it can seek, and
+/// reads some sessions the slow way.
+pub fn replay_after_counting<B: SessionBackend + ?Sized>(
+    backend: &B,
+    session_id: &str,
+    after: &ReadMark,
+    check: u64,
+    visit: &mut dyn FnMut(ReplayedRecord<'_>, &ReadMark) -> Result<(), PluginError>,
+) -> Result<ReadAfter, PluginError> {
+    if after.check != check && *after != ReadMark::START {
+        // A mark of another reading of the session: its position means nothing here.
+        return Ok(ReadAfter::Stale);
+    }
+    let mut n_read = 0u64;
+    let mut mark = *after;
+    // The visit stops at the first sign the mark is stale; this flag tells that stop from a
+    // real failure.
+    let mut stale = false;
+    let read = backend.replay_each(session_id, &mut |record| {
+        n_read += 1;
+        if n_read < after.position {
+            return Ok(());
+        }
+        if n_read == after.position {
+            if Some(record.sequence) != after.sequence {
+                stale = true;
+                return Err(PluginError::validation("ReadMark", "the mark is stale"));
+            }
+            return Ok(());
+        }
+        mark = ReadMark {
+            sequence: Some(record.sequence),
+            position: n_read,
+            check,
+        };
+        visit(record, &mark)
+    });
+    match read {
+        Err(_) if stale => return Ok(ReadAfter::Stale),
+        Err(error) => return Err(error),
+        Ok(()) => {}
+    }
+    if n_read < after.position {
+        return Ok(ReadAfter::Stale);
+    }
+    Ok(ReadAfter::Read(mark))
 }

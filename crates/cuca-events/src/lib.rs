@@ -36,7 +36,7 @@ mod plugin;
 mod point;
 mod session_id;
 
-pub use backend::{BackendGauge, SessionBackend};
+pub use backend::{replay_after_counting, BackendGauge, ReadAfter, ReadMark, SessionBackend};
 pub use error::{BoxError, PluginError};
 pub use event::{ReplayedRecord, SessionEvent, SessionRecord};
 pub use message::{

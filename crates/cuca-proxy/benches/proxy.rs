@@ -27,6 +27,14 @@
 //!   [`PACE`] apart, as a model generates them (issue 30: "8 parallel streamed calls through
 //!   one base URL take ≤ 1.2× the direct wall time").
 //!
+//! * `proxy_replay/{turns_10,turns_100,turns_1000,direct}`: one replayed streamed call, whole,
+//!   through a replaying proxy (the recording's first call, the same request on every session),
+//!   on sessions of 10, 100 and 1,000 recorded turns of one growing conversation, written as
+//!   the proxy's session log writes them; and the same request sent to the transcript upstream
+//!   directly (issue 31 item 5: "a replayed request on the 1,000-turn session costs ≤ 1.5× one
+//!   on the 10-turn session, and ≤ 2× the direct upstream call"). Before the replay index each
+//!   such call loaded and segmented its whole session.
+//!
 //! Why time to first byte is not taken on the long stream: an upstream that has a thousand
 //! events ready at once (no model does; llama-server writes each as it is generated) keeps
 //! the bench's two cores busy forwarding and recording the burst, and the first byte then
@@ -487,5 +495,180 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// The records the proxy's session log writes for call `k` of one conversation with a
+/// system prompt, each call asking the next question (`messages`: the system prompt, the `k`
+/// exchanges before it and the question).
+fn replay_turn(session: &str, k: u64, sequence: &mut u64) -> Vec<cuca_events::SessionRecord> {
+    use cuca_events::{Message, SessionEvent};
+    let mut events = vec![SessionEvent::SystemPrompt {
+        text: "You are terse.".into(),
+    }];
+    if k > 0 {
+        events.push(SessionEvent::Message(Message::assistant(format!(
+            "noted {}",
+            k - 1
+        ))));
+    }
+    events.push(SessionEvent::Message(Message::user(format!(
+        "The vault is in city {k}. Reply with: noted"
+    ))));
+    events.extend([
+        SessionEvent::CallRequest {
+            model: "tiny".into(),
+            parameters: "{}".into(),
+            tools: "[]".into(),
+            messages: 2 * k + 2,
+        },
+        SessionEvent::Output {
+            text: format!("noted {k}"),
+        },
+        SessionEvent::CallFinish {
+            finish_reason: Some("stop".into()),
+            model: "cuca-tiny-random".into(),
+        },
+        SessionEvent::Latency { duration_ms: 41 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 31,
+            completion_tokens: 2,
+        },
+    ]);
+    events
+        .into_iter()
+        .map(|event| {
+            *sequence += 1;
+            cuca_events::SessionRecord {
+                session_id: session.to_owned(),
+                sequence: *sequence - 1,
+                timestamp_ms: 1_700_000_000_000,
+                event,
+            }
+        })
+        .collect()
+}
+
+/// Interleaved rounds of `proxy_replay`'s printed medians.
+const REPLAY_ROUNDS: usize = 500;
+
+/// The request of the recording's first call.
+const REPLAY_REQUEST: &str = r#"{"model":"tiny","stream":true,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"The vault is in city 0. Reply with: noted"}]}"#;
+
+/// A replaying proxy over `dir`, holding sessions `turns_{n}` of `n` recorded turns each.
+async fn replaying(dir: &std::path::Path, sizes: &[u64]) -> String {
+    let backend = FileBackend::new(dir).unwrap();
+    for n in sizes {
+        let session = format!("turns_{n}");
+        let mut sequence = 0;
+        for k in 0..*n {
+            for record in replay_turn(&session, k, &mut sequence) {
+                backend.append(record).unwrap();
+            }
+        }
+    }
+    let proxy = Proxy::with_call_log(
+        ProxyConfig::new(Mode::Replay, None).unwrap(),
+        Arc::new(backend),
+        CallLog::builder().path(None).build(),
+    )
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { proxy.serve(listener, std::future::pending()).await.unwrap() });
+    format!("http://{addr}")
+}
+
+/// One replayed call, read whole.
+async fn replayed(client: &reqwest::Client, url: &str) {
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(REPLAY_REQUEST)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(!response.bytes().await.unwrap().is_empty());
+}
+
+/// Issue 31 item 5: a replayed call costs what its turn costs, not what its session does.
+fn bench_replay(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sizes = [10u64, 100, 1_000];
+    let (proxy, upstream) = runtime.block_on(async {
+        (
+            replaying(dir.path(), &sizes).await,
+            upstream(transcript()).await,
+        )
+    });
+    let client = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .build()
+        .unwrap();
+    let mut routes: Vec<(String, String)> = sizes
+        .iter()
+        .map(|n| {
+            (
+                format!("turns_{n}"),
+                format!("{proxy}/s/turns_{n}/v1/chat/completions"),
+            )
+        })
+        .collect();
+    routes.push(("direct".into(), format!("{upstream}/v1/chat/completions")));
+    // The first call of each session builds its index; the bench measures the calls after.
+    // Interleaved warm-up rounds first, so no route is measured on a machine still settling
+    // (connections, caches, the writeback of the sessions just written).
+    runtime.block_on(async {
+        for _ in 0..200 {
+            for (_, url) in &routes {
+                replayed(&client, url).await;
+            }
+        }
+    });
+    // Interleaved too, as the time-to-first-byte run is, so drift on a shared machine lands
+    // on every route alike: the medians and their ratios, printed beside criterion's figures.
+    let medians: Vec<Duration> = runtime.block_on(async {
+        let mut times = vec![Vec::new(); routes.len()];
+        for _ in 0..REPLAY_ROUNDS {
+            for (i, (_, url)) in routes.iter().enumerate() {
+                let started = Instant::now();
+                replayed(&client, url).await;
+                times[i].push(started.elapsed());
+            }
+        }
+        times
+            .iter_mut()
+            .map(|t| {
+                t.sort();
+                percentile(t, 0.5)
+            })
+            .collect()
+    });
+    let line: Vec<String> = routes
+        .iter()
+        .zip(&medians)
+        .map(|((name, _), median)| format!("{name} {median:?}"))
+        .collect();
+    let ratio = |a: usize, b: usize| medians[a].as_secs_f64() / medians[b].as_secs_f64();
+    println!(
+        "proxy replay ({REPLAY_ROUNDS} interleaved calls each), median: {}; 1,000 turns / 10 turns {:.2}, 1,000 turns / direct {:.2}",
+        line.join(", "),
+        ratio(2, 0),
+        ratio(2, 3)
+    );
+    let mut group = c.benchmark_group("proxy_replay");
+    for (name, url) in &routes {
+        group.bench_function(name.as_str(), |b| {
+            b.iter(|| runtime.block_on(replayed(&client, url)))
+        });
+    }
+    group.finish();
+}
+
+// The replay rows first: they write nothing, so the interleaved time-to-first-byte run that
+// opens `bench` still finds a quiet disk.
+criterion_group!(benches, bench_replay, bench);
 criterion_main!(benches);

@@ -83,6 +83,7 @@ mod config;
 mod conversations;
 mod error;
 mod flush;
+mod index;
 mod matching;
 mod record;
 mod replay;

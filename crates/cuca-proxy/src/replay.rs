@@ -7,6 +7,10 @@
 //! from the session's start, reach `n`. The request's messages must equal the recorded ones
 //! position by position, and its system messages those of that turn; the first difference is
 //! a 409 that names the message index and quotes both sides, clipped.
+//!
+//! The comparison runs on the session's index ([`crate::index`]): keys of the recorded
+//! messages and system prompts, turn by turn. Only the turn chosen is read from the store, to
+//! compare its tools and parameters and to serve its answer.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,6 +23,7 @@ use cuca_events::{Message, MessageContentBlock, Role};
 use cuca_replay::{ReplayTrajectory, ReplayTurn, SessionReplay};
 
 use crate::flush::OneAtATime;
+use crate::index::{Indexes, Key, Keys, TurnIndex};
 use crate::matching::Matching;
 use crate::session::{POINT_HEADER, SESSION_HEADER};
 use crate::wire::{clip, ApiError};
@@ -54,8 +59,11 @@ fn header_text(reason: &str) -> String {
 /// A session's load as callers share it: the trajectory, or why it could not be loaded.
 pub(crate) type Loaded = Result<Arc<ReplayTrajectory>, String>;
 
-/// The replay loads of one proxy, shared: callers asking for a session while it is being
-/// loaded wait for that load and share its trajectory instead of each loading their own copy.
+/// The replay reads of one proxy: each session's index of turns ([`crate::index`]), which
+/// every replayed request is matched against, and whole loads of a session, shared, for what
+/// still needs the trajectory (a Responses request's `previous_response_id`): callers asking
+/// for a session while it is being loaded wait for that load and share its trajectory instead
+/// of each loading their own copy.
 ///
 /// The bound: at most one load of each session runs at a time, and a trajectory lives only
 /// while a caller uses it (nothing is cached past the callers of the load), so N concurrent
@@ -68,14 +76,32 @@ pub(crate) type Loaded = Result<Arc<ReplayTrajectory>, String>;
 pub(crate) struct Loads {
     replay: SessionReplay,
     in_flight: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Loaded>>>>,
+    /// Each session's index of turns, which replay matches against (see [`crate::index`]).
+    indexes: Indexes,
 }
 
 impl Loads {
-    pub(crate) fn new(replay: SessionReplay) -> Loads {
+    pub(crate) fn new(replay: SessionReplay, matching: Matching) -> Loads {
         Loads {
+            indexes: Indexes::new(replay.clone(), matching),
             replay,
             in_flight: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The session's index of turns, refreshed from its tail: what replay matches against
+    /// instead of a load of the session.
+    pub(crate) async fn index(&self, session: &str) -> Result<Arc<TurnIndex>, String> {
+        self.indexes.index(session).await
+    }
+
+    /// The index of every conversation of session `base` (issue 30): the base's, then each
+    /// `{base}:conv:{n}`'s in order up to the first with no records.
+    pub(crate) async fn index_conversations(
+        &self,
+        base: &str,
+    ) -> Result<Vec<(String, Arc<TurnIndex>)>, String> {
+        self.indexes.conversations(base).await
     }
 
     fn in_flight(
@@ -165,48 +191,103 @@ impl Served {
     }
 }
 
+/// A request as the index compares it: the key and role of each message that is not a
+/// system message, with its index in the request, and its system prompts.
+pub(crate) struct Asked {
+    messages: Vec<(usize, Role, Key)>,
+    systems: Vec<(usize, String)>,
+    systems_key: Key,
+}
+
+impl Asked {
+    pub(crate) fn new(keys: &Keys, wire: &WireRequest) -> Asked {
+        let mut messages = Vec::with_capacity(wire.unified.messages.len());
+        let mut systems = Vec::new();
+        for (i, message) in wire.unified.messages.iter().enumerate() {
+            if message.role == Role::System {
+                systems.push((i, message.text()));
+            } else {
+                messages.push((i, message.role, keys.message(message)));
+            }
+        }
+        let prompts: Vec<Key> = systems.iter().map(|(_, text)| keys.text(text)).collect();
+        Asked {
+            messages,
+            systems_key: keys.systems(&prompts),
+            systems,
+        }
+    }
+}
+
+/// Whether a message of `role` is compared, in a recording that does or does not hold tool
+/// results (one made before they were recorded compares the rest).
+fn compared(role: Role, knows_tools: bool) -> bool {
+    match role {
+        Role::User | Role::Assistant => true,
+        Role::Tool => knows_tools,
+        Role::System => false,
+    }
+}
+
+/// A replay that could not read what it had found: a 500.
+fn read_failed(session: &str, message: String) -> ApiError {
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "server_error",
+        "cuca_replay_failed",
+        message,
+    )
+    .in_session(session)
+}
+
 /// Places `request` among the conversations of a session: the first conversation whose
 /// recording answers it (in the order they were recorded, so of two that match equally the
 /// one recorded first), else the refusal of the one that agrees with it longest — its system
 /// prompts first, then the messages they share from the start.
-pub(crate) fn lookup_conversations(
-    conversations: &[(String, Arc<ReplayTrajectory>)],
+pub(crate) async fn lookup_conversations(
+    conversations: &[(String, Arc<TurnIndex>)],
     wire: &WireRequest,
     served: &Served,
     matching: &Matching,
-) -> (Lookup, String) {
-    let (systems, messages) = crate::conversations::shape(&wire.unified);
+) -> Result<(Lookup, String), ApiError> {
+    let Some((_, first)) = conversations.first() else {
+        return Ok((not_recorded_anywhere(), String::new()));
+    };
+    // Every index of a proxy shares its keys: the request is keyed once.
+    let asked = Asked::new(first.keys(), wire);
+    let dialogue: Vec<Key> = asked
+        .messages
+        .iter()
+        .filter(|(_, role, _)| compared(*role, false))
+        .map(|(_, _, key)| *key)
+        .collect();
     let mut best: Option<((bool, usize), Lookup, &str)> = None;
     let mut first_found: Option<(Lookup, String)> = None;
-    for (id, trajectory) in conversations {
-        let found = lookup(trajectory, id, wire, &served.of(id), matching);
+    for (id, index) in conversations {
+        let found = lookup_asked(index, id, wire, &asked, &served.of(id), matching).await?;
         if let Lookup::Found(_, turn_idx) = &found {
             // A turn not served yet answers at once; one served before only if no other
             // conversation has a fresh one (two apps' identical first questions).
             if !served.has(id, *turn_idx) {
                 served.mark(id, *turn_idx);
-                return (found, id.clone());
+                return Ok((found, id.clone()));
             }
             if first_found.is_none() {
                 first_found = Some((found, id.clone()));
             }
             continue;
         }
-        let recorded: Vec<&Message> = trajectory
-            .turns()
+        let shared = index
+            .messages()
             .iter()
-            .flat_map(|turn| turn.messages())
-            .filter(|m| matches!(m.role, Role::User | Role::Assistant))
-            .collect();
-        let shared = recorded
-            .iter()
-            .zip(&messages)
-            .take_while(|(a, b)| **a == *b)
+            .filter(|m| compared(m.role, false))
+            .zip(&dialogue)
+            .take_while(|(a, b)| a.key == **b)
             .count();
-        let same_systems = trajectory
+        let same_systems = index
             .turns()
             .last()
-            .is_some_and(|turn| turn.system_prompts() == systems.as_slice());
+            .is_some_and(|turn| turn.systems == asked.systems_key);
         let affinity = (same_systems, shared);
         if best.as_ref().is_none_or(|(b, _, _)| affinity > *b) {
             best = Some((affinity, found, id));
@@ -218,20 +299,21 @@ pub(crate) fn lookup_conversations(
         if let Lookup::Found(_, turn_idx) = &found {
             served.mark(&id, *turn_idx);
         }
-        return (found, id);
+        return Ok((found, id));
     }
-    match best {
+    Ok(match best {
         Some((_, found, id)) => (found, id.to_owned()),
-        None => (
-            Lookup::NotRecorded(ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found_error",
-                "cuca_session_not_found",
-                "the session has no recording",
-            )),
-            String::new(),
-        ),
-    }
+        None => (not_recorded_anywhere(), String::new()),
+    })
+}
+
+fn not_recorded_anywhere() -> Lookup {
+    Lookup::NotRecorded(ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found_error",
+        "cuca_session_not_found",
+        "the session has no recording",
+    ))
 }
 
 /// Where a request falls in its session's recording.
@@ -246,17 +328,30 @@ pub(crate) enum Lookup {
     NotRecorded(ApiError),
 }
 
-/// Places `request` in `trajectory` (session `session`).
-pub(crate) fn lookup(
-    trajectory: &ReplayTrajectory,
+/// Places `request` in the recording `index` holds (session `session`). An error is a
+/// recording the index found and the store then could not read.
+pub(crate) async fn lookup(
+    index: &TurnIndex,
     session: &str,
     wire: &WireRequest,
     served: &HashSet<usize>,
     matching: &Matching,
-) -> Lookup {
+) -> Result<Lookup, ApiError> {
+    let asked = Asked::new(index.keys(), wire);
+    lookup_asked(index, session, wire, &asked, served, matching).await
+}
+
+async fn lookup_asked(
+    index: &TurnIndex,
+    session: &str,
+    wire: &WireRequest,
+    asked: &Asked,
+    served: &HashSet<usize>,
+    matching: &Matching,
+) -> Result<Lookup, ApiError> {
     let request = &wire.unified;
-    if trajectory.is_empty() {
-        return Lookup::NotRecorded(
+    if index.is_empty() {
+        return Ok(Lookup::NotRecorded(
             ApiError::new(
                 StatusCode::NOT_FOUND,
                 "not_found_error",
@@ -264,63 +359,58 @@ pub(crate) fn lookup(
                 format!("session {session:?} has no recording"),
             )
             .in_session(session),
-        );
+        ));
     }
     // Tool results are compared where the recording holds them (a session log asked for
     // them, issue 31); a recording made without them compares the rest.
-    let knows_tools = trajectory
-        .turns()
-        .iter()
-        .flat_map(|turn| turn.messages())
-        .any(|m| m.role == Role::Tool);
-    let compared = |m: &Message| match m.role {
-        Role::User | Role::Assistant => true,
-        Role::Tool => knows_tools,
-        Role::System => false,
-    };
-    let conversation: Vec<(usize, &Message)> = request
+    let knows_tools = index.knows_tools();
+    let conversation: Vec<&(usize, Role, Key)> = asked
         .messages
         .iter()
-        .enumerate()
-        .filter(|(_, m)| compared(m))
+        .filter(|(_, role, _)| compared(*role, knows_tools))
         .collect();
-    let recorded: Vec<&Message> = trajectory
-        .turns()
+    // Each compared recorded message with its place among all the recorded ones, to read
+    // it back for a 409.
+    let recorded: Vec<(usize, Key)> = index
+        .messages()
         .iter()
-        .flat_map(|turn| turn.messages())
-        .filter(|m| compared(m))
+        .enumerate()
+        .filter(|(_, m)| compared(m.role, knows_tools))
+        .map(|(at, m)| (at, m.key))
         .collect();
+    let read = |message: String| read_failed(session, message);
+    let describe_recorded = |at: usize| async move {
+        index
+            .read_message(at)
+            .await
+            .map(|message| describe(&message))
+            .map_err(read)
+    };
     let n = conversation.len();
-    for (i, (index, got)) in conversation.iter().enumerate().take(recorded.len()) {
-        if !matching.same_message(recorded[i], got) {
-            return Lookup::Diverged(diverged(
+    for (i, (message_idx, _, got)) in conversation.iter().enumerate().take(recorded.len()) {
+        let (at, want) = recorded[i];
+        if want != *got {
+            let expected = describe_recorded(at).await?;
+            return Ok(Lookup::Diverged(diverged(
                 session,
-                *index,
-                &describe(recorded[i]),
-                &describe(got),
-            ));
+                *message_idx,
+                &expected,
+                &describe(&request.messages[*message_idx]),
+            )));
         }
     }
-    let systems: Vec<(usize, String)> = request
-        .messages
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| m.role == Role::System)
-        .map(|(i, m)| (i, m.text()))
-        .collect();
+    let systems = &asked.systems;
     // A turn's position: the messages its request carried, from its CallRequest record. A
     // recording without call metadata falls back on counting Message records from the start,
     // which is exact as long as every call extended the conversation.
-    let by_metadata = trajectory
-        .turns()
-        .iter()
-        .any(|turn| turn.call().request().is_some());
-    let mut positions = Vec::with_capacity(trajectory.len());
+    let turns = index.turns();
+    let by_metadata = turns.iter().any(|turn| turn.asked_with.is_some());
+    let mut positions = Vec::with_capacity(turns.len());
     let mut count = 0;
-    for turn in trajectory.turns() {
-        count += turn.messages().len();
+    for turn in turns {
+        count += turn.n_messages;
         positions.push(if by_metadata {
-            turn.call().request().map(|r| r.messages as usize)
+            turn.asked_with.map(|m| m as usize)
         } else {
             Some(count)
         });
@@ -330,13 +420,13 @@ pub(crate) fn lookup(
     } else {
         n
     };
-    let at_position: Vec<usize> = (0..trajectory.len())
+    let at_position: Vec<usize> = (0..turns.len())
         .filter(|&t| positions[t] == Some(target))
         .collect();
     let complete: Vec<usize> = at_position
         .iter()
         .copied()
-        .filter(|&t| trajectory.turns()[t].is_complete())
+        .filter(|&t| turns[t].complete)
         .collect();
     // Of several turns asked at one position, those with the request's system prompts (a side
     // call with its own prompt is another conversation), and of those the last that ended with
@@ -344,14 +434,7 @@ pub(crate) fn lookup(
     let same_system: Vec<usize> = complete
         .iter()
         .copied()
-        .filter(|&t| {
-            let prompts = trajectory.turns()[t].system_prompts();
-            prompts.len() == systems.len()
-                && prompts
-                    .iter()
-                    .zip(&systems)
-                    .all(|(want, (_, got))| matching.same_text(want, got))
-        })
+        .filter(|&t| turns[t].systems == asked.systems_key)
         .collect();
     let pool = if same_system.is_empty() {
         &complete
@@ -365,10 +448,7 @@ pub(crate) fn lookup(
     let whole: Vec<usize> = pool
         .iter()
         .copied()
-        .filter(|&t| {
-            let call = trajectory.turns()[t].call();
-            call.incomplete().is_none() && (!call.has_finish() || call.finish_reason().is_some())
-        })
+        .filter(|&t| turns[t].is_whole())
         .collect();
     let chosen = whole
         .iter()
@@ -382,7 +462,7 @@ pub(crate) fn lookup(
             let message = if at_position.is_empty() {
                 format!(
                     "session {session:?} has {} recorded turns, the furthest asked with {furthest} messages; this request, with {target}, comes after it",
-                    trajectory.len()
+                    index.len()
                 )
             } else {
                 format!(
@@ -390,7 +470,7 @@ pub(crate) fn lookup(
                     at_position[0]
                 )
             };
-            return Lookup::NotRecorded(
+            return Ok(Lookup::NotRecorded(
                 ApiError::new(
                     StatusCode::NOT_FOUND,
                     "not_found_error",
@@ -398,49 +478,51 @@ pub(crate) fn lookup(
                     message,
                 )
                 .in_session(session),
-            );
+            ));
         }
         // The request agrees with the recording as far as it goes, but no turn was asked
         // with as many messages as it carries.
-        let index = request.messages.len();
+        let index_at = request.messages.len();
         let expected = match recorded.get(n) {
-            Some(next) => describe(next),
+            Some((at, _)) => describe_recorded(*at).await?,
             None => "a turn asked with as many messages".to_owned(),
         };
-        return Lookup::Diverged(diverged(
+        return Ok(Lookup::Diverged(diverged(
             session,
-            index,
+            index_at,
             &expected,
             "no message (the request ends here)",
-        ));
+        )));
     };
-    let turn = &trajectory.turns()[turn_idx];
+    // Chosen by the index: now its records are read, and what the index holds no key of (the
+    // tools, the parameters) is compared with them.
+    let turn = index.read_turn(turn_idx).await.map_err(read)?;
     let expected = turn.system_prompts();
     for i in 0..systems.len().max(expected.len()) {
         match (expected.get(i), systems.get(i)) {
             (Some(want), Some((index, got))) if !matching.same_text(want, got) => {
-                return Lookup::Diverged(diverged(
+                return Ok(Lookup::Diverged(diverged(
                     session,
                     *index,
                     &format!("system {:?}", clip(want)),
                     &format!("system {:?}", clip(got)),
-                ));
+                )));
             }
             (Some(want), None) => {
-                return Lookup::Diverged(diverged(
+                return Ok(Lookup::Diverged(diverged(
                     session,
                     request.messages.len(),
                     &format!("system {:?}", clip(want)),
                     "no system message",
-                ));
+                )));
             }
             (None, Some((index, got))) => {
-                return Lookup::Diverged(diverged(
+                return Ok(Lookup::Diverged(diverged(
                     session,
                     *index,
                     "no system message",
                     &format!("system {:?}", clip(got)),
-                ));
+                )));
             }
             _ => {}
         }
@@ -459,7 +541,7 @@ pub(crate) fn lookup(
                 })
                 .collect();
             let got: Vec<String> = request.tools.iter().map(|t| t.name.clone()).collect();
-            return Lookup::Diverged(refused(
+            return Ok(Lookup::Diverged(refused(
                 session,
                 "tools",
                 format!(
@@ -467,12 +549,12 @@ pub(crate) fn lookup(
                     clip(&names(want)),
                     clip(&names(got))
                 ),
-            ));
+            )));
         }
         if let Some((key, want, got)) =
             matching.parameter_difference(&recorded.parameters, &wire.parameters)
         {
-            return Lookup::Diverged(refused(
+            return Ok(Lookup::Diverged(refused(
                 session,
                 key,
                 format!(
@@ -480,51 +562,44 @@ pub(crate) fn lookup(
                     clip(&want),
                     clip(&got)
                 ),
-            ));
+            )));
         }
     }
-    Lookup::Found(Box::new(turn.clone()), turn_idx)
+    Ok(Lookup::Found(Box::new(turn), turn_idx))
 }
 
-/// How many of `trajectory`'s turns, from the first, `request` agrees with: turns asked
+/// How many of the recording's turns, from the first, `request` agrees with: turns asked
 /// before it whose recorded messages (compared as the match compares them) are the request's
 /// own, in order. Fork mode branches the recording after the last of them.
-pub(crate) fn matched_turns(
-    trajectory: &ReplayTrajectory,
-    wire: &WireRequest,
-    matching: &Matching,
-) -> usize {
+pub(crate) fn matched_turns(index: &TurnIndex, wire: &WireRequest, _matching: &Matching) -> usize {
     let request = &wire.unified;
-    let knows_tools = trajectory
-        .turns()
+    let knows_tools = index.knows_tools();
+    let asked = Asked::new(index.keys(), wire);
+    let sent: Vec<Key> = asked
+        .messages
         .iter()
-        .flat_map(|turn| turn.messages())
-        .any(|m| m.role == Role::Tool);
-    let compared = |m: &&Message| match m.role {
-        Role::User | Role::Assistant => true,
-        Role::Tool => knows_tools,
-        Role::System => false,
-    };
-    let sent: Vec<&Message> = request.messages.iter().filter(compared).collect();
+        .filter(|(_, role, _)| compared(*role, knows_tools))
+        .map(|(_, _, key)| *key)
+        .collect();
     let mut at = 0;
     let mut matched = 0;
-    for turn in trajectory.turns() {
+    for turn in index.turns() {
         if turn
-            .call()
-            .request()
-            .is_some_and(|asked| asked.messages as usize >= request.messages.len())
+            .asked_with
+            .is_some_and(|asked| asked as usize >= request.messages.len())
         {
             break;
         }
-        let recorded: Vec<&Message> = turn.messages().iter().filter(compared).collect();
+        let recorded: Vec<Key> = index.messages()
+            [turn.messages_from..turn.messages_from + turn.n_messages]
+            .iter()
+            .filter(|m| compared(m.role, knows_tools))
+            .map(|m| m.key)
+            .collect();
         let Some(next) = sent.get(at..at + recorded.len()) else {
             break;
         };
-        if !recorded
-            .iter()
-            .zip(next)
-            .all(|(want, got)| matching.same_message(want, got))
-        {
+        if recorded != next {
             break;
         }
         at += recorded.len();

@@ -168,7 +168,10 @@ impl Proxy {
         let conversations = Conversations::new(Arc::clone(&backend));
         Ok(Proxy {
             shared: Arc::new(Shared {
-                replay: replay::Loads::new(SessionReplay::new(Arc::clone(&backend))),
+                replay: replay::Loads::new(
+                    SessionReplay::new(Arc::clone(&backend)),
+                    Matching::new(&config.ignore, config.compare_parameters)?,
+                ),
                 slots,
                 conversations,
                 served: replay::Served::default(),
@@ -605,7 +608,7 @@ async fn fork_mode(
     }
     let mut forked_from = None;
     let mut diverged = None;
-    let trajectory = shared.replay.load(&target).await.map_err(|message| {
+    let trajectory = shared.replay.index(&target).await.map_err(|message| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "server_error",
@@ -623,7 +626,9 @@ async fn fork_mode(
             parsed,
             &shared.served.of(&target),
             &shared.matching,
-        ) {
+        )
+        .await?
+        {
             Lookup::Found(turn, turn_idx) => {
                 shared.served.mark(&target, turn_idx);
                 return Ok(replay::render(&turn, turn_idx, &target, parsed, format));
@@ -746,10 +751,10 @@ async fn load_and_lookup(
     let loaded = match named {
         Some(conversation) => shared
             .replay
-            .load(conversation)
+            .index(conversation)
             .await
             .map(|trajectory| vec![(conversation.to_owned(), trajectory)]),
-        None => shared.replay.load_conversations(session).await,
+        None => shared.replay.index_conversations(session).await,
     };
     let trajectory = loaded.map_err(|message| {
         ApiError::new(
@@ -761,7 +766,8 @@ async fn load_and_lookup(
         .in_session(session)
     })?;
     let (lookup, conversation) =
-        replay::lookup_conversations(&trajectory, request, &shared.served, &shared.matching);
+        replay::lookup_conversations(&trajectory, request, &shared.served, &shared.matching)
+            .await?;
     Ok((lookup, conversation))
 }
 

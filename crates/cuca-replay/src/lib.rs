@@ -47,8 +47,10 @@
 //! trajectory, not a trajectory plus its source records. How much a backend holds while it
 //! reads is the backend's: `FileBackend` holds one read chunk, and backends that only
 //! implement `replay` still build their `Vec` first (the trait's default `replay_each`).
-//! There is no ranged read, so a prefix load reads the whole session too, and drops every
-//! record after the prefix as it arrives.
+//! A prefix load reads the whole session too, and drops every record after the prefix as it
+//! arrives; [`SessionReplay::load_after`] reads from a [`cuca_events::ReadMark`] the backend
+//! handed out, so a reader that keeps marks (the proxy's replay index) reads one turn where it
+//! lies.
 //!
 //! Records stop being kept as soon as a load is bound to be refused (over a cap), but the
 //! backend still reads to the end, so that a damaged session reports its damage, and a
@@ -175,6 +177,47 @@ impl SessionReplay {
             ));
         }
         segmenter.finish()
+    }
+
+    /// The store loads read from: for a reader that keeps its own view of a session and
+    /// reads on from a [`cuca_events::ReadMark`] (the proxy's replay index).
+    pub fn backend(&self) -> &Arc<dyn SessionBackend> {
+        &self.backend
+    }
+
+    /// The records of `session_id` after `after` (a mark its backend handed out) through the
+    /// one whose sequence is `through_sequence`, segmented as [`SessionReplay::load`] segments
+    /// them: with `after` a mark at a turn's start and `through_sequence` that turn's last
+    /// record, a trajectory of that one turn, read from where it lies and no further. `None`
+    /// when the mark is stale (the session was replaced or cut short since it was handed out,
+    /// see [`cuca_events::SessionBackend::replay_after`]). The caps apply to what was read.
+    pub fn load_after(
+        &self,
+        session_id: &str,
+        after: &cuca_events::ReadMark,
+        through_sequence: u64,
+    ) -> Result<Option<ReplayTrajectory>, PluginError> {
+        let mut segmenter = Segmenter::new(session_id.to_owned(), &self.config);
+        // The read stops past the last record wanted; this flag tells that stop from a
+        // failure.
+        let mut done = false;
+        let read = self
+            .backend
+            .replay_after(session_id, after, &mut |record, _| {
+                if record.sequence > through_sequence {
+                    done = true;
+                    return Err(PluginError::validation("load_after", "read through"));
+                }
+                segmenter.push(record.sequence, record.event);
+                Ok(())
+            });
+        match read {
+            Ok(cuca_events::ReadAfter::Stale) => return Ok(None),
+            Ok(_) => {}
+            Err(_) if done => {}
+            Err(error) => return Err(error),
+        }
+        segmenter.finish().map(Some)
     }
 
     /// The prefix of a session up to and including `point_id` (`"{session_id}:{sequence}"`,

@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
 
-use cuca_events::{PluginError, ReplayedRecord, SessionRecord};
+use cuca_events::{PluginError, ReadAfter, ReadMark, ReplayedRecord, SessionRecord};
 use serde::Deserialize;
 
 use crate::codec::{
@@ -263,6 +263,142 @@ pub(crate) fn replay_reader(
     }
 }
 
+/// A replay that hands out marks: each record with the mark just after it.
+struct VisitMarked<'v> {
+    visit: &'v mut dyn FnMut(ReplayedRecord<'_>, &ReadMark) -> Result<(), PluginError>,
+    /// What the file is known by, put in every mark.
+    check: u64,
+    /// The mark after the last record visited.
+    mark: ReadMark,
+    /// Whether a record was visited yet.
+    taken: bool,
+    /// Whether the read starts at a mark, not at the start of the file.
+    from_mark: bool,
+    /// The read from a mark was refused before any record: the mark may not describe the
+    /// file (see [`replay_file_after`]).
+    stale: bool,
+}
+
+impl Take for VisitMarked<'_> {
+    type Record<'a> = ReplayedRecord<'a>;
+    type Stop = PluginError;
+    const COUNTS_REST: bool = false;
+
+    fn sequence(record: &ReplayedRecord<'_>) -> u64 {
+        record.sequence
+    }
+
+    fn session_id<'r>(record: &'r ReplayedRecord<'_>) -> &'r str {
+        record.session_id
+    }
+
+    fn take(&mut self, record: ReplayedRecord<'_>) -> Result<(), PluginError> {
+        let end = self.mark.position;
+        self.take_at(record, end)
+    }
+
+    fn take_at(&mut self, record: ReplayedRecord<'_>, frame_end: u64) -> Result<(), PluginError> {
+        self.taken = true;
+        self.mark = ReadMark {
+            sequence: Some(record.sequence),
+            position: frame_end,
+            check: self.check,
+        };
+        (self.visit)(record, &self.mark)
+    }
+
+    fn refused(&mut self, path: &Path, offset: u64, reason: &str) -> Result<(), PluginError> {
+        if !self.taken && self.from_mark {
+            self.stale = true;
+        }
+        Err(refusal(path, offset, reason.to_owned()))
+    }
+}
+
+/// [`replay_reader`] of a live session file from `after` on: each record after the mark, with
+/// the mark after it (its `position` the byte offset of the next frame, its `check` the
+/// file's `check`). The scan starts at the mark's offset as if it had just read the record
+/// the mark names, so the recovery rule judges what follows exactly as a scan from the start
+/// would. A mark that cannot stand where it says — another file (`check`), past the end, not
+/// after a frame's terminator — is [`ReadAfter::Stale`], and so is a read refused before its
+/// first record (the mark may point into a rewritten file; a read from the start gives the
+/// file's own verdict).
+pub(crate) fn replay_file_after(
+    file: &std::fs::File,
+    path: &Path,
+    session_id: &str,
+    after: &ReadMark,
+    check: u64,
+    visit: &mut dyn FnMut(ReplayedRecord<'_>, &ReadMark) -> Result<(), PluginError>,
+) -> Result<ReadAfter, PluginError> {
+    let io = |error| PluginError::io("read", path, error);
+    let len = file.metadata().map_err(io)?.len();
+    let take = VisitMarked {
+        visit,
+        check,
+        mark: *after,
+        taken: false,
+        from_mark: *after != ReadMark::START,
+        stale: false,
+    };
+    let mut scanner = Scanner::new(path, Some(session_id), take);
+    let mut header = [0u8; HEADER_LEN];
+    let n_header = crate::backend::read_at(file, 0, &mut header).map_err(io)?;
+    let ended = scanner.check_header(&header[..n_header]);
+    let start = if *after == ReadMark::START {
+        if ended {
+            return match scanner.finish().verdict {
+                Verdict::Refused { offset, reason } => Err(refusal(path, offset, reason)),
+                Verdict::Clean | Verdict::Recovered => Ok(ReadAfter::Read(ReadMark::START)),
+            };
+        }
+        HEADER_LEN as u64
+    } else {
+        let mut before = [1u8; 1];
+        let fits = after.check == check
+            && !ended
+            && after.sequence.is_some()
+            && after.position > HEADER_LEN as u64
+            && after.position <= len
+            && crate::backend::read_at(file, after.position - 1, &mut before).map_err(io)? == 1
+            && before[0] == 0;
+        if !fits {
+            return Ok(ReadAfter::Stale);
+        }
+        scanner.last_sequence = after.sequence;
+        after.position
+    };
+    scanner.offset = start;
+    scanner.partial_start = start;
+    let mut chunk = vec![0u8; READ_CHUNK];
+    let mut at = start;
+    let fed = loop {
+        let n = crate::backend::read_at(file, at, &mut chunk).map_err(io)?;
+        if n == 0 {
+            break Ok(());
+        }
+        at += n as u64;
+        if let Err(stop) = scanner.feed(&mut chunk[..n]) {
+            break Err(stop);
+        }
+    };
+    if let Err(stop) = fed {
+        return if scanner.take.stale {
+            Ok(ReadAfter::Stale)
+        } else {
+            Err(stop)
+        };
+    }
+    let finished = scanner.finish();
+    match finished.verdict {
+        Verdict::Refused { .. } if !finished.take.taken && *after != ReadMark::START => {
+            Ok(ReadAfter::Stale)
+        }
+        Verdict::Refused { offset, reason } => Err(refusal(path, offset, reason)),
+        Verdict::Clean | Verdict::Recovered => Ok(ReadAfter::Read(finished.take.mark)),
+    }
+}
+
 /// The error a load of a refused file returns.
 fn refusal(path: &Path, offset: u64, reason: String) -> PluginError {
     PluginError::Corrupt {
@@ -347,6 +483,12 @@ pub(crate) trait Take {
 
     /// Takes one good record, in file order. An error stops the scan.
     fn take(&mut self, record: Self::Record<'_>) -> Result<(), Self::Stop>;
+
+    /// [`Take::take`], told the byte offset just past the record's frame (its terminator
+    /// included): where the next frame starts. Only a read that hands out marks wants it.
+    fn take_at(&mut self, record: Self::Record<'_>, _frame_end: u64) -> Result<(), Self::Stop> {
+        self.take(record)
+    }
 
     /// Called once, when damage first refuses the file; an error stops the scan (the
     /// refusal is final, so a replay need not read on), `Ok` reads on to report the rest.
@@ -493,6 +635,8 @@ struct Scanner<T> {
     refusal: Option<(u64, String)>,
     /// The header ended the scan: the torn bytes and the verdict it reached.
     header_end: Option<(u64, Verdict)>,
+    /// The byte offset just past the frame being judged, terminator included.
+    frame_end: u64,
 }
 
 impl<T: Take> Scanner<T> {
@@ -513,6 +657,7 @@ impl<T: Take> Scanner<T> {
             findings_total: 0,
             refusal: None,
             header_end: None,
+            frame_end: HEADER_LEN as u64,
         }
     }
 
@@ -660,6 +805,7 @@ impl<T: Take> Scanner<T> {
     /// search it again).
     fn push_frame(&mut self, offset: u64, frame: &mut [u8]) -> Result<(), T::Stop> {
         let len = frame.len() as u64;
+        self.frame_end = offset + len + 1;
         // Looked at before decoding, which rewrites the bytes in place.
         let sealed = frame.len() > SEAL_MARK.len() && frame.ends_with(&SEAL_MARK);
         match decode_cut_frame::<T::Record<'_>>(frame) {
@@ -783,7 +929,7 @@ impl<T: Take> Scanner<T> {
             Some(_) => {}
         }
         self.last_sequence = Some(sequence);
-        self.take.take(record)
+        self.take.take_at(record, self.frame_end)
     }
 
     /// Records a finding. In a v2 file a sequence that does not increase refuses the file: its

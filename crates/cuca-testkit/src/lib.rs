@@ -152,6 +152,105 @@ pub fn replay_each_visits_what_replay_returns(backend: Arc<dyn SessionBackend>) 
     assert_eq!(n_seen, 1, "{} kept visiting after an error", backend.name());
 }
 
+/// Reads `session_id` after `mark`, with the marks handed out: the records and marks
+/// visited, and what the read returned.
+fn read_after(
+    backend: &dyn SessionBackend,
+    session_id: &str,
+    mark: &cuca_events::ReadMark,
+) -> (
+    Vec<(SessionRecord, cuca_events::ReadMark)>,
+    cuca_events::ReadAfter,
+) {
+    let mut seen = Vec::new();
+    let outcome = backend.replay_after(session_id, mark, &mut |record, after| {
+        seen.push((record.into_owned(), *after));
+        Ok(())
+    });
+    match outcome {
+        Ok(outcome) => (seen, outcome),
+        Err(error) => panic!(
+            "{} could not read {session_id:?} after {mark:?}: {error}",
+            backend.name()
+        ),
+    }
+}
+
+/// `replay_after` from the start visits what `replay_each` does; from a mark it handed out,
+/// only what was appended since (another turn, a fork's audit record), each once; a mark
+/// that no longer stands in the session is stale and visits nothing.
+pub fn replay_after_reads_what_was_appended_since_its_mark(backend: Arc<dyn SessionBackend>) {
+    use cuca_events::{ReadAfter, ReadMark};
+    let first = demo_turn("after", 0);
+    append_all(backend.as_ref(), &first);
+    let (seen, outcome) = read_after(backend.as_ref(), "after", &ReadMark::START);
+    let records: Vec<SessionRecord> = seen.iter().map(|(r, _)| r.clone()).collect();
+    assert_eq!(records, first, "{}: a read from the start", backend.name());
+    let last = seen.last().map(|(_, m)| *m).unwrap_or_default();
+    assert_eq!(outcome, ReadAfter::Read(last), "{}", backend.name());
+    assert_eq!(last.sequence, Some(6));
+
+    // Another turn: only it is read after the mark.
+    let second = demo_turn("after", 7);
+    append_all(backend.as_ref(), &second);
+    let (seen, outcome) = read_after(backend.as_ref(), "after", &last);
+    let records: Vec<SessionRecord> = seen.iter().map(|(r, _)| r.clone()).collect();
+    assert_eq!(records, second, "{}: a read after a mark", backend.name());
+    let ReadAfter::Read(end) = outcome else {
+        panic!(
+            "{}: a mark of an appended session read as stale",
+            backend.name()
+        );
+    };
+    assert_eq!(end.sequence, Some(13));
+    // Nothing new: nothing visited, the same mark back.
+    let (seen, outcome) = read_after(backend.as_ref(), "after", &end);
+    assert!(seen.is_empty(), "{}: {seen:?}", backend.name());
+    assert_eq!(outcome, ReadAfter::Read(end));
+    // A mark from the middle of a read stands too.
+    let (seen, _) = read_after(backend.as_ref(), "after", &ReadMark::START);
+    let middle = seen[3].1;
+    let (seen, _) = read_after(backend.as_ref(), "after", &middle);
+    let sequences: Vec<u64> = seen.iter().map(|(r, _)| r.sequence).collect();
+    assert_eq!(
+        sequences,
+        (4..14).collect::<Vec<u64>>(),
+        "{}",
+        backend.name()
+    );
+
+    // A fork made after the mark: its audit record is what the original gained.
+    let branch = match backend.fork("after", "after:6") {
+        Ok(branch) => branch,
+        Err(error) => panic!("{} could not fork: {error}", backend.name()),
+    };
+    let (seen, _) = read_after(backend.as_ref(), "after", &end);
+    assert_eq!(seen.len(), 1, "{}: {seen:?}", backend.name());
+    assert!(
+        matches!(&seen[0].0.event, SessionEvent::Fork { to_session, .. } if *to_session == branch),
+        "{}: {seen:?}",
+        backend.name()
+    );
+    // The branch reads from the start as any session.
+    let (seen, _) = read_after(backend.as_ref(), &branch, &ReadMark::START);
+    assert_eq!(seen.len(), 7, "{}", backend.name());
+
+    // A mark past what a session holds is stale, and visits nothing.
+    append_all(backend.as_ref(), &demo_turn("short", 0));
+    let (seen, outcome) = read_after(backend.as_ref(), "short", &end);
+    assert!(seen.is_empty(), "{}: {seen:?}", backend.name());
+    assert_eq!(outcome, ReadAfter::Stale, "{}", backend.name());
+    // An unknown session reads as empty from the start.
+    let (seen, outcome) = read_after(backend.as_ref(), "never-written", &ReadMark::START);
+    assert!(seen.is_empty());
+    assert_eq!(
+        outcome,
+        ReadAfter::Read(ReadMark::START),
+        "{}",
+        backend.name()
+    );
+}
+
 /// "A missing file replays as an empty session" — for every backend, an unknown id is empty.
 pub fn unknown_session_replays_empty(backend: Arc<dyn SessionBackend>) {
     assert_eq!(replay(backend.as_ref(), "never-written"), Vec::new());
@@ -526,6 +625,7 @@ macro_rules! conformance_tests {
             sessions_are_separate,
             unknown_session_replays_empty,
             replay_each_visits_what_replay_returns,
+            replay_after_reads_what_was_appended_since_its_mark,
             fork_holds_the_prefix_and_audits_the_original,
             fork_ids_follow_the_format,
             fork_never_writes_into_an_existing_session,

@@ -1,0 +1,320 @@
+// Test helpers unwrap: a failure there should stop the test at once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use cuca_events::{
+    Message, MessageContentBlock, Role, SessionBackend, SessionEvent, SessionRecord,
+};
+use cuca_replay::SessionReplay;
+use cuca_store_file::FileBackend;
+
+use super::*;
+use crate::matching::{Matching, DEFAULT_IGNORE};
+
+fn defaults() -> Matching {
+    let ignore: Vec<String> = DEFAULT_IGNORE.iter().map(|p| (*p).to_owned()).collect();
+    Matching::new(&ignore, true).unwrap()
+}
+
+/// The records the proxy's session log writes for call `k` of one growing conversation, its
+/// answer `answer` long.
+fn turn(session: &str, k: u64, sequence: &mut u64, answer: usize) -> Vec<SessionRecord> {
+    let mut events = vec![SessionEvent::SystemPrompt {
+        text: "You are terse.".into(),
+    }];
+    if k > 0 {
+        events.push(SessionEvent::Message(Message::assistant(format!(
+            "noted {}",
+            k - 1
+        ))));
+    }
+    events.extend([
+        SessionEvent::Message(Message::user(format!("question {k}"))),
+        SessionEvent::CallRequest {
+            model: "tiny".into(),
+            parameters: "{}".into(),
+            tools: "[]".into(),
+            messages: 2 * k + 2,
+        },
+        SessionEvent::Output {
+            text: format!("noted {k} {}", "x".repeat(answer)),
+        },
+        SessionEvent::CallFinish {
+            finish_reason: Some("stop".into()),
+            model: "tiny".into(),
+        },
+        SessionEvent::Latency { duration_ms: 41 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 31,
+            completion_tokens: 2,
+        },
+    ]);
+    events
+        .into_iter()
+        .map(|event| {
+            *sequence += 1;
+            SessionRecord {
+                session_id: session.to_owned(),
+                sequence: *sequence - 1,
+                timestamp_ms: 0,
+                event,
+            }
+        })
+        .collect()
+}
+
+fn append(backend: &dyn SessionBackend, records: Vec<SessionRecord>) {
+    for record in records {
+        backend.append(record).unwrap();
+    }
+}
+
+fn indexes(dir: &std::path::Path) -> Indexes {
+    let backend: Arc<dyn SessionBackend> = Arc::new(FileBackend::new(dir).unwrap());
+    Indexes::new(SessionReplay::new(backend), defaults())
+}
+
+/// The keys stand for `Matching::same_message`: equal exactly when the match says the
+/// messages are the same, normalisation included.
+#[test]
+fn keys_are_equal_exactly_when_the_match_says_the_messages_are_the_same() {
+    let matching = defaults();
+    let keys = Keys::new(defaults());
+    let tool = |id: &str, content: &str, is_error: bool| Message {
+        role: Role::Tool,
+        content: vec![MessageContentBlock::ToolResult {
+            tool_call_id: id.into(),
+            content: content.into(),
+            is_error,
+        }],
+    };
+    let call = |id: &str, arguments: &str| Message {
+        role: Role::Assistant,
+        content: vec![MessageContentBlock::ToolCall {
+            id: id.into(),
+            name: "lookup".into(),
+            arguments: arguments.into(),
+        }],
+    };
+    let image = |data: &str| Message {
+        role: Role::User,
+        content: vec![MessageContentBlock::ImageBase64 {
+            media_type: "image/png".into(),
+            data: data.into(),
+        }],
+    };
+    let messages = [
+        Message::user("ALPHA"),
+        Message::user("BETA"),
+        Message::assistant("ALPHA"),
+        Message::user("at 2026-11-30T10:00:01Z in /tmp/.tmpAbC1"),
+        Message::user("at 2026-12-01T11:12:13Z in /tmp/.tmpXyZ2"),
+        tool("call_1", "Chunk ID: 3fa2b1\nALPHA", false),
+        tool("call_1", "Chunk ID: 9c0d77\nALPHA", false),
+        tool("call_1", "Chunk ID: 9c0d77\nALPHA", true),
+        tool("call_2", "Chunk ID: 9c0d77\nALPHA", false),
+        tool("call_1", "Chunk ID: 9c0d77\nBETA", false),
+        call("call_1", r#"{"city":"Lisbon"}"#),
+        call("call_1", r#"{"city":"Porto"}"#),
+        call("call_2", r#"{"city":"Lisbon"}"#),
+        image("AAAA"),
+        image("AAAB"),
+        Message {
+            role: Role::User,
+            content: vec![
+                MessageContentBlock::text("AL"),
+                MessageContentBlock::text("PHA"),
+            ],
+        },
+    ];
+    let mut n_same = 0;
+    for a in &messages {
+        for b in &messages {
+            let same = matching.same_message(a, b);
+            n_same += usize::from(same);
+            assert_eq!(
+                keys.message(a) == keys.message(b),
+                same,
+                "{a:?} against {b:?}"
+            );
+        }
+    }
+    // The normalised pairs (dates and paths, chunk ids) match both ways, besides each with
+    // itself.
+    assert_eq!(n_same, messages.len() + 4);
+    assert_eq!(
+        keys.text("today is 2026-12-01"),
+        keys.text("today is 2026-11-30")
+    );
+    assert_ne!(keys.systems(&[keys.text("a")]), keys.systems(&[]));
+}
+
+/// The index agrees with a load of the session turn by turn, and a turn read from its mark
+/// is the turn the load holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_agrees_with_a_load_and_reads_a_turn_where_it_lies() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let mut sequence = 0;
+    for k in 0..12 {
+        append(&backend, turn("demo", k, &mut sequence, 10));
+    }
+    let loaded = SessionReplay::new(Arc::new(backend)).load("demo").unwrap();
+    let indexes = indexes(dir.path());
+    let index = indexes.index("demo").await.unwrap();
+    assert_eq!(index.len(), loaded.len());
+    for (t, (indexed, turn)) in index.turns().iter().zip(loaded.turns()).enumerate() {
+        assert_eq!(indexed.sequence_range(), turn.sequence_range(), "turn {t}");
+        assert_eq!(indexed.n_messages, turn.messages().len());
+        assert_eq!(
+            indexed.asked_with,
+            turn.call().request().map(|r| r.messages)
+        );
+        assert_eq!(indexed.complete, turn.is_complete());
+        let prompts: Vec<Key> = turn
+            .system_prompts()
+            .iter()
+            .map(|p| index.keys().text(p))
+            .collect();
+        assert_eq!(indexed.systems, index.keys().systems(&prompts));
+        let read = index.read_turn(t).await.unwrap();
+        assert_eq!(&read, turn, "turn {t} read from its mark");
+    }
+    let keys: Vec<Key> = loaded
+        .turns()
+        .iter()
+        .flat_map(|turn| turn.messages())
+        .map(|m| index.keys().message(m))
+        .collect();
+    let indexed: Vec<Key> = index.messages().iter().map(|m| m.key).collect();
+    assert_eq!(indexed, keys);
+    assert_eq!(
+        index.read_message(5).await.unwrap(),
+        loaded
+            .turns()
+            .iter()
+            .flat_map(|t| t.messages())
+            .nth(5)
+            .cloned()
+            .unwrap()
+    );
+}
+
+/// "refreshed from the file's tail when it grows (another process may be appending)": turns
+/// another writer appends after the index was built are in it at the next lookup, a turn
+/// still being recorded is indexed open and then closed, and a file replaced since is
+/// indexed anew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_reads_the_tail_another_writer_appended_and_a_replaced_file_anew() {
+    let dir = tempfile::tempdir().unwrap();
+    let indexes = indexes(dir.path());
+    let writer = FileBackend::new(dir.path()).unwrap();
+    let mut sequence = 0;
+    for k in 0..3 {
+        append(&writer, turn("demo", k, &mut sequence, 10));
+    }
+    assert_eq!(indexes.index("demo").await.unwrap().len(), 3);
+
+    // Another writer appends half a turn: it is the open final turn.
+    let mut next = turn("demo", 3, &mut sequence, 10);
+    let rest = next.split_off(4);
+    append(&writer, next);
+    let index = indexes.index("demo").await.unwrap();
+    assert_eq!(index.len(), 4);
+    assert!(!index.turns()[3].complete);
+    // The rest of it, and one more turn: the open turn closes, and the new one follows.
+    append(&writer, rest);
+    append(&writer, turn("demo", 4, &mut sequence, 10));
+    let index = indexes.index("demo").await.unwrap();
+    assert_eq!(index.len(), 5);
+    assert!(index.turns().iter().all(|t| t.complete));
+    assert_eq!(index.messages().len(), 9);
+    assert_eq!(
+        index.read_turn(4).await.unwrap().blocks(),
+        [MessageContentBlock::text(format!(
+            "noted 4 {}",
+            "x".repeat(10)
+        ))]
+    );
+    // The snapshot a lookup holds does not change under it.
+    append(&writer, turn("demo", 5, &mut sequence, 10));
+    assert_eq!(index.len(), 5);
+    assert_eq!(indexes.index("demo").await.unwrap().len(), 6);
+
+    // Replaced by a shorter recording, as `cuca repair` renames a file over the session's.
+    writer.close("demo");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other = FileBackend::new(elsewhere.path()).unwrap();
+    let mut sequence = 0;
+    for k in 0..2 {
+        append(&other, turn("demo", k, &mut sequence, 99));
+    }
+    other.close("demo");
+    std::fs::rename(
+        elsewhere.path().join("demo.cslog"),
+        dir.path().join("demo.cslog"),
+    )
+    .unwrap();
+    let index = indexes.index("demo").await.unwrap();
+    assert_eq!(index.len(), 2);
+    assert_eq!(
+        index.read_turn(1).await.unwrap().blocks(),
+        [MessageContentBlock::text(format!(
+            "noted 1 {}",
+            "x".repeat(99)
+        ))]
+    );
+}
+
+/// The ceiling a turn of the tests' shape (two messages) holds the index to, in bytes: an
+/// `IndexedTurn` and two `IndexedMessage`s, twice over for the room a growing `Vec` keeps.
+const INDEX_BYTES_PER_TURN: usize = 512;
+
+/// "memory bounded by the index, not the session": a session of 1,000 turns with a 16 KiB
+/// answer each (16 MiB of text) is indexed in under 1,000 × [`INDEX_BYTES_PER_TURN`] bytes,
+/// a few hundredths of the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_of_a_large_session_is_bounded_by_its_turns_not_its_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = FileBackend::new(dir.path()).unwrap();
+    let n_turns = 1_000;
+    let mut sequence = 0;
+    for k in 0..n_turns {
+        append(&writer, turn("big", k, &mut sequence, 16 * 1024));
+    }
+    let file_len = std::fs::metadata(dir.path().join("big.cslog"))
+        .unwrap()
+        .len() as usize;
+    let indexes = indexes(dir.path());
+    let index = indexes.index("big").await.unwrap();
+    assert_eq!(index.len(), n_turns as usize);
+    let bytes = index.heap_bytes();
+    assert!(
+        bytes <= n_turns as usize * INDEX_BYTES_PER_TURN,
+        "{bytes} bytes for {n_turns} turns"
+    );
+    assert!(
+        bytes * 50 < file_len,
+        "{bytes} bytes for a {file_len}-byte file"
+    );
+}
+
+/// The proxy keeps at most its cap of indexes, dropping the least recently used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_cap_the_least_recently_used_index_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = FileBackend::new(dir.path()).unwrap();
+    for session in ["a", "b", "c"] {
+        let mut sequence = 0;
+        append(&writer, turn(session, 0, &mut sequence, 1));
+    }
+    let backend: Arc<dyn SessionBackend> = Arc::new(FileBackend::new(dir.path()).unwrap());
+    let indexes = Indexes::with_max_sessions(SessionReplay::new(backend), defaults(), 2);
+    for session in ["a", "b", "a", "c"] {
+        assert_eq!(indexes.index(session).await.unwrap().len(), 1);
+    }
+    assert_eq!(indexes.n_indexed(), 2);
+    let kept: Vec<bool> = ["a", "b", "c"].iter().map(|s| indexes.has(s)).collect();
+    assert_eq!(kept, [true, false, true]);
+}
