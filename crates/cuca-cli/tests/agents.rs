@@ -408,7 +408,13 @@ impl Run {
         let sessions = self.sessions();
         let dir = sessions.to_str().unwrap();
         self.cuca(&["verify", dir]);
-        let kinds = self.cuca(&["show", dir, SESSION, "--kinds"]);
+        // An agent's calls may land in several conversations of the session (Claude Code's
+        // title call beside its answer): the records are looked for in all of them.
+        let (mut kinds, mut shown) = (String::new(), String::new());
+        for id in self.session_ids(dir) {
+            kinds += &self.cuca(&["show", dir, &id, "--kinds"]);
+            shown += &self.cuca(&["replay", dir, &id]);
+        }
         for kind in [
             "Output",
             "TokenUsage",
@@ -421,12 +427,20 @@ impl Run {
                 "the session lacks {kind}: {kinds}\n{story}"
             );
         }
-        let shown = self.cuca(&["replay", dir, SESSION]);
         assert!(
             shown.contains(&format!("wire ({format})")),
             "the calls were not recorded as {format}:\n{shown}\n{story}"
         );
         recorded
+    }
+
+    /// The ids of every session in `dir`, as `cuca sessions --json` lists them.
+    fn session_ids(&self, dir: &str) -> Vec<String> {
+        self.cuca(&["sessions", dir, "--json"])
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|row| row["session"].as_str().map(str::to_owned))
+            .collect()
     }
 }
 
@@ -577,12 +591,7 @@ impl Run {
         let sessions = self.sessions();
         let dir = sessions.to_str().unwrap();
         self.cuca(&["verify", dir]);
-        let listed = self.cuca(&["sessions", dir, "--json"]);
-        let ids: Vec<String> = listed
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter_map(|row| row["session"].as_str().map(str::to_owned))
-            .collect();
+        let ids = self.session_ids(dir);
         let expected: Vec<String> = (0..conversations)
             .map(|n| match n {
                 0 => SESSION.to_owned(),
