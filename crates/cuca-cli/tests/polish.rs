@@ -37,11 +37,11 @@ fn a_usage_error_is_one_cuca_error_line_naming_the_usage() {
     let cases: [(&[&str], &str); 4] = [
         (
             &["show", "dir", "s", "--bogus"],
-            "cuca: error: unexpected argument '--bogus' found (usage: cuca show <DIR> <SESSION>; `--help` for more)\n",
+            "cuca: error: unexpected argument '--bogus' found (usage: cuca show <STORE> <SESSION>; `--help` for more)\n",
         ),
         (
             &["fork"],
-            "cuca: error: the following required arguments were not provided: <DIR> <POINT_ID> (usage: cuca fork <DIR> <POINT_ID>; `--help` for more)\n",
+            "cuca: error: the following required arguments were not provided: <STORE> <POINT_ID> (usage: cuca fork <STORE> <POINT_ID>; `--help` for more)\n",
         ),
         (
             &["replay", "d", "s", "--turn", "x"],

@@ -514,7 +514,7 @@ fn bad_arguments_are_usage_errors_and_help_is_success() {
     let missing_arg = run(&["replay"]);
     assert_eq!(missing_arg.code, 2);
     // Issue 33.8: "usage errors in the one-line form", the usage inside it.
-    assert_one_error_line(&missing_arg, "usage: cuca replay <DIR> <SESSION>");
+    assert_one_error_line(&missing_arg, "usage: cuca replay <STORE> <SESSION>");
     let bad_format = run(&["export", ".", "demo", "--format", "csv"]);
     assert_eq!(bad_format.code, 2);
     let help = run(&["--help"]);

@@ -596,9 +596,14 @@ fn write_conversations(out: &mut impl Write, store: &Store, session: &str) -> Re
     }
     writeln!(
         out,
-        "Session {} holds {} more: replay each on its own:",
+        "Session {} holds {} more {}: replay each on its own:",
         line(&format!("{session:?}")),
-        count(conversations.len() as u64, "conversation", "conversations")
+        conversations.len(),
+        if conversations.len() == 1 {
+            "conversation"
+        } else {
+            "conversations"
+        }
     )?;
     for (_, id) in &conversations {
         writeln!(out, "  cuca replay {} {}", line(store.describe()), line(id))?;
