@@ -123,6 +123,8 @@ fn every_row_reads_a_bench_that_some_target_runs() {
         "proxy_parallel/",
         "proxy_stream_messages/",
         "proxy_stream_responses/",
+        "proxy_replay/",
+        "summary_200k/",
     ];
     for row in ROWS {
         for source in [row.of, row.against] {
@@ -135,6 +137,7 @@ fn every_row_reads_a_bench_that_some_target_runs() {
                     let (package, bench) = match file {
                         "clients-interleaved" => ("cuca-bench", "clients"),
                         "proxy-ttfb" => ("cuca-proxy", "proxy"),
+                        "proxy-postgres" => ("cuca-proxy", "postgres"),
                         other => panic!("no bench writes {other}.json"),
                     };
                     assert!(RESULT_FILES.contains(&file), "{file}");

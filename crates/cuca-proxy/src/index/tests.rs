@@ -1,3 +1,5 @@
+//! Unit tests of the replay index: keys, refresh, the cap and the memory bound.
+
 // Test helpers unwrap: a failure there should stop the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
