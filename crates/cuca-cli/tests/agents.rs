@@ -384,10 +384,9 @@ fn llama_server() -> Option<Vec<(&'static str, String)>> {
 }
 
 impl Run {
-    /// The proof against a real model server: both runs succeeded and printed the same
-    /// final output, and the session verifies clean and holds the answers, their finish and
-    /// usage, recorded in wire format `format` (its `CallWire` record).
-    fn assert_same_offline(&self, format: &str) -> String {
+    /// Both runs exited 0 and the replay printed exactly what the recording printed (a call
+    /// served another's answer shows here): the failure story and the recorded output.
+    fn both_succeeded_alike(&self) -> (String, String) {
         let story = self.story();
         assert_eq!(
             self.read("record.status").trim(),
@@ -403,8 +402,16 @@ impl Run {
         assert_eq!(
             self.read("replay.out"),
             recorded,
-            "replay printed another final output\n{story}"
+            "replay printed another output: a call got another's answer\n{story}"
         );
+        (story, recorded)
+    }
+
+    /// The proof against a real model server: both runs succeeded and printed the same
+    /// final output, and the session verifies clean and holds the answers, their finish and
+    /// usage, recorded in wire format `format` (its `CallWire` record).
+    fn assert_same_offline(&self, format: &str) -> String {
+        let (story, recorded) = self.both_succeeded_alike();
         let sessions = self.sessions();
         let dir = sessions.to_str().unwrap();
         self.cuca(&["verify", dir]);
@@ -565,29 +572,13 @@ impl Run {
     /// recording holds `conversations` conversations of the session, each verifying clean,
     /// and the tool `tool` was called in them.
     fn assert_conversations_replayed(&self, conversations: u64, tool: &str, answers: &[&str]) {
-        let story = self.story();
-        assert_eq!(
-            self.read("record.status").trim(),
-            "0",
-            "record failed\n{story}"
-        );
-        assert_eq!(
-            self.read("replay.status").trim(),
-            "0",
-            "replay failed\n{story}"
-        );
-        let recorded = self.read("record.out");
+        let (story, recorded) = self.both_succeeded_alike();
         for answer in answers {
             assert!(
                 recorded.contains(answer),
                 "the run's output lacks {answer:?}\n{story}"
             );
         }
-        assert_eq!(
-            self.read("replay.out"),
-            recorded,
-            "replay printed another output: a call got another's answer\n{story}"
-        );
         let sessions = self.sessions();
         let dir = sessions.to_str().unwrap();
         self.cuca(&["verify", dir]);
