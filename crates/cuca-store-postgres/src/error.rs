@@ -84,8 +84,9 @@ pub enum Error {
     },
     /// Pipelined records ([`crate::Durability::Pipelined`]) that were accepted but then not
     /// stored: the batch holding them failed, or an earlier record of their session was
-    /// refused. Reported by the session's next append, which is refused too (nothing is
-    /// stored after the hole), so the writer knows its call is not whole.
+    /// refused. Reported by the record that waited behind them in the failed batch, else by
+    /// the session's next append, which is refused too (nothing is stored after the hole), so
+    /// the writer knows its call is not whole; reported once.
     #[error("records {session_id}:{first}..={session_id}:{last} ({count} records) were accepted but not stored on {host}: {reason}")]
     NotStored {
         /// The session.

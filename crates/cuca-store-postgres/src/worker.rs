@@ -258,16 +258,30 @@ fn serve(
     worker.shutdown();
 }
 
-/// A batch the server did not take: each waiting record gets the error, each block is lost.
+/// A batch the server did not take: each block is lost, and each waiting record gets the
+/// error, naming with it its session's blocks lost before it. Those blocks belong to the
+/// waiting record's own call (its writer sent them, then waits on this record), so they are
+/// reported to it here and to no later call: a loss left over for the session's next append
+/// would refuse a record of the next call for the previous call's hole.
 fn fail_rows(rows: Vec<Pending>, host: &str, reason: &str, shared: &Shared) {
     for row in rows {
         match row.reply {
             Some(reply) => {
-                let _ = reply.send(Err(Error::BatchFailed {
-                    host: host.to_owned(),
-                    reason: reason.to_owned(),
-                }
-                .into()));
+                let error = match shared.take_lost(&row.session_id) {
+                    Some(lost) => Lost {
+                        first: lost.first.min(row.sequence),
+                        last: lost.last.max(row.sequence),
+                        count: lost.count + 1,
+                        reason: lost.reason,
+                    }
+                    .into_error(&row.session_id, host),
+                    None => Error::BatchFailed {
+                        host: host.to_owned(),
+                        reason: reason.to_owned(),
+                    }
+                    .into(),
+                };
+                let _ = reply.send(Err(error));
             }
             None => shared.lose(&row.session_id, row.sequence, || reason.to_owned()),
         }

@@ -196,3 +196,87 @@ fn fifty_concurrent_sessions_each_keep_their_order() {
             .all(|(index, record)| record.sequence == index as u64));
     }
 }
+
+/// "nothing it acknowledged is lost", and a loss is told to the call that owned it: when the
+/// statement carrying a call's last blocks and its closing record fails, the closing record's
+/// error names those blocks, and the session's next call is not refused for them. (Before, the
+/// closing record got a bare batch error and the blocks' loss waited for the session's next
+/// append: the next call's first record was refused, and the proxy recorded that call into
+/// the previous call's open turn.)
+#[test]
+fn a_failed_batch_reports_its_lost_blocks_to_the_record_that_waited_behind_them() {
+    let Some(url) = common::url() else { return };
+    let backend = pipelined(&url);
+    let schema = backend.schema().to_owned();
+    let mut admin = common::admin(&url);
+    // The server refuses the call's closing record (a trigger standing in for a disk that is
+    // full or a role that lost its grant), so its statement fails as a whole.
+    admin
+        .batch_execute(&format!(
+            "CREATE FUNCTION \"{schema}\".refuse() RETURNS trigger LANGUAGE plpgsql AS
+                 $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
+             CREATE TRIGGER refuse BEFORE INSERT ON \"{schema}\".cuca_session_records
+                 FOR EACH ROW WHEN (NEW.kind = 'TokenUsage') EXECUTE FUNCTION \"{schema}\".refuse();"
+        ))
+        .unwrap();
+    backend
+        .append(record(
+            "s",
+            0,
+            SessionEvent::SystemPrompt { text: "s".into() },
+        ))
+        .unwrap();
+    for sequence in 1..=2000 {
+        backend.append(output("s", sequence)).unwrap();
+    }
+    let closing = |sequence| {
+        record(
+            "s",
+            sequence,
+            SessionEvent::TokenUsage {
+                prompt_tokens: 1,
+                completion_tokens: 1,
+            },
+        )
+    };
+    let error = backend.append(closing(2001)).unwrap_err();
+    let PluginError::Backend { source, .. } = &error else {
+        panic!("{error:?}")
+    };
+    let typed = source.as_ref().unwrap().downcast_ref::<Error>().unwrap();
+    let stored: Vec<u64> = backend
+        .replay("s")
+        .unwrap()
+        .iter()
+        .map(|record| record.sequence)
+        .collect();
+    // Whatever went in the refused statement is named by the error, up to the closing record.
+    match typed {
+        Error::NotStored {
+            first, last, count, ..
+        } => {
+            assert_eq!(*last, 2001, "{typed:?}");
+            assert_eq!(*count, 2002 - *first, "{typed:?}");
+            assert_eq!(stored, (0..*first).collect::<Vec<_>>());
+        }
+        Error::BatchFailed { .. } => assert_eq!(stored, (0..=2000).collect::<Vec<_>>()),
+        other => panic!("{other:?}"),
+    }
+    assert!(error.to_string().contains("refused by the test"), "{error}");
+    // The next call's records are taken: the loss was reported once, to its own call.
+    admin
+        .batch_execute(&format!(
+            "DROP TRIGGER refuse ON \"{schema}\".cuca_session_records"
+        ))
+        .unwrap();
+    let next = stored.last().copied().unwrap_or(0) + 1;
+    backend
+        .append(record(
+            "s",
+            next,
+            SessionEvent::Message(cuca_events::Message::user("the next call")),
+        ))
+        .unwrap();
+    backend.append(closing(next + 1)).unwrap();
+    assert_eq!(backend.replay("s").unwrap().len(), stored.len() + 2);
+}
