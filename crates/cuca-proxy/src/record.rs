@@ -104,6 +104,9 @@ pub(crate) struct Recording {
     /// diverged from the recording and where it was recorded instead (issue 31: "the call log
     /// marks the divergence").
     pub(crate) note: Option<String>,
+    /// Why the call is answered but not recorded (`ProxyConfig::answer_unrecorded`: the store
+    /// was away when the session was prepared), for its call-log rows and stderr.
+    pub(crate) unrecordable: Option<String>,
 }
 
 /// Forwards one chat call and answers the caller with the upstream's answer as it streams.
@@ -205,6 +208,15 @@ pub(crate) async fn forward(
             format.path()
         );
     }
+    let request = match (&recording.unrecordable, request) {
+        (Some(why), Ok(_)) if status.is_success() => {
+            let message = format!("it was not recorded: {why}");
+            tracing::error!(session = %session, "the call is not recorded in full: {message}");
+            rows.not_recorded(&message);
+            Err(why.clone())
+        }
+        (_, request) => request,
+    };
     if let (true, Ok(request)) = (status.is_success(), request) {
         let plugin = Arc::clone(&recording.slot.plugin);
         let mut unified = request.unified;

@@ -721,12 +721,14 @@ async fn recording(shared: &Shared, session: &str) -> Result<Recording, ApiError
     if shared.closing.load(Ordering::SeqCst) {
         return Err(shutting_down(session));
     }
-    slot.prepare(session, shared.config.answer_unrecorded)
+    let unrecordable = slot
+        .prepare(session, shared.config.answer_unrecorded)
         .await?;
     Ok(Recording {
         slot,
         _guard: guard,
         note: None,
+        unrecordable,
     })
 }
 

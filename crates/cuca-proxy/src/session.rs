@@ -144,12 +144,15 @@ impl Slot {
     /// and no other process holds the session; and a call its recorder left open is closed,
     /// so this call is a turn of its own. Runs on a blocking thread: it may read the session.
     /// With `answer_unrecorded` (`ProxyConfig::answer_unrecorded`), a store that is away is
-    /// said on stderr and the call goes on, to be answered and marked not recorded.
+    /// said on stderr and the call goes on, to be answered and not recorded: the answer is
+    /// `Ok(Some(why))`. Not recorded even if the store is back by the time the call would
+    /// write: a call left open before it (`needs_close`) may still be open, and a call
+    /// recorded into another call's open turn would read back as part of that call.
     pub(crate) async fn prepare(
         self: &Arc<Self>,
         session: &str,
         answer_unrecorded: bool,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Option<String>, ApiError> {
         let slot = Arc::clone(self);
         let id = session.to_owned();
         let checked = tokio::task::spawn_blocking(move || -> Result<(), PluginError> {
@@ -164,7 +167,7 @@ impl Slot {
         })
         .await;
         let error = match checked {
-            Ok(Ok(())) => return Ok(()),
+            Ok(Ok(())) => return Ok(None),
             Ok(Err(error)) => error,
             Err(join) => {
                 return Err(ApiError::new(
@@ -186,8 +189,12 @@ impl Slot {
                 (StatusCode::CONFLICT, "server_error", "cuca_session_locked")
             }
             _ if answer_unrecorded => {
-                tracing::error!(session = %session, %error, "the store is away; the call is answered and its recording will fail");
-                return Ok(());
+                tracing::error!(session = %session, %error, "the store is away; the call is answered and not recorded");
+                // The session's last call may still be open: the next call closes it first.
+                self.needs_close();
+                return Ok(Some(format!(
+                    "session {session:?} could not be prepared for it ({error})"
+                )));
             }
             _ => (
                 StatusCode::INTERNAL_SERVER_ERROR,
