@@ -29,6 +29,25 @@ struct Known {
     systems: Vec<String>,
     /// Its user and assistant messages, as far as any call carried them.
     messages: Vec<Message>,
+    /// Whether a call was recorded in it (read from the store, or recorded by this proxy):
+    /// until then the id is only this proxy's choice, and another process sharing the store
+    /// may begin a conversation of its own under it first.
+    begun: bool,
+    /// Read from the store halfway through another writer's first request: its system
+    /// prompts and no message yet. Not known until read again: as it stands it would be a
+    /// prefix of every request.
+    pending: bool,
+}
+
+/// Where a call is recorded: the session, and whether the call begins it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Placed {
+    /// The session (the base, or `{base}:conv:{n}`).
+    pub(crate) id: String,
+    /// Whether no call is recorded there yet: the call's first record must then find the
+    /// session empty (`SessionLogPlugin::record_new_request_with`), else another process
+    /// began it first and the call is placed again ([`Conversations::taken`]).
+    pub(crate) new: bool,
 }
 
 /// The conversations of each base session in use, read from the store on first use.
@@ -84,46 +103,63 @@ impl Conversations {
     /// new one. Two calls that race on a new conversation with the same request (a client's
     /// retry) are placed in the same one, since the first's messages are known from the moment
     /// it is placed.
+    ///
+    /// On a store other processes write too (a fleet on one database), what this proxy knows
+    /// may be behind: a call that continues no conversation it knows first reads the
+    /// conversations recorded after those (another proxy may have begun the one it continues,
+    /// or taken the next id), and only then begins a new one.
     pub(crate) async fn place(
         &self,
         base: &str,
         request: &UnifiedRequest,
-    ) -> Result<String, ApiError> {
-        let cell = {
-            let mut bases = self.bases.lock().unwrap_or_else(PoisonError::into_inner);
-            Arc::clone(bases.entry(base.to_owned()).or_default())
-        };
+    ) -> Result<Placed, ApiError> {
+        let cell = self.cell(base);
         let mut known = cell.lock().await;
         if known.is_none() {
             *known = Some(self.load(base).await?);
         }
         let Some(known) = known.as_mut() else {
-            return Ok(base.to_owned());
+            return Ok(Placed {
+                id: base.to_owned(),
+                new: false,
+            });
         };
         let (systems, messages) = shape(request);
-        let continued = known
-            .iter()
-            .enumerate()
-            .filter(|(_, k)| k.systems == systems && messages.starts_with(&k.messages))
-            // The longest recorded prefix; of equals, the conversation recorded first.
-            .max_by_key(|(index, k)| (k.messages.len(), std::cmp::Reverse(*index)))
-            .map(|(index, _)| index);
-        let index = match continued {
-            Some(index) => index,
-            None if known.is_empty() => {
-                known.push(Known {
-                    id: base.to_owned(),
-                    systems,
-                    messages: Vec::new(),
-                });
-                0
+        let continued = |known: &[Known]| {
+            known
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| !k.pending || messages.is_empty())
+                .filter(|(_, k)| k.systems == systems && messages.starts_with(&k.messages))
+                // The longest recorded prefix; of equals, the conversation recorded first.
+                .max_by_key(|(index, k)| (k.messages.len(), std::cmp::Reverse(*index)))
+                .map(|(index, _)| index)
+        };
+        let mut found = continued(known);
+        if found.is_none() {
+            // Read again what was read half-written, then what was begun since.
+            for entry in known.iter_mut().filter(|k| k.pending) {
+                if let Some(stored) = self.read_one(base, entry.id.clone()).await? {
+                    *entry = stored;
+                }
             }
+            let later = self.probe(base, known.len()).await?;
+            known.extend(later);
+            found = continued(known);
+        }
+        let index = match found {
+            Some(index) => index,
             None => {
-                let id = conversation_session_id(base, known.len() as u64);
+                let id = match known.len() {
+                    0 => base.to_owned(),
+                    n => conversation_session_id(base, n as u64),
+                };
                 known.push(Known {
                     id,
                     systems,
                     messages: Vec::new(),
+                    begun: false,
+                    pending: false,
                 });
                 known.len() - 1
             }
@@ -132,7 +168,95 @@ impl Conversations {
         if messages.len() > chosen.messages.len() {
             chosen.messages = messages;
         }
-        Ok(chosen.id.clone())
+        Ok(Placed {
+            id: chosen.id.clone(),
+            new: !chosen.begun,
+        })
+    }
+
+    /// A call was recorded in `id`: it is begun, and later calls continue it as they would
+    /// any conversation.
+    pub(crate) async fn began(&self, base: &str, id: &str) {
+        let cell = self.cell(base);
+        let mut known = cell.lock().await;
+        if let Some(entry) = known
+            .as_mut()
+            .and_then(|known| known.iter_mut().find(|k| k.id == id))
+        {
+            entry.begun = true;
+        }
+    }
+
+    /// Another process began `id` before this proxy's call could: what it holds is read from
+    /// the store in place of what this proxy meant to record there, so placing the call again
+    /// finds it another conversation (or the other's, if the call continues it).
+    pub(crate) async fn taken(&self, base: &str, id: &str) -> Result<(), ApiError> {
+        let cell = self.cell(base);
+        let mut known = cell.lock().await;
+        let Some(known) = known.as_mut() else {
+            return Ok(());
+        };
+        let Some(index) = known.iter().position(|k| k.id == id) else {
+            return Ok(());
+        };
+        let read = self.read_one(base, id.to_owned()).await?;
+        match read {
+            Some(stored) => known[index] = stored,
+            None => known[index].begun = false,
+        }
+        Ok(())
+    }
+
+    fn cell(&self, base: &str) -> Arc<Base> {
+        let mut bases = self.bases.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(bases.entry(base.to_owned()).or_default())
+    }
+
+    /// The conversations of `base` recorded from number `from` on (0: the base itself), up to
+    /// the first id that holds nothing: what other processes began since this proxy read.
+    async fn probe(&self, base: &str, from: usize) -> Result<Vec<Known>, ApiError> {
+        let mut found = Vec::new();
+        for n in from.. {
+            let id = match n {
+                0 => base.to_owned(),
+                n => conversation_session_id(base, n as u64),
+            };
+            match self.read_one(base, id).await? {
+                Some(known) => found.push(known),
+                None => break,
+            }
+        }
+        Ok(found)
+    }
+
+    /// One conversation as the store holds it, `None` when it holds no record; on a blocking
+    /// thread, as the store's reads may block.
+    async fn read_one(&self, base: &str, id: String) -> Result<Option<Known>, ApiError> {
+        let backend = Arc::clone(&self.backend);
+        let read = tokio::task::spawn_blocking(move || {
+            backend
+                .replay(&id)
+                .map(|records| known_of(id.clone(), &records))
+                .map_err(|error| format!("cannot read session {id:?}: {error}"))
+        })
+        .await;
+        match read {
+            Ok(Ok(known)) => Ok(known),
+            Ok(Err(message)) => Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "cuca_record_failed",
+                message,
+            )
+            .in_session(base)),
+            Err(join) => Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "cuca_record_failed",
+                format!("reading session {base:?} stopped: {join}"),
+            )
+            .in_session(base)),
+        }
     }
 
     /// A new conversation of `base` for `request`, whatever it continues: fork mode's branch
@@ -142,10 +266,7 @@ impl Conversations {
         base: &str,
         request: &UnifiedRequest,
     ) -> Result<String, ApiError> {
-        let cell = {
-            let mut bases = self.bases.lock().unwrap_or_else(PoisonError::into_inner);
-            Arc::clone(bases.entry(base.to_owned()).or_default())
-        };
+        let cell = self.cell(base);
         let mut known = cell.lock().await;
         if known.is_none() {
             *known = Some(self.load(base).await?);
@@ -159,6 +280,8 @@ impl Conversations {
             id: id.clone(),
             systems,
             messages,
+            begun: true,
+            pending: false,
         });
         Ok(id)
     }
@@ -253,10 +376,18 @@ fn known_of(id: String, records: &[cuca_events::SessionRecord]) -> Option<Known>
             _ => in_request = false,
         }
     }
+    // A request whose call has not written its next record yet (another process is still
+    // recording it): its system prompts are the conversation's all the same.
+    let pending = in_request && messages.is_empty();
+    if in_request && systems.is_empty() {
+        systems = call_systems;
+    }
     Some(Known {
         id,
         systems,
         messages,
+        begun: true,
+        pending,
     })
 }
 
@@ -293,9 +424,9 @@ mod tests {
         let conversations = conversations();
         let colour = request("Be brief.", &[(Role::User, "Name a colour.")]);
         let planet = request("Be brief.", &[(Role::User, "Name a planet.")]);
-        assert_eq!(conversations.place("app", &colour).await.unwrap(), "app");
+        assert_eq!(conversations.place("app", &colour).await.unwrap().id, "app");
         assert_eq!(
-            conversations.place("app", &planet).await.unwrap(),
+            conversations.place("app", &planet).await.unwrap().id,
             "app:conv:1"
         );
         let follow_up = request(
@@ -307,15 +438,15 @@ mod tests {
             ],
         );
         assert_eq!(
-            conversations.place("app", &follow_up).await.unwrap(),
+            conversations.place("app", &follow_up).await.unwrap().id,
             "app:conv:1"
         );
         // The same question again (LangChain's `invoke` then `stream`) is a retry in place.
-        assert_eq!(conversations.place("app", &colour).await.unwrap(), "app");
+        assert_eq!(conversations.place("app", &colour).await.unwrap().id, "app");
         // Another system prompt is another conversation, even with the same question.
         let other = request("Be verbose.", &[(Role::User, "Name a colour.")]);
         assert_eq!(
-            conversations.place("app", &other).await.unwrap(),
+            conversations.place("app", &other).await.unwrap().id,
             "app:conv:2"
         );
     }
@@ -365,12 +496,12 @@ mod tests {
             ],
         );
         assert_eq!(
-            conversations.place("app", &planet).await.unwrap(),
+            conversations.place("app", &planet).await.unwrap().id,
             "app:conv:1"
         );
         let third = request("Be brief.", &[(Role::User, "Name a fish.")]);
         assert_eq!(
-            conversations.place("app", &third).await.unwrap(),
+            conversations.place("app", &third).await.unwrap().id,
             "app:conv:2"
         );
     }

@@ -16,7 +16,10 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use cuca_events::{CucaPlugin, MessageContentBlock, SessionEvent, TokenUsage, UnifiedResponse};
+use cuca_events::{
+    CucaPlugin, MessageContentBlock, PluginError, SessionEvent, TokenUsage, UnifiedRequest,
+    UnifiedResponse,
+};
 use cuca_wire::{Format, StreamDecoder, StreamSummary, WireRequest};
 use tokio::sync::{mpsc, watch, OwnedMutexGuard};
 use tokio::time::Instant;
@@ -107,6 +110,76 @@ pub(crate) struct Recording {
     /// Why the call is answered but not recorded (`ProxyConfig::answer_unrecorded`: the store
     /// was away when the session was prepared), for its call-log rows and stderr.
     pub(crate) unrecordable: Option<String>,
+    /// The base session, when this call begins its conversation (`Placed::new`): its first
+    /// record must find the session empty, and if another process began it first the call is
+    /// placed again under this base.
+    pub(crate) begins: Option<String>,
+}
+
+/// How many times a call that begins a conversation is placed again when another process
+/// began the id it was given first: each time the id is taken, the next is tried.
+const MAX_PLACINGS: usize = 8;
+
+/// Writes the call's request records. A call that begins its conversation writes them only
+/// into an empty session (`record_new_request_with`); when another process sharing the store
+/// began that id first, the call is placed again and recorded where it lands — `session` and
+/// `recording` follow it, and its end row names the session and says why.
+async fn record_request(
+    shared: &Shared,
+    recording: &mut Recording,
+    session: &mut String,
+    unified: &mut UnifiedRequest,
+    parameters: &str,
+    rows: &mut CallRows,
+) -> Result<Option<u64>, PluginError> {
+    let mut placings = 0;
+    loop {
+        let plugin = Arc::clone(&recording.slot.plugin);
+        unified.metadata.node = Some(session.clone());
+        let Some(base) = recording.begins.clone() else {
+            return plugin.record_request_with(unified, parameters);
+        };
+        let taken = match plugin.record_new_request_with(unified, parameters) {
+            Ok(point) => {
+                shared.conversations.began(&base, session).await;
+                return Ok(point);
+            }
+            Err(taken @ PluginError::SequenceTaken { .. }) if placings < MAX_PLACINGS => taken,
+            Err(error) => return Err(error),
+        };
+        placings += 1;
+        let lost = session.clone();
+        let moved = async {
+            shared.conversations.taken(&base, &lost).await?;
+            let placed = shared.conversations.place(&base, unified).await?;
+            let mut next = server::recording(shared, &placed.id).await?;
+            next.begins = placed.new.then(|| base.clone());
+            next.note = recording.note.take();
+            Ok::<_, ApiError>((placed.id, next))
+        };
+        let (id, next) = moved.await.map_err(|error| PluginError::Backend {
+            backend: "proxy".into(),
+            message: format!(
+                "another process began session {lost:?} first ({taken}), and the call could not be placed again: {}",
+                error.message
+            ),
+            source: None,
+        })?;
+        tracing::info!(from = %lost, to = %id, "another process began the conversation's session first; the call is recorded in the next");
+        rows.moved_to(
+            &id,
+            &format!("recorded in {id}: another process began {lost} first"),
+        );
+        *recording = next;
+        *session = id;
+        if let Some(why) = recording.unrecordable.clone() {
+            return Err(PluginError::Backend {
+                backend: "proxy".into(),
+                message: why,
+                source: None,
+            });
+        }
+    }
 }
 
 /// Forwards one chat call and answers the caller with the upstream's answer as it streams.
@@ -117,11 +190,11 @@ pub(crate) async fn forward(
     shared: Arc<Shared>,
     format: Format,
     query: Option<String>,
-    session: String,
+    mut session: String,
     headers: HeaderMap,
     body: Bytes,
     request: Result<WireRequest, String>,
-    recording: Recording,
+    mut recording: Recording,
 ) -> Response {
     let parsed = request.as_ref().ok();
     let mut rows = CallRows::start(
@@ -218,15 +291,24 @@ pub(crate) async fn forward(
         (_, request) => request,
     };
     if let (true, Ok(request)) = (status.is_success(), request) {
-        let plugin = Arc::clone(&recording.slot.plugin);
         let mut unified = request.unified;
         unified.metadata.run = Some(shared.run_id.clone());
         unified.metadata.tag = Some("proxy".into());
-        unified.metadata.node = Some(session.clone());
         unified.metadata.call_id = Some(format!("{:016x}", rand::random::<u64>()));
         // The point is the first record this call actually wrote: another writer's records
         // may have come first, and the plugin continues after them.
-        let started = plugin.record_request_with(&unified, &request.parameters);
+        let started = record_request(
+            &shared,
+            &mut recording,
+            &mut session,
+            &mut unified,
+            &request.parameters,
+            &mut rows,
+        )
+        .await;
+        if let Ok(value) = HeaderValue::from_str(&session) {
+            response_headers.insert(HeaderName::from_static(SESSION_HEADER), value);
+        }
         match started {
             Ok(point) => {
                 if let Some(value) = point

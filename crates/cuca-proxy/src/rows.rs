@@ -113,6 +113,13 @@ impl CallRows {
         }
     }
 
+    /// The call is recorded in `session` after all, not the one its start row named (another
+    /// process began that conversation first): the end row names where it is, and says why.
+    pub(crate) fn moved_to(&mut self, session: &str, why: &str) {
+        self.template.node = session.to_owned();
+        add_note(&mut self.template, why);
+    }
+
     /// The session could not record the whole call: the end row's `error` says so, whatever
     /// the caller got (a recording that failed is not a clean row).
     pub(crate) fn not_recorded(&mut self, message: &str) {

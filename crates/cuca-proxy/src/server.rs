@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::chain;
 use crate::config::{Mode, ProxyConfig, MODELS_MAX_BYTES, MODELS_TIMEOUT};
-use crate::conversations::Conversations;
+use crate::conversations::{Conversations, Placed};
 use crate::error::ProxyError;
 use crate::matching::Matching;
 use crate::record::{self, root_cause, upstream_headers, Recording};
@@ -488,11 +488,17 @@ async fn route_call(
             }
         }
         Mode::Record => {
-            let conversation = match continued.take() {
-                Some(conversation) => conversation,
-                None => place(&shared, &session, request.as_ref().ok()).await?,
+            let (conversation, recording) = match continued.take() {
+                Some(conversation) => {
+                    let recording = recording(&shared, &conversation).await?;
+                    (conversation, recording)
+                }
+                None => {
+                    let placed = place(&shared, &session, request.as_ref().ok()).await?;
+                    let recording = placed_recording(&shared, &session, &placed).await?;
+                    (placed.id, recording)
+                }
             };
-            let recording = recording(&shared, &conversation).await?;
             Ok(record::forward(
                 shared,
                 format,
@@ -509,11 +515,17 @@ async fn route_call(
         Mode::Auto => {
             // The writer is taken before the lookup, so a call recorded meanwhile on the same
             // conversation cannot slip between the two.
-            let conversation = match continued.take() {
-                Some(conversation) => conversation,
-                None => place(&shared, &session, request.as_ref().ok()).await?,
+            let (conversation, recording) = match continued.take() {
+                Some(conversation) => {
+                    let recording = recording(&shared, &conversation).await?;
+                    (conversation, recording)
+                }
+                None => {
+                    let placed = place(&shared, &session, request.as_ref().ok()).await?;
+                    let recording = placed_recording(&shared, &session, &placed).await?;
+                    (placed.id, recording)
+                }
             };
-            let recording = recording(&shared, &conversation).await?;
             if let Ok(parsed) = &request {
                 match load_and_lookup(&shared, &session, named.as_deref(), parsed).await? {
                     (Lookup::Found(turn, turn_idx), replayed_from) => {
@@ -578,17 +590,10 @@ async fn fork_mode(
         (Lookup::Diverged(_), conversation) => Some(conversation),
     };
     let Some(original) = diverged_in else {
-        let conversation = place(&shared, &session, Some(parsed)).await?;
-        let recording = recording(&shared, &conversation).await?;
+        let placed = place(&shared, &session, Some(parsed)).await?;
+        let recording = placed_recording(&shared, &session, &placed).await?;
         return Ok(record::forward(
-            shared,
-            format,
-            query,
-            conversation,
-            headers,
-            body,
-            request,
-            recording,
+            shared, format, query, placed.id, headers, body, request, recording,
         )
         .await);
     };
@@ -706,14 +711,31 @@ async fn place(
     shared: &Shared,
     session: &str,
     request: Option<&WireRequest>,
-) -> Result<String, ApiError> {
+) -> Result<Placed, ApiError> {
     match request {
         Some(request) => shared.conversations.place(session, &request.unified).await,
-        None => Ok(session.to_owned()),
+        None => Ok(Placed {
+            id: session.to_owned(),
+            new: false,
+        }),
     }
 }
 
-async fn recording(shared: &Shared, session: &str) -> Result<Recording, ApiError> {
+/// The writer of a placed call: a call that begins its conversation carries the base session,
+/// so the recorder can place it again if another process began the same id first.
+async fn placed_recording(
+    shared: &Shared,
+    base: &str,
+    placed: &Placed,
+) -> Result<Recording, ApiError> {
+    let mut recording = recording(shared, &placed.id).await?;
+    if placed.new {
+        recording.begins = Some(base.to_owned());
+    }
+    Ok(recording)
+}
+
+pub(crate) async fn recording(shared: &Shared, session: &str) -> Result<Recording, ApiError> {
     let slot = shared.slots.get(session)?;
     let guard = Arc::clone(&slot.lock).lock_owned().await;
     // A call that waited for its session's writer through the start of a shutdown must not
@@ -729,6 +751,7 @@ async fn recording(shared: &Shared, session: &str) -> Result<Recording, ApiError
         _guard: guard,
         note: None,
         unrecordable,
+        begins: None,
     })
 }
 

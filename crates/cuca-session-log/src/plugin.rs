@@ -414,27 +414,137 @@ impl SessionLogPlugin {
                 "the parameters must be the JSON text of one object, such as {\"seed\":7}",
             ));
         }
-        self.record_request(request, Some(trimmed))
+        self.record_request(request, Some(trimmed), false)
     }
 
+    /// [`Self::record_request_with`] for the first call of a session the caller has just
+    /// chosen for it, such as a proxy's new conversation: the session must hold no record.
+    /// When it does — another process chose the same id first, on a store that several
+    /// processes write — nothing is written and the answer is [`PluginError::SequenceTaken`]
+    /// (`last`: the session's last sequence), so the caller can choose another id instead of
+    /// recording its call into someone else's session. The check and the first record are one
+    /// step on a store with the sequence rule (two writers cannot both store sequence 0).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use cuca_events::{Message, PluginError, SessionBackend, UnifiedRequest};
+    /// # use cuca_session_log::SessionLogPlugin;
+    /// # use cuca_store_mem::InMemoryBackend;
+    /// let backend = Arc::new(InMemoryBackend::new());
+    /// let first = SessionLogPlugin::new(backend.clone()).with_session_id("c");
+    /// let second = SessionLogPlugin::new(backend.clone()).with_session_id("c");
+    /// let request = UnifiedRequest::new(vec![Message::user("hi")]);
+    /// assert_eq!(first.record_new_request_with(&request, "{}")?, Some(0));
+    /// let taken = second.record_new_request_with(&request, "{}").unwrap_err();
+    /// assert!(matches!(taken, PluginError::SequenceTaken { last: 0, .. }));
+    /// assert_eq!(backend.replay("c")?.len(), 1);
+    /// # Ok::<(), cuca_events::PluginError>(())
+    /// ```
+    pub fn record_new_request_with(
+        &self,
+        request: &UnifiedRequest,
+        parameters: &str,
+    ) -> Result<Option<u64>, PluginError> {
+        let trimmed = parameters.trim();
+        if !(trimmed.starts_with('{') && trimmed.ends_with('}')) {
+            return Err(PluginError::validation(
+                "parameters",
+                "the parameters must be the JSON text of one object, such as {\"seed\":7}",
+            ));
+        }
+        self.record_request(request, Some(trimmed), true)
+    }
+
+    /// Records a request. Its first record is appended strictly: refused
+    /// ([`PluginError::SequenceTaken`]), another writer appended to the session since this
+    /// plugin last read it — another process continuing the same conversation — so the cursor
+    /// reads the session anew (its tail and the messages it holds) and the request is written
+    /// against that, once; a `fresh` session (see [`Self::record_new_request_with`]) is
+    /// refused instead.
     fn record_request(
         &self,
         request: &UnifiedRequest,
         sent: Option<&str>,
+        fresh: bool,
     ) -> Result<Option<u64>, PluginError> {
         // One lock for the whole request keeps its records contiguous in the session.
         let mut cursor = self.lock();
+        if fresh {
+            *cursor = Cursor::default();
+            let next = self.sync(&mut cursor)?;
+            if next > 0 {
+                return Err(PluginError::SequenceTaken {
+                    session_id: self.session_id.clone(),
+                    sequence: 0,
+                    last: next - 1,
+                });
+            }
+        }
+        // What the session holds is read before the messages are matched to it: a plugin
+        // new to a session that has records must know which of them are recorded already.
+        self.sync(&mut cursor)?;
+        match self.write_request(&mut cursor, request, sent, true)? {
+            Ok(first) => Ok(first),
+            Err(taken) if fresh => Err(taken),
+            Err(_) => {
+                tracing::debug!(session = %self.session_id, "another writer appended to the session; reading it anew before the request");
+                *cursor = Cursor::default();
+                self.sync(&mut cursor)?;
+                self.write_request(&mut cursor, request, sent, false)?
+            }
+        }
+    }
+
+    /// Writes a request's records; with `strict`, a first record whose sequence another
+    /// writer took is not retried but answered as the inner `Err`, with nothing written.
+    fn write_request(
+        &self,
+        cursor: &mut Cursor,
+        request: &UnifiedRequest,
+        sent: Option<&str>,
+        strict: bool,
+    ) -> Result<Result<Option<u64>, PluginError>, PluginError> {
         let mut first = None;
+        let mut strict = strict;
+        let mut write = |this: &Self,
+                         cursor: &mut Cursor,
+                         make: &dyn Fn() -> Option<SessionEvent>|
+         -> Result<Result<Option<u64>, PluginError>, PluginError> {
+            if !strict {
+                return this.write(cursor, make).map(Ok);
+            }
+            let Some(event) = make() else {
+                return Ok(Ok(None));
+            };
+            let record = this.stamp(cursor, event)?;
+            let sequence = record.sequence;
+            match this.backend.append(record) {
+                Ok(()) => {
+                    strict = false;
+                    Self::advance(cursor);
+                    Ok(Ok(Some(sequence)))
+                }
+                Err(taken @ PluginError::SequenceTaken { .. }) => Ok(Err(taken)),
+                Err(other) => Err(other),
+            }
+        };
+        macro_rules! written {
+            ($make:expr) => {
+                match write(self, cursor, &$make)? {
+                    Ok(written) => written,
+                    Err(taken) => return Ok(Err(taken)),
+                }
+            };
+        }
         for (position, message) in request.messages.iter().enumerate() {
             let written = match message.role {
-                Role::System => self.write(&mut cursor, || {
+                Role::System => written!(|| {
                     Some(SessionEvent::SystemPrompt {
                         text: message.text(),
                     })
-                })?,
+                }),
                 Role::User | Role::Assistant if cursor.is_new(position) => {
-                    let written =
-                        self.write(&mut cursor, || Some(SessionEvent::Message(message.clone())))?;
+                    let written = written!(|| Some(SessionEvent::Message(message.clone())));
                     cursor.seen_positions.insert(position);
                     written
                 }
@@ -447,7 +557,7 @@ impl SessionLogPlugin {
                             is_error,
                         } = block
                         {
-                            let record = self.write(&mut cursor, || {
+                            let record = written!(|| {
                                 Some(SessionEvent::ToolResult {
                                     tool_call_id: tool_call_id.clone(),
                                     content: content.clone(),
@@ -456,7 +566,7 @@ impl SessionLogPlugin {
                                     stderr: None,
                                     exit_code: None,
                                 })
-                            })?;
+                            });
                             written = written.or(record);
                         }
                     }
@@ -467,13 +577,11 @@ impl SessionLogPlugin {
             first = first.or(written);
         }
         if self.call_metadata {
-            let written = self.write(&mut cursor, || {
-                Some(crate::call::request_event(request, sent))
-            })?;
+            let written = written!(|| Some(crate::call::request_event(request, sent)));
             first = first.or(written);
-            self.write(&mut cursor, || Some(crate::call::digest_event(request)))?;
+            written!(|| Some(crate::call::digest_event(request)));
         }
-        Ok(first)
+        Ok(Ok(first))
     }
 
     /// Closes the session's last call when it was left open — a `CallRequest` with no
@@ -593,7 +701,7 @@ impl CucaPlugin for SessionLogPlugin {
     /// assistant message whose position has not been recorded in this session yet. Tool
     /// messages are not recorded; the request is not changed.
     async fn on_request(&self, request: &mut UnifiedRequest) -> Result<(), PluginError> {
-        self.record_request(request, None).map(|_| ())
+        self.record_request(request, None, false).map(|_| ())
     }
 
     /// Appends one record per block (Thinking → Reasoning, Text → Output, ToolCall →

@@ -178,3 +178,54 @@ fn a_second_refusal_is_returned_after_one_retry_and_the_cursor_follows_the_tail(
     assert_eq!(crowded.appends.load(Ordering::SeqCst), 3, "no retry needed");
     assert_eq!(sequences(&crowded.inner, "busy"), [0, 1, 2]);
 }
+
+/// Issue 34: "Several `cuca proxy` processes … record into one schema at once; sessions,
+/// conversations … are consistent". A conversation one writer began and another continued is
+/// continued by the first again: its first record is refused (the other took the tail), so it
+/// reads the session anew and records each message once, in order, not again what the other
+/// recorded.
+#[test]
+fn a_conversation_another_writer_continued_is_read_anew_and_each_message_kept_once() {
+    use cuca_events::{Message, Role, UnifiedRequest};
+    let backend: Arc<dyn SessionBackend> = Arc::new(InMemoryBackend::new());
+    let first = SessionLogPlugin::new(Arc::clone(&backend)).with_session_id("c");
+    let second = SessionLogPlugin::new(Arc::clone(&backend)).with_session_id("c");
+    let history = |turns: usize| {
+        let mut messages = Vec::new();
+        for turn in 1..=turns {
+            if turn > 1 {
+                messages.push(Message::assistant(format!("answer {}", turn - 1)));
+            }
+            messages.push(Message::user(format!("question {turn}")));
+        }
+        UnifiedRequest::new(messages)
+    };
+    first.record_request_with(&history(1), "{}").unwrap();
+    second.record_request_with(&history(2), "{}").unwrap();
+    let point = first.record_request_with(&history(3), "{}").unwrap();
+    let texts: Vec<String> = backend
+        .replay("c")
+        .unwrap()
+        .into_iter()
+        .filter_map(|record| match record.event {
+            SessionEvent::Message(message) if message.role != Role::System => Some(message.text()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "question 1",
+            "answer 1",
+            "question 2",
+            "answer 2",
+            "question 3"
+        ]
+    );
+    assert_eq!(sequences(&*backend, "c"), (0..5).collect::<Vec<_>>());
+    assert_eq!(
+        point,
+        Some(3),
+        "the call starts after the other writer's records"
+    );
+}
