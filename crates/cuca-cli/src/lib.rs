@@ -98,7 +98,7 @@ pub struct Cli {
 /// One subcommand each; `docs/cli.md` has the long form.
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// One row per session in DIR: records, bytes on disk, first/last time, forks.
+    /// One row per session in STORE: records, bytes, first/last time, forks.
     Sessions {
         /// A directory of `.cslog` files, or a PostgreSQL URL (`postgres://…`).
         #[arg(value_name = "STORE")]
@@ -174,7 +174,7 @@ enum Command {
         /// A directory of `.cslog` files, or a PostgreSQL URL (`postgres://…`).
         #[arg(value_name = "STORE")]
         store: store::StoreArg,
-        /// Sessions to scan (default: every session in DIR).
+        /// Sessions to scan (default: every session in STORE).
         sessions: Vec<String>,
         /// JSON Lines, one report per session.
         #[arg(long)]
