@@ -47,6 +47,15 @@ pub(crate) struct GrepArgs {
 /// Runs `cuca grep`: hits to stdout as found, unreadable sessions as warnings; exit 0 with a
 /// hit, 1 with none, 2 when a session could not be read or the pattern is bad.
 pub(crate) fn run(args: &GrepArgs, schema: Option<&str>) -> Result<(), CliError> {
+    search(args, schema).map_err(|error| match error {
+        // grep's 1 means "nothing matched": a store that cannot be reached or listed must not
+        // read as that to a script, so every failure is grep's trouble status, 2.
+        CliError::Failed(message) => CliError::Usage(message),
+        other => other,
+    })
+}
+
+fn search(args: &GrepArgs, schema: Option<&str>) -> Result<(), CliError> {
     let store = args.store.open(schema, false)?;
     let mut search = Search::new(args.pattern.clone())
         .fixed_strings(args.fixed_strings)

@@ -2,7 +2,10 @@
 //! PostgreSQL schema through the real Python `openai` package, and `cuca verify`, `cuca view`
 //! and the store itself see every call of every proxy; a PostgreSQL restart mid-run costs no
 //! caller's answer and no acknowledged record; a proxy SIGKILLed mid-stream leaves a session
-//! another proxy continues; a database that refuses is an error naming the store.
+//! another proxy continues; a database that refuses is an error naming the store. The session
+//! commands on a database: `grep` (and its trouble status), `run --store`, `sessions` and
+//! `verify` sizes, `compact` and `repair` refusing it; and `cuca view --store URL` in Chromium
+//! (the driver shared with cuca-view's browser tests, by path).
 //!
 //! Needs `CUCA_PG_URL` (a server `.ci/postgres.sh` started) and `CUCA_TEST_PYTHON` (a Python
 //! with the `openai` package, as `.ci/run` makes): without them each test prints why and
@@ -690,6 +693,25 @@ fn grep_searches_every_session_of_a_postgres_store() {
         "{}",
         text(&replay.stderr)
     );
+}
+
+/// A database grep cannot reach is grep's trouble status, 2, naming the store: never 1, which
+/// a script reads as "nothing matched".
+#[test]
+fn grep_on_a_database_it_cannot_reach_exits_2_not_1() {
+    // Port 9 (discard) has no server on loopback: the connection is refused at once.
+    let output = cuca_out(&[
+        "grep",
+        "postgres://nobody:s3cret@127.0.0.1:9/fleet",
+        "vault",
+    ]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("cuca: error: store postgres 127.0.0.1:9/fleet schema cuca: "),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret"), "{stderr}");
 }
 
 /// "`cuca sessions` and `cuca verify` say `BYTES` … ": over a database each session's size is
