@@ -1,9 +1,9 @@
-//! `cuca grep DIR PATTERN`: every session of a directory searched (`cuca-search`), one hit
-//! a line, with the point and the turn that reach it; exit status as grep's.
+//! `cuca grep STORE PATTERN`: every session of a store (a directory, or a PostgreSQL
+//! database) searched (`cuca-search`), one hit a line, with the point and the turn that reach
+//! it; exit status as grep's.
 
 use std::io::{BufWriter, IsTerminal, Write};
 use std::ops::ControlFlow;
-use std::path::PathBuf;
 
 use cuca_search::{Hit, Search, SearchError};
 use serde_json::json;
@@ -20,8 +20,10 @@ const EXIT_TROUBLE: i32 = 2;
 /// `cuca grep`'s arguments.
 #[derive(Debug, clap::Args)]
 pub(crate) struct GrepArgs {
-    /// A directory of `.cslog` files; every session in it is searched.
-    dir: PathBuf,
+    /// A directory of `.cslog` files, or a PostgreSQL URL (`postgres://…`); every session in
+    /// it is searched.
+    #[arg(value_name = "STORE")]
+    store: crate::store::StoreArg,
     /// A regular expression (Rust `regex` syntax), or with `--fixed-strings` a plain text.
     pattern: String,
     /// JSON Lines, one object per hit.
@@ -44,8 +46,17 @@ pub(crate) struct GrepArgs {
 
 /// Runs `cuca grep`: hits to stdout as found, unreadable sessions as warnings; exit 0 with a
 /// hit, 1 with none, 2 when a session could not be read or the pattern is bad.
-pub(crate) fn run(args: &GrepArgs) -> Result<(), CliError> {
-    crate::sessions::open_dir(&args.dir)?;
+pub(crate) fn run(args: &GrepArgs, schema: Option<&str>) -> Result<(), CliError> {
+    search(args, schema).map_err(|error| match error {
+        // grep's 1 means "nothing matched": a store that cannot be reached or listed must not
+        // read as that to a script, so every failure is grep's trouble status, 2.
+        CliError::Failed(message) => CliError::Usage(message),
+        other => other,
+    })
+}
+
+fn search(args: &GrepArgs, schema: Option<&str>) -> Result<(), CliError> {
+    let store = args.store.open(schema, false)?;
     let mut search = Search::new(args.pattern.clone())
         .fixed_strings(args.fixed_strings)
         .ignore_case(args.ignore_case)
@@ -55,25 +66,30 @@ pub(crate) fn run(args: &GrepArgs) -> Result<(), CliError> {
         search = search.limit(limit);
     }
     let highlight = !args.json && stdout_colour();
-    let dir = args.dir.display().to_string();
+    let typed = store.command_form().to_owned();
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut failed: Option<CliError> = None;
-    let outcome = search
-        .run(&args.dir, |hit| {
-            let written = if args.json {
-                write_json(&mut out, &hit)
-            } else {
-                write_text(&mut out, &hit, &dir, highlight)
-            };
-            match written {
-                Ok(()) => ControlFlow::Continue(()),
-                Err(error) => {
-                    failed = Some(error.into());
-                    ControlFlow::Break(())
-                }
+    let mut visit = |hit: Hit| {
+        let written = if args.json {
+            write_json(&mut out, &hit)
+        } else {
+            write_text(&mut out, &hit, &typed, highlight)
+        };
+        match written {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(error) => {
+                failed = Some(error.into());
+                ControlFlow::Break(())
             }
-        })
-        .map_err(usage)?;
+        }
+    };
+    // A directory's files are skimmed (damage reported by byte offset); any other store is
+    // read through the trait.
+    let outcome = match store.file() {
+        Some(backend) => search.run(backend.dir(), &mut visit),
+        None => search.run_backend(store.backend(), &mut visit),
+    }
+    .map_err(usage)?;
     if let Some(error) = failed {
         return Err(error);
     }
@@ -112,10 +128,15 @@ fn stdout_colour() -> bool {
     !no_color && std::io::stdout().is_terminal()
 }
 
-/// `demo:14  turn 2  Output  "… the vault is in Lisbon …"  (cuca replay DIR demo --turn 2)`:
+/// `demo:14  turn 2  Output  "… the vault is in Lisbon …"  (cuca replay STORE demo --turn 2)`:
 /// the point (what `cuca fork` takes), the turn, the kind (with the role and the field where
 /// they say more), the snippet on one line, escaped, and the command that shows the turn.
-fn write_text(out: &mut impl Write, hit: &Hit, dir: &str, highlight: bool) -> std::io::Result<()> {
+fn write_text(
+    out: &mut impl Write,
+    hit: &Hit,
+    store: &str,
+    highlight: bool,
+) -> std::io::Result<()> {
     let mut kind = hit.kind.to_owned();
     if let Some(role) = hit.role {
         kind.push(' ');
@@ -142,7 +163,7 @@ fn write_text(out: &mut impl Write, hit: &Hit, dir: &str, highlight: bool) -> st
         line(before),
         line(matched),
         line(after),
-        line(dir),
+        line(store),
         line(&hit.session_id),
         hit.turn
     )

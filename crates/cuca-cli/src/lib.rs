@@ -98,7 +98,7 @@ pub struct Cli {
 /// One subcommand each; `docs/cli.md` has the long form.
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// One row per session in DIR: records, bytes on disk, first/last time, forks.
+    /// One row per session in STORE: records, bytes, first/last time, forks.
     Sessions {
         /// A directory of `.cslog` files, or a PostgreSQL URL (`postgres://…`).
         #[arg(value_name = "STORE")]
@@ -174,7 +174,7 @@ enum Command {
         /// A directory of `.cslog` files, or a PostgreSQL URL (`postgres://…`).
         #[arg(value_name = "STORE")]
         store: store::StoreArg,
-        /// Sessions to scan (default: every session in DIR).
+        /// Sessions to scan (default: every session in STORE).
         sessions: Vec<String>,
         /// JSON Lines, one report per session.
         #[arg(long)]
@@ -182,8 +182,9 @@ enum Command {
     },
     /// Gzip finished sessions into `{id}.cslog.gz` (read as before; expanded when written to).
     Compact {
-        /// A directory of `.cslog` files.
-        dir: PathBuf,
+        /// A directory of `.cslog` files (a PostgreSQL store is refused: it keeps no files).
+        #[arg(value_name = "DIR")]
+        dir: store::StoreArg,
         /// Sessions to compact (default: every session in DIR).
         sessions: Vec<String>,
         /// JSON Lines, one object per session.
@@ -193,8 +194,9 @@ enum Command {
     /// Accept a damaged session's loss: a new file of its good records, the damaged one kept
     /// aside as `{file}.damaged`; prints what was dropped.
     Repair {
-        /// A directory of `.cslog` files.
-        dir: PathBuf,
+        /// A directory of `.cslog` files (a PostgreSQL store is refused: it keeps no files).
+        #[arg(value_name = "DIR")]
+        dir: store::StoreArg,
         /// The session id.
         session: String,
         /// Print a JSON summary.
@@ -225,7 +227,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Search every session in DIR: message text, outputs, tools, results, models, errors.
+    /// Search every session in STORE: message text, outputs, tools, results, models, errors.
     Grep(grep::GrepArgs),
     /// The call log: in-flight calls, per-run counts and tokens, failures, ttft percentiles.
     Logs(logs::LogsArgs),
@@ -312,6 +314,13 @@ where
     }
 }
 
+/// Why `cuca compact` has nothing to do on a database.
+const COMPACT_ON_POSTGRES: &str =
+    "it keeps no files to gzip (PostgreSQL compresses large rows itself; `VACUUM` reclaims space)";
+
+/// Why `cuca repair` has nothing to do on a database.
+const REPAIR_ON_POSTGRES: &str = "it has no damaged frames to drop: a session there loads whole or is refused whole (`cuca verify STORE` says why)";
+
 fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
     let open = |store: &store::StoreArg| store.open(schema, false);
     match command {
@@ -349,8 +358,16 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
             dir,
             sessions,
             json,
-        } => sessions::compact(&dir, &sessions, json),
-        Command::Repair { dir, session, json } => repair::repair(&dir, &session, json),
+        } => sessions::compact(
+            dir.directory_only(schema, "compact", COMPACT_ON_POSTGRES)?,
+            &sessions,
+            json,
+        ),
+        Command::Repair { dir, session, json } => repair::repair(
+            dir.directory_only(schema, "repair", REPAIR_ON_POSTGRES)?,
+            &session,
+            json,
+        ),
         Command::Export {
             store,
             session,
@@ -362,14 +379,14 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
             session,
             json,
         } => sessions::import(&file, &store, schema, &session, json),
-        Command::Grep(args) => grep::run(&args),
+        Command::Grep(args) => grep::run(&args, schema),
         Command::Logs(args) => logs::run(&args),
         Command::Journal(command) => journal::run(command),
         Command::Serve(args) => serve::run(&args),
         Command::View(args) => view::run(args, schema),
         Command::ExportOtlp(args) => otel::run(&args, schema),
         Command::Proxy(args) => proxy::run(&args, schema),
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(args, schema),
         Command::Completions { shell } => completions::write(shell),
     }
 }

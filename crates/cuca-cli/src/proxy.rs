@@ -1,7 +1,6 @@
 //! `cuca proxy`: the recording and replaying OpenAI-compatible proxy of `cuca_proxy`.
 
 use std::io::Write;
-use std::path::Path;
 use std::time::Duration;
 
 use clap::Args;
@@ -182,15 +181,6 @@ pub(crate) fn config(
         .validate()
         .map_err(|error| CliError::Usage(error.to_string()))?;
     Ok(config)
-}
-
-/// The proxy over the sessions directory `dir` (created if missing), `config` checked first.
-pub(crate) fn open(config: ProxyConfig, dir: &Path) -> Result<Proxy, CliError> {
-    config
-        .validate()
-        .map_err(|error| CliError::Usage(error.to_string()))?;
-    let store = crate::store::StoreArg::Dir(dir.to_owned()).open_for_recording(None)?;
-    open_store(config, &store)
 }
 
 /// The proxy over an open store, `config` checked first.

@@ -4,14 +4,13 @@
 //! and `cuca run` exits with COMMAND's status.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::process::ExitStatus;
 
 use clap::Args;
 
 use crate::error::CliError;
 
-/// The sessions directory when `--dir` is not given.
+/// The sessions directory when `--store` is not given.
 pub(crate) const DEFAULT_DIR: &str = "cuca-sessions";
 
 /// What a replaying proxy is called with when the caller has no key of its own: the SDKs
@@ -44,9 +43,11 @@ pub(crate) struct RunArgs {
     /// replay and auto need it).
     #[arg(long)]
     session: Option<String>,
-    /// The directory of `.cslog` sessions (created if missing).
-    #[arg(long, default_value = DEFAULT_DIR)]
-    dir: PathBuf,
+    /// Where the session is recorded into or replayed from: a directory of `.cslog` files
+    /// (created if missing), or a PostgreSQL URL (`postgres://user@host:port/db`, with
+    /// `--schema`) a fleet shares, as `cuca proxy --store` takes. `--dir` is the same flag.
+    #[arg(long, alias = "dir", value_name = "STORE", default_value = DEFAULT_DIR)]
+    store: crate::store::StoreArg,
     /// The model server calls are forwarded to (`http://127.0.0.1:8080`); record and auto
     /// need it.
     #[arg(long)]
@@ -111,14 +112,13 @@ pub(crate) fn exit_code(status: ExitStatus) -> i32 {
 
 /// Runs `cuca run`: the proxy, COMMAND under it, then the proxy's graceful stop. Returns
 /// COMMAND's exit code as [`CliError::Exit`] when it is not 0.
-pub(crate) fn run(args: RunArgs) -> Result<(), CliError> {
+pub(crate) fn run(args: RunArgs, schema: Option<&str>) -> Result<(), CliError> {
     let session = match (&args.session, args.mode.as_str()) {
         (Some(session), _) => session.clone(),
         (None, "record") => default_session(),
         (None, mode) => {
             return Err(CliError::Usage(format!(
-                "{mode} mode replays a recorded session: name it with --session (cuca sessions {} lists them)",
-                args.dir.display()
+                "{mode} mode replays a recorded session: name it with --session (cuca sessions STORE lists them)"
             )))
         }
     };
@@ -126,7 +126,11 @@ pub(crate) fn run(args: RunArgs) -> Result<(), CliError> {
     let mut config = crate::proxy::config(&args.mode, args.upstream.clone(), &session)?;
     args.matching.apply(&mut config)?;
     let mode = config.mode;
-    let proxy = crate::proxy::open(config, &args.dir)?;
+    let store = args.store.open_for_recording(schema)?;
+    // As `cuca proxy`: a database may restart under a run, and the agent is answered all the
+    // same (the call log and stderr say what was not recorded).
+    config.answer_unrecorded = store.file().is_none();
+    let proxy = crate::proxy::open_store(config, &store)?;
     let runtime = crate::proxy::runtime()?;
     let status = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -168,7 +172,7 @@ pub(crate) fn run(args: RunArgs) -> Result<(), CliError> {
         }
         eprintln!(
             "cuca run: {mode} session {session} in {}, proxy on {base}",
-            args.dir.display()
+            store.describe()
         );
         let shown = program.to_string_lossy().into_owned();
         // Watched before COMMAND starts: a SIGTERM that comes as soon as COMMAND is up must
@@ -198,10 +202,13 @@ pub(crate) fn run(args: RunArgs) -> Result<(), CliError> {
         }
         Ok::<_, CliError>(status)
     })?;
-    let dir = args.dir.display();
-    eprintln!("cuca run: session {session} in {dir}; look at it with:");
-    eprintln!("  cuca view {dir}");
-    eprintln!("  cuca replay {dir} {session}");
+    eprintln!(
+        "cuca run: session {session} in {}; look at it with:",
+        store.describe()
+    );
+    let typed = store.command_form();
+    eprintln!("  cuca view {typed}");
+    eprintln!("  cuca replay {typed} {session}");
     match exit_code(status) {
         0 => Ok(()),
         code => Err(CliError::Exit(code)),

@@ -73,6 +73,28 @@ impl StoreArg {
         }
     }
 
+    /// The directory, for a command that works on `.cslog` files only (`compact`, `repair`):
+    /// a database is a usage error naming it (never its password) and saying `why` the
+    /// command has nothing to do there; so is `--schema` with a directory.
+    pub(crate) fn directory_only(
+        &self,
+        schema: Option<&str>,
+        command: &str,
+        why: &str,
+    ) -> Result<&Path, CliError> {
+        match self {
+            StoreArg::Dir(dir) if schema.is_some() => Err(CliError::Usage(format!(
+                "--schema names a PostgreSQL schema; {} is a directory",
+                dir.display()
+            ))),
+            StoreArg::Dir(dir) => Ok(dir),
+            StoreArg::Postgres(_) => Err(CliError::Usage(format!(
+                "cuca {command} works on a directory of .cslog files, and {} is a PostgreSQL store: {why}",
+                self.describe(schema)
+            ))),
+        }
+    }
+
     /// Opens the store. A directory must exist unless `create` (a typo must not read as an
     /// empty store); a database is connected to and migrated, its schema created if missing.
     pub(crate) fn open(&self, schema: Option<&str>, create: bool) -> Result<Store, CliError> {
@@ -123,7 +145,10 @@ impl StoreArg {
                 Ok(Store {
                     backend: Arc::clone(&backend) as Arc<dyn SessionBackend>,
                     file: Some(backend),
+                    #[cfg(feature = "postgres")]
+                    postgres: None,
                     description: dir.display().to_string(),
+                    typed: dir.display().to_string(),
                 })
             }
             StoreArg::Postgres(url) => open_postgres(url, schema, recording),
@@ -136,7 +161,12 @@ impl StoreArg {
 pub(crate) struct Store {
     backend: Arc<dyn SessionBackend>,
     file: Option<Arc<FileBackend>>,
+    /// The database store, when this is one: it sizes its sessions in one query.
+    #[cfg(feature = "postgres")]
+    postgres: Option<Arc<cuca::PostgresBackend>>,
     description: String,
+    /// The store as a command line names it again (no password).
+    typed: String,
 }
 
 impl Store {
@@ -158,6 +188,29 @@ impl Store {
     /// Where the store is, for messages (never a password).
     pub(crate) fn describe(&self) -> &str {
         &self.description
+    }
+
+    /// The store as the arguments of a command to type next (`cuca replay {this} SESSION`):
+    /// the directory, or the database's URL without its password and `--schema NAME`.
+    pub(crate) fn command_form(&self) -> &str {
+        &self.typed
+    }
+
+    /// For a store that is not a directory, each session's size in bytes: for a database,
+    /// the bytes of its stored records (what its `.cslog` would hold, less the frames'
+    /// headers), every session in one query. `None` for a directory, whose scans measure its
+    /// files.
+    pub(crate) fn stored_bytes(
+        &self,
+    ) -> Result<Option<std::collections::HashMap<String, u64>>, CliError> {
+        #[cfg(feature = "postgres")]
+        if let Some(postgres) = &self.postgres {
+            let sizes = postgres.session_sizes().map_err(|error| {
+                CliError::Failed(format!("store {}: {error}", self.description))
+            })?;
+            return Ok(Some(sizes.into_iter().collect()));
+        }
+        Ok(None)
     }
 }
 
@@ -188,12 +241,20 @@ fn open_postgres(url: &str, schema: Option<&str>, recording: bool) -> Result<Sto
         config = config.with_durability(Durability::Pipelined);
     }
     let description = format!("postgres {} schema {}", config.describe(), config.schema());
+    let typed = format!(
+        "{} --schema {}",
+        config.url_without_password(),
+        config.schema()
+    );
     let backend = cuca::PostgresBackend::connect(config)
         .map_err(|error| CliError::Failed(format!("store {description}: {error}")))?;
+    let backend = Arc::new(backend);
     Ok(Store {
-        backend: Arc::new(backend),
+        backend: Arc::clone(&backend) as Arc<dyn SessionBackend>,
         file: None,
+        postgres: Some(backend),
         description,
+        typed,
     })
 }
 

@@ -2,7 +2,10 @@
 //! PostgreSQL schema through the real Python `openai` package, and `cuca verify`, `cuca view`
 //! and the store itself see every call of every proxy; a PostgreSQL restart mid-run costs no
 //! caller's answer and no acknowledged record; a proxy SIGKILLed mid-stream leaves a session
-//! another proxy continues; a database that refuses is an error naming the store.
+//! another proxy continues; a database that refuses is an error naming the store. The session
+//! commands on a database: `grep` (and its trouble status), `run --store`, `sessions` and
+//! `verify` sizes, `compact` and `repair` refusing it; and `cuca view --store URL` in Chromium
+//! (the driver shared with cuca-view's browser tests, by path).
 //!
 //! Needs `CUCA_PG_URL` (a server `.ci/postgres.sh` started) and `CUCA_TEST_PYTHON` (a Python
 //! with the `openai` package, as `.ci/run` makes): without them each test prints why and
@@ -10,6 +13,8 @@
 // Helpers outside `#[test]` functions unwrap too: a failure there is a failed test.
 #![allow(clippy::unwrap_used)]
 
+#[path = "../../cuca-view/tests/chromium/mod.rs"]
+mod chromium;
 mod common;
 
 use std::collections::BTreeMap;
@@ -23,7 +28,7 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
 use common::{serving_with, Killed};
-use cuca::{PostgresBackend, PostgresConfig, SessionBackend, SessionEvent};
+use cuca::{Message, PostgresBackend, PostgresConfig, SessionBackend, SessionEvent, SessionRecord};
 use futures::StreamExt as _;
 use serde_json::Value;
 
@@ -52,6 +57,55 @@ fn needs() -> Option<(String, PathBuf)> {
         "a Python with the openai package; .ci/run makes target/py-venv",
     )?;
     Some((url, PathBuf::from(python)))
+}
+
+/// The server alone, or `None` when the test skips (a panic under `CI`).
+fn needs_pg() -> Option<String> {
+    required(
+        "CUCA_PG_URL",
+        "run `bash .ci/postgres.sh start env` and `. ./env` for the PostgreSQL fleet tests",
+    )
+}
+
+/// The test server's URL with a password in it: the server trusts loopback and never asks
+/// for it, so a command must work with it all the same and never print it.
+const PASSWORD: &str = "s3cret-fleet";
+
+fn with_password(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((user, host)) if !user.contains(':') => {
+                format!("{scheme}://{user}:{PASSWORD}@{host}")
+            }
+            _ => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+/// How a command names the store again ("look at it with …"): the URL without the password,
+/// then the schema.
+fn command_form(url: &str, schema: &str) -> String {
+    let url = PostgresConfig::new(url).unwrap().url_without_password();
+    assert!(!url.contains(PASSWORD), "{url}");
+    format!("{url} --schema {schema}")
+}
+
+fn append(store: &dyn SessionBackend, session: &str, events: Vec<SessionEvent>) {
+    for (sequence, event) in events.into_iter().enumerate() {
+        store
+            .append(SessionRecord {
+                session_id: session.into(),
+                sequence: sequence as u64,
+                timestamp_ms: 1_700_000_000_000 + sequence as u64,
+                event,
+            })
+            .unwrap();
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// A schema of its own on the test server, dropped when the returned backend is.
@@ -564,4 +618,421 @@ impl Drop for PrivateServer {
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .output();
     }
+}
+
+/// Issue 34: "each session command (`sessions`, `show`, `replay`, `verify`, `export`,
+/// `import`, `fork`, `diff`, `grep`, `export-otlp`)" takes a STORE: `cuca grep` over a
+/// PostgreSQL schema finds what a directory's grep finds, names the turn with a command that
+/// works on the store, and never prints the password.
+#[test]
+fn grep_searches_every_session_of_a_postgres_store() {
+    let Some(url) = needs_pg() else { return };
+    let store = schema(&url);
+    let schema = store.schema().to_owned();
+    append(
+        &store,
+        "alpha",
+        vec![
+            SessionEvent::SystemPrompt {
+                text: "You are terse.".into(),
+            },
+            SessionEvent::Message(Message::user("Where is the vault?")),
+            SessionEvent::Output {
+                text: "In Lis".into(),
+            },
+            SessionEvent::Output {
+                text: "bon.".into(),
+            },
+            SessionEvent::Latency { duration_ms: 41 },
+            SessionEvent::TokenUsage {
+                prompt_tokens: 9,
+                completion_tokens: 2,
+            },
+        ],
+    );
+    append(
+        &store,
+        "beta",
+        vec![SessionEvent::Message(Message::user("a vault in Porto"))],
+    );
+    let secret = with_password(&url);
+    let grep = |args: &[&str]| {
+        common::cuca()
+            .args(["grep", &secret, "--schema", &schema])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let found = grep(&["Lisbon"]);
+    assert_eq!(found.status.code(), Some(0), "{}", text(&found.stderr));
+    assert_eq!(
+        text(&found.stdout),
+        format!(
+            "alpha:2  turn 1  Output  \"In Lisbon.\"  (cuca replay {} alpha --turn 1)\n",
+            command_form(&url, &schema)
+        )
+    );
+    let json = grep(&["--json", "-i", "VAULT"]);
+    assert_eq!(json.status.code(), Some(0), "{}", text(&json.stderr));
+    let hits: Vec<Value> = text(&json.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let points: Vec<&str> = hits
+        .iter()
+        .map(|hit| hit["point"].as_str().unwrap())
+        .collect();
+    assert_eq!(points, ["alpha:1", "beta:0"]);
+    assert_eq!(hits[1]["role"], "user");
+    let none = grep(&["--kind", "message", "Lisbon"]);
+    assert_eq!(none.status.code(), Some(1), "{}", text(&none.stderr));
+    assert!(none.stdout.is_empty());
+    let bad = grep(&["("]);
+    assert_eq!(bad.status.code(), Some(2));
+    for output in [&found, &json, &none, &bad] {
+        let all = format!("{}{}", text(&output.stdout), text(&output.stderr));
+        assert!(!all.contains(PASSWORD), "{all}");
+    }
+    // The replay hint is a command that works as printed.
+    let replay = common::cuca()
+        .args(["replay", &url, "--schema", &schema, "alpha", "--turn", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&replay.stdout).contains("In Lisbon."),
+        "{}",
+        text(&replay.stderr)
+    );
+}
+
+/// A database grep cannot reach is grep's trouble status, 2, naming the store: never 1, which
+/// a script reads as "nothing matched".
+#[test]
+fn grep_on_a_database_it_cannot_reach_exits_2_not_1() {
+    // Port 9 (discard) has no server on loopback: the connection is refused at once.
+    let output = cuca_out(&[
+        "grep",
+        "postgres://nobody:s3cret@127.0.0.1:9/fleet",
+        "vault",
+    ]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("cuca: error: store postgres 127.0.0.1:9/fleet schema cuca: "),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+}
+
+/// "`cuca sessions` and `cuca verify` say `BYTES` … ": over a database each session's size is
+/// the bytes of its stored records (one query for every session), never a misleading 0; the
+/// JSON leaves `bytes_on_disk` null, which a database does not tell per session.
+#[test]
+fn sessions_and_verify_show_the_bytes_a_postgres_session_holds() {
+    let Some(url) = needs_pg() else { return };
+    let store = schema(&url);
+    let schema = store.schema().to_owned();
+    append(
+        &store,
+        "big",
+        vec![
+            SessionEvent::Message(Message::user("write a long answer")),
+            SessionEvent::Output {
+                text: "x".repeat(10_000),
+            },
+        ],
+    );
+    append(
+        &store,
+        "small",
+        vec![SessionEvent::Message(Message::user("hi"))],
+    );
+    // What the rows hold, asked of the database directly.
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut stored = |session: &str| -> u64 {
+        let row = admin
+            .query_one(
+                &format!("SELECT sum(octet_length(record))::bigint FROM \"{schema}\".cuca_session_records WHERE session_id = $1"),
+                &[&session],
+            )
+            .unwrap();
+        row.get::<_, i64>(0).unsigned_abs()
+    };
+    let (big, small) = (stored("big"), stored("small"));
+    assert!(big > 10_000 && small > 0 && small < 100, "{big} {small}");
+
+    let listed = cuca_out(&[
+        "sessions", &url, "--schema", &schema, "--json", "--sort", "name",
+    ]);
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let rows: Vec<Value> = text(&listed.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(rows[0]["session"], "big");
+    assert_eq!(rows[0]["bytes"], big);
+    assert_eq!(rows[1]["bytes"], small);
+    assert_eq!(rows[0]["bytes_on_disk"], Value::Null);
+    let table = cuca_out(&["sessions", &url, "--schema", &schema, "--sort", "name"]);
+    let table = text(&table.stdout);
+    let big_row: Vec<&str> = table
+        .lines()
+        .find(|line| line.starts_with("big "))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(big_row[1..3], ["2", big.to_string().as_str()], "{table}");
+
+    let verify = cuca_out(&["verify", &url, "--schema", &schema]);
+    let said = text(&verify.stdout);
+    assert!(verify.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("big: clean (2 records, {big} bytes)")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "2 sessions, 3 records, {} bytes: 2 clean",
+            big + small
+        )),
+        "{said}"
+    );
+    let verify = cuca_out(&["verify", &url, "--schema", &schema, "--json", "small"]);
+    let report: Value = serde_json::from_slice(&verify.stdout).unwrap();
+    assert_eq!(report["bytes"], small);
+}
+
+/// `compact` and `repair` work on `.cslog` files: given a database they refuse in one line
+/// that names the store (never its password) and says why, as a usage error (exit 2). Before,
+/// they said "directory postgres://alice:s3cret@… cannot be read", password and all.
+#[test]
+fn compact_and_repair_refuse_a_postgres_store_naming_it_and_why() {
+    let url = "postgres://alice:s3cret@db.example:6543/fleet";
+    for (args, words) in [
+        (vec!["compact", url], "it keeps no files to gzip"),
+        (
+            vec!["repair", url, "demo", "--schema", "team"],
+            "a session there loads whole or is refused whole",
+        ),
+    ] {
+        let output = cuca_out(&args);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        let schema = if args.contains(&"team") {
+            "team"
+        } else {
+            "cuca"
+        };
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "cuca {} works on a directory of .cslog files, and postgres db.example:6543/fleet schema {schema} is a PostgreSQL store: ",
+                args[0]
+            )) && stderr.contains(words),
+            "{stderr}"
+        );
+        assert!(
+            !stderr.contains("s3cret") && !stderr.contains("alice"),
+            "{stderr}"
+        );
+        assert!(output.stdout.is_empty());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().to_str().unwrap();
+    let output = cuca_out(&["compact", dir, "--schema", "team"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("--schema names a PostgreSQL schema"),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
+/// `cuca run --store postgres://…`, as `cuca proxy --store`: an agent's calls recorded into a
+/// fleet's schema, then replayed from it with no upstream; the lines it prints name the store
+/// as a command takes it, without the password.
+#[test]
+fn run_records_into_and_replays_from_a_postgres_store() {
+    let Some((url, python)) = needs() else { return };
+    let store = schema(&url);
+    let schema = store.schema().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = start_upstream(4, Duration::ZERO);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fleet/drive.py");
+    let secret = with_password(&url);
+    let run = |mode: &str, out: &Path, upstream: Option<&str>| {
+        let mut command = common::cuca();
+        command
+            .args(["run", "--mode", mode, "--session", "rp-s0"])
+            .args(["--store", &secret, "--schema", &schema]);
+        if let Some(upstream) = upstream {
+            command.args(["--upstream", upstream]);
+        }
+        command
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "exec \"$PY\" \"$SCRIPT\" \"$CUCA_PROXY_URL\" rp 2 2 > \"$OUT\"",
+            ])
+            .env("PY", &python)
+            .env("SCRIPT", &script)
+            .env("OUT", out)
+            .env("CUCA_CALL_LOG", dir.path().join("calls.jsonl"))
+            .output()
+            .unwrap()
+    };
+    let answers = |out: &Path| -> BTreeMap<String, Vec<String>> {
+        let value: Value = serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap();
+        assert_eq!(value["errors"], serde_json::json!([]), "{value}");
+        serde_json::from_value(value["answers"].clone()).unwrap()
+    };
+    let recorded = dir.path().join("recorded.json");
+    let output = run("record", &recorded, Some(&upstream));
+    let said = text(&output.stderr);
+    assert!(output.status.success(), "{said}");
+    let got = answers(&recorded);
+    for session in ["rp-s0", "rp-s1"] {
+        let expected: Vec<String> = (0..2)
+            .map(|call| answer_words(&format!("{session} call {call}"), 4).concat())
+            .collect();
+        assert_eq!(got[session], expected);
+        assert_eq!(
+            recorded_answers(&store, session),
+            expected,
+            "{session} in the store"
+        );
+    }
+    let config = PostgresConfig::new(&url).unwrap();
+    assert!(
+        said.contains(&format!(
+            "in postgres {} schema {schema}",
+            config.describe()
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "cuca replay {} rp-s0",
+            command_form(&url, &schema)
+        )),
+        "{said}"
+    );
+    assert!(!said.contains(PASSWORD), "{said}");
+
+    let replayed = dir.path().join("replayed.json");
+    let output = run("replay", &replayed, None);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(
+        answers(&replayed),
+        got,
+        "replayed from the store, no upstream"
+    );
+}
+
+/// Issue 34's proof in a browser: "`cuca view --store URL` in Chromium showing sessions from
+/// all four" — here two `cuca proxy` processes × three streamed sessions in one schema; the
+/// list shows every proxy's sessions, a session page its answer, the search box finds a
+/// call's answer in the database, and no page names the password.
+#[test]
+fn cuca_view_store_in_chromium_shows_the_sessions_of_every_proxy() {
+    let Some((url, python)) = needs() else { return };
+    if !chromium::browser_available() {
+        return;
+    }
+    let store = schema(&url);
+    let schema = store.schema().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    const CHUNKS: usize = 5;
+    let upstream = start_upstream(CHUNKS, Duration::ZERO);
+    let proxies: Vec<(Killed, String)> = (0..2)
+        .map(|p| {
+            let log = dir.path().join(format!("c{p}"));
+            std::fs::create_dir_all(&log).unwrap();
+            start_proxy(&url, &schema, &upstream, &log)
+        })
+        .collect();
+    let drivers: Vec<_> = proxies
+        .iter()
+        .enumerate()
+        .map(|(p, (_, address))| {
+            drive(
+                &python,
+                &format!("http://{address}"),
+                &format!("c{p}"),
+                3,
+                2,
+            )
+        })
+        .collect();
+    for driver in drivers {
+        let (got, errors) = driven(driver);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(got.len(), 3);
+    }
+
+    let mut viewer = std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"));
+    viewer
+        .args(["view", "--listen", "127.0.0.1:0", "--store"])
+        .arg(with_password(&url))
+        .args(["--schema", &schema])
+        .env("CUCA_CALL_LOG", dir.path().join("none.jsonl"))
+        .stderr(Stdio::null());
+    let (_view, address, _out) = serving_with(viewer, "cuca view: http://");
+    let base = format!("http://{address}");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        use fantoccini::Locator;
+        let profile = tempfile::tempdir().unwrap();
+        let (_driver, client) = chromium::start_browser(profile.path()).await;
+        client.goto(&format!("{base}/")).await.unwrap();
+        let mut listed = Vec::new();
+        for cell in client
+            .find_all(Locator::Css("#sessions tbody tr td.id:first-child"))
+            .await
+            .unwrap()
+        {
+            listed.push(cell.text().await.unwrap());
+        }
+        listed.sort();
+        assert_eq!(
+            listed,
+            ["c0-s0", "c0-s1", "c0-s2", "c1-s0", "c1-s1", "c1-s2"],
+            "the list shows both proxies' sessions"
+        );
+        let source = client.source().await.unwrap();
+        assert!(!source.contains(PASSWORD), "the page names no password");
+        assert!(!source.contains("postgres@"), "the page names no user");
+
+        client
+            .find(Locator::LinkText("c1-s2"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let page = chromium::text_of(&client, "main").await;
+        let answer = answer_words("c1-s2 call 1", CHUNKS).concat();
+        assert!(page.contains("c1-s2 call 1"), "the question: {page}");
+        assert!(
+            page.contains(answer.trim_end()),
+            "the answer, as streamed: {page}"
+        );
+        assert!(!client.source().await.unwrap().contains(PASSWORD));
+
+        // The search box reads the database too.
+        client
+            .goto(&format!("{base}/search?q=c0-s1+call+1%2F4"))
+            .await
+            .unwrap();
+        let hits = chromium::text_of(&client, "#search-hits").await;
+        assert!(hits.contains("c0-s1"), "{hits}");
+        client.close().await.unwrap();
+    });
+    drop(proxies);
+    eprintln!("FIGURES fleet browser: 2 proxies, 6 sessions, listed and opened in Chromium");
 }

@@ -34,7 +34,7 @@ fn completions_are_printed_for_bash_and_zsh_and_name_every_command() {
 #[test]
 fn a_usage_error_is_one_cuca_error_line_naming_the_usage() {
     // "clap usage errors are not the documented one-line `cuca: error:` form".
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (
             &["show", "dir", "s", "--bogus"],
             "cuca: error: unexpected argument '--bogus' found (usage: cuca show <STORE> <SESSION>; `--help` for more)\n",
@@ -42,6 +42,11 @@ fn a_usage_error_is_one_cuca_error_line_naming_the_usage() {
         (
             &["fork"],
             "cuca: error: the following required arguments were not provided: <STORE> <POINT_ID> (usage: cuca fork <STORE> <POINT_ID>; `--help` for more)\n",
+        ),
+        (
+            // Issue 34: grep takes a STORE as every session command does.
+            &["grep"],
+            "cuca: error: the following required arguments were not provided: <STORE> <PATTERN> (usage: cuca grep <STORE> <PATTERN>; `--help` for more)\n",
         ),
         (
             &["replay", "d", "s", "--turn", "x"],

@@ -1,8 +1,9 @@
-//! `cuca-search`: find a text across every session of a directory.
+//! `cuca-search`: find a text across every session of a store.
 //!
 //! A [`Search`] is a pattern (a regular expression, or a fixed string) and a few options; its
 //! [`Search::run`] reads each session of a directory of `.cslog` files once, record by
-//! record, and hands every [`Hit`] to a visitor as it is found: which session, which record
+//! record ([`Search::run_backend`] each session of any other `SessionBackend`, such as a
+//! PostgreSQL store a fleet records into), and hands every [`Hit`] to a visitor as it is found: which session, which record
 //! (its point id is what `cuca fork` and the viewer's `#point` take), which turn (numbered
 //! from 1, as replay segments them: a turn ends at a Latency directly followed by a
 //! TokenUsage), which kind of record and field, and a short snippet around the match.
@@ -50,12 +51,14 @@
 //! the read buffer, so nothing is allocated per record but a message's block list): memory is one read chunk and
 //! one streamed text run (capped at [`MAX_RUN_BYTES`]), whatever the session's length, and
 //! hits are handed over as they are found, never gathered. `benches/search.rs` (`search_1M`)
-//! measures a search over a million records against a bare read of them.
+//! measures a search over a million records against a bare read of them. Another store is
+//! read through `SessionBackend::replay_each`, each record owned as that store hands it over,
+//! and costs what its `replay_each` costs (a PostgreSQL store reads a session in one query).
 //!
 //! # What it does not do
 //!
 //! It never writes and holds no format knowledge: it reads through `cuca-store-file`'s public
-//! API. It does not search audit notes (Fork, ModelSwap), timings and token counts, the
+//! API and the `SessionBackend` trait. It does not search audit notes (Fork, ModelSwap), timings and token counts, the
 //! tools a request offered or a call's wire fields. It indexes nothing: every search reads
 //! the sessions again, which is what keeps it always current.
 #![forbid(unsafe_code)]
@@ -63,7 +66,9 @@
 use std::ops::{ControlFlow, Range};
 use std::path::Path;
 
-use cuca_events::{PluginError, SessionEvent};
+use cuca_events::{
+    MessageContentBlock, PluginError, ReplayedRecord, Role, SessionBackend, SessionEvent,
+};
 use cuca_store_file::{FileBackend, SkimmedRecord};
 use regex::{Regex, RegexBuilder};
 
@@ -302,6 +307,91 @@ impl Search {
         Ok(outcome)
     }
 
+    /// Searches every session of any store (a PostgreSQL database a fleet records into, a
+    /// store in memory) the same way, through [`SessionBackend::replay_each`], in session id
+    /// order. A session the store refuses is listed in [`Outcome::unreadable`] with the
+    /// store's reason (its hits, if any, are from the records handed over before the refusal),
+    /// and the others are searched all the same. A directory is better searched with
+    /// [`Search::run`], which reads its files without allocating per record and reports damage
+    /// by byte offset.
+    pub fn run_backend(
+        &self,
+        backend: &dyn SessionBackend,
+        mut visit: impl FnMut(Hit) -> ControlFlow<()>,
+    ) -> Result<Outcome, SearchError> {
+        let regex = self.regex()?;
+        let mut ids = backend.sessions()?;
+        ids.sort();
+        let mut outcome = Outcome::default();
+        for id in ids {
+            if self.stored_session(&regex, backend, &id, &mut visit, &mut outcome) {
+                break;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// [`Search::session`] through the trait: each record as the store hands it over.
+    fn stored_session(
+        &self,
+        regex: &Regex,
+        backend: &dyn SessionBackend,
+        session_id: &str,
+        visit: &mut dyn FnMut(Hit) -> ControlFlow<()>,
+        outcome: &mut Outcome,
+    ) -> bool {
+        let Some(mut reader) = self.reader(regex, session_id, visit, outcome) else {
+            return true;
+        };
+        let result = backend.replay_each(session_id, &mut |record| {
+            reader.take(&record);
+            if reader.over {
+                // Not an error: the one way to stop a read early. Recognised by `over`.
+                return Err(PluginError::validation("search", "stopped"));
+            }
+            Ok(())
+        });
+        if !reader.over {
+            reader.flush_run();
+        }
+        let over = reader.over;
+        match result {
+            Ok(()) => {}
+            Err(_) if over => {}
+            Err(error) => outcome.unreadable.push(Unreadable {
+                session_id: session_id.to_owned(),
+                reason: error.to_string(),
+            }),
+        }
+        over
+    }
+
+    /// A reader for one more session, counted; `None` when the limit is already reached.
+    fn reader<'s>(
+        &'s self,
+        regex: &'s Regex,
+        session_id: &'s str,
+        visit: &'s mut dyn FnMut(Hit) -> ControlFlow<()>,
+        outcome: &'s mut Outcome,
+    ) -> Option<SessionReader<'s>> {
+        if self.limit.is_some_and(|limit| outcome.hits >= limit) {
+            outcome.limited = true;
+            return None;
+        }
+        outcome.sessions += 1;
+        Some(SessionReader {
+            search: self,
+            regex,
+            session_id,
+            visit,
+            outcome,
+            turn: 1,
+            last_was_latency: false,
+            run: Run::default(),
+            over: false,
+        })
+    }
+
     /// Searches one session into `outcome`; returns whether the search is over (the limit or
     /// the visitor stopped it).
     fn session(
@@ -312,21 +402,8 @@ impl Search {
         visit: &mut dyn FnMut(Hit) -> ControlFlow<()>,
         outcome: &mut Outcome,
     ) -> bool {
-        if self.limit.is_some_and(|limit| outcome.hits >= limit) {
-            outcome.limited = true;
+        let Some(mut reader) = self.reader(regex, session_id, visit, outcome) else {
             return true;
-        }
-        outcome.sessions += 1;
-        let mut reader = SessionReader {
-            search: self,
-            regex,
-            session_id,
-            visit,
-            outcome,
-            turn: 1,
-            last_was_latency: false,
-            run: Run::default(),
-            over: false,
         };
         let result = backend.skim_each(session_id, &mut |record| {
             reader.take(&record);
@@ -421,8 +498,115 @@ struct SessionReader<'s> {
     over: bool,
 }
 
+/// A record as the reader reads it: where it is, its kind, and its texts with their field
+/// names (a skimmed frame's, borrowed; or a record a store handed over, owned).
+trait Readable {
+    fn sequence(&self) -> u64;
+    fn timestamp_ms(&self) -> u64;
+    fn kind_index(&self) -> usize;
+    /// Every searched text, in field order: the field, a message's role, the text.
+    fn each_text(&self, visit: &mut dyn FnMut(&'static str, Option<Role>, &str));
+}
+
+impl Readable for SkimmedRecord<'_> {
+    fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    fn timestamp_ms(&self) -> u64 {
+        self.timestamp_ms
+    }
+
+    fn kind_index(&self) -> usize {
+        SkimmedRecord::kind_index(self)
+    }
+
+    fn each_text(&self, visit: &mut dyn FnMut(&'static str, Option<Role>, &str)) {
+        SkimmedRecord::each_text(self, visit);
+    }
+}
+
+impl Readable for ReplayedRecord<'_> {
+    fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    fn timestamp_ms(&self) -> u64 {
+        self.timestamp_ms
+    }
+
+    fn kind_index(&self) -> usize {
+        self.event.kind_index()
+    }
+
+    /// The texts [`SkimmedRecord::each_text`] hands over for the same record, in the same
+    /// order, as far as [`searched`] keeps them (ids, parameters, tools, audit notes and
+    /// images are never searched, so they are not handed over).
+    fn each_text(&self, visit: &mut dyn FnMut(&'static str, Option<Role>, &str)) {
+        let mut put = |field, text: &str| visit(field, None, text);
+        match &self.event {
+            SessionEvent::SystemPrompt { text }
+            | SessionEvent::Reasoning { text }
+            | SessionEvent::Output { text } => put("text", text),
+            SessionEvent::Message(message) => {
+                let role = Some(message.role);
+                for block in &message.content {
+                    match block {
+                        MessageContentBlock::Text { text } => visit("text", role, text),
+                        MessageContentBlock::Thinking { thinking } => {
+                            visit("thinking", role, thinking)
+                        }
+                        MessageContentBlock::ToolCall {
+                            name, arguments, ..
+                        } => {
+                            visit("name", role, name);
+                            visit("arguments", role, arguments);
+                        }
+                        MessageContentBlock::ToolResult { content, .. } => {
+                            visit("content", role, content)
+                        }
+                        MessageContentBlock::ImageBase64 { .. } => {}
+                    }
+                }
+            }
+            SessionEvent::ToolCall {
+                name, arguments, ..
+            } => {
+                put("name", name);
+                put("arguments", arguments);
+            }
+            SessionEvent::ToolResult {
+                content,
+                stdout,
+                stderr,
+                ..
+            } => {
+                put("content", content);
+                if let Some(stdout) = stdout {
+                    put("stdout", stdout);
+                }
+                if let Some(stderr) = stderr {
+                    put("stderr", stderr);
+                }
+            }
+            SessionEvent::CallRequest { model, .. } => put("model", model),
+            SessionEvent::CallFinish {
+                finish_reason,
+                model,
+            } => {
+                if let Some(reason) = finish_reason {
+                    put("finish_reason", reason);
+                }
+                put("model", model);
+            }
+            SessionEvent::CallIncomplete { reason } => put("reason", reason),
+            _ => {}
+        }
+    }
+}
+
 impl SessionReader<'_> {
-    fn take(&mut self, record: &SkimmedRecord<'_>) {
+    fn take(&mut self, record: &dyn Readable) {
         self.outcome.records += 1;
         let index = record.kind_index();
         let streamed = index == OUTPUT || index == REASONING;
@@ -434,15 +618,15 @@ impl SessionReader<'_> {
         self.last_was_latency = index == LATENCY;
         if wanted && !self.over {
             let at = At {
-                sequence: record.sequence,
-                timestamp_ms: record.timestamp_ms,
+                sequence: record.sequence(),
+                timestamp_ms: record.timestamp_ms(),
                 kind: SessionEvent::KINDS[index],
                 role: None,
             };
             if streamed {
-                record.each_text(|_, _, text| self.stream(&at, index, text));
+                record.each_text(&mut |_, _, text| self.stream(&at, index, text));
             } else {
-                record.each_text(|field, role, text| {
+                record.each_text(&mut |field, role, text| {
                     if let Some(field) = searched(index, field) {
                         let at = At {
                             role: role.map(|role| role.as_str()),

@@ -328,3 +328,107 @@ fn the_kind_indices_the_reader_uses_are_the_formats() {
         ["Reasoning", "Output", "Latency", "TokenUsage"]
     );
 }
+
+/// Every hit of `search` over `backend` read through the trait (`run_backend`).
+fn backend_hits(search: &Search, backend: &dyn SessionBackend) -> (Vec<Hit>, crate::Outcome) {
+    let mut hits = Vec::new();
+    let outcome = search
+        .run_backend(backend, |hit| {
+            hits.push(hit);
+            ControlFlow::Continue(())
+        })
+        .expect("search runs");
+    (hits, outcome)
+}
+
+/// Issue 34: "`grep` … takes a STORE" — a store that is not a directory (PostgreSQL) is read
+/// through the trait, and finds what the file scan finds, hit for hit, in every searched
+/// field of every kind, a message's every block included.
+#[test]
+fn a_store_read_through_the_trait_finds_what_the_file_scan_finds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = FileBackend::new(dir.path()).expect("backend");
+    every_kind(&backend);
+    write(
+        &backend,
+        "blocks",
+        vec![SessionEvent::Message(Message {
+            role: Role::Assistant,
+            content: vec![
+                MessageContentBlock::Thinking {
+                    thinking: "a needle thought".into(),
+                },
+                MessageContentBlock::ToolCall {
+                    id: "needle_id".into(),
+                    name: "find_needle".into(),
+                    arguments: "{\"needle\":true}".into(),
+                },
+                MessageContentBlock::ToolResult {
+                    tool_call_id: "needle_id".into(),
+                    content: "the needle is here".into(),
+                    is_error: false,
+                },
+                MessageContentBlock::ImageBase64 {
+                    media_type: "image/needle".into(),
+                    data: "needle".into(),
+                },
+                MessageContentBlock::Text {
+                    text: "found the needle".into(),
+                },
+            ],
+        })],
+    );
+    for search in [
+        Search::new("needle"),
+        Search::new("NEE").ignore_case(true),
+        Search::new("needle")
+            .kinds(["output", "tool-result"])
+            .expect("kinds"),
+        Search::new("needle").limit(5),
+    ] {
+        let from_files = hits(&search, dir.path());
+        let (from_trait, outcome) = backend_hits(&search, &backend);
+        assert!(!from_files.is_empty());
+        assert_eq!(from_trait, from_files, "{search:?}");
+        assert_eq!(outcome.hits, from_files.len());
+    }
+    let (found, outcome) = backend_hits(&Search::new("needle"), &backend);
+    let blocks: Vec<_> = found
+        .iter()
+        .filter(|hit| hit.session_id == "blocks")
+        .map(|hit| (hit.field, hit.role))
+        .collect();
+    assert_eq!(
+        blocks,
+        [
+            ("thinking", Some("assistant")),
+            ("name", Some("assistant")),
+            ("arguments", Some("assistant")),
+            ("content", Some("assistant")),
+            ("text", Some("assistant")),
+        ]
+    );
+    assert_eq!((outcome.sessions, outcome.records), (2, 15));
+    let (_, limited) = backend_hits(&Search::new("needle").limit(3), &backend);
+    assert!(limited.limited && limited.hits == 3);
+}
+
+#[test]
+fn a_session_a_store_refuses_is_listed_and_the_others_searched() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = FileBackend::new(dir.path()).expect("backend");
+    write(
+        &backend,
+        "good",
+        vec![SessionEvent::Message(Message::user("x marks"))],
+    );
+    std::fs::write(dir.path().join("bad.cslog"), b"not a cslog at all").expect("write");
+    let (found, outcome) = backend_hits(&Search::new("x"), &backend);
+    assert_eq!(
+        found.iter().map(Hit::point_id).collect::<Vec<_>>(),
+        ["good:0"]
+    );
+    assert_eq!(outcome.unreadable.len(), 1);
+    assert_eq!(outcome.unreadable[0].session_id, "bad");
+    assert!(!outcome.unreadable[0].reason.is_empty());
+}

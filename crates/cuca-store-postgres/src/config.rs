@@ -187,6 +187,38 @@ impl PostgresConfig {
         format!("{}/{db}", hosts.join(","))
     }
 
+    /// The connection as a URL to type again, never with the password:
+    /// `postgres://user@host:port/dbname` (the user as it was resolved, from the string,
+    /// `PGUSER` or `USER`; a socket directory percent-encoded, as libpq reads it). A command
+    /// line that prints "look at it with …" prints this; the password comes, as before, from
+    /// `PGPASSWORD` or `~/.pgpass`, or is added by hand.
+    pub fn url_without_password(&self) -> String {
+        let ports = self.pg.get_ports();
+        let hosts: Vec<String> = self
+            .pg
+            .get_hosts()
+            .iter()
+            .enumerate()
+            .map(|(idx, host)| {
+                let port = ports.get(idx).or(ports.first()).copied().unwrap_or(5432);
+                let name = match host {
+                    Host::Tcp(name) => url_escape(name),
+                    Host::Unix(dir) => url_escape(&dir.display().to_string()),
+                };
+                format!("{name}:{port}")
+            })
+            .collect();
+        let user = self
+            .pg
+            .get_user()
+            .map_or_else(String::new, |user| format!("{}@", url_escape(user)));
+        let db = self
+            .pg
+            .get_dbname()
+            .map_or_else(String::new, |db| format!("/{}", url_escape(db)));
+        format!("postgres://{user}{}{db}", hosts.join(","))
+    }
+
     /// Checks the schema name; [`PostgresConfig::new`] and [`PostgresConfig::with_schema`]
     /// already call it.
     pub fn validate(&self) -> Result<(), PluginError> {
@@ -206,6 +238,20 @@ impl PostgresConfig {
         }
         Ok(())
     }
+}
+
+/// `text` with every byte but a URL's unreserved ones (letters, digits, `-._~`)
+/// percent-encoded, so a user, host or database name reads back as itself.
+fn url_escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            escaped.push(char::from(byte));
+        } else {
+            escaped.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    escaped
 }
 
 fn env_value(name: &str) -> Option<String> {

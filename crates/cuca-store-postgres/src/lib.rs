@@ -231,6 +231,16 @@ impl PostgresBackend {
         answer
     }
 
+    /// Every session the schema holds, sorted by id, with the bytes of its stored records:
+    /// the sum of each row's `record` (the postcard encoding of the `SessionRecord`, the
+    /// payload a `.cslog` frame holds, without the frame's length and checksum), so about
+    /// what the session takes as a file. Not what the database spends on it on disk (row
+    /// headers, indexes, TOAST compression), which PostgreSQL does not tell per session. One
+    /// grouped query for every session: O(records) on the server, one round trip.
+    pub fn session_sizes(&self) -> Result<Vec<(String, u64)>, PluginError> {
+        self.call(Worker::session_sizes)
+    }
+
     /// Where the database is: `host:port/dbname`.
     pub fn host(&self) -> &str {
         &self.host

@@ -23,6 +23,25 @@ fn a_key_value_string_parses_too() {
 }
 
 #[test]
+fn the_url_to_type_again_keeps_everything_but_the_password() {
+    let config = PostgresConfig::new("postgres://alice:s3cret@db.example:6543/fleet").unwrap();
+    let url = config.url_without_password();
+    assert_eq!(url, "postgres://alice@db.example:6543/fleet");
+    let again = PostgresConfig::new(&url).unwrap();
+    assert_eq!(again.describe(), config.describe());
+    let socket =
+        PostgresConfig::new("host='/tmp/pg sock' port=5433 dbname=cuca user=x password=s3cret")
+            .unwrap();
+    let url = socket.url_without_password();
+    assert_eq!(url, "postgres://x@%2Ftmp%2Fpg%20sock:5433/cuca");
+    assert!(!url.contains("s3cret"));
+    assert_eq!(
+        PostgresConfig::new(&url).unwrap().describe(),
+        "/tmp/pg sock:5433/cuca"
+    );
+}
+
+#[test]
 fn a_bad_url_is_a_validation_error() {
     for url in ["postgres://host:notaport/db", "dbname=cuca"] {
         let error = PostgresConfig::new(url).unwrap_err();

@@ -622,6 +622,27 @@ impl Worker {
         Ok(ids)
     }
 
+    /// Every session's id and the bytes of its stored records (`octet_length` of each row's
+    /// `record`), in one grouped query: O(records) on the server, one round trip.
+    pub(crate) fn session_sizes(&mut self) -> Result<Vec<(String, u64)>, PluginError> {
+        self.run("size sessions", |conn, _, _| {
+            let rows = conn
+                .client
+                .query(
+                    "SELECT session_id, sum(octet_length(record))::bigint FROM cuca_session_records GROUP BY session_id ORDER BY session_id",
+                    &[],
+                )
+                .map_err(retryable)?;
+            rows.iter()
+                .map(|row| {
+                    let id: String = row.try_get(0).map_err(retryable)?;
+                    let bytes: i64 = row.try_get(1).map_err(retryable)?;
+                    Ok((id, bytes.unsigned_abs()))
+                })
+                .collect::<Result<Vec<(String, u64)>, OpError>>()
+        })
+    }
+
     /// `(records, bytes)`: a full count, so O(records) on the server.
     pub(crate) fn gauge(&mut self) -> Result<(i64, i64), PluginError> {
         self.run("gauge", |conn, _, _| {

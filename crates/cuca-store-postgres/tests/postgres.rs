@@ -572,3 +572,47 @@ fn a_schema_from_before_the_sequence_rule_is_migrated_and_keeps_its_records() {
         .unwrap();
     assert_eq!(backend.replay("demo").unwrap().len(), turn.len() + 1);
 }
+
+/// Issue 34: `cuca sessions` and `cuca verify` over a database show each session's size, not
+/// 0: the bytes of its stored records, every session in one query, the same figure a
+/// `.cslog` holds less its frames' headers.
+#[test]
+fn session_sizes_are_the_bytes_of_each_sessions_records_in_one_query() {
+    let Some(url) = common::url() else { return };
+    let backend = common::backend(&url);
+    assert_eq!(backend.session_sizes().unwrap(), []);
+    let long = "x".repeat(5_000);
+    for (sequence, text) in ["a", long.as_str()].into_iter().enumerate() {
+        backend
+            .append(record(
+                "big",
+                sequence as u64,
+                SessionEvent::Output { text: text.into() },
+            ))
+            .unwrap();
+    }
+    backend
+        .append(record(
+            "small",
+            0,
+            SessionEvent::Output { text: "b".into() },
+        ))
+        .unwrap();
+    let encoded = |session: &str| -> u64 {
+        backend
+            .replay(session)
+            .unwrap()
+            .iter()
+            .map(|r| postcard::to_stdvec(r).unwrap().len() as u64)
+            .sum()
+    };
+    let sizes = backend.session_sizes().unwrap();
+    assert_eq!(
+        sizes,
+        [
+            ("big".to_owned(), encoded("big")),
+            ("small".to_owned(), encoded("small"))
+        ]
+    );
+    assert!(sizes[0].1 > 5_000, "{sizes:?}");
+}

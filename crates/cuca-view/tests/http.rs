@@ -406,3 +406,34 @@ async fn the_live_poll_lists_the_forks_so_a_new_fork_appears() {
     assert_eq!(after["forks"][0]["id"], fork.as_str());
     assert_eq!(after["forks"][0]["point"], "agent:3");
 }
+
+/// Issue 34: the viewer over a store that is not a directory (`cuca view --store postgres://…`)
+/// searches it too, after the directories: here a second sessions directory handed over as
+/// a store, read through the `SessionBackend` trait as a PostgreSQL store is.
+#[tokio::test]
+async fn search_reads_the_stores_that_are_not_directories_too() {
+    let fixture = Fixture::new();
+    let other = tempfile::tempdir().unwrap();
+    let store = cuca_store_file::FileBackend::new(other.path()).unwrap();
+    cuca_events::SessionBackend::append(
+        &store,
+        cuca_testkit::record(
+            "fleet-s1",
+            0,
+            cuca_events::SessionEvent::Message(cuca_events::Message::user(
+                "a zebra in the fleet store",
+            )),
+        ),
+    )
+    .unwrap();
+    let config = fixture
+        .config()
+        .with_store("the fleet store", std::sync::Arc::new(store));
+    let base = support::serve(config).await;
+    let (status, _, body) = get(&format!("{base}/search?q=zebra")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(r#"href="/points/fleet-s1%3A0""#), "{body}");
+    assert!(body.contains("<mark>zebra</mark>"), "{body}");
+    let (_, _, body) = get(&format!("{base}/search?q=Lisbon")).await;
+    assert!(body.contains(r#"href="/points/hostile%3A5""#), "{body}");
+}

@@ -1,5 +1,6 @@
 //! `cuca sessions DIR`: one row per session, widths from the rows, most recent first.
 
+use std::collections::HashMap;
 use std::io::Write;
 
 use cuca::{conversation_parent, SessionEvent};
@@ -28,7 +29,8 @@ struct Row {
     last_ms: Option<u64>,
     forks_taken: Vec<String>,
     compacted: bool,
-    bytes_on_disk: u64,
+    /// The file's bytes on disk; `None` in a database, which does not tell it per session.
+    bytes_on_disk: Option<u64>,
 }
 
 impl Row {
@@ -62,7 +64,8 @@ impl Row {
     }
 }
 
-fn scan(store: &Store, id: &str) -> Result<Row, CliError> {
+/// One session's row; `sizes` is [`Store::stored_bytes`], read once for every row.
+fn scan(store: &Store, id: &str, sizes: Option<&HashMap<String, u64>>) -> Result<Row, CliError> {
     let (mut first_ms, mut last_ms, mut forks_taken) = (None, None, Vec::new());
     let mut see = |record: cuca::ReplayedRecord<'_>| {
         first_ms.get_or_insert(record.timestamp_ms);
@@ -75,9 +78,16 @@ fn scan(store: &Store, id: &str) -> Result<Row, CliError> {
         Some(backend) => (
             scan_row(backend, id, &mut see)?,
             backend.is_compacted(id)?,
-            backend.bytes_on_disk(id)?,
+            Some(backend.bytes_on_disk(id)?),
         ),
-        None => (stored_row(store.backend(), id, &mut see), false, 0),
+        None => {
+            let bytes = sizes.and_then(|sizes| sizes.get(id)).copied().unwrap_or(0);
+            (
+                stored_row(store.backend(), id, bytes, &mut see),
+                false,
+                None,
+            )
+        }
     };
     Ok(Row {
         id: id.to_owned(),
@@ -173,10 +183,11 @@ fn grouped(rows: Vec<Row>) -> Vec<Row> {
 
 pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Result<(), CliError> {
     let ids = store.backend().sessions()?;
+    let sizes = store.stored_bytes()?;
     let bar = ui::progress(ids.len() as u64, "scanning");
     let mut rows = Vec::with_capacity(ids.len());
     for id in &ids {
-        rows.push(scan(store, id)?);
+        rows.push(scan(store, id, sizes.as_ref())?);
         bar.inc(1);
     }
     bar.finish_and_clear();

@@ -268,6 +268,8 @@ enum Scanned {
     Stored {
         /// Records read (all of them when it loaded).
         n_records: u64,
+        /// The bytes of its stored records, as the store counts them ([`Store::stored_bytes`]).
+        bytes: u64,
         /// Why the store refused it.
         refused: Option<String>,
     },
@@ -302,7 +304,8 @@ impl Scanned {
     fn file_len(&self) -> u64 {
         match self {
             Scanned::Read(summary) => summary.file_len,
-            Scanned::Stored { .. } | Scanned::Unreadable { .. } => 0,
+            Scanned::Stored { bytes, .. } => *bytes,
+            Scanned::Unreadable { .. } => 0,
         }
     }
 }
@@ -324,10 +327,12 @@ fn scan_row(
 }
 
 /// [`scan_row`] for a store that is not a directory: the session read whole through the
-/// trait, each record to `visit`; a session the store refuses is a refused row.
+/// trait, each record to `visit`; a session the store refuses is a refused row. `bytes` is
+/// its size as the store counts it.
 fn stored_row(
     backend: &dyn SessionBackend,
     session: &str,
+    bytes: u64,
     visit: &mut dyn FnMut(ReplayedRecord<'_>),
 ) -> Scanned {
     let mut n_records = 0u64;
@@ -338,6 +343,7 @@ fn stored_row(
     });
     Scanned::Stored {
         n_records,
+        bytes,
         refused: result.err().map(|error| error.to_string()),
     }
 }

@@ -606,7 +606,12 @@ fn write_conversations(out: &mut impl Write, store: &Store, session: &str) -> Re
         }
     )?;
     for (_, id) in &conversations {
-        writeln!(out, "  cuca replay {} {}", line(store.describe()), line(id))?;
+        writeln!(
+            out,
+            "  cuca replay {} {}",
+            line(store.command_form()),
+            line(id)
+        )?;
     }
     Ok(())
 }

@@ -43,10 +43,15 @@ fn report_json(session: &str, scanned: &Scanned) -> serde_json::Value {
                 "refused_reason": refused_reason,
             })
         }
-        Scanned::Stored { n_records, refused } => json!({
+        Scanned::Stored {
+            n_records,
+            bytes,
+            refused,
+        } => json!({
             "session": session,
             "verdict": scanned.verdict_word(),
             "records": n_records,
+            "bytes": bytes,
             "refused_reason": refused,
         }),
         Scanned::Unreadable {
@@ -233,6 +238,7 @@ pub(crate) fn verify(store: &Store, named: &[String], as_json: bool) -> Result<(
         }
         named.to_vec()
     };
+    let sizes = store.stored_bytes()?;
     let bar = ui::progress(ids.len() as u64, "verifying");
     let mut out = stdout();
     let (mut clean, mut recovered, mut refused, mut n_records, mut n_bytes) =
@@ -246,9 +252,17 @@ pub(crate) fn verify(store: &Store, named: &[String], as_json: bool) -> Result<(
         let mut calls = Calls::default();
         let scanned = match store.file() {
             Some(backend) => skim_row(backend, session, &mut |record| calls.see_skimmed(record))?,
-            None => stored_row(store.backend(), session, &mut |record| {
-                calls.see(&record.event);
-            }),
+            None => {
+                let bytes = sizes.as_ref().and_then(|sizes| sizes.get(session)).copied();
+                stored_row(
+                    store.backend(),
+                    session,
+                    bytes.unwrap_or(0),
+                    &mut |record| {
+                        calls.see(&record.event);
+                    },
+                )
+            }
         };
         n_incomplete += calls.incomplete + u64::from(calls.open_at_end);
         let ambiguities = std::mem::take(&mut calls.positions).finish();
