@@ -165,11 +165,15 @@ async fn record_request(
             ),
             source: None,
         })?;
-        tracing::info!(from = %lost, to = %id, "another process began the conversation's session first; the call is recorded in the next");
-        rows.moved_to(
-            &id,
-            &format!("recorded in {id}: another process began {lost} first"),
-        );
+        // The same id again when what is there continues this call's conversation (a part
+        // of it recorded before, by an earlier try of this call or by another process).
+        if id != lost {
+            tracing::info!(from = %lost, to = %id, "another process began the conversation's session first; the call is recorded in the next");
+            rows.moved_to(
+                &id,
+                &format!("recorded in {id}: another process began {lost} first"),
+            );
+        }
         *recording = next;
         *session = id;
         if let Some(why) = recording.unrecordable.clone() {
