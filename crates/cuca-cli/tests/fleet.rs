@@ -191,6 +191,18 @@ fn drive(
     n_sessions: usize,
     n_calls: usize,
 ) -> std::process::Child {
+    drive_with(python, proxy, prefix, n_sessions, n_calls, &[])
+}
+
+/// [`drive`] with drive.py's extra arguments (`shared`: every thread on the default session).
+fn drive_with(
+    python: &Path,
+    proxy: &str,
+    prefix: &str,
+    n_sessions: usize,
+    n_calls: usize,
+    extra: &[&str],
+) -> std::process::Child {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fleet/drive.py");
     std::process::Command::new(python)
         .arg(script)
@@ -198,6 +210,7 @@ fn drive(
         .arg(prefix)
         .arg(n_sessions.to_string())
         .arg(n_calls.to_string())
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -345,6 +358,115 @@ fn four_proxies_record_a_hundred_concurrent_sessions_into_one_schema() {
     );
     drop(proxies);
     eprintln!("FIGURES fleet: 4 proxies, 100 sessions, 200 calls answered and recorded whole");
+}
+
+/// "Many proxies, one database … sessions, conversations … are consistent", with agents that
+/// never name a session: 4 `cuca proxy` processes × 5 concurrent conversations each through
+/// the real `openai` package, all on the proxies' default session of one schema. Each
+/// conversation is one session of its own (`default`, `default:conv:N`), whole and in order,
+/// and `cuca verify` finds the store clean and replayable.
+#[test]
+fn four_proxies_on_one_default_session_keep_twenty_conversations_apart() {
+    let Some((url, python)) = needs() else { return };
+    let store = schema(&url);
+    let schema = store.schema().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    const CHUNKS: usize = 8;
+    let upstream = start_upstream(CHUNKS, Duration::from_millis(2));
+    let proxies: Vec<(Killed, String)> = (0..4)
+        .map(|p| {
+            let log = dir.path().join(format!("p{p}"));
+            std::fs::create_dir_all(&log).unwrap();
+            start_proxy(&url, &schema, &upstream, &log)
+        })
+        .collect();
+    let drivers: Vec<_> = proxies
+        .iter()
+        .enumerate()
+        .map(|(p, (_, address))| {
+            drive_with(
+                &python,
+                &format!("http://{address}"),
+                &format!("p{p}"),
+                5,
+                3,
+                &["shared"],
+            )
+        })
+        .collect();
+    let mut answers = BTreeMap::new();
+    for driver in drivers {
+        let (got, errors) = driven(driver);
+        assert!(errors.is_empty(), "{errors:?}");
+        answers.extend(got);
+    }
+    assert_eq!(answers.len(), 20);
+    let conversations: Vec<String> = store
+        .sessions()
+        .unwrap()
+        .into_iter()
+        .filter(|id| id == "default" || id.starts_with("default:conv:"))
+        .collect();
+    let users = |id: &str| -> Vec<String> {
+        store
+            .replay(id)
+            .unwrap()
+            .into_iter()
+            .filter_map(|r| match r.event {
+                SessionEvent::Message(m) => Some(format!(
+                    "{} {:?}: {}",
+                    r.sequence,
+                    m.role,
+                    m.text().chars().take(20).collect::<String>()
+                )),
+                SessionEvent::CallIncomplete { reason } => {
+                    Some(format!("{} incomplete: {reason}", r.sequence))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let all: BTreeMap<&String, Vec<String>> =
+        conversations.iter().map(|id| (id, users(id))).collect();
+    assert_eq!(conversations.len(), 20, "{all:#?}");
+    let stored: BTreeMap<&String, Vec<String>> = conversations
+        .iter()
+        .map(|id| (id, recorded_answers(&store, id)))
+        .collect();
+    for (name, got) in &answers {
+        let expected: Vec<String> = (0..3)
+            .map(|call| answer_words(&format!("{name} call {call}"), CHUNKS).concat())
+            .collect();
+        assert_eq!(got, &expected, "what the SDK got on {name}");
+        let holding: Vec<_> = stored
+            .iter()
+            .filter(|(_, calls)| calls.iter().any(|call| expected.contains(call)))
+            .collect();
+        assert_eq!(holding.len(), 1, "{name} is in one session: {stored:#?}");
+        let dump: Vec<String> = store
+            .replay(holding[0].0)
+            .unwrap()
+            .iter()
+            .map(|r| {
+                format!("{} {} {:?}", r.sequence, r.event.kind(), r.event)
+                    .chars()
+                    .take(120)
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            holding[0].1, &expected,
+            "{name} whole and in order: {dump:#?}"
+        );
+    }
+    let verify = cuca_out(&["verify", &url, "--schema", &schema]);
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    drop(proxies);
 }
 
 /// "PostgreSQL restarted in the middle of a run → the proxy answers its callers (recording

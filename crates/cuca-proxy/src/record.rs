@@ -152,7 +152,7 @@ async fn record_request(
         let moved = async {
             shared.conversations.taken(&base, &lost).await?;
             let placed = shared.conversations.place(&base, unified).await?;
-            let mut next = server::recording(shared, &placed.id).await?;
+            let mut next = server::writer(shared, &placed.id, !placed.new).await?;
             next.begins = placed.new.then(|| base.clone());
             next.note = recording.note.take();
             Ok::<_, ApiError>((placed.id, next))

@@ -728,14 +728,26 @@ async fn placed_recording(
     base: &str,
     placed: &Placed,
 ) -> Result<Recording, ApiError> {
-    let mut recording = recording(shared, &placed.id).await?;
+    let mut recording = writer(shared, &placed.id, !placed.new).await?;
     if placed.new {
         recording.begins = Some(base.to_owned());
     }
     Ok(recording)
 }
 
-pub(crate) async fn recording(shared: &Shared, session: &str) -> Result<Recording, ApiError> {
+async fn recording(shared: &Shared, session: &str) -> Result<Recording, ApiError> {
+    writer(shared, session, true).await
+}
+
+/// The session's writer, prepared for a call. `close_open`: whether a call found open in the
+/// session is closed first (one a killed proxy left). A call that begins a conversation does
+/// not: the session is empty, unless another process began it a moment ago and is recording
+/// its first call right now — which is not to be closed under it (the call is placed again).
+pub(crate) async fn writer(
+    shared: &Shared,
+    session: &str,
+    close_open: bool,
+) -> Result<Recording, ApiError> {
     let slot = shared.slots.get(session)?;
     let guard = Arc::clone(&slot.lock).lock_owned().await;
     // A call that waited for its session's writer through the start of a shutdown must not
@@ -744,7 +756,7 @@ pub(crate) async fn recording(shared: &Shared, session: &str) -> Result<Recordin
         return Err(shutting_down(session));
     }
     let unrecordable = slot
-        .prepare(session, shared.config.answer_unrecorded)
+        .prepare(session, shared.config.answer_unrecorded, close_open)
         .await?;
     Ok(Recording {
         slot,

@@ -142,7 +142,8 @@ impl Slot {
     /// Everything that can be checked before a call is forwarded (issue 28.7: a call that
     /// cannot be recorded is refused, not forwarded first): the store takes the session id
     /// and no other process holds the session; and a call its recorder left open is closed,
-    /// so this call is a turn of its own. Runs on a blocking thread: it may read the session.
+    /// so this call is a turn of its own (unless `close_open` is false: see `server::writer`).
+    /// Runs on a blocking thread: it may read the session.
     /// With `answer_unrecorded` (`ProxyConfig::answer_unrecorded`), a store that is away is
     /// said on stderr and the call goes on, to be answered and not recorded: the answer is
     /// `Ok(Some(why))`. Not recorded even if the store is back by the time the call would
@@ -152,12 +153,13 @@ impl Slot {
         self: &Arc<Self>,
         session: &str,
         answer_unrecorded: bool,
+        close_open: bool,
     ) -> Result<Option<String>, ApiError> {
         let slot = Arc::clone(self);
         let id = session.to_owned();
         let checked = tokio::task::spawn_blocking(move || -> Result<(), PluginError> {
             slot.plugin.backend().check_writable(&id)?;
-            if slot.may_be_open.swap(false, Ordering::AcqRel) {
+            if close_open && slot.may_be_open.swap(false, Ordering::AcqRel) {
                 if let Err(error) = slot.plugin.close_open_call(LEFT_OPEN) {
                     slot.needs_close();
                     return Err(error);

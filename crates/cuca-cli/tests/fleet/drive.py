@@ -1,10 +1,12 @@
 """Drives one `cuca proxy` of the fleet test with the real `openai` package.
 
-    drive.py PROXY_URL PREFIX N_SESSIONS N_CALLS
+    drive.py PROXY_URL PREFIX N_SESSIONS N_CALLS [shared]
 
 Runs N_SESSIONS sessions at once (`{PREFIX}-s{i}`, one thread each), each N_CALLS streamed
 calls that carry the conversation so far, and prints one JSON object: every session's
-answers, in the order they were streamed.
+answers, in the order they were streamed. With `shared`, every thread talks to the proxy's
+plain base URL (its default session) instead, as agents that never name a session do: the
+names are then only the conversations' words.
 """
 import json
 import sys
@@ -13,13 +15,15 @@ import threading
 import openai
 
 proxy, prefix, n_sessions, n_calls = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+shared = sys.argv[5:] == ["shared"]
 answers = {}
 errors = []
 
 
 def session(index):
     name = f"{prefix}-s{index}"
-    client = openai.OpenAI(base_url=f"{proxy}/s/{name}/v1", api_key="sk-fleet", max_retries=0)
+    base_url = f"{proxy}/v1" if shared else f"{proxy}/s/{name}/v1"
+    client = openai.OpenAI(base_url=base_url, api_key="sk-fleet", max_retries=0)
     messages = [{"role": "system", "content": "You are the fleet test."}]
     got = []
     try:
