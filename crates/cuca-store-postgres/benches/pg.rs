@@ -1,7 +1,7 @@
 //! Appends/s and replay records/s of PostgresBackend against FileBackend and InMemoryBackend,
 //! measured in the same run so the ratios compare like with like.
 //!
-//! `stream/{file,postgres_pipelined}` times one streamed call as the recording proxy appends
+//! `backend_stream/{file,postgres_pipelined}` times one streamed call as the recording proxy appends
 //! it (its message, 1,000 `Output` blocks, its `TokenUsage`) until the closing record is
 //! acknowledged: the backend's share of issue 34's "a 1,000-chunk stream into PostgreSQL
 //! costs ≤ 2× the same into a `FileBackend`", without the proxy around it.
@@ -75,7 +75,7 @@ fn streamed_call(session_id: &str, first: u64) -> Vec<SessionRecord> {
 
 /// Times [`streamed_call`] into each backend, in one group so the ratio is of one run.
 fn bench_stream(c: &mut Criterion, backends: &[(&str, Arc<dyn SessionBackend>)]) {
-    let mut group = c.benchmark_group("stream");
+    let mut group = c.benchmark_group("backend_stream");
     group.sample_size(20);
     group.throughput(Throughput::Elements(STREAMED + 2));
     for (label, backend) in backends {
