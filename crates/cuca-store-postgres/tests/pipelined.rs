@@ -295,6 +295,26 @@ fn drained(backend: &PostgresBackend) {
     }
 }
 
+/// A server crash as the backend sees it: its connection goes (exactly its one), and with it
+/// the `blocks` rows of `session` past its first that no flush covered.
+fn crash(admin: &mut postgres::Client, app: &str, schema: &str, session: &str, blocks: u64) {
+    let terminated: i64 = admin
+        .query_one(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+            &[&app],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(terminated, 1, "exactly the backend's one connection");
+    let lost = admin
+        .execute(
+            &format!("DELETE FROM \"{schema}\".cuca_session_records WHERE session_id = $1 AND sequence > 0"),
+            &[&session],
+        )
+        .unwrap();
+    assert_eq!(lost, blocks);
+}
+
 /// "without weakening what an acknowledged record means (document precisely when a record is
 /// durable, per `Durability`)": a batch of blocks alone commits without waiting for the disk,
 /// so a server crash may lose it after the backend saw it committed. Those blocks are kept
@@ -351,22 +371,7 @@ fn blocks_committed_without_waiting_are_sent_again_after_the_connection_broke() 
             .unwrap()
             .get(0);
         assert_eq!(stored, 101, "the blocks were committed before the cut");
-        // The crash: the connection goes, and with it the blocks no flush covered.
-        let terminated: i64 = admin
-            .query_one(
-                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
-                &[&app],
-            )
-            .unwrap()
-            .get(0);
-        assert_eq!(terminated, 1, "exactly the backend's one connection");
-        let lost = admin
-            .execute(
-                &format!("DELETE FROM \"{schema}\".cuca_session_records WHERE session_id = $1 AND sequence > 0"),
-                &[&session],
-            )
-            .unwrap();
-        assert_eq!(lost, 100);
+        crash(&mut admin, &app, &schema, session, 100);
         if session == "closed" {
             backend
                 .append(record(
@@ -406,4 +411,68 @@ fn blocks_committed_without_waiting_are_sent_again_after_the_connection_broke() 
             ("TokenUsage", "on")
         ]
     );
+}
+
+/// The same crash, but another writer stored one of the lost sequences before the blocks were
+/// sent again: those blocks cannot be stored again (the session would gain records below a
+/// higher one), so they are reported, with the closing record that waited behind them, as
+/// accepted but not stored, and nothing else of the call is stored after the hole.
+#[test]
+fn blocks_lost_in_a_crash_whose_sequence_another_writer_took_are_reported() {
+    let Some(url) = common::url() else { return };
+    let config = common::throwaway(&url).with_durability(Durability::Pipelined);
+    let app = config.application_name().unwrap().to_owned();
+    let backend = PostgresBackend::connect(config).unwrap();
+    let schema = backend.schema().to_owned();
+    let mut admin = common::admin(&url);
+    backend
+        .append(record(
+            "s",
+            0,
+            SessionEvent::SystemPrompt { text: "s".into() },
+        ))
+        .unwrap();
+    for sequence in 1..=20 {
+        backend.append(output("s", sequence)).unwrap();
+    }
+    drained(&backend);
+    crash(&mut admin, &app, &schema, "s", 20);
+    let other = PostgresBackend::connect(
+        PostgresConfig::new(&url)
+            .unwrap()
+            .with_schema(&schema)
+            .unwrap(),
+    )
+    .unwrap();
+    let theirs = record(
+        "s",
+        10,
+        SessionEvent::Output {
+            text: "theirs".into(),
+        },
+    );
+    other.append(theirs.clone()).unwrap();
+    let error = backend
+        .append(record(
+            "s",
+            21,
+            SessionEvent::TokenUsage {
+                prompt_tokens: 1,
+                completion_tokens: 20,
+            },
+        ))
+        .unwrap_err();
+    let PluginError::Backend { source, .. } = &error else {
+        panic!("{error:?}")
+    };
+    match source.as_ref().unwrap().downcast_ref::<Error>().unwrap() {
+        Error::NotStored {
+            first, last, count, ..
+        } => assert_eq!((*first, *last, *count), (1, 20, 20), "{error}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(error.to_string().contains("sequence was taken"), "{error}");
+    let stored = backend.replay("s").unwrap();
+    assert_eq!(stored.len(), 2);
+    assert_eq!(stored[1], theirs);
 }
