@@ -571,7 +571,7 @@ impl Worker {
             rows.push(pending);
         }
         if !rows.is_empty() {
-            self.write_rows(rows, shared);
+            self.write_rows(rows, false, shared);
         }
         shared.queued.fetch_sub(pipelined, Ordering::Relaxed);
     }
@@ -580,11 +580,12 @@ impl Worker {
     /// batch of no new rows that waits for its commit.
     pub(crate) fn sync(&mut self, shared: &Shared) {
         if !self.unsynced.is_empty() {
-            self.write_rows(Vec::new(), shared);
+            self.write_rows(Vec::new(), true, shared);
         }
     }
 
-    /// Writes `rows` in one statement and answers each that waits.
+    /// Writes `rows` in one statement and answers each that waits; with `flush` the commit
+    /// waits for the disk even when no record does.
     ///
     /// A batch of blocks only, which nobody waits on, commits without waiting for the disk
     /// (`synchronous_commit = off` for its transaction): its rows are kept in
@@ -595,11 +596,12 @@ impl Worker {
     /// crashed and lost them), the kept rows go first in the next statement, on the new
     /// connection, with `p_retry` (a row whose exact bytes are there counts as stored, a
     /// missing one is stored again), and that statement waits for its commit.
-    fn write_rows(&mut self, rows: Vec<Pending>, shared: &Shared) {
+    fn write_rows(&mut self, rows: Vec<Pending>, flush: bool, shared: &Shared) {
         let host = self.host.clone();
         let unsynced = std::mem::take(&mut self.unsynced);
         let bytes: usize = rows.iter().map(|row| row.bytes.len()).sum();
-        let wait = rows.iter().any(|row| row.reply.is_some())
+        let wait = flush
+            || rows.iter().any(|row| row.reply.is_some())
             || unsynced.len() + rows.len() > MAX_UNSYNCED
             || self.unsynced_bytes + bytes > MAX_UNSYNCED_BYTES;
         let unsynced_on = self.unsynced_on;
