@@ -476,3 +476,49 @@ fn blocks_lost_in_a_crash_whose_sequence_another_writer_took_are_reported() {
     assert_eq!(stored.len(), 2);
     assert_eq!(stored[1], theirs);
 }
+
+/// "every replay, fork or listing through this backend … comes after every record queued
+/// before it is durable": a listing first commits, waiting for the disk, a statement whose
+/// flush covers the blocks committed without waiting, and so the backend stops keeping them.
+/// Shown by the crash that follows: the rows deleted behind its back (which a real crash could
+/// no longer lose) are not sent again, where without the listing they would be (the test
+/// above).
+#[test]
+fn a_listing_flushes_the_blocks_before_it_so_they_are_no_longer_kept() {
+    let Some(url) = common::url() else { return };
+    let config = common::throwaway(&url).with_durability(Durability::Pipelined);
+    let app = config.application_name().unwrap().to_owned();
+    let backend = PostgresBackend::connect(config).unwrap();
+    let schema = backend.schema().to_owned();
+    let mut admin = common::admin(&url);
+    backend
+        .append(record(
+            "s",
+            0,
+            SessionEvent::SystemPrompt { text: "s".into() },
+        ))
+        .unwrap();
+    for sequence in 1..=20 {
+        backend.append(output("s", sequence)).unwrap();
+    }
+    drained(&backend);
+    assert_eq!(backend.sessions().unwrap(), ["s"]);
+    crash(&mut admin, &app, &schema, "s", 20);
+    backend
+        .append(record(
+            "s",
+            21,
+            SessionEvent::TokenUsage {
+                prompt_tokens: 1,
+                completion_tokens: 20,
+            },
+        ))
+        .unwrap();
+    let stored: Vec<u64> = backend
+        .replay("s")
+        .unwrap()
+        .iter()
+        .map(|record| record.sequence)
+        .collect();
+    assert_eq!(stored, [0, 21]);
+}
