@@ -49,6 +49,21 @@ pub enum Durability {
     /// as `NotStored`. Records still queued when the backend is dropped are written first; a
     /// process killed with records queued loses those (never one whose session's later
     /// waiting append was acknowledged).
+    ///
+    /// What the disk holds when: a batch of queued records only (nobody waits on it) commits
+    /// with `synchronous_commit = off` for its transaction, so it is visible at once but the
+    /// server may still lose it in a crash for a fraction of a second; a batch holding a
+    /// waiting record commits with the server's own setting (by default waiting for the
+    /// log to reach the disk), and as PostgreSQL's log is flushed up to a point, that flush
+    /// makes every batch committed before it durable too. The connection thread keeps the
+    /// records of every batch committed without waiting until such a flush; if the
+    /// connection breaks in between (the server may have crashed and lost them), it sends
+    /// them again first on the new connection, where a record whose exact bytes are stored
+    /// counts as stored and a missing one is stored again, in a statement that waits for
+    /// its commit, before it answers anything else. So a waiting record's `Ok`, and every
+    /// replay, fork or listing through this backend, still comes after every record queued
+    /// before it is durable. At most 4,096 records (16 MiB) are kept; a batch that would
+    /// keep more waits for its commit.
     Pipelined,
 }
 

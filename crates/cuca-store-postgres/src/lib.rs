@@ -54,7 +54,11 @@
 //!   and one commit (`cuca_append_batch`, migration 3), so a 1,000-block answer costs a few
 //!   commits, not a thousand, and fifty streams share them; every other record returns after
 //!   it and everything queued before it committed, so a call whose closing record is
-//!   acknowledged is stored whole. [`Durability`] says exactly when each record is durable.
+//!   acknowledged is stored whole. A batch of blocks alone commits without waiting for the
+//!   disk (nobody waits on it); the next batch that holds a waiting record waits for its
+//!   flush, which covers every commit before it, and the blocks committed without waiting are
+//!   kept until then and sent again on a new connection should the old one break. [`Durability`]
+//!   says exactly when each record is durable.
 //! * **Password.** From the URL, else `PGPASSWORD`, else `~/.pgpass` (`PGPASSFILE`), as libpq
 //!   does; never printed ([`PostgresConfig::describe`]).
 //! * **Failures.** A broken connection is dropped and reopened on the next call; a read or an

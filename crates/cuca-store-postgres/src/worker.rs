@@ -62,6 +62,12 @@ impl Pending {
 /// The most records one batch statement carries; more queued go in the next batch.
 const MAX_BATCH: usize = 4096;
 
+/// The most rows, and bytes, the connection thread keeps for re-sending (rows committed
+/// without waiting for the disk since the last commit that waited); a batch that would pass
+/// either waits for its commit, which makes them all durable and frees them.
+const MAX_UNSYNCED: usize = 4096;
+const MAX_UNSYNCED_BYTES: usize = 16 << 20;
+
 /// Pipelined records accepted but not stored, per session, until the session's next append
 /// reports them.
 #[derive(Debug)]
@@ -138,13 +144,33 @@ const APPEND: &str = "SELECT cuca_append($1, $2, $3, $4, $5)";
 
 /// Many appends in one statement (migration 3): per row NULL (stored), the session's highest
 /// (refused) or -1 (not tried, after a refused row of the same session).
-const APPEND_BATCH: &str = "SELECT cuca_append_batch($1, $2, $3, $4, $5, $6)";
+///
+/// `$7` says whether the commit waits for the disk. When it does, `txid_current()` gives the
+/// transaction an id even when it stores nothing (a batch that only finds rows already
+/// stored, or none at all), so it writes a commit record and PostgreSQL flushes the log up to
+/// it: every transaction committed before it on the server, the ones committed without
+/// waiting included, is then durable. When it does not, `synchronous_commit` is off for this
+/// transaction only (`set_config(…, true)`), and the server's own setting is left alone for
+/// the ones that wait. It comes first so the setting is in force inside the batch function.
+const APPEND_BATCH: &str = "SELECT CASE WHEN $7 THEN txid_current() \
+     ELSE length(set_config('synchronous_commit', 'off', true)) END, \
+     cuca_append_batch($1, $2, $3, $4, $5, $6)";
 
 /// The state of the connection thread.
 pub(crate) struct Worker {
     config: PostgresConfig,
     host: String,
     conn: Option<Conn>,
+    /// How many connections were opened: the live one's [`Conn::number`].
+    opened: u64,
+    /// Pipelined blocks whose batch committed without waiting for the disk, since the last
+    /// commit that waited: a server crash may still lose them, so they are kept to be sent
+    /// again, with the next batch, on a new connection (see [`Worker::write_rows`]).
+    unsynced: Vec<Pending>,
+    /// Their bytes, for [`MAX_UNSYNCED_BYTES`].
+    unsynced_bytes: usize,
+    /// The connection they were committed on.
+    unsynced_on: u64,
 }
 
 /// One live connection with its search path set, migrations applied and statements prepared.
@@ -153,6 +179,8 @@ struct Conn {
     insert: Statement,
     append: Statement,
     batch: Statement,
+    /// Which connection of the worker this is (1 for the first).
+    number: u64,
 }
 
 /// How an operation failed, so the runner knows whether a retry on a new connection is safe.
@@ -218,6 +246,10 @@ fn serve(
         host: config.describe(),
         config,
         conn: None,
+        opened: 0,
+        unsynced: Vec::new(),
+        unsynced_bytes: 0,
+        unsynced_on: 0,
     };
     let first = worker.connection().map(|_| ()).map_err(PluginError::from);
     let connected = first.is_ok();
@@ -236,7 +268,12 @@ fn serve(
             },
         };
         match msg {
-            Msg::Job(job) => job(&mut worker),
+            Msg::Job(job) => {
+                // A replay, fork or listing returns after everything queued before it is
+                // durable, as `Durability::Pipelined` promises.
+                worker.sync(shared);
+                job(&mut worker);
+            }
             Msg::Append(first) => {
                 // Group commit: every append queued behind the first goes in its batch, so
                 // the batches grow while the server is slow and the queue never runs away.
@@ -255,6 +292,7 @@ fn serve(
             }
         }
     }
+    worker.sync(shared);
     worker.shutdown();
 }
 
@@ -286,6 +324,28 @@ fn fail_rows(rows: Vec<Pending>, host: &str, reason: &str, shared: &Shared) {
             None => shared.lose(&row.session_id, row.sequence, || reason.to_owned()),
         }
     }
+}
+
+/// A batch's rows as the statement's arrays: ids, sequences, kinds, timestamps, records.
+type Columns<'a> = (
+    Vec<&'a str>,
+    Vec<i64>,
+    Vec<&'a str>,
+    Vec<i64>,
+    Vec<&'a [u8]>,
+);
+
+fn columns<'a>(rows: impl Iterator<Item = &'a Pending>) -> Columns<'a> {
+    let mut out: Columns<'a> = Default::default();
+    for row in rows {
+        out.0.push(row.session_id.as_str());
+        // `Pending::new` checked that the sequence fits.
+        out.1.push(i64::try_from(row.sequence).unwrap_or(i64::MAX));
+        out.2.push(row.kind);
+        out.3.push(row.timestamp_ms);
+        out.4.push(row.bytes.as_slice());
+    }
+    out
 }
 
 fn now_ms() -> u64 {
@@ -352,7 +412,12 @@ impl Worker {
     fn connection(&mut self) -> Result<&mut Conn, Error> {
         let conn = match self.conn.take() {
             Some(conn) if !conn.client.is_closed() => conn,
-            _ => self.open()?,
+            _ => {
+                let mut conn = self.open()?;
+                self.opened += 1;
+                conn.number = self.opened;
+                conn
+            }
         };
         Ok(self.conn.insert(conn))
     }
@@ -387,6 +452,7 @@ impl Worker {
             insert,
             append,
             batch,
+            number: 0,
         })
     }
 
@@ -505,57 +571,111 @@ impl Worker {
             rows.push(pending);
         }
         if !rows.is_empty() {
-            self.write_rows(rows, shared);
+            self.write_rows(rows, false, shared);
         }
         shared.queued.fetch_sub(pipelined, Ordering::Relaxed);
     }
 
-    fn write_rows(&mut self, rows: Vec<Pending>, shared: &Shared) {
-        let host = self.host.clone();
-        let mut ids = Vec::with_capacity(rows.len());
-        let mut sequences = Vec::with_capacity(rows.len());
-        let mut kinds = Vec::with_capacity(rows.len());
-        let mut stamps = Vec::with_capacity(rows.len());
-        let mut records = Vec::with_capacity(rows.len());
-        for row in &rows {
-            ids.push(row.session_id.as_str());
-            // `Pending::new` checked that the sequence fits.
-            sequences.push(i64::try_from(row.sequence).unwrap_or(i64::MAX));
-            kinds.push(row.kind);
-            stamps.push(row.timestamp_ms);
-            records.push(row.bytes.as_slice());
+    /// Makes every block committed without waiting durable (see [`Worker::write_rows`]): a
+    /// batch of no new rows that waits for its commit.
+    pub(crate) fn sync(&mut self, shared: &Shared) {
+        if !self.unsynced.is_empty() {
+            self.write_rows(Vec::new(), true, shared);
         }
+    }
+
+    /// Writes `rows` in one statement and answers each that waits; with `flush` the commit
+    /// waits for the disk even when no record does.
+    ///
+    /// A batch of blocks only, which nobody waits on, commits without waiting for the disk
+    /// (`synchronous_commit = off` for its transaction): its rows are kept in
+    /// [`Worker::unsynced`]. A batch with a waiting record (or past [`MAX_UNSYNCED`]) commits
+    /// waiting for the disk, which flushes the log up to its commit and so makes every row
+    /// committed before it durable too: only then is a waiting record acknowledged, and the
+    /// kept rows are dropped. Should the connection break in between (the server may have
+    /// crashed and lost them), the kept rows go first in the next statement, on the new
+    /// connection, with `p_retry` (a row whose exact bytes are there counts as stored, a
+    /// missing one is stored again), and that statement waits for its commit.
+    fn write_rows(&mut self, rows: Vec<Pending>, flush: bool, shared: &Shared) {
+        let host = self.host.clone();
+        let unsynced = std::mem::take(&mut self.unsynced);
+        let bytes: usize = rows.iter().map(|row| row.bytes.len()).sum();
+        let wait = flush
+            || rows.iter().any(|row| row.reply.is_some())
+            || unsynced.len() + rows.len() > MAX_UNSYNCED
+            || self.unsynced_bytes + bytes > MAX_UNSYNCED_BYTES;
+        let unsynced_on = self.unsynced_on;
+        let fresh = columns(rows.iter());
+        let again = columns(unsynced.iter().chain(&rows));
         let answers = self.run("append", |conn, _, retried| {
-            conn.client
+            // Kept rows committed on another connection may be gone: they go first.
+            let resend = !unsynced.is_empty() && conn.number != unsynced_on;
+            let (ids, sequences, kinds, stamps, records) = if resend { &again } else { &fresh };
+            let retry = retried || resend;
+            let wait = wait || resend;
+            let answers = conn
+                .client
                 .query_one(
                     &conn.batch,
-                    &[&ids, &sequences, &kinds, &stamps, &records, &retried],
+                    &[ids, sequences, kinds, stamps, records, &retry, &wait],
                 )
                 .map_err(retryable)?
-                .try_get::<_, Vec<Option<i64>>>(0)
-                .map_err(retryable)
+                .try_get::<_, Vec<Option<i64>>>(1)
+                .map_err(retryable)?;
+            Ok((answers, resend, wait, conn.number))
         });
-        let answers = match answers {
-            Ok(answers) if answers.len() == rows.len() => answers,
-            Ok(answers) => {
-                let reason = format!(
-                    "the server answered {} rows for a batch of {}",
-                    answers.len(),
-                    rows.len()
-                );
-                return fail_rows(rows, &host, &reason, shared);
+        drop((fresh, again));
+        let (mut answers, resent, waited, number) = match answers {
+            Ok(answers) => answers,
+            Err(error) => {
+                // Still not known durable: kept for the next connection.
+                self.unsynced = unsynced;
+                return fail_rows(rows, &host, &error.to_string(), shared);
             }
-            Err(error) => return fail_rows(rows, &host, &error.to_string(), shared),
         };
-        for (row, answer) in rows.into_iter().zip(answers) {
+        let offset = if resent { unsynced.len() } else { 0 };
+        if answers.len() != offset + rows.len() {
+            let reason = format!(
+                "the server answered {} rows for a batch of {}",
+                answers.len(),
+                offset + rows.len()
+            );
+            self.unsynced = unsynced;
+            return fail_rows(rows, &host, &reason, shared);
+        }
+        let answers_now = answers.split_off(offset);
+        for (row, answer) in unsynced.iter().zip(answers) {
+            // Sent again after a broken connection and neither there nor storable: lost
+            // (another writer took the sequence meanwhile); the session's later rows in this
+            // statement were not tried (-1) and learn it below.
+            if let Some(last) = answer {
+                shared.lose(&row.session_id, row.sequence, || {
+                    format!("the server lost it with its connection, and when sent again the sequence was taken (the session's highest is {last})")
+                });
+            }
+        }
+        let mut keep = if waited {
+            self.unsynced_bytes = 0;
+            Vec::new()
+        } else {
+            self.unsynced_on = number;
+            unsynced
+        };
+        let answers = answers_now;
+        for (mut row, answer) in rows.into_iter().zip(answers) {
             let taken = |last: i64| {
                 format!("another writer took the sequence (the session's highest is {last})")
             };
-            match (answer, row.reply) {
+            match (answer, row.reply.take()) {
                 (None, Some(reply)) => {
                     let _ = reply.send(Ok(()));
                 }
-                (None, None) => {}
+                (None, None) => {
+                    if !waited {
+                        self.unsynced_bytes += row.bytes.len();
+                        keep.push(row);
+                    }
+                }
                 (Some(-1), Some(reply)) => {
                     let error = match shared.take_lost(&row.session_id) {
                         Some(lost) => lost.into_error(&row.session_id, &host),
@@ -586,6 +706,7 @@ impl Worker {
                 (Some(last), None) => shared.lose(&row.session_id, row.sequence, || taken(last)),
             }
         }
+        self.unsynced = keep;
     }
 
     pub(crate) fn replay(&mut self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {

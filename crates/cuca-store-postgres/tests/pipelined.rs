@@ -280,3 +280,245 @@ fn a_failed_batch_reports_its_lost_blocks_to_the_record_that_waited_behind_them(
     backend.append(closing(next + 1)).unwrap();
     assert_eq!(backend.replay("s").unwrap().len(), stored.len() + 2);
 }
+
+/// Waits until the connection thread has written everything queued, without a job (a replay
+/// would make the blocks durable first).
+fn drained(backend: &PostgresBackend) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while backend.queued() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still {} queued",
+            backend.queued()
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// A server crash as the backend sees it: its connection goes (exactly its one), and with it
+/// the `blocks` rows of `session` past its first that no flush covered.
+fn crash(admin: &mut postgres::Client, app: &str, schema: &str, session: &str, blocks: u64) {
+    let terminated: i64 = admin
+        .query_one(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+            &[&app],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(terminated, 1, "exactly the backend's one connection");
+    let lost = admin
+        .execute(
+            &format!("DELETE FROM \"{schema}\".cuca_session_records WHERE session_id = $1 AND sequence > 0"),
+            &[&session],
+        )
+        .unwrap();
+    assert_eq!(lost, blocks);
+}
+
+/// "without weakening what an acknowledged record means (document precisely when a record is
+/// durable, per `Durability`)": a batch of blocks alone commits without waiting for the disk,
+/// so a server crash may lose it after the backend saw it committed. Those blocks are kept
+/// and, once the connection broke, sent again before the next waiting record (or replay) is
+/// answered. The test plays the crash: it cuts the backend's connection and deletes the
+/// blocks behind its back; the call must still be stored whole when its closing record is
+/// acknowledged, and a replay alone must bring them back too. A trigger records the
+/// `synchronous_commit` of each insert, to show that the blocks' commits did not wait and
+/// the closing record's did.
+#[test]
+fn blocks_committed_without_waiting_are_sent_again_after_the_connection_broke() {
+    let Some(url) = common::url() else { return };
+    let config = common::throwaway(&url).with_durability(Durability::Pipelined);
+    let app = config.application_name().unwrap().to_owned();
+    let backend = PostgresBackend::connect(config).unwrap();
+    let schema = backend.schema().to_owned();
+    let mut admin = common::admin(&url);
+    admin
+        .batch_execute(&format!(
+            "CREATE TABLE \"{schema}\".commits (kind text, sync text);
+             CREATE FUNCTION \"{schema}\".note() RETURNS trigger LANGUAGE plpgsql AS
+                 $$ BEGIN INSERT INTO \"{schema}\".commits VALUES (NEW.kind, current_setting('synchronous_commit')); RETURN NEW; END $$;
+             CREATE TRIGGER note AFTER INSERT ON \"{schema}\".cuca_session_records
+                 FOR EACH ROW EXECUTE FUNCTION \"{schema}\".note();"
+        ))
+        .unwrap();
+    let sequences = |session: &str| -> Vec<u64> {
+        backend
+            .replay(session)
+            .unwrap()
+            .iter()
+            .map(|record| record.sequence)
+            .collect()
+    };
+    for session in ["closed", "replayed"] {
+        backend
+            .append(record(
+                session,
+                0,
+                SessionEvent::SystemPrompt { text: "s".into() },
+            ))
+            .unwrap();
+        for sequence in 1..=100 {
+            backend.append(output(session, sequence)).unwrap();
+        }
+        drained(&backend);
+        let stored: i64 = admin
+            .query_one(
+                &format!(
+                    "SELECT count(*) FROM \"{schema}\".cuca_session_records WHERE session_id = $1"
+                ),
+                &[&session],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(stored, 101, "the blocks were committed before the cut");
+        crash(&mut admin, &app, &schema, session, 100);
+        if session == "closed" {
+            backend
+                .append(record(
+                    session,
+                    101,
+                    SessionEvent::TokenUsage {
+                        prompt_tokens: 1,
+                        completion_tokens: 100,
+                    },
+                ))
+                .unwrap();
+            assert_eq!(sequences(session), (0..=101).collect::<Vec<_>>());
+        } else {
+            assert_eq!(sequences(session), (0..=100).collect::<Vec<_>>());
+        }
+    }
+    let commits: Vec<(String, String)> = admin
+        .query(
+            &format!("SELECT DISTINCT kind, sync FROM \"{schema}\".commits ORDER BY 1, 2"),
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    let commits: Vec<(&str, &str)> = commits
+        .iter()
+        .map(|(k, s)| (k.as_str(), s.as_str()))
+        .collect();
+    // Blocks: first without waiting, then sent again in a statement that waited.
+    assert_eq!(
+        commits,
+        vec![
+            ("Output", "off"),
+            ("Output", "on"),
+            ("SystemPrompt", "on"),
+            ("TokenUsage", "on")
+        ]
+    );
+}
+
+/// The same crash, but another writer stored one of the lost sequences before the blocks were
+/// sent again: those blocks cannot be stored again (the session would gain records below a
+/// higher one), so they are reported, with the closing record that waited behind them, as
+/// accepted but not stored, and nothing else of the call is stored after the hole.
+#[test]
+fn blocks_lost_in_a_crash_whose_sequence_another_writer_took_are_reported() {
+    let Some(url) = common::url() else { return };
+    let config = common::throwaway(&url).with_durability(Durability::Pipelined);
+    let app = config.application_name().unwrap().to_owned();
+    let backend = PostgresBackend::connect(config).unwrap();
+    let schema = backend.schema().to_owned();
+    let mut admin = common::admin(&url);
+    backend
+        .append(record(
+            "s",
+            0,
+            SessionEvent::SystemPrompt { text: "s".into() },
+        ))
+        .unwrap();
+    for sequence in 1..=20 {
+        backend.append(output("s", sequence)).unwrap();
+    }
+    drained(&backend);
+    crash(&mut admin, &app, &schema, "s", 20);
+    let other = PostgresBackend::connect(
+        PostgresConfig::new(&url)
+            .unwrap()
+            .with_schema(&schema)
+            .unwrap(),
+    )
+    .unwrap();
+    let theirs = record(
+        "s",
+        10,
+        SessionEvent::Output {
+            text: "theirs".into(),
+        },
+    );
+    other.append(theirs.clone()).unwrap();
+    let error = backend
+        .append(record(
+            "s",
+            21,
+            SessionEvent::TokenUsage {
+                prompt_tokens: 1,
+                completion_tokens: 20,
+            },
+        ))
+        .unwrap_err();
+    let PluginError::Backend { source, .. } = &error else {
+        panic!("{error:?}")
+    };
+    match source.as_ref().unwrap().downcast_ref::<Error>().unwrap() {
+        Error::NotStored {
+            first, last, count, ..
+        } => assert_eq!((*first, *last, *count), (1, 20, 20), "{error}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(error.to_string().contains("sequence was taken"), "{error}");
+    let stored = backend.replay("s").unwrap();
+    assert_eq!(stored.len(), 2);
+    assert_eq!(stored[1], theirs);
+}
+
+/// "every replay, fork or listing through this backend … comes after every record queued
+/// before it is durable": a listing first commits, waiting for the disk, a statement whose
+/// flush covers the blocks committed without waiting, and so the backend stops keeping them.
+/// Shown by the crash that follows: the rows deleted behind its back (which a real crash could
+/// no longer lose) are not sent again, where without the listing they would be (the test
+/// above).
+#[test]
+fn a_listing_flushes_the_blocks_before_it_so_they_are_no_longer_kept() {
+    let Some(url) = common::url() else { return };
+    let config = common::throwaway(&url).with_durability(Durability::Pipelined);
+    let app = config.application_name().unwrap().to_owned();
+    let backend = PostgresBackend::connect(config).unwrap();
+    let schema = backend.schema().to_owned();
+    let mut admin = common::admin(&url);
+    backend
+        .append(record(
+            "s",
+            0,
+            SessionEvent::SystemPrompt { text: "s".into() },
+        ))
+        .unwrap();
+    for sequence in 1..=20 {
+        backend.append(output("s", sequence)).unwrap();
+    }
+    drained(&backend);
+    assert_eq!(backend.sessions().unwrap(), ["s"]);
+    crash(&mut admin, &app, &schema, "s", 20);
+    backend
+        .append(record(
+            "s",
+            21,
+            SessionEvent::TokenUsage {
+                prompt_tokens: 1,
+                completion_tokens: 20,
+            },
+        ))
+        .unwrap();
+    let stored: Vec<u64> = backend
+        .replay("s")
+        .unwrap()
+        .iter()
+        .map(|record| record.sequence)
+        .collect();
+    assert_eq!(stored, [0, 21]);
+}

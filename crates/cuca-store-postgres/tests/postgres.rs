@@ -144,7 +144,7 @@ fn processes_starting_together_migrate_once() {
         .iter()
         .map(|row| row.get(0))
         .collect();
-    assert_eq!(versions, vec![1, 2, 3]);
+    assert_eq!(versions, vec![1, 2, 3, 4]);
     // Every one of them writes into the same table.
     for (sequence, backend) in backends.iter().enumerate() {
         backend
@@ -187,7 +187,7 @@ fn a_schema_from_a_newer_build_is_refused() {
             typed(&error),
             Error::SchemaTooNew {
                 found: 99,
-                known: 3,
+                known: 4,
                 ..
             }
         ),
@@ -550,10 +550,13 @@ fn a_schema_from_before_the_sequence_rule_is_migrated_and_keeps_its_records() {
     append_all(&backend, &turn);
     let schema = backend.schema().to_owned();
     let mut admin = common::admin(&url);
-    // Back to what migration 1 left, as an older build would have: no functions, version 1.
+    // Back to what migration 1 left, as an older build would have: no functions, the index on
+    // kind, version 1.
     admin
         .batch_execute(&format!(
-            "DROP FUNCTION {schema}.cuca_append_batch; DROP FUNCTION {schema}.cuca_append; DELETE FROM {schema}.cuca_migrations WHERE version >= 2"
+            "DROP FUNCTION {schema}.cuca_append_batch; DROP FUNCTION {schema}.cuca_append;
+             CREATE INDEX cuca_session_records_kind ON {schema}.cuca_session_records (kind);
+             DELETE FROM {schema}.cuca_migrations WHERE version >= 2"
         ))
         .unwrap();
     let config = PostgresConfig::new(&url)
@@ -571,6 +574,24 @@ fn a_schema_from_before_the_sequence_rule_is_migrated_and_keeps_its_records() {
         .append(record("demo", 7, SessionEvent::Latency { duration_ms: 1 }))
         .unwrap();
     assert_eq!(backend.replay("demo").unwrap().len(), turn.len() + 1);
+    let indexes: Vec<String> = admin
+        .query(
+            "SELECT indexname::text FROM pg_indexes WHERE schemaname = $1 ORDER BY 1",
+            &[&schema],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(
+        indexes,
+        [
+            "cuca_migrations_pkey",
+            "cuca_session_records_pkey",
+            "cuca_session_records_replay"
+        ],
+        "migration 4 dropped the index on kind"
+    );
 }
 
 /// Issue 34: `cuca sessions` and `cuca verify` over a database show each session's size, not

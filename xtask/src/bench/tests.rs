@@ -125,6 +125,7 @@ fn every_row_reads_a_bench_that_some_target_runs() {
         "proxy_stream_responses/",
         "proxy_replay/",
         "summary_200k/",
+        "backend_stream/",
     ];
     for row in ROWS {
         for source in [row.of, row.against] {
