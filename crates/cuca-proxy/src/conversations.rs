@@ -240,23 +240,7 @@ impl Conversations {
                 .map_err(|error| format!("cannot read session {id:?}: {error}"))
         })
         .await;
-        match read {
-            Ok(Ok(known)) => Ok(known),
-            Ok(Err(message)) => Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "server_error",
-                "cuca_record_failed",
-                message,
-            )
-            .in_session(base)),
-            Err(join) => Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "server_error",
-                "cuca_record_failed",
-                format!("reading session {base:?} stopped: {join}"),
-            )
-            .in_session(base)),
-        }
+        read_answer(base, read)
     }
 
     /// A new conversation of `base` for `request`, whatever it continues: fork mode's branch
@@ -321,24 +305,28 @@ impl Conversations {
                 .collect::<Vec<_>>())
         })
         .await;
-        match loaded {
-            Ok(Ok(known)) => Ok(known),
-            Ok(Err(message)) => Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "server_error",
-                "cuca_record_failed",
-                message,
-            )
-            .in_session(base)),
-            Err(join) => Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "server_error",
-                "cuca_record_failed",
-                format!("reading session {base:?} stopped: {join}"),
-            )
-            .in_session(base)),
-        }
+        read_answer(base, loaded)
     }
+}
+
+/// A read of `base`'s conversations on a blocking thread, as the call's answer: a store that
+/// cannot be read, or a read that stopped, is a 500 naming the session.
+fn read_answer<T>(
+    base: &str,
+    read: Result<Result<T, String>, tokio::task::JoinError>,
+) -> Result<T, ApiError> {
+    let message = match read {
+        Ok(Ok(value)) => return Ok(value),
+        Ok(Err(message)) => message,
+        Err(join) => format!("reading session {base:?} stopped: {join}"),
+    };
+    Err(ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "server_error",
+        "cuca_record_failed",
+        message,
+    )
+    .in_session(base))
 }
 
 /// What a recorded conversation was asked so far: its Message records in order (each

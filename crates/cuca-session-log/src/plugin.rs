@@ -105,6 +105,20 @@ fn tail(records: &[SessionRecord]) -> u64 {
         .map_or(0, |record| record.sequence.saturating_add(1))
 }
 
+/// `parameters` trimmed, when it looks like the JSON text of one object (what
+/// [`SessionLogPlugin::record_request_with`] takes); a [`PluginError::Validation`] otherwise.
+fn object_text(parameters: &str) -> Result<&str, PluginError> {
+    let trimmed = parameters.trim();
+    if trimmed.starts_with('{') && trimmed.ends_with('}') {
+        Ok(trimmed)
+    } else {
+        Err(PluginError::validation(
+            "parameters",
+            "the parameters must be the JSON text of one object, such as {\"seed\":7}",
+        ))
+    }
+}
+
 fn now_ms() -> u64 {
     // A clock before 1970 is a broken clock, not a reason to fail a model call: stamp 0.
     SystemTime::now()
@@ -407,14 +421,7 @@ impl SessionLogPlugin {
         request: &UnifiedRequest,
         parameters: &str,
     ) -> Result<Option<u64>, PluginError> {
-        let trimmed = parameters.trim();
-        if !(trimmed.starts_with('{') && trimmed.ends_with('}')) {
-            return Err(PluginError::validation(
-                "parameters",
-                "the parameters must be the JSON text of one object, such as {\"seed\":7}",
-            ));
-        }
-        self.record_request(request, Some(trimmed), false)
+        self.record_request(request, Some(object_text(parameters)?), false)
     }
 
     /// [`Self::record_request_with`] for the first call of a session the caller has just
@@ -445,14 +452,7 @@ impl SessionLogPlugin {
         request: &UnifiedRequest,
         parameters: &str,
     ) -> Result<Option<u64>, PluginError> {
-        let trimmed = parameters.trim();
-        if !(trimmed.starts_with('{') && trimmed.ends_with('}')) {
-            return Err(PluginError::validation(
-                "parameters",
-                "the parameters must be the JSON text of one object, such as {\"seed\":7}",
-            ));
-        }
-        self.record_request(request, Some(trimmed), true)
+        self.record_request(request, Some(object_text(parameters)?), true)
     }
 
     /// Records a request. Its first record is appended strictly: refused
