@@ -164,7 +164,6 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
                 to,
                 "cuca-events"
                     | "cuca-calllog"
-                    | "cuca-client"
                     | "cuca-wire"
                     | "cuca-session-log"
                     | "cuca-replay"

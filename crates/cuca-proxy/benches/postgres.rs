@@ -1,5 +1,5 @@
 //! What recording into PostgreSQL costs a caller of the proxy, against recording into a
-//! `FileBackend` (issue 34: "the proxy recording a 1,000-chunk stream into PostgreSQL costs
+//! `FileBackend` (the target: "the proxy recording a 1,000-chunk stream into PostgreSQL costs
 //! ≤ 2× the same into a `FileBackend`, and 50 concurrent streamed calls on 50 sessions through
 //! one proxy hold that").
 //!

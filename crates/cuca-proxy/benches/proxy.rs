@@ -20,18 +20,18 @@
 //!
 //! * `proxy_stream_messages/{passthrough,recording}` and
 //!   `proxy_stream_responses/{…}`: the same per-chunk cost for an Anthropic Messages and an
-//!   OpenAI Responses stream of `N_CHUNKS` text deltas (issue 29);
+//!   OpenAI Responses stream of `N_CHUNKS` text deltas;
 //! * `proxy_parallel/{direct,recording}`: the wall time of [`PARALLEL`] concurrent streamed
 //!   calls with [`PARALLEL`] different questions through one base URL (one session, so
 //!   [`PARALLEL`] conversations), against an upstream that writes [`PACED_EVENTS`] events
-//!   [`PACE`] apart, as a model generates them (issue 30: "8 parallel streamed calls through
+//!   [`PACE`] apart, as a model generates them (the target: "8 parallel streamed calls through
 //!   one base URL take ≤ 1.2× the direct wall time").
 //!
 //! * `proxy_replay/{turns_10,turns_100,turns_1000,direct}`: one replayed streamed call, whole,
 //!   through a replaying proxy (the recording's first call, the same request on every session),
 //!   on sessions of 10, 100 and 1,000 recorded turns of one growing conversation, written as
 //!   the proxy's session log writes them; and the same request sent to the transcript upstream
-//!   directly (issue 31 item 5: "a replayed request on the 1,000-turn session costs ≤ 1.5× one
+//!   directly (the target: "a replayed request on the 1,000-turn session costs ≤ 1.5× one
 //!   on the 10-turn session, and ≤ 2× the direct upstream call"). Before the replay index each
 //!   such call loaded and segmented its whole session.
 //!
@@ -428,7 +428,7 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
 
-    // Issue 29: recording an Anthropic and a Responses stream, per chunk, against the same
+    // Recording an Anthropic and a Responses stream, per chunk, against the same
     // pass-through floor (the target: at most 1.5×, as for Chat Completions).
     for (group_name, path, events, request) in [
         (
@@ -468,7 +468,7 @@ fn bench(c: &mut Criterion) {
         group.finish();
     }
 
-    // Issue 30: calls on different conversations of one session record in parallel.
+    // Calls on different conversations of one session record in parallel.
     let paced = runtime.block_on(async {
         let upstream = paced_upstream().await;
         let proxy = recording(upstream.clone(), &dir.path().join("parallel")).await;
@@ -589,7 +589,7 @@ async fn replayed(client: &reqwest::Client, url: &str) {
     assert!(!response.bytes().await.unwrap().is_empty());
 }
 
-/// Issue 31 item 5: a replayed call costs what its turn costs, not what its session does.
+/// A replayed call costs what its turn costs, not what its session does.
 fn bench_replay(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

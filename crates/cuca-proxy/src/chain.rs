@@ -9,8 +9,8 @@ use cuca_replay::ReplayTrajectory;
 use cuca_wire::{Format, WireRequest};
 
 use crate::config::Mode;
-use crate::server::Shared;
-use crate::wire::ApiError;
+use crate::refusal::ApiError;
+use crate::state::Shared;
 
 /// Puts the recorded conversation up to `request.previous_response_id` before the request's
 /// own input (after its system prompts, which a Responses request does not inherit). An id

@@ -16,7 +16,7 @@ pub enum Mode {
     Replay,
     /// Answer from the recording where it has the turn; forward and record where not.
     Auto,
-    /// Time travel (issue 31): replay what matches the recording; at the first call that
+    /// Time travel: replay what matches the recording; at the first call that
     /// diverges from it, fork the recorded conversation at the last call that matched, forward
     /// that call live and record it, and every call after it, into the fork.
     Fork,

@@ -1,4 +1,4 @@
-//! A session's conversations (issue 30): one base URL, many conversations.
+//! A session's conversations: one base URL, many conversations.
 //!
 //! An app holds several conversations on one client (two unrelated questions, a LangChain
 //! chain, `asyncio.gather` of four calls), and they all arrive on one session. A call belongs
@@ -18,7 +18,7 @@ use axum::http::StatusCode;
 use cuca_events::UnifiedRequest;
 use cuca_events::{conversation_session_id, Message, Role, SessionBackend, SessionEvent};
 
-use crate::wire::ApiError;
+use crate::refusal::ApiError;
 
 /// What the proxy knows of one conversation: what it was asked so far.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@
 //! full, hundreds of kilobytes on). When the upstream is faster than the caller's socket —
 //! a local server, a burst after a tool call, a replay, which has every event at once — the
 //! first event would sit in that buffer until the burst was read and recorded, and time to
-//! first token would be the whole burst's. The issue's word is "every byte the upstream
+//! first token would be the whole burst's. The promise is "every byte the upstream
 //! streams reaches the caller unchanged and as it arrives": after each piece this body says
 //! "not yet" once (and wakes itself at once), which is hyper's cue to write what it holds.
 

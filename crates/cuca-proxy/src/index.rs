@@ -2,7 +2,7 @@
 //! records lie, how many messages it was asked with, keys of its messages and system
 //! prompts — kept between requests and read on from the file's tail when it grows.
 //!
-//! A replayed request used to load and segment its whole session (issue 31 item 5: 7.8 ms a
+//! A replayed request used to load and segment its whole session (7.8 ms a
 //! request at 1,000 turns, so replaying a 1,000-turn run was quadratic). The index holds no
 //! text: a message is a 128-bit key of what [`Matching::same_message`] compares, a turn a few
 //! numbers and the [`ReadMark`] before its first record. The answer is read from that mark
@@ -192,8 +192,8 @@ type TurnRead = Result<ReplayTurn, String>;
 
 /// The turn reads in flight, by session and sequence range: callers that ask for a turn
 /// while it is being read wait for that read and share its blocks, so N concurrent callers
-/// of one long turn hold one copy of it, not N (issue 28 item 11: "a 50 MB turn, 16 callers →
-/// 1.04 GB"). Nothing is kept past the read: a caller that comes after it reads again.
+/// of one long turn hold one copy of it, not N (a 50 MB turn read by 16 callers once took
+/// 1.04 GB). Nothing is kept past the read: a caller that comes after it reads again.
 #[derive(Debug, Default)]
 struct Reads(Mutex<InFlight>);
 
@@ -576,7 +576,7 @@ impl Indexes {
         }
     }
 
-    /// The index of every conversation of session `base` (issue 30): the base's, then each
+    /// The index of every conversation of session `base`: the base's, then each
     /// `{base}:conv:{n}`'s in order up to the first with no records — all refreshed on one
     /// blocking thread, one hand-over per request rather than one per conversation.
     pub(crate) async fn conversations(

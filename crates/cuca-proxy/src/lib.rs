@@ -83,14 +83,19 @@ mod config;
 mod conversations;
 mod error;
 mod flush;
+mod headers;
 mod index;
 mod matching;
+mod modes;
+mod placement;
 mod record;
+mod refusal;
 mod replay;
 mod rows;
 mod server;
 mod session;
-mod wire;
+mod state;
+mod upstream;
 
 pub use config::{
     Mode, ProxyConfig, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_CALLER_STALL_TIMEOUT,
@@ -99,7 +104,9 @@ pub use config::{
     MODELS_MAX_BYTES, MODELS_TIMEOUT,
 };
 pub use error::ProxyError;
+pub use headers::{
+    CONVERSATION_HEADER, FORKED_FROM_HEADER, INCOMPLETE_HEADER, POINT_HEADER, SESSION_HEADER,
+    TURN_HEADER,
+};
 pub use matching::{DEFAULT_IGNORE, SAMPLING_PARAMETERS};
-pub use replay::{INCOMPLETE_HEADER, TURN_HEADER};
-pub use server::{Proxy, FORKED_FROM_HEADER};
-pub use session::{CONVERSATION_HEADER, POINT_HEADER, SESSION_HEADER};
+pub use server::Proxy;

@@ -1,4 +1,4 @@
-//! What replay compares (issue 31): the whole conversation — system prompts, user and
+//! What replay compares: the whole conversation — system prompts, user and
 //! assistant messages, tool calls and tool results — the tools offered, and the sampling
 //! parameters, after a normalisation that blanks what differs on every run by nature.
 

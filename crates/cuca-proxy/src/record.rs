@@ -16,19 +16,19 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use cuca_events::{
-    CucaPlugin, MessageContentBlock, PluginError, SessionEvent, TokenUsage, UnifiedRequest,
-    UnifiedResponse,
-};
+use cuca_events::{CucaPlugin, MessageContentBlock, SessionEvent, TokenUsage, UnifiedResponse};
 use cuca_wire::{Format, StreamDecoder, StreamSummary, WireRequest};
-use tokio::sync::{mpsc, watch, OwnedMutexGuard};
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::flush::OneAtATime;
+use crate::headers::{caller_headers, upstream_headers, POINT_HEADER, SESSION_HEADER};
+use crate::placement::{record_request, Recording};
+use crate::refusal::{no_upstream, shutting_down, ApiError};
 use crate::rows::CallRows;
-use crate::server::{self, Shared, SHUT_DOWN};
-use crate::session::{Slot, POINT_HEADER, SESSION_HEADER};
-use crate::wire::ApiError;
+use crate::session::Slot;
+use crate::state::{self, Shared, SHUT_DOWN};
+use crate::upstream::root_cause;
 
 /// Pieces of an answer buffered between the upstream and a caller that reads slower than
 /// the upstream writes. Small, so a slow caller slows its own upstream read (back-pressure)
@@ -40,151 +40,6 @@ const CHANNEL_CHUNKS: usize = 16;
 /// is a very long answer. Past it the bytes still reach the caller, and the call is
 /// recorded without its blocks.
 const MAX_DECODED_BODY: usize = 8 << 20;
-
-/// Request headers that describe one connection, not the call, and are never forwarded.
-/// `accept-encoding` is dropped so the upstream answers uncompressed: the answer is decoded
-/// as it passes, and the caller gets it byte for byte as the upstream wrote it.
-const REQUEST_HOP_HEADERS: [&str; 11] = [
-    "host",
-    "content-length",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authorization",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "accept-encoding",
-];
-
-/// Response headers that describe the upstream connection; the proxy frames its own.
-const RESPONSE_HOP_HEADERS: [&str; 7] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "content-length",
-    "trailer",
-    "upgrade",
-];
-
-/// The caller's headers as they go upstream: all of them, `Authorization` and Anthropic's
-/// `x-api-key` included (marked sensitive so no debug output of the request shows them), less
-/// hop-by-hop headers and cuca's own.
-pub(crate) fn upstream_headers(caller: &HeaderMap) -> HeaderMap {
-    let mut out = HeaderMap::with_capacity(caller.len());
-    for (name, value) in caller {
-        let lower = name.as_str();
-        if REQUEST_HOP_HEADERS.contains(&lower) || lower.starts_with("x-cuca-") {
-            continue;
-        }
-        let mut value = value.clone();
-        if name == header::AUTHORIZATION || lower == "x-api-key" || lower == "api-key" {
-            value.set_sensitive(true);
-        }
-        out.append(name.clone(), value);
-    }
-    out
-}
-
-fn caller_headers(upstream: &HeaderMap) -> HeaderMap {
-    let mut out = HeaderMap::with_capacity(upstream.len() + 2);
-    for (name, value) in upstream {
-        if !RESPONSE_HOP_HEADERS.contains(&name.as_str()) {
-            out.append(name.clone(), value.clone());
-        }
-    }
-    out
-}
-
-/// A recorded call's place in its session: what the tee records into.
-pub(crate) struct Recording {
-    pub(crate) slot: Arc<Slot>,
-    /// Held until the call's last record is written: the proxy is the session's one writer.
-    pub(crate) _guard: OwnedMutexGuard<()>,
-    /// A sentence for the call's call-log rows' `note`: fork mode's word that this call
-    /// diverged from the recording and where it was recorded instead (issue 31: "the call log
-    /// marks the divergence").
-    pub(crate) note: Option<String>,
-    /// Why the call is answered but not recorded (`ProxyConfig::answer_unrecorded`: the store
-    /// was away when the session was prepared), for its call-log rows and stderr.
-    pub(crate) unrecordable: Option<String>,
-    /// The base session, when this call begins its conversation (`Placed::new`): its first
-    /// record must find the session empty, and if another process began it first the call is
-    /// placed again under this base.
-    pub(crate) begins: Option<String>,
-}
-
-/// How many times a call that begins a conversation is placed again when another process
-/// began the id it was given first: each time the id is taken, the next is tried.
-const MAX_PLACINGS: usize = 8;
-
-/// Writes the call's request records. A call that begins its conversation writes them only
-/// into an empty session (`record_new_request_with`); when another process sharing the store
-/// began that id first, the call is placed again and recorded where it lands — `session` and
-/// `recording` follow it, and its end row names the session and says why.
-async fn record_request(
-    shared: &Shared,
-    recording: &mut Recording,
-    session: &mut String,
-    unified: &mut UnifiedRequest,
-    parameters: &str,
-    rows: &mut CallRows,
-) -> Result<Option<u64>, PluginError> {
-    let mut placings = 0;
-    loop {
-        let plugin = Arc::clone(&recording.slot.plugin);
-        unified.metadata.node = Some(session.clone());
-        let Some(base) = recording.begins.clone() else {
-            return plugin.record_request_with(unified, parameters);
-        };
-        let taken = match plugin.record_new_request_with(unified, parameters) {
-            Ok(point) => {
-                shared.conversations.began(&base, session).await;
-                return Ok(point);
-            }
-            Err(taken @ PluginError::SequenceTaken { .. }) if placings < MAX_PLACINGS => taken,
-            Err(error) => return Err(error),
-        };
-        placings += 1;
-        let lost = session.clone();
-        let moved = async {
-            shared.conversations.taken(&base, &lost).await?;
-            let placed = shared.conversations.place(&base, unified).await?;
-            let mut next = server::writer(shared, &placed.id, !placed.new).await?;
-            next.begins = placed.new.then(|| base.clone());
-            next.note = recording.note.take();
-            Ok::<_, ApiError>((placed.id, next))
-        };
-        let (id, next) = moved.await.map_err(|error| PluginError::Backend {
-            backend: "proxy".into(),
-            message: format!(
-                "another process began session {lost:?} first ({taken}), and the call could not be placed again: {}",
-                error.message
-            ),
-            source: None,
-        })?;
-        // The same id again when what is there continues this call's conversation (a part
-        // of it recorded before, by an earlier try of this call or by another process).
-        if id != lost {
-            tracing::info!(from = %lost, to = %id, "another process began the conversation's session first; the call is recorded in the next");
-            rows.moved_to(
-                &id,
-                &format!("recorded in {id}: another process began {lost} first"),
-            );
-        }
-        *recording = next;
-        *session = id;
-        if let Some(why) = recording.unrecordable.clone() {
-            return Err(PluginError::Backend {
-                backend: "proxy".into(),
-                message: why,
-                source: None,
-            });
-        }
-    }
-}
 
 /// Forwards one chat call and answers the caller with the upstream's answer as it streams.
 /// `request` is what the proxy understood of the body (`Err` when it is not a chat request:
@@ -211,18 +66,14 @@ pub(crate) async fn forward(
         &headers,
         recording.note.as_deref(),
     );
-    let Some(mut url) = shared
-        .call_urls
-        .iter()
-        .find(|(f, _)| *f == format)
-        .map(|(_, url)| url.clone())
-    else {
+    let Some(mut url) = shared.upstream.call_url(format) else {
         rows.failed("the proxy has no upstream");
         return no_upstream(&session).in_format(format).into_response();
     };
     // A query the caller sent (Claude Code's `?beta=true`) reaches the upstream as it was.
     url.set_query(query.as_deref());
     let send = shared
+        .upstream
         .http
         .post(url)
         .headers(upstream_headers(&headers))
@@ -233,9 +84,9 @@ pub(crate) async fn forward(
     let mut shutdown = shared.cut.subscribe();
     let sent = tokio::select! {
         sent = send => sent,
-        () = server::cut(&mut shutdown) => {
+        () = state::cut(&mut shutdown) => {
             rows.cancelled(SHUT_DOWN);
-            return server::shutting_down(&session)
+            return shutting_down(&session)
                 .in_format(format)
                 .into_response();
         }
@@ -245,7 +96,7 @@ pub(crate) async fn forward(
         Err(error) => {
             let message = format!(
                 "the upstream {} did not answer: {}",
-                shared.upstream_base,
+                shared.upstream.base,
                 root_cause(&error)
             );
             rows.failed(&message);
@@ -396,26 +247,6 @@ pub(crate) async fn forward(
     *response.status_mut() = status;
     *response.headers_mut() = response_headers;
     response
-}
-
-pub(crate) fn no_upstream(session: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "not_found_error",
-        "cuca_no_upstream",
-        "the proxy runs in replay mode and forwards nothing",
-    )
-    .in_session(session)
-}
-
-/// The innermost cause of a transport error: "connection refused" rather than reqwest's
-/// outer "error sending request".
-pub(crate) fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = error;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    cause.to_string()
 }
 
 /// What the tee does with the answer's bytes.
@@ -582,7 +413,7 @@ impl Pump {
             let chunk = tokio::select! {
                 biased;
                 () = self.tx.closed() => break Outcome::Cancelled("the caller hung up".into()),
-                () = server::cut(&mut self.shutdown) => break Outcome::ShutDown,
+                () = state::cut(&mut self.shutdown) => break Outcome::ShutDown,
                 chunk = self.upstream.chunk() => chunk,
             };
             let bytes = match chunk {
@@ -601,7 +432,7 @@ impl Pump {
             // The caller first: recording never delays a byte.
             let sent = tokio::select! {
                 sent = tokio::time::timeout(self.stall, self.tx.send(Ok(bytes.clone()))) => sent,
-                () = server::cut(&mut self.shutdown) => break Outcome::ShutDown,
+                () = state::cut(&mut self.shutdown) => break Outcome::ShutDown,
             };
             match sent {
                 Err(_) => {

@@ -23,19 +23,11 @@ use cuca_events::{Message, MessageContentBlock, Role};
 use cuca_replay::{ReplayTrajectory, ReplayTurn, SessionReplay};
 
 use crate::flush::OneAtATime;
+use crate::headers::{INCOMPLETE_HEADER, POINT_HEADER, SESSION_HEADER, TURN_HEADER};
 use crate::index::{Indexes, Key, Keys, TurnIndex};
 use crate::matching::Matching;
-use crate::session::{POINT_HEADER, SESSION_HEADER};
-use crate::wire::{clip, ApiError};
+use crate::refusal::ApiError;
 use cuca_wire::{Format, RecordedAnswer, WireRequest};
-
-/// The response header with the index of the recorded turn a replayed answer came from.
-pub const TURN_HEADER: &str = "x-cuca-turn";
-
-/// The response header on a replayed answer whose recorded call is marked incomplete (cut
-/// short, a record that could not be written): why, as recorded. Such a call is served only
-/// when no whole call was recorded at its position, and never without saying so.
-pub const INCOMPLETE_HEADER: &str = "x-cuca-incomplete";
 
 /// The longest `X-Cuca-Incomplete` value: a header line, not a report.
 const MAX_INCOMPLETE_HEADER: usize = 240;
@@ -56,6 +48,18 @@ fn header_text(reason: &str) -> String {
         .collect()
 }
 
+/// The longest piece of recorded or sent text a divergence message quotes.
+const QUOTE_CHARS: usize = 160;
+
+/// `text` as a divergence message quotes it: cut to [`QUOTE_CHARS`] characters, marked
+/// when cut.
+fn quote(text: &str) -> String {
+    match text.char_indices().nth(QUOTE_CHARS) {
+        None => text.to_owned(),
+        Some((cut, _)) => format!("{}… ({} chars in all)", &text[..cut], text.chars().count()),
+    }
+}
+
 /// A session's load as callers share it: the trajectory, or why it could not be loaded.
 pub(crate) type Loaded = Result<Arc<ReplayTrajectory>, String>;
 
@@ -67,8 +71,8 @@ pub(crate) type Loaded = Result<Arc<ReplayTrajectory>, String>;
 ///
 /// The bound: at most one load of each session runs at a time, and a trajectory lives only
 /// while a caller uses it (nothing is cached past the callers of the load), so N concurrent
-/// callers of one session hold one copy of it, not N (issue 28 item 11: "a 50 MB turn, 16
-/// callers → 1.04 GB"). A caller that arrives after a load finished starts a new one, so it
+/// callers of one session hold one copy of it, not N (a 50 MB turn read by 16
+/// callers once took 1.04 GB). A caller that arrives after a load finished starts a new one, so it
 /// sees every record stored before it asked; one that joins a load in flight sees the session
 /// as that load read it, which is the state when its request was concurrent with the read. In
 /// auto mode callers of one session are already one at a time (the writer is taken before the
@@ -95,7 +99,7 @@ impl Loads {
         self.indexes.index(session).await
     }
 
-    /// The index of every conversation of session `base` (issue 30): the base's, then each
+    /// The index of every conversation of session `base`: the base's, then each
     /// `{base}:conv:{n}`'s in order up to the first with no records.
     pub(crate) async fn index_conversations(
         &self,
@@ -141,7 +145,7 @@ impl Loads {
         loaded
     }
 
-    /// Every conversation of session `base` (issue 30): the base's trajectory, then each
+    /// Every conversation of session `base`: the base's trajectory, then each
     /// `{base}:conv:{n}` in order up to the first with no records.
     pub(crate) async fn load_conversations(
         &self,
@@ -362,7 +366,7 @@ async fn lookup_asked(
         ));
     }
     // Tool results are compared where the recording holds them (a session log asked for
-    // them, issue 31); a recording made without them compares the rest.
+    // them); a recording made without them compares the rest.
     let knows_tools = index.knows_tools();
     let conversation: Vec<&(usize, Role, Key)> = asked
         .messages
@@ -504,15 +508,15 @@ async fn lookup_asked(
                 return Ok(Lookup::Diverged(diverged(
                     session,
                     *index,
-                    &format!("system {:?}", clip(want)),
-                    &format!("system {:?}", clip(got)),
+                    &format!("system {:?}", quote(want)),
+                    &format!("system {:?}", quote(got)),
                 )));
             }
             (Some(want), None) => {
                 return Ok(Lookup::Diverged(diverged(
                     session,
                     request.messages.len(),
-                    &format!("system {:?}", clip(want)),
+                    &format!("system {:?}", quote(want)),
                     "no system message",
                 )));
             }
@@ -521,7 +525,7 @@ async fn lookup_asked(
                     session,
                     *index,
                     "no system message",
-                    &format!("system {:?}", clip(got)),
+                    &format!("system {:?}", quote(got)),
                 )));
             }
             _ => {}
@@ -546,8 +550,8 @@ async fn lookup_asked(
                 "tools",
                 format!(
                     "the tools offered differ from those turn {turn_idx} of session {session:?} was recorded with: expected {} (as recorded), got {}",
-                    clip(&names(want)),
-                    clip(&names(got))
+                    quote(&names(want)),
+                    quote(&names(got))
                 ),
             )));
         }
@@ -559,8 +563,8 @@ async fn lookup_asked(
                 key,
                 format!(
                     "the request's {key:?} differs from turn {turn_idx} of session {session:?}: expected {}, got {} (replay compares sampling parameters; `--ignore-params` turns that off)",
-                    clip(&want),
-                    clip(&got)
+                    quote(&want),
+                    quote(&got)
                 ),
             )));
         }
@@ -638,18 +642,18 @@ fn describe(message: &Message) -> String {
     let mut out = if message.role == Role::Tool {
         message.role.as_str().to_owned()
     } else {
-        format!("{} {:?}", message.role.as_str(), clip(&message.text()))
+        format!("{} {:?}", message.role.as_str(), quote(&message.text()))
     };
     for block in &message.content {
         match block {
             MessageContentBlock::ToolCall {
                 name, arguments, ..
-            } => out.push_str(&format!(" + tool call {name}({})", clip(arguments))),
+            } => out.push_str(&format!(" + tool call {name}({})", quote(arguments))),
             MessageContentBlock::ImageBase64 { media_type, data } => {
                 out.push_str(&format!(" + image {media_type} ({} bytes)", data.len()));
             }
             MessageContentBlock::Thinking { thinking } => {
-                out.push_str(&format!(" + reasoning {:?}", clip(thinking)));
+                out.push_str(&format!(" + reasoning {:?}", quote(thinking)));
             }
             MessageContentBlock::ToolResult {
                 tool_call_id,
@@ -659,7 +663,7 @@ fn describe(message: &Message) -> String {
                 let error = if *is_error { ", an error" } else { "" };
                 out.push_str(&format!(
                     " + the result of {tool_call_id:?}{error}: {:?}",
-                    clip(content)
+                    quote(content)
                 ));
             }
             _ => {}

@@ -5,15 +5,15 @@
 //! cancelled` from the guard when the caller goes away first. Rows carry the request's shape
 //! (counts and knobs), never its text, unless the bodies pin is on; never its headers. An
 //! `error` is the upstream's (or the proxy's) own sentence with every stretch that quotes the
-//! caller's body or headers replaced by a marker (`cuca_calllog::redact_error`, issue 28.8).
+//! caller's body or headers replaced by a marker (`cuca_calllog::redact_error`).
 
 use std::time::Duration;
 
 use axum::http::HeaderMap;
 use bytes::Bytes;
 use cuca_calllog::{clip_error, redact_error, Attempt, CallLog, Ended, Quoted, Record};
-use cuca_client::StreamSummary;
 use cuca_events::UnifiedRequest;
+use cuca_wire::StreamSummary;
 use tokio::time::Instant;
 
 /// The most response bytes kept for `response_body` under the bodies pin: the same bound the
@@ -200,7 +200,7 @@ impl CallRows {
     }
 
     /// What every `error` this proxy writes becomes: clipped, and without the bodies pin less
-    /// every stretch that quotes the caller's body or headers (issue 28.8).
+    /// every stretch that quotes the caller's body or headers.
     fn error_field(&self, message: &str) -> String {
         if self.bodies {
             return clip_error(message);

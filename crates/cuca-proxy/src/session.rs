@@ -8,15 +8,7 @@ use axum::http::{HeaderMap, StatusCode};
 use cuca_events::{PluginError, SessionBackend};
 use cuca_session_log::SessionLogPlugin;
 
-use crate::wire::ApiError;
-
-/// The request header that names a call's session, and the response header that says which
-/// session a call was recorded in (or replayed from).
-pub const SESSION_HEADER: &str = "x-cuca-session";
-
-/// The response header with the point (`"{session}:{sequence}"`) of the first record the call
-/// wrote, or, replayed, of the first record of the turn it was served from.
-pub const POINT_HEADER: &str = "x-cuca-point";
+use crate::refusal::ApiError;
 
 /// The longest session id accepted: a `.cslog` file name must fit in 255 bytes with its
 /// extension, and fork ids grow from it.
@@ -48,17 +40,12 @@ pub(crate) fn invalid_session_id(id: &str) -> Option<String> {
     None
 }
 
-/// The request header that names the conversation of its session a call belongs to, for a
-/// caller that knows its conversations: the call is recorded in (and replayed from) the
-/// session `{session}:conv:{name}`, and no placement by content happens.
-pub const CONVERSATION_HEADER: &str = "x-cuca-conversation";
-
 /// The conversation `X-Cuca-Conversation` names in session `base`, if the header was sent.
 pub(crate) fn named_conversation(
     headers: &HeaderMap,
     base: &str,
 ) -> Result<Option<String>, ApiError> {
-    let Some(value) = headers.get(CONVERSATION_HEADER) else {
+    let Some(value) = headers.get(crate::headers::CONVERSATION_HEADER) else {
         return Ok(None);
     };
     let refused = |message: String| {
@@ -93,7 +80,7 @@ pub(crate) fn choose(
     headers: &HeaderMap,
     default: &str,
 ) -> Result<String, ApiError> {
-    let from_header = match headers.get(SESSION_HEADER) {
+    let from_header = match headers.get(crate::headers::SESSION_HEADER) {
         None => None,
         Some(value) => Some(value.to_str().map(str::to_owned).map_err(|_| {
             ApiError::new(
@@ -139,10 +126,10 @@ impl Slot {
         self.may_be_open.store(true, Ordering::Release);
     }
 
-    /// Everything that can be checked before a call is forwarded (issue 28.7: a call that
+    /// Everything that can be checked before a call is forwarded (a call that
     /// cannot be recorded is refused, not forwarded first): the store takes the session id
     /// and no other process holds the session; and a call its recorder left open is closed,
-    /// so this call is a turn of its own (unless `close_open` is false: see `server::writer`).
+    /// so this call is a turn of its own (unless `close_open` is false: see `placement::writer`).
     /// Runs on a blocking thread: it may read the session.
     /// With `answer_unrecorded` (`ProxyConfig::answer_unrecorded`), a store that is away is
     /// said on stderr and the call goes on, to be answered and not recorded: the answer is

@@ -1,4 +1,4 @@
-//! The proof of issue 30, "One base URL, many conversations": apps that hold several
+//! One base URL, many conversations: apps that hold several
 //! conversations on one client and one base URL — the two-question app, `asyncio.gather` of
 //! four streamed calls, a LangChain `ChatOpenAI` — are recorded through the proxy against the
 //! stand-in upstream (which answers each question, and each asking of it, with an answer of its
@@ -34,7 +34,7 @@ fn installed(variable: &str, what: &str) -> Option<PathBuf> {
     if path.is_none() {
         assert!(
             std::env::var_os("CI").is_none(),
-            "CI is set but {variable} is not: issue 30's proof needs {what}, which .ci/run installs"
+            "CI is set but {variable} is not: the conversations' proof needs {what}, which .ci/run installs"
         );
         eprintln!("skipping: {variable} is not set (.ci/run sets it to {what})");
     }
@@ -590,7 +590,7 @@ async fn fork_at_the_change(calls: usize, change: usize) {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
 
-    /// Issue 31: "A property test: for random recorded conversations and a random point of
+    /// "A property test: for random recorded conversations and a random point of
     /// change, fork mode forwards exactly the calls from the first difference on."
     #[test]
     fn fork_mode_forwards_exactly_the_calls_from_the_first_difference_on(

@@ -1,4 +1,4 @@
-//! Issue 28, "Recordings that lie": the proxy never leaves a recording that is wrong while
+//! Recordings that never lie: the proxy never leaves a recording that is wrong while
 //! every tool calls it clean. Each test here failed before the fix it names.
 // Test helpers unwrap: a failure there should stop the test at once.
 #![allow(clippy::unwrap_used)]

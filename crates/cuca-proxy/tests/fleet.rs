@@ -1,5 +1,5 @@
 //! Two proxies recording into one PostgreSQL schema (`CUCA_PG_URL`), as two machines of a
-//! fleet do: issue 34's "Several `cuca proxy` processes … record into one schema at once;
+//! fleet do: "Several `cuca proxy` processes … record into one schema at once;
 //! sessions, conversations … and forks are consistent".
 // Test helpers unwrap: a failure there should stop the test at once.
 #![allow(clippy::unwrap_used)]

@@ -1,4 +1,4 @@
-//! The Anthropic Messages and OpenAI Responses routes (issue 29), driven over HTTP against the
+//! The Anthropic Messages and OpenAI Responses routes, driven over HTTP against the
 //! stand-in upstream serving llama-server's own transcripts of both: recorded byte for byte
 //! into the one session vocabulary, replayed offline in the caller's format with the recorded
 //! ids, signatures, stop reason and usage, and refused in the caller's error shape.

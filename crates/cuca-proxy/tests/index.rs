@@ -1,4 +1,4 @@
-//! Issue 31 item 5, "Replay that does not re-read the session per request": the replaying
+//! Replay that does not re-read the session per request: the replaying
 //! proxy keeps an index of each session's turns, refreshed from the file's tail, so what
 //! another process appends after the index was built, a fork made after it, and a file
 //! replaced under it are all replayed as they now are.

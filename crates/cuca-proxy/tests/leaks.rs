@@ -1,5 +1,5 @@
-//! The proxy's call log keeps the provider's own words and nothing of the request (issue 28
-//! item 8): "every `error` the proxy writes to a row (the upstream's error sentence, the
+//! The proxy's call log keeps the provider's own words and nothing of the request:
+//! "every `error` the proxy writes to a row (the upstream's error sentence, the
 //! decoder's error, a transport error) goes through `redact_error` with the caller's request
 //! body and headers".
 //!
@@ -207,7 +207,7 @@ async fn the_real_llama_server_errors_keep_their_sentences_and_the_file_keeps_no
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_role_answer_quoting_a_card_leaves_the_sentence_and_no_prompt() {
-    // Issue 28.8: "a real llama-server answers a message without `role` with `Failed to
+    // "A real llama-server answers a message without `role` with `Failed to
     // parse messages: Missing 'role' in message: {"content":"my card is 4111-…"}`, and that
     // is in `calls.jsonl`".
     const SYSTEM: &str = "You are the billing agent for Ana Lima, account 0042-7781";
@@ -238,7 +238,7 @@ async fn a_missing_role_answer_quoting_a_card_leaves_the_sentence_and_no_prompt(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_echoing_authorization_and_api_key_leaves_no_key_in_the_file() {
-    // Issue 28.8: "an upstream that echoes `Authorization`/`api-key` puts the keys there";
+    // "An upstream that echoes `Authorization`/`api-key` puts the keys there";
     // "an upstream echoing a key must never leave any 8+ char run of it".
     const BEARER: &str = "sk-proj-7Hq2Lx9Vm4Rt8Zp3Nc6W";
     const API_KEY: &str = "azure-5f2c9d1e7a3b4c8d";

@@ -1,6 +1,6 @@
 //! Record mode, driven over HTTP with reqwest against the stand-in upstream that serves the
-//! committed llama-server transcripts (issue 21, "Transparent in record mode" and "Recorded
-//! as cuca records").
+//! committed llama-server transcripts: transparent in record mode, and recorded as cuca
+//! records.
 // Test helpers unwrap: a failure there should stop the test at once.
 #![allow(clippy::unwrap_used)]
 
@@ -336,7 +336,7 @@ async fn a_caller_that_hangs_up_cancels_the_upstream_call() {
     assert_eq!(ends.len(), 1);
     assert_eq!(ends[0].ended, "cancelled");
     assert_eq!(ends[0].status, 200);
-    // The turn is marked incomplete (issue 28.1: "a real cancel keeps everything the decoder
+    // The turn is marked incomplete ("a real cancel keeps everything the decoder
     // had" and says it was cut) and closed without a finish reason, so the next call starts
     // its own.
     let records = proxy.records("hang");

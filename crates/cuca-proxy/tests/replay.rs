@@ -1,4 +1,4 @@
-//! Replay and auto mode (issue 21, "Replay mode"): recorded through the proxy, then answered
+//! Replay and auto mode: recorded through the proxy, then answered
 //! from the recording with no upstream at all.
 // Test helpers unwrap: a failure there should stop the test at once.
 #![allow(clippy::unwrap_used)]
@@ -349,7 +349,7 @@ async fn of_a_cut_call_and_its_retry_the_retry_is_replayed() {
 
 /// Turns are placed by the message count their CallRequest holds, not by counting Message
 /// records; and a side call that re-asks the first prompt after the conversation went on
-/// continues no recorded conversation, so it is a conversation of its own (issue 30): replayed
+/// continues no recorded conversation, so it is a conversation of its own: replayed
 /// in the recorded order, each call gets its own answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turns_are_placed_by_the_message_count_each_call_was_sent() {
@@ -408,7 +408,7 @@ async fn turns_are_placed_by_the_message_count_each_call_was_sent() {
     assert_eq!(blocks_of_sse(&body), blocks_of_sse(TOOL_STREAM.as_bytes()));
 }
 
-/// Issue 28 item 11: "each replayed request loads its whole session". The stream is built
+/// A replayed answer is streamed, not loaded whole. The stream is built
 /// one event at a time, and a block longer than an event's text goes out in pieces: the
 /// caller's decoder joins them back into exactly the recorded text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -468,7 +468,7 @@ async fn a_long_recorded_block_is_replayed_in_pieces_that_join_to_it_exactly() {
     assert_eq!(joined(&blocks_of_sse(&answer), false), long);
 }
 
-/// Issue 30 item 6: "a new header (e.g. `X-Cuca-Conversation`) lets a caller that knows its
+/// "A header (`X-Cuca-Conversation`) lets a caller that knows its
 /// conversations name them": two calls with the same request, named apart, are recorded in
 /// two conversations and each replays with its own answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -516,7 +516,7 @@ async fn a_named_conversation_is_recorded_and_replayed_as_named() {
     assert_eq!(refused.status(), 400);
 }
 
-/// Issue 31 items 1 and 2: "Tool results are recorded" and "Replay compares the whole
+/// "Tool results are recorded" and "Replay compares the whole
 /// conversation … tool calls and tool results … the first difference is the 409, naming the
 /// position and showing both sides clipped"; a pattern in `ignore` blanks what differs by
 /// nature, and the same replay then matches.
@@ -597,7 +597,7 @@ async fn a_changed_tool_result_is_a_409_naming_it_unless_ignored() {
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
 }
 
-/// Issue 31 item 2: "the tools offered" and "Sampling parameters are compared too, unless
+/// "The tools offered" and "Sampling parameters are compared too, unless
 /// `--ignore-params`."
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changed_tools_or_sampling_parameters_are_a_409_unless_parameters_are_ignored() {
@@ -649,7 +649,7 @@ async fn changed_tools_or_sampling_parameters_are_a_409_unless_parameters_are_ig
     assert_eq!(status, 200);
 }
 
-/// Issue 31 item 3: "Fork on divergence … Replay what matches; at the first call that
+/// "Fork on divergence … Replay what matches; at the first call that
 /// diverges, fork the recorded conversation at the last matching point …, forward that call
 /// live, and record it and everything after it into the fork. The response headers name the
 /// fork."

@@ -1,4 +1,4 @@
-//! The proof of issue 21 with an OpenAI SDK nobody here wrote: the Python `openai` package
+//! The proxy's proof with an OpenAI SDK nobody here wrote: the Python `openai` package
 //! (pinned in `.ci/run`, which makes the virtual environment and sets `CUCA_TEST_PYTHON`)
 //! records through the proxy against the committed llama-server transcripts, then the same
 //! script runs against a replaying proxy with the upstream stopped.
@@ -131,7 +131,7 @@ async fn the_openai_python_sdk_records_through_the_proxy_and_replays_offline() {
     assert_eq!(record["no_usage"]["text"], text_of("stream-no-usage"));
     assert_eq!(record["no_usage"]["usage"], Value::Null);
 
-    // Issue 28.1: "A decoded [DONE] (or the finish and usage seen) ends the turn as
+    // "A decoded [DONE] (or the finish and usage seen) ends the turn as
     // answered": each of the twenty SDK streams that hung up at `[DONE]`, 2 ms before the
     // upstream ended its body, is recorded whole, and its call-log row is not `cancelled`.
     let gaps = record["gap"].as_array().unwrap();
@@ -316,7 +316,7 @@ async fn agent(python: &Path, proxy: &str, session: &str, result: &str) -> Value
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
-/// Issue 31's proof through the real SDK: "the changed-tool replay gets a 409 naming the tool
+/// Replay and fork mode through the real SDK: "the changed-tool replay gets a 409 naming the tool
 /// result; with `--ignore` the volatile part is ignored and the replay matches; in fork mode
 /// the changed-tool run forks at the tool result, the live upstream answers only the calls
 /// from the divergence on (counted)".

@@ -1,5 +1,5 @@
 //! A store that goes away and comes back in the middle of a session, with
-//! `ProxyConfig::answer_unrecorded` (what `cuca proxy` does on PostgreSQL): issue 34's
+//! `ProxyConfig::answer_unrecorded` (what `cuca proxy` does on PostgreSQL):
 //! "PostgreSQL restarted in the middle of a run → the proxy answers its callers (recording
 //! fails loudly per call, in the call log and on stderr …), reconnects, and resumes; nothing it
 //! acknowledged is lost".

@@ -1,5 +1,5 @@
 // `Promise.all` of four streamed calls with different questions on one npm `openai` client
-// (issue 30), for crates/cuca-proxy/tests/conversations.rs. Usage: node conversations.mjs
+// (for crates/cuca-proxy/tests/conversations.rs). Usage: node conversations.mjs
 // record|replay PROXY_URL, with CUCA_TEST_NODE_MODULES at the node_modules .ci/run installs.
 // Prints one JSON object: each call's question, text and `X-Cuca-Session`, or its error.
 // Replayed, the questions are asked in the reverse order, one at a time, then all at once.

@@ -1,4 +1,4 @@
-"""Apps that hold several conversations on one client and one base URL (issue 30), driven
+"""Apps that hold several conversations on one client and one base URL, driven
 with the real `openai` SDK and LangChain's `ChatOpenAI` (pinned in .ci/run).
 
 Usage: conversations.py SCENARIO PHASE PROXY_URL, SCENARIO one of app, gather, langchain,

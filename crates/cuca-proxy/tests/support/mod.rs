@@ -15,10 +15,10 @@ use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
 use cuca_calllog::{CallLog, Record};
-use cuca_client::ChatStreamDecoder;
 use cuca_events::{MessageContentBlock, SessionBackend, SessionRecord};
 use cuca_proxy::{Mode, Proxy, ProxyConfig};
 use cuca_store_file::FileBackend;
+use cuca_wire::chat::ChatStreamDecoder;
 use futures::StreamExt;
 use tokio::sync::{oneshot, Notify};
 
@@ -257,7 +257,7 @@ pub async fn upstream() -> Upstream {
                     headers,
                     body: body.clone(),
                 });
-                // A question ("Name …") gets an answer of its own (issue 30's tests).
+                // A question ("Name …") gets an answer of its own (the conversations' tests).
                 if let Some(answer) = questions.answer(&body) {
                     return answer.into_response(delay);
                 }

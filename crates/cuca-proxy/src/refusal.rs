@@ -1,21 +1,10 @@
-//! The proxy's own answers: a refusal as an error response in the caller's wire format, and
-//! the clipping of what a divergence quotes. Reading and writing the formats is `cuca_wire`'s.
+//! The proxy's own refusals: an error response in the caller's wire format, with its status,
+//! and the refusals more than one room gives. Reading and writing the formats is `cuca_wire`'s.
 
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use cuca_wire::{ErrorInfo, Format};
 use serde_json::Value;
-
-/// The longest piece of recorded or sent text quoted in a divergence message.
-pub(crate) const CLIP_CHARS: usize = 160;
-
-/// `text` cut to [`CLIP_CHARS`] characters, marked when cut.
-pub(crate) fn clip(text: &str) -> String {
-    match text.char_indices().nth(CLIP_CHARS) {
-        None => text.to_owned(),
-        Some((cut, _)) => format!("{}… ({} chars in all)", &text[..cut], text.chars().count()),
-    }
-}
 
 /// A refusal with its status, answered in the caller's wire format: OpenAI's
 /// `{"error":{"message","type","param","code"}}` unless [`ApiError::in_format`] says the call
@@ -95,8 +84,41 @@ impl IntoResponse for ApiError {
         {
             response
                 .headers_mut()
-                .insert(crate::session::SESSION_HEADER, value);
+                .insert(crate::headers::SESSION_HEADER, value);
         }
         response
     }
+}
+
+/// The 503 of a call that arrives while the proxy shuts down.
+pub(crate) fn shutting_down(session: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "server_error",
+        "cuca_shutting_down",
+        "the proxy is shutting down; retry against the next one",
+    )
+    .in_session(session)
+}
+
+/// A body that is not a request of its format, where the proxy must read it (replay).
+pub(crate) fn bad_request(session: &str, message: String) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_request_error",
+        "cuca_invalid_request",
+        message,
+    )
+    .in_session(session)
+}
+
+/// A call that would have to be forwarded, to a proxy that has no upstream.
+pub(crate) fn no_upstream(session: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found_error",
+        "cuca_no_upstream",
+        "the proxy runs in replay mode and forwards nothing",
+    )
+    .in_session(session)
 }

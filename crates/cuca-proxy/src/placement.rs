@@ -1,0 +1,187 @@
+//! Where a call is recorded: the conversation of its session it lands in, that conversation's
+//! writer taken and prepared for it, and its request records written there — placed again
+//! when another process sharing the store began the same conversation first.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use cuca_events::{PluginError, UnifiedRequest};
+use cuca_wire::WireRequest;
+use tokio::sync::OwnedMutexGuard;
+
+use crate::conversations::Placed;
+use crate::refusal::{shutting_down, ApiError};
+use crate::rows::CallRows;
+use crate::session::Slot;
+use crate::state::Shared;
+
+/// A recorded call's place in its session: what the tee records into.
+pub(crate) struct Recording {
+    pub(crate) slot: Arc<Slot>,
+    /// Held until the call's last record is written: the proxy is the session's one writer.
+    pub(crate) _guard: OwnedMutexGuard<()>,
+    /// A sentence for the call's call-log rows' `note`: fork mode's word that this call
+    /// diverged from the recording and where it was recorded instead, so the call log marks
+    /// the divergence.
+    pub(crate) note: Option<String>,
+    /// Why the call is answered but not recorded (`ProxyConfig::answer_unrecorded`: the store
+    /// was away when the session was prepared), for its call-log rows and stderr.
+    pub(crate) unrecordable: Option<String>,
+    /// The base session, when this call begins its conversation (`Placed::new`): its first
+    /// record must find the session empty, and if another process began it first the call is
+    /// placed again under this base.
+    pub(crate) begins: Option<String>,
+}
+
+/// The writer of a call in `base`: in the conversation it continues when that is known
+/// (`continued`), else in the one its request is placed in. Record and auto mode take it
+/// before anything is forwarded or looked up, so a call recorded meanwhile on the same
+/// conversation cannot slip in between.
+pub(crate) async fn take_writer(
+    shared: &Shared,
+    base: &str,
+    continued: Option<String>,
+    request: Option<&WireRequest>,
+) -> Result<(String, Recording), ApiError> {
+    match continued {
+        Some(conversation) => {
+            let recording = recording(shared, &conversation).await?;
+            Ok((conversation, recording))
+        }
+        None => {
+            let placed = place(shared, base, request).await?;
+            let recording = placed_recording(shared, base, &placed).await?;
+            Ok((placed.id, recording))
+        }
+    }
+}
+
+/// The conversation of session `session` a call is recorded in; a body that is
+/// not a request of the format is forwarded and recorded nowhere, under the base session.
+pub(crate) async fn place(
+    shared: &Shared,
+    session: &str,
+    request: Option<&WireRequest>,
+) -> Result<Placed, ApiError> {
+    match request {
+        Some(request) => shared.conversations.place(session, &request.unified).await,
+        None => Ok(Placed {
+            id: session.to_owned(),
+            new: false,
+        }),
+    }
+}
+
+/// The writer of a placed call: a call that begins its conversation carries the base session,
+/// so the recorder can place it again if another process began the same id first.
+pub(crate) async fn placed_recording(
+    shared: &Shared,
+    base: &str,
+    placed: &Placed,
+) -> Result<Recording, ApiError> {
+    let mut recording = writer(shared, &placed.id, !placed.new).await?;
+    if placed.new {
+        recording.begins = Some(base.to_owned());
+    }
+    Ok(recording)
+}
+
+/// The writer of a call whose conversation is known (it continues an answer, or its caller
+/// named the conversation), prepared for it.
+pub(crate) async fn recording(shared: &Shared, session: &str) -> Result<Recording, ApiError> {
+    writer(shared, session, true).await
+}
+
+/// The session's writer, prepared for a call. `close_open`: whether a call found open in the
+/// session is closed first (one a killed proxy left). A call that begins a conversation does
+/// not: the session is empty, unless another process began it a moment ago and is recording
+/// its first call right now — which is not to be closed under it (the call is placed again).
+async fn writer(shared: &Shared, session: &str, close_open: bool) -> Result<Recording, ApiError> {
+    let slot = shared.slots.get(session)?;
+    let guard = Arc::clone(&slot.lock).lock_owned().await;
+    // A call that waited for its session's writer through the start of a shutdown must not
+    // start a recording the shutdown is no longer waiting for.
+    if shared.closing.load(Ordering::SeqCst) {
+        return Err(shutting_down(session));
+    }
+    let unrecordable = slot
+        .prepare(session, shared.config.answer_unrecorded, close_open)
+        .await?;
+    Ok(Recording {
+        slot,
+        _guard: guard,
+        note: None,
+        unrecordable,
+        begins: None,
+    })
+}
+
+/// How many times a call that begins a conversation is placed again when another process
+/// began the id it was given first: each time the id is taken, the next is tried.
+const MAX_PLACINGS: usize = 8;
+
+/// Writes the call's request records. A call that begins its conversation writes them only
+/// into an empty session (`record_new_request_with`); when another process sharing the store
+/// began that id first, the call is placed again and recorded where it lands — `session` and
+/// `recording` follow it, and its end row names the session and says why.
+pub(crate) async fn record_request(
+    shared: &Shared,
+    recording: &mut Recording,
+    session: &mut String,
+    unified: &mut UnifiedRequest,
+    parameters: &str,
+    rows: &mut CallRows,
+) -> Result<Option<u64>, PluginError> {
+    let mut placings = 0;
+    loop {
+        let plugin = Arc::clone(&recording.slot.plugin);
+        unified.metadata.node = Some(session.clone());
+        let Some(base) = recording.begins.clone() else {
+            return plugin.record_request_with(unified, parameters);
+        };
+        let taken = match plugin.record_new_request_with(unified, parameters) {
+            Ok(point) => {
+                shared.conversations.began(&base, session).await;
+                return Ok(point);
+            }
+            Err(taken @ PluginError::SequenceTaken { .. }) if placings < MAX_PLACINGS => taken,
+            Err(error) => return Err(error),
+        };
+        placings += 1;
+        let lost = session.clone();
+        let moved = async {
+            shared.conversations.taken(&base, &lost).await?;
+            let placed = shared.conversations.place(&base, unified).await?;
+            let mut next = writer(shared, &placed.id, !placed.new).await?;
+            next.begins = placed.new.then(|| base.clone());
+            next.note = recording.note.take();
+            Ok::<_, ApiError>((placed.id, next))
+        };
+        let (id, next) = moved.await.map_err(|error| PluginError::Backend {
+            backend: "proxy".into(),
+            message: format!(
+                "another process began session {lost:?} first ({taken}), and the call could not be placed again: {}",
+                error.message
+            ),
+            source: None,
+        })?;
+        // The same id again when what is there continues this call's conversation (a part
+        // of it recorded before, by an earlier try of this call or by another process).
+        if id != lost {
+            tracing::info!(from = %lost, to = %id, "another process began the conversation's session first; the call is recorded in the next");
+            rows.moved_to(
+                &id,
+                &format!("recorded in {id}: another process began {lost} first"),
+            );
+        }
+        *recording = next;
+        *session = id;
+        if let Some(why) = recording.unrecordable.clone() {
+            return Err(PluginError::Backend {
+                backend: "proxy".into(),
+                message: why,
+                source: None,
+            });
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! What every handler shares: the config, the store, the replay indexes, the writers and
+//! conversations of the sessions in use, the upstream, and the shutdown's two signals.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use cuca_calllog::CallLog;
+use cuca_events::SessionBackend;
+use cuca_replay::SessionReplay;
+use tokio::sync::watch;
+
+use crate::config::ProxyConfig;
+use crate::conversations::Conversations;
+use crate::error::ProxyError;
+use crate::matching::Matching;
+use crate::replay;
+use crate::session::Slots;
+use crate::upstream::Upstream;
+
+/// What every handler shares.
+pub(crate) struct Shared {
+    pub(crate) config: ProxyConfig,
+    pub(crate) replay: replay::Loads,
+    pub(crate) slots: Slots,
+    /// The conversations of each session in use.
+    pub(crate) conversations: Conversations,
+    /// The recorded turns replay has served, per conversation.
+    pub(crate) served: replay::Served,
+    /// What replay compares, and what it ignores.
+    pub(crate) matching: Matching,
+    /// Fork mode's branches: the conversation a diverging call was recorded in instead of
+    /// each recorded conversation, so the calls after it continue the branch.
+    pub(crate) branches: Mutex<HashMap<String, String>>,
+    /// The store, for fork mode's forks.
+    pub(crate) backend: Arc<dyn SessionBackend>,
+    pub(crate) upstream: Upstream,
+    pub(crate) call_log: CallLog,
+    /// The call log's `run` for every call this proxy forwards.
+    pub(crate) run_id: String,
+    /// Set when a shutdown begins: new calls are refused with a 503 from then on.
+    pub(crate) closing: AtomicBool,
+    /// Set to `true` when the shutdown's grace is over: every call still in flight ends now
+    /// and closes its turn ([`cut`]).
+    pub(crate) cut: watch::Sender<bool>,
+}
+
+impl Shared {
+    /// The state of a proxy on `backend` under a validated `config`.
+    pub(crate) fn new(
+        config: ProxyConfig,
+        backend: Arc<dyn SessionBackend>,
+        call_log: CallLog,
+    ) -> Result<Self, ProxyError> {
+        let upstream = Upstream::new(&config)?;
+        Ok(Shared {
+            replay: replay::Loads::new(
+                SessionReplay::new(Arc::clone(&backend)),
+                Matching::new(&config.ignore, config.compare_parameters)?,
+            ),
+            slots: Slots::new(Arc::clone(&backend), config.max_sessions),
+            conversations: Conversations::new(Arc::clone(&backend)),
+            served: replay::Served::default(),
+            matching: Matching::new(&config.ignore, config.compare_parameters)?,
+            branches: Mutex::default(),
+            backend,
+            upstream,
+            call_log,
+            run_id: format!("{:08x}", rand::random::<u32>()),
+            closing: AtomicBool::new(false),
+            cut: watch::Sender::new(false),
+            config,
+        })
+    }
+}
+
+/// The call-log sentence of a call the proxy ended because it was shutting down.
+pub(crate) const SHUT_DOWN: &str = "the proxy shut down";
+
+/// Resolves once the shutdown's grace is over (never, while the proxy runs).
+pub(crate) async fn cut(shutdown: &mut watch::Receiver<bool>) {
+    if shutdown.wait_for(|cut| *cut).await.is_err() {
+        // The proxy itself is gone: nothing will ever say "cut".
+        std::future::pending::<()>().await;
+    }
+}
