@@ -12,7 +12,9 @@
 //! once, and only calls on one conversation wait for each other.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::hash::{BuildHasher, Hash, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use axum::http::StatusCode;
 use cuca_events::UnifiedRequest;
@@ -20,15 +22,33 @@ use cuca_events::{conversation_session_id, Message, Role, SessionBackend, Sessio
 
 use crate::refusal::ApiError;
 
-/// What the proxy knows of one conversation: what it was asked so far.
+/// The most base sessions whose conversations the proxy keeps in memory. Past it the least
+/// recently used base nobody is placing a call in is dropped, and read from the store again
+/// when a call next comes in on it: what the proxy keeps is bounded whatever the number of
+/// sessions it serves.
+const MAX_BASES: usize = 4096;
+
+/// A message or system prompt as placement compares it: two independently keyed SipHash
+/// values of the whole value, exact (no normalisation). The proxy keeps these, never the
+/// text, so a conversation costs 16 bytes a message whatever its messages hold. The keys are
+/// drawn at random when the process starts, so no caller can aim at a collision.
+type Fingerprint = u128;
+
+fn fingerprint<T: Hash + ?Sized>(value: &T) -> Fingerprint {
+    static STATES: OnceLock<(RandomState, RandomState)> = OnceLock::new();
+    let (a, b) = STATES.get_or_init(|| (RandomState::new(), RandomState::new()));
+    (u128::from(a.hash_one(value)) << 64) | u128::from(b.hash_one(value))
+}
+
+/// What the proxy knows of one conversation: what it was asked so far, as fingerprints.
 #[derive(Debug, Clone)]
 struct Known {
     /// The session the conversation is recorded in.
     id: String,
     /// The system prompts of its calls.
-    systems: Vec<String>,
+    systems: Vec<Fingerprint>,
     /// Its user and assistant messages, as far as any call carried them.
-    messages: Vec<Message>,
+    messages: Vec<Fingerprint>,
     /// Whether a call was recorded in it (read from the store, or recorded by this proxy):
     /// until then the id is only this proxy's choice, and another process sharing the store
     /// may begin a conversation of its own under it first.
@@ -37,6 +57,11 @@ struct Known {
     /// prompts and no message yet. Not known until read again: as it stands it would be a
     /// prefix of every request.
     pending: bool,
+    /// The call that was to begin it ended without recording anything there (the upstream
+    /// refused it, the caller hung up first): the id is free, and the next conversation that
+    /// begins takes it, so no id is left empty before ids that hold conversations — a reader
+    /// lists a session's conversations up to the first empty id.
+    released: bool,
 }
 
 /// Where a call is recorded: the session, and whether the call begins it.
@@ -50,29 +75,32 @@ pub(crate) struct Placed {
     pub(crate) new: bool,
 }
 
-/// The conversations of each base session in use, read from the store on first use.
+/// The conversations of each base session in use, read from the store on first use, at most
+/// [`MAX_BASES`] of them.
 pub(crate) struct Conversations {
     backend: Arc<dyn SessionBackend>,
-    bases: Mutex<HashMap<String, Arc<Base>>>,
+    /// Each base's conversations and when it was last used (a tick of `clock`).
+    bases: Mutex<HashMap<String, (Arc<Base>, u64)>>,
+    clock: AtomicU64,
 }
 
 /// One base session's conversations, `None` until read from the store; held across the read
 /// and the placing, so two calls placing at once see each other.
 type Base = tokio::sync::Mutex<Option<Vec<Known>>>;
 
-/// A request's system prompts and conversation messages, as the match compares them.
-pub(crate) fn shape(request: &UnifiedRequest) -> (Vec<String>, Vec<Message>) {
+/// A request's system prompts and conversation messages, as placement compares them.
+fn shape(request: &UnifiedRequest) -> (Vec<Fingerprint>, Vec<Fingerprint>) {
     let systems = request
         .messages
         .iter()
         .filter(|m| m.role == Role::System)
-        .map(Message::text)
+        .map(|m| fingerprint(m.text().as_str()))
         .collect();
     let messages = request
         .messages
         .iter()
         .filter(|m| matches!(m.role, Role::User | Role::Assistant))
-        .cloned()
+        .map(fingerprint::<Message>)
         .collect();
     (systems, messages)
 }
@@ -96,6 +124,7 @@ impl Conversations {
         Conversations {
             backend,
             bases: Mutex::new(HashMap::new()),
+            clock: AtomicU64::new(0),
         }
     }
 
@@ -129,7 +158,7 @@ impl Conversations {
             known
                 .iter()
                 .enumerate()
-                .filter(|(_, k)| !k.pending || messages.is_empty())
+                .filter(|(_, k)| !k.released && (!k.pending || messages.is_empty()))
                 .filter(|(_, k)| k.systems == systems && messages.starts_with(&k.messages))
                 // The longest recorded prefix; of equals, the conversation recorded first.
                 .max_by_key(|(index, k)| (k.messages.len(), std::cmp::Reverse(*index)))
@@ -149,20 +178,28 @@ impl Conversations {
         }
         let index = match found {
             Some(index) => index,
-            None => {
-                let id = match known.len() {
-                    0 => base.to_owned(),
-                    n => conversation_session_id(base, n as u64),
-                };
-                known.push(Known {
-                    id,
-                    systems,
-                    messages: Vec::new(),
-                    begun: false,
-                    pending: false,
-                });
-                known.len() - 1
-            }
+            // An id a call that began nothing gave back comes first: the lowest such.
+            None => match known.iter().position(|k| k.released) {
+                Some(free) => {
+                    let entry = &mut known[free];
+                    entry.systems = systems;
+                    entry.messages = Vec::new();
+                    entry.released = false;
+                    free
+                }
+                None => {
+                    let id = free_id(base, known);
+                    known.push(Known {
+                        id,
+                        systems,
+                        messages: Vec::new(),
+                        begun: false,
+                        pending: false,
+                        released: false,
+                    });
+                    known.len() - 1
+                }
+            },
         };
         let chosen = &mut known[index];
         if messages.len() > chosen.messages.len() {
@@ -175,15 +212,49 @@ impl Conversations {
     }
 
     /// A call was recorded in `id`: it is begun, and later calls continue it as they would
-    /// any conversation.
-    pub(crate) async fn began(&self, base: &str, id: &str) {
+    /// any conversation. An id given back meanwhile (a call placed there with it, that failed
+    /// first) is known again, with this call's request.
+    pub(crate) async fn began(&self, base: &str, id: &str, request: &UnifiedRequest) {
         let cell = self.cell(base);
         let mut known = cell.lock().await;
-        if let Some(entry) = known
-            .as_mut()
-            .and_then(|known| known.iter_mut().find(|k| k.id == id))
-        {
-            entry.begun = true;
+        let Some(known) = known.as_mut() else {
+            return;
+        };
+        match known.iter_mut().find(|k| k.id == id) {
+            Some(entry) => {
+                entry.begun = true;
+                entry.released = false;
+            }
+            None => {
+                let (systems, messages) = shape(request);
+                known.push(Known {
+                    id: id.to_owned(),
+                    systems,
+                    messages,
+                    begun: true,
+                    pending: false,
+                    released: false,
+                });
+            }
+        }
+    }
+
+    /// The call placed to begin `id` ended with nothing recorded there: unless a call began
+    /// it meanwhile, the id is given back. The last ids are dropped, so the next conversation
+    /// gets the lowest free number; one before a begun conversation is kept free for the
+    /// next conversation that begins.
+    pub(crate) async fn release(&self, base: &str, id: &str) {
+        let cell = self.cell(base);
+        let mut known = cell.lock().await;
+        let Some(known) = known.as_mut() else {
+            return;
+        };
+        if let Some(entry) = known.iter_mut().find(|k| k.id == id && !k.begun) {
+            entry.released = true;
+            entry.messages = Vec::new();
+        }
+        while known.last().is_some_and(|k| k.released) {
+            known.pop();
         }
     }
 
@@ -207,9 +278,37 @@ impl Conversations {
         Ok(())
     }
 
+    /// The conversations of `base`, used now. When [`MAX_BASES`] are kept, the least
+    /// recently used one no call holds is dropped first.
     fn cell(&self, base: &str) -> Arc<Base> {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
         let mut bases = self.bases.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(bases.entry(base.to_owned()).or_default())
+        if let Some((cell, used)) = bases.get_mut(base) {
+            *used = now;
+            return Arc::clone(cell);
+        }
+        if bases.len() >= MAX_BASES {
+            let idle = bases
+                .iter()
+                .filter(|(_, (cell, _))| Arc::strong_count(cell) == 1)
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(id, _)| id.clone());
+            if let Some(idle) = idle {
+                bases.remove(&idle);
+            }
+        }
+        let cell = Arc::new(Base::default());
+        bases.insert(base.to_owned(), (Arc::clone(&cell), now));
+        cell
+    }
+
+    /// How many base sessions' conversations are kept.
+    #[cfg(test)]
+    fn n_bases(&self) -> usize {
+        self.bases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     /// The conversations of `base` recorded from number `from` on (0: the base itself), up to
@@ -266,6 +365,7 @@ impl Conversations {
             messages,
             begun: true,
             pending: false,
+            released: false,
         });
         Ok(id)
     }
@@ -309,6 +409,18 @@ impl Conversations {
     }
 }
 
+/// The lowest conversation id of `base` no known conversation has: the base itself, then
+/// `{base}:conv:1`, …
+fn free_id(base: &str, known: &[Known]) -> String {
+    (0..)
+        .map(|n| match n {
+            0 => base.to_owned(),
+            n => conversation_session_id(base, n),
+        })
+        .find(|id| known.iter().all(|k| &k.id != id))
+        .unwrap_or_else(|| base.to_owned())
+}
+
 /// A read of `base`'s conversations on a blocking thread, as the call's answer: a store that
 /// cannot be read, or a read that stopped, is a 500 naming the session.
 fn read_answer<T>(
@@ -347,12 +459,12 @@ fn known_of(id: String, records: &[cuca_events::SessionRecord]) -> Option<Known>
                     call_systems.clear();
                     in_request = true;
                 }
-                call_systems.push(text.clone());
+                call_systems.push(fingerprint(text.as_str()));
             }
             SessionEvent::Message(message) => {
                 in_request = true;
                 if matches!(message.role, Role::User | Role::Assistant) {
-                    messages.push(message.clone());
+                    messages.push(fingerprint(message));
                 }
             }
             SessionEvent::CallRequest { .. } | SessionEvent::Output { .. } => {
@@ -376,6 +488,7 @@ fn known_of(id: String, records: &[cuca_events::SessionRecord]) -> Option<Known>
         messages,
         begun: true,
         pending,
+        released: false,
     })
 }
 
@@ -437,6 +550,30 @@ mod tests {
             conversations.place("app", &other).await.unwrap().id,
             "app:conv:2"
         );
+    }
+
+    /// What is kept is bounded: past [`MAX_BASES`] base sessions the least recently used
+    /// is dropped, and read from the store again when a call comes in on it.
+    #[tokio::test]
+    async fn the_bases_kept_are_bounded_and_a_dropped_one_is_read_again() {
+        let backend = Arc::new(cuca_store_mem::InMemoryBackend::new());
+        let conversations = Conversations::new(Arc::clone(&backend) as Arc<dyn SessionBackend>);
+        let colour = request("Be brief.", &[(Role::User, "Name a colour.")]);
+        let planet = request("Be brief.", &[(Role::User, "Name a planet.")]);
+        assert_eq!(
+            conversations.place("first", &colour).await.unwrap().id,
+            "first"
+        );
+        for n in 0..MAX_BASES + 10 {
+            conversations
+                .place(&format!("app-{n}"), &colour)
+                .await
+                .unwrap();
+        }
+        assert_eq!(conversations.n_bases(), MAX_BASES);
+        // "first" was dropped: nothing was recorded there, so its conversation is new again.
+        let placed = conversations.place("first", &planet).await.unwrap();
+        assert_eq!((placed.id.as_str(), placed.new), ("first", true));
     }
 
     /// The conversations are read back from the store by a proxy that did not record them.

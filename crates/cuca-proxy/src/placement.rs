@@ -9,7 +9,7 @@ use cuca_events::{PluginError, UnifiedRequest};
 use cuca_wire::WireRequest;
 use tokio::sync::OwnedMutexGuard;
 
-use crate::conversations::Placed;
+use crate::conversations::{Conversations, Placed};
 use crate::refusal::{shutting_down, ApiError};
 use crate::rows::CallRows;
 use crate::session::Slot;
@@ -27,10 +27,73 @@ pub(crate) struct Recording {
     /// Why the call is answered but not recorded (`ProxyConfig::answer_unrecorded`: the store
     /// was away when the session was prepared), for its call-log rows and stderr.
     pub(crate) unrecordable: Option<String>,
-    /// The base session, when this call begins its conversation (`Placed::new`): its first
-    /// record must find the session empty, and if another process began it first the call is
-    /// placed again under this base.
-    pub(crate) begins: Option<String>,
+    /// The conversation's id while this call begins it (`Placed::new`): its first record must
+    /// find the session empty, and if another process began it first the call is placed again
+    /// under the base; if the call ends with nothing recorded, the id is given back.
+    pub(crate) begins: Option<Reservation>,
+}
+
+/// A conversation id held by the call that begins that conversation, until the call records
+/// its first record there ([`Reservation::keep`]) or ends having recorded nothing
+/// ([`Reservation::release`]): then the id is given back, so that no id is left empty before
+/// ids that hold conversations (a reader lists a session's conversations up to the first
+/// empty id, and would not see those after it).
+pub(crate) struct Reservation {
+    conversations: Arc<Conversations>,
+    /// The base session the call came in on.
+    pub(crate) base: String,
+    /// The conversation's id.
+    id: String,
+    /// Kept or released already: nothing left to do when it is dropped.
+    settled: bool,
+}
+
+impl Reservation {
+    fn new(shared: &Shared, base: &str, id: &str) -> Self {
+        Reservation {
+            conversations: Arc::clone(&shared.conversations),
+            base: base.to_owned(),
+            id: id.to_owned(),
+            settled: false,
+        }
+    }
+
+    /// The call recorded its first record in the conversation: the id is the
+    /// conversation's for good.
+    async fn keep(mut self, request: &UnifiedRequest) {
+        self.settled = true;
+        self.conversations
+            .began(&self.base, &self.id, request)
+            .await;
+    }
+
+    /// Another process recorded there first: what it recorded is the conversation now, and
+    /// the id is not this call's to give back.
+    fn lost(mut self) {
+        self.settled = true;
+    }
+
+    /// The call ended with nothing recorded in the conversation: the id is given back before
+    /// the caller has its answer, so the caller's next call can take it.
+    pub(crate) async fn release(mut self) {
+        self.settled = true;
+        self.conversations.release(&self.base, &self.id).await;
+    }
+}
+
+impl Drop for Reservation {
+    /// A call dropped while it held the id (its caller hung up before the upstream answered):
+    /// the id is given back as soon as the runtime can.
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let conversations = Arc::clone(&self.conversations);
+        let (base, id) = (std::mem::take(&mut self.base), std::mem::take(&mut self.id));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { conversations.release(&base, &id).await });
+        }
+    }
 }
 
 /// The writer of a call in `base`: in the conversation it continues when that is known
@@ -81,7 +144,7 @@ pub(crate) async fn placed_recording(
 ) -> Result<Recording, ApiError> {
     let mut recording = writer(shared, &placed.id, !placed.new).await?;
     if placed.new {
-        recording.begins = Some(base.to_owned());
+        recording.begins = Some(Reservation::new(shared, base, &placed.id));
     }
     Ok(recording)
 }
@@ -136,26 +199,39 @@ pub(crate) async fn record_request(
     loop {
         let plugin = Arc::clone(&recording.slot.plugin);
         unified.metadata.node = Some(session.clone());
-        let Some(base) = recording.begins.clone() else {
+        let Some(base) = recording.begins.as_ref().map(|r| r.base.clone()) else {
             return plugin.record_request_with(unified, parameters);
         };
         let taken = match plugin.record_new_request_with(unified, parameters) {
             Ok(point) => {
-                shared.conversations.began(&base, session).await;
+                if let Some(reservation) = recording.begins.take() {
+                    reservation.keep(unified).await;
+                }
                 return Ok(point);
             }
             Err(taken @ PluginError::SequenceTaken { .. }) if placings < MAX_PLACINGS => taken,
             Err(error) => return Err(error),
         };
         placings += 1;
+        if let Some(reservation) = recording.begins.take() {
+            reservation.lost();
+        }
         let lost = session.clone();
         let moved = async {
             shared.conversations.taken(&base, &lost).await?;
             let placed = shared.conversations.place(&base, unified).await?;
+            if placed.id == lost {
+                // What is there continues this call's conversation (an identical call that
+                // began it while this one waited for its writer, which this call holds):
+                // recorded after it, as a retry of the same request is.
+                return Ok::<_, ApiError>((placed.id, None));
+            }
             let mut next = writer(shared, &placed.id, !placed.new).await?;
-            next.begins = placed.new.then(|| base.clone());
+            next.begins = placed
+                .new
+                .then(|| Reservation::new(shared, &base, &placed.id));
             next.note = recording.note.take();
-            Ok::<_, ApiError>((placed.id, next))
+            Ok((placed.id, Some(next)))
         };
         let (id, next) = moved.await.map_err(|error| PluginError::Backend {
             backend: "proxy".into(),
@@ -174,7 +250,9 @@ pub(crate) async fn record_request(
                 &format!("recorded in {id}: another process began {lost} first"),
             );
         }
-        *recording = next;
+        if let Some(next) = next {
+            *recording = next;
+        }
         *session = id;
         if let Some(why) = recording.unrecordable.clone() {
             return Err(PluginError::Backend {

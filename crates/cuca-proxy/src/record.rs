@@ -67,6 +67,7 @@ pub(crate) async fn forward(
         recording.note.as_deref(),
     );
     let Some(mut url) = shared.upstream.call_url(format) else {
+        began_nothing(&mut recording, &mut session, &mut rows).await;
         rows.failed("the proxy has no upstream");
         return no_upstream(&session).in_format(format).into_response();
     };
@@ -85,6 +86,7 @@ pub(crate) async fn forward(
     let sent = tokio::select! {
         sent = send => sent,
         () = state::cut(&mut shutdown) => {
+            began_nothing(&mut recording, &mut session, &mut rows).await;
             rows.cancelled(SHUT_DOWN);
             return shutting_down(&session)
                 .in_format(format)
@@ -99,6 +101,7 @@ pub(crate) async fn forward(
                 shared.upstream.base,
                 root_cause(&error)
             );
+            began_nothing(&mut recording, &mut session, &mut rows).await;
             rows.failed(&message);
             return ApiError::new(
                 StatusCode::BAD_GATEWAY,
@@ -198,6 +201,7 @@ pub(crate) async fn forward(
                 let message = format!("cannot record the call in session {session:?}: {error}");
                 tracing::warn!(session = %session, %error, "recording failed; call refused");
                 recording.slot.needs_close();
+                began_nothing(&mut recording, &mut session, &mut rows).await;
                 rows.failed(&message);
                 return ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,
@@ -212,6 +216,14 @@ pub(crate) async fn forward(
         }
     }
 
+    // A call that began no conversation (the upstream refused it, or nothing of it could be
+    // recorded) gives the id back before its caller has the answer, and names its base.
+    if recording.begins.is_some() {
+        began_nothing(&mut recording, &mut session, &mut rows).await;
+        if let Ok(value) = HeaderValue::from_str(&session) {
+            response_headers.insert(HeaderName::from_static(SESSION_HEADER), value);
+        }
+    }
     let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
     let tee = if !status.is_success() {
         Tee::Kept(Vec::new())
@@ -247,6 +259,19 @@ pub(crate) async fn forward(
     *response.status_mut() = status;
     *response.headers_mut() = response_headers;
     response
+}
+
+/// A call placed to begin a conversation that ended with nothing recorded there gives the
+/// conversation's id back ([`crate::placement::Reservation::release`]) and is said, in its
+/// answer and its call-log row, to be in its base session — the session its caller named —
+/// never in an id that holds nothing.
+async fn began_nothing(recording: &mut Recording, session: &mut String, rows: &mut CallRows) {
+    if let Some(reservation) = recording.begins.take() {
+        let base = reservation.base.clone();
+        reservation.release().await;
+        rows.in_session(&base);
+        *session = base;
+    }
 }
 
 /// What the tee does with the answer's bytes.

@@ -120,6 +120,12 @@ impl CallRows {
         add_note(&mut self.template, why);
     }
 
+    /// The call is in `session`, not the one its start row named: it began no conversation
+    /// there, so the end row names the session its caller named.
+    pub(crate) fn in_session(&mut self, session: &str) {
+        self.template.node = session.to_owned();
+    }
+
     /// The session could not record the whole call: the end row's `error` says so, whatever
     /// the caller got (a recording that failed is not a clean row).
     pub(crate) fn not_recorded(&mut self, message: &str) {

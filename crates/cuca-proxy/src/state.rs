@@ -24,7 +24,7 @@ pub(crate) struct Shared {
     pub(crate) replay: replay::Loads,
     pub(crate) slots: Slots,
     /// The conversations of each session in use.
-    pub(crate) conversations: Conversations,
+    pub(crate) conversations: Arc<Conversations>,
     /// The recorded turns replay has served, per conversation.
     pub(crate) served: replay::Served,
     /// What replay compares, and what it ignores.
@@ -59,7 +59,7 @@ impl Shared {
                 Matching::new(&config.ignore, config.compare_parameters)?,
             ),
             slots: Slots::new(Arc::clone(&backend), config.max_sessions),
-            conversations: Conversations::new(Arc::clone(&backend)),
+            conversations: Arc::new(Conversations::new(Arc::clone(&backend))),
             served: replay::Served::default(),
             matching: Matching::new(&config.ignore, config.compare_parameters)?,
             branches: Mutex::default(),

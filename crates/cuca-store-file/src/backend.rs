@@ -883,6 +883,14 @@ impl Handle {
         }
         self.seal = &[];
         self.last_sequence = Some(record.sequence);
+        // The buffers are kept for the next append's sake, but not past a bound: a handle
+        // stays open for a long time, and hundreds of handles each holding the allocation of
+        // the largest record they ever wrote would be hundreds of those records in memory.
+        for buffer in [&mut self.scratch, &mut self.frame] {
+            if buffer.capacity() > MAX_KEPT_BUFFER {
+                *buffer = Vec::new();
+            }
+        }
         if durability == Durability::Sync {
             if let Err(error) = self.file.sync_data() {
                 self.failed = Some(error.to_string());
@@ -892,6 +900,10 @@ impl Handle {
         Ok(())
     }
 }
+
+/// The largest encoding buffer an open handle keeps between appends: a typical record's
+/// many times over. A larger one was made for a rare long record and is freed after it.
+const MAX_KEPT_BUFFER: usize = 64 << 10;
 
 /// Reads up to `buf.len()` bytes at `offset`; fewer only at the end of the file.
 pub(crate) fn read_at(mut file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {

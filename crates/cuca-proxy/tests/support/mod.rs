@@ -636,6 +636,15 @@ pub async fn recording(upstream: &Upstream, dir: &Path) -> Running {
     .await
 }
 
+/// A recording proxy in front of the upstream at `url` (a test's own scripted upstream).
+pub async fn recording_at(url: &str, dir: &Path) -> Running {
+    start(
+        ProxyConfig::new(Mode::Record, Some(url.to_owned())).unwrap(),
+        dir,
+    )
+    .await
+}
+
 pub async fn replaying(dir: &Path) -> Running {
     start(ProxyConfig::new(Mode::Replay, None).unwrap(), dir).await
 }
