@@ -111,11 +111,26 @@ pub(crate) async fn take_writer(
             let recording = recording(shared, &conversation).await?;
             Ok((conversation, recording))
         }
-        None => {
-            let placed = place(shared, base, request).await?;
-            let recording = placed_recording(shared, base, &placed).await?;
-            Ok((placed.id, recording))
-        }
+        None => match place(shared, base, request).await {
+            Ok(placed) => {
+                let recording = placed_recording(shared, base, &placed).await?;
+                Ok((placed.id, recording))
+            }
+            // The store is away (`answer_unrecorded`): the conversation cannot be read, so the
+            // call is answered and recorded nowhere, under its base session, and says so.
+            Err(error) if shared.config.answer_unrecorded => {
+                tracing::error!(session = %base, "the store is away; the call is answered and not recorded: {}", error.message);
+                let mut recording = writer(shared, base, true).await?;
+                recording.unrecordable.get_or_insert_with(|| {
+                    format!(
+                        "the conversations of session {base:?} could not be read to place it ({})",
+                        error.message
+                    )
+                });
+                Ok((base.to_owned(), recording))
+            }
+            Err(error) => Err(error),
+        },
     }
 }
 

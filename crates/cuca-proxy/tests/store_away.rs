@@ -209,3 +209,88 @@ async fn a_call_is_never_recorded_into_a_call_the_store_left_open() {
     assert_eq!(outputs[2], answers[3], "call 4 alone");
     let _ = stop.send(());
 }
+
+/// With the store away, a call that begins a conversation (its session's conversations cannot
+/// be read to place it) is answered as a known conversation's call is: forwarded, recorded
+/// nowhere, and its call-log row says so. Before, it was a 500 and never forwarded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_begins_a_conversation_is_answered_while_the_store_is_away() {
+    let upstream = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let away = Arc::new(Away::default());
+    away.gone.store(true, Ordering::SeqCst);
+    let backend: Arc<dyn SessionBackend> = Arc::clone(&away) as _;
+    let mut config = ProxyConfig::new(Mode::Record, Some(upstream.url.clone())).unwrap();
+    config.answer_unrecorded = true;
+    let log_path = dir.path().join("calls.jsonl");
+    let log = CallLog::builder().path(Some(log_path.clone())).build();
+    let proxy = Proxy::with_call_log(config, Arc::clone(&backend), log).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "http://{}/s/new/v1/chat/completions",
+        listener.local_addr().unwrap()
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let settled = proxy.clone();
+    tokio::spawn(async move {
+        proxy
+            .serve(listener, async move {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    let ask = |question: &str| {
+        json!({"model": "m", "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": question},
+        ]})
+    };
+    let response = client()
+        .post(&url)
+        .json(&ask("Name a colour."))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "answered while the store is away");
+    let answer: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        answer_to("Name a colour.", 1)
+    );
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(&log_path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .filter(|row: &serde_json::Value| row.get("phase").is_none())
+        .collect();
+    let error = rows[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("the session does not hold this call in full")
+            && error.contains("the store is restarting"),
+        "{rows:?}"
+    );
+    // Back: the next conversation is recorded.
+    away.back();
+    let response = client()
+        .post(&url)
+        .json(&ask("Name a fish."))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.bytes().await.unwrap();
+    settled.settled("new").await;
+    let _ = stop.send(());
+    let requests = away
+        .inner
+        .replay("new")
+        .unwrap()
+        .iter()
+        .filter(|r| matches!(r.event, SessionEvent::CallRequest { .. }))
+        .count();
+    assert_eq!(
+        requests, 1,
+        "the call made once the store was back is recorded"
+    );
+}
