@@ -143,6 +143,11 @@ pub(crate) fn run(args: &ProxyArgs, schema: Option<&str>) -> Result<(), CliError
                 store.describe(),
                 upstream.map_or(String::new(), |u| format!(", upstream {u}")),
             );
+            let _ = writeln!(
+                out,
+                "Anthropic SDKs and Claude Code: ANTHROPIC_BASE_URL=http://{address}/s/SESSION (no /v1: the SDK adds it); \
+                 Codex: cuca run -- codex …, or -c 'model_providers.cuca={{name=\"cuca\",base_url=\"http://{address}/s/SESSION/v1\",wire_api=\"responses\"}}' -c model_provider=cuca"
+            );
             let _ = out.flush();
         }
         if cuca_serve::LocalOrigin::for_address(address).is_open() {

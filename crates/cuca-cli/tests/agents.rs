@@ -365,6 +365,75 @@ fn codex_runs_one_shell_command_recorded_then_replayed_offline() {
     assert!(output.contains("cuca-tool-ok"), "{output}");
 }
 
+/// The most a replay run the recording does not hold may take to end: the agent's own start
+/// and one refused call, with no retry. Before the refusal said `x-should-retry: false`, the
+/// Anthropic SDK retried it ten times over three minutes, and Codex five times.
+const DIVERGENCE_REACHES_THE_USER_MS: u64 = 5_000;
+
+impl Run {
+    /// The third run of [`record_then_replay`] (a changed prompt): it failed, said why, and
+    /// ended within [`DIVERGENCE_REACHES_THE_USER_MS`].
+    fn assert_divergence_heard_at_once(&self) {
+        let story = format!(
+            "{}--- diverge.out\n{}\n--- diverge.err\n{}\n",
+            self.story(),
+            self.read("diverge.out"),
+            self.read("diverge.err")
+        );
+        assert_ne!(self.read("diverge.status").trim(), "0", "{story}");
+        let said = format!("{}{}", self.read("diverge.out"), self.read("diverge.err"));
+        assert!(
+            said.contains("409") || said.contains("404"),
+            "the agent did not show the proxy's refusal\n{story}"
+        );
+        let ms: u64 = self.read("diverge.ms").trim().parse().unwrap();
+        assert!(
+            ms < DIVERGENCE_REACHES_THE_USER_MS,
+            "the divergence took {ms} ms to reach the user\n{story}"
+        );
+    }
+}
+
+#[test]
+fn claude_code_hears_of_a_replay_divergence_at_once() {
+    let (Some(modules), true) = (node_modules(), can_unshare()) else {
+        return;
+    };
+    let claude = modules.join(".bin/claude");
+    let scratch = tempfile::tempdir().unwrap();
+    let mut env = claude_env(scratch.path(), 1024);
+    env.push(("DIVERGE_FROM", "Run: echo cuca-tool-ok".to_owned()));
+    env.push(("DIVERGE_TO", "Run: echo something-else".to_owned()));
+    let run = record_then_replay(
+        &[
+            claude.to_str().unwrap(),
+            "-p",
+            "Run: echo cuca-tool-ok",
+            "--output-format",
+            "text",
+            "--allowedTools",
+            "Bash",
+        ],
+        &env,
+    );
+    run.assert_divergence_heard_at_once();
+}
+
+#[test]
+fn codex_hears_of_a_replay_divergence_at_once() {
+    let (Some(modules), true) = (node_modules(), can_unshare()) else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let mut env = codex_env(scratch.path());
+    env.push(("DIVERGE_FROM", "Run: echo cuca-tool-ok".to_owned()));
+    env.push(("DIVERGE_TO", "Run: echo something-else".to_owned()));
+    let args = codex_args(&modules.join(".bin/codex"), "Run: echo cuca-tool-ok");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = record_then_replay(&args, &env);
+    run.assert_divergence_heard_at_once();
+}
+
 /// The real llama-server and its tiny random-weight model (`shared/tools/llama-server.sh
 /// build`, run by `.ci/run`): the binary and the GGUF, as an environment for
 /// `record_replay.sh`.

@@ -69,6 +69,23 @@ impl ApiError {
     }
 }
 
+/// The response header the Anthropic and OpenAI SDKs read before their own retry rules:
+/// `false` makes them hand the error to the caller at once.
+const SHOULD_RETRY_HEADER: &str = "x-should-retry";
+
+impl ApiError {
+    /// Whether asking again could get another answer. A divergence from the recording, a
+    /// turn that was never recorded, a body the proxy cannot take: the same request gets the
+    /// same refusal, so an SDK that retries it (the Anthropic SDK ten times over three
+    /// minutes) only keeps its caller from learning why. A timeout, too many requests, or a
+    /// server-side failure may pass.
+    pub(crate) fn retryable(&self) -> bool {
+        !self.status.is_client_error()
+            || self.status == StatusCode::REQUEST_TIMEOUT
+            || self.status == StatusCode::TOO_MANY_REQUESTS
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (
@@ -77,6 +94,12 @@ impl IntoResponse for ApiError {
             self.body().to_string(),
         )
             .into_response();
+        if !self.retryable() {
+            response.headers_mut().insert(
+                axum::http::HeaderName::from_static(SHOULD_RETRY_HEADER),
+                HeaderValue::from_static("false"),
+            );
+        }
         if let Some(value) = self
             .session
             .as_deref()
@@ -121,4 +144,40 @@ pub(crate) fn no_upstream(session: &str) -> ApiError {
         "the proxy runs in replay mode and forwards nothing",
     )
     .in_session(session)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// "Tell every SDK not to retry a divergence": a 409, a 404 and a 400 say
+    /// `x-should-retry: false`; a 503 (shutting down) and a 502 (the upstream) leave the
+    /// SDK's own rules in charge.
+    #[test]
+    fn a_refusal_that_asking_again_cannot_change_tells_the_sdk_not_to_retry() {
+        let says = |status: StatusCode| {
+            ApiError::new(status, "x", "cuca_x", "m")
+                .into_response()
+                .headers()
+                .get(SHOULD_RETRY_HEADER)
+                .map(|v| v.to_str().unwrap_or_default().to_owned())
+        };
+        for status in [
+            StatusCode::CONFLICT,
+            StatusCode::NOT_FOUND,
+            StatusCode::BAD_REQUEST,
+            StatusCode::PAYLOAD_TOO_LARGE,
+        ] {
+            assert_eq!(says(status).as_deref(), Some("false"), "{status}");
+        }
+        for status in [
+            StatusCode::SERVICE_UNAVAILABLE,
+            StatusCode::BAD_GATEWAY,
+            StatusCode::REQUEST_TIMEOUT,
+            StatusCode::TOO_MANY_REQUESTS,
+            StatusCode::INTERNAL_SERVER_ERROR,
+        ] {
+            assert_eq!(says(status), None, "{status}");
+        }
+    }
 }

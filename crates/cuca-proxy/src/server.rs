@@ -440,16 +440,30 @@ async fn wrong_method(method: Method, uri: Uri) -> Response {
 }
 
 async fn no_route(method: Method, uri: Uri) -> Response {
-    let mut response = ApiError::new(
-        StatusCode::NOT_FOUND,
-        "not_found_error",
-        "cuca_no_route",
-        format!(
-            "no route {method} {}; the proxy serves POST /v1/chat/completions, /v1/messages, /v1/messages/count_tokens and /v1/responses, GET /v1/models, and HEAD or GET /, also under /s/{{session}}",
-            uri.path()
-        ),
-    )
-    .into_response();
+    let path = uri.path();
+    let mut response = if let Some(at) = path.find("/v1/v1/") {
+        // A base URL given with `/v1` to an SDK that adds `/v1` itself (the Anthropic SDKs,
+        // Claude Code): say what to set, not only that nothing is here.
+        let base = &path[..at];
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found_error",
+            "cuca_doubled_v1",
+            format!(
+                "no route {method} {path}: the base URL ends in /v1 and the client added another; \
+                 Anthropic SDKs and Claude Code take ANTHROPIC_BASE_URL=http://HOST:PORT{base} (no /v1), \
+                 OpenAI SDKs take http://HOST:PORT{base}/v1"
+            ),
+        )
+        .in_format(if path.ends_with("/messages") || path.contains("/messages/") {
+            Format::Messages
+        } else {
+            Format::Chat
+        })
+        .into_response()
+    } else {
+        no_such_route(&method, path)
+    };
     // Say which proxy answered, so a base URL pointed at the wrong port is easy to tell.
     response.headers_mut().insert(
         HeaderName::from_static(PROXY_HEADER),
@@ -458,9 +472,41 @@ async fn no_route(method: Method, uri: Uri) -> Response {
     response
 }
 
+/// The 404 of a path the proxy does not serve, listing those it does.
+fn no_such_route(method: &Method, path: &str) -> Response {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found_error",
+        "cuca_no_route",
+        format!(
+            "no route {method} {path}; the proxy serves POST /v1/chat/completions, /v1/messages, /v1/messages/count_tokens and /v1/responses, GET /v1/models, and HEAD or GET /, also under /s/{{session}}"
+        ),
+    )
+    .into_response()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `ANTHROPIC_BASE_URL` set with `/v1`, as people set it for OpenAI SDKs: the doubled
+    /// prefix is answered in Anthropic's shape with what to set instead.
+    #[tokio::test]
+    async fn a_doubled_v1_prefix_says_what_to_set() {
+        let uri: Uri = "/s/demo/v1/v1/messages".parse().unwrap();
+        let response = no_route(Method::POST, uri).await;
+        assert_eq!(response.status(), StatusCode::NOT_FOUND);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["type"], "error", "Anthropic's shape: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("ANTHROPIC_BASE_URL=http://HOST:PORT/s/demo (no /v1)"),
+            "{message}"
+        );
+    }
 
     #[test]
     fn json_is_application_json_or_a_json_suffix_and_nothing_a_page_can_send_unasked() {

@@ -7,7 +7,9 @@
 # LLAMA_SERVER and LLAMA_MODEL set, the upstream is a real llama-server instead. Writes in
 # OUT: sessions/ (the recording), upstream.log (each request's path), record.out/.err/.status
 # and replay.out/.err/.status (the client's stdout, cuca's and the client's stderr, the exit
-# status of `cuca run`).
+# status of `cuca run`). With DIVERGE_FROM and DIVERGE_TO set, a third run replays the client
+# with the argument DIVERGE_FROM replaced by DIVERGE_TO, a run the recording does not hold:
+# diverge.out/.err/.status as above, and diverge.ms, how long it took to end.
 set -u
 out=$1
 session=$2
@@ -49,3 +51,14 @@ wait "$upstream" 2>/dev/null
 "$CUCA" run --mode replay --dir "$out/sessions" --session "$session" -- "$@" \
   > "$out/replay.out" 2> "$out/replay.err" < /dev/null
 echo $? > "$out/replay.status"
+if [ -n "${DIVERGE_FROM:-}" ]; then
+  for arg do
+    shift
+    if [ "$arg" = "$DIVERGE_FROM" ]; then set -- "$@" "$DIVERGE_TO"; else set -- "$@" "$arg"; fi
+  done
+  started=$(date +%s%N)
+  "$CUCA" run --mode replay --dir "$out/sessions" --session "$session" -- "$@" \
+    > "$out/diverge.out" 2> "$out/diverge.err" < /dev/null
+  echo $? > "$out/diverge.status"
+  echo $(( ($(date +%s%N) - started) / 1000000 )) > "$out/diverge.ms"
+fi
