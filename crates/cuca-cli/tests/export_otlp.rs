@@ -145,7 +145,7 @@ async fn export_otlp_sends_a_call_log_with_a_call_in_flight() {
         .sum();
     assert_eq!(n, 2);
 
-    // Issue 32: "the CLI prints what it sent, skipped and why".
+    // The CLI prints what it sent, what it skipped and why.
     let output = tokio::task::spawn_blocking(move || {
         cuca()
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -168,8 +168,8 @@ async fn export_otlp_sends_a_call_log_with_a_call_in_flight() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Issue 32: "OpenTelemetry export that looks right in Phoenix: answers, one span per call,
-// forks and re-exports", end to end through `cuca export-otlp`, decoded with
+// An OpenTelemetry export that looks right in Phoenix (answers, one span per call, forks
+// and re-exports), end to end through `cuca export-otlp`, decoded with
 // `opentelemetry-proto`.
 
 use cuca::otel::opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};

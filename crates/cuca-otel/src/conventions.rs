@@ -91,7 +91,7 @@ pub const CUCA_LINK_KIND: &str = "cuca.link.kind";
 /// A session call that is also a call-log call: the call log's row id of its attempt.
 pub const CUCA_CALL_LOG_ID: &str = "cuca.call_log.id";
 /// The turn number of a model call in its session, from 1, as `cuca replay --turn`, its
-/// `--json` and the viewer number turns (issue 33: "One turn numbering everywhere").
+/// `--json` and the viewer number turns: one turn numbering everywhere.
 pub const CUCA_TURN_NUMBER: &str = "cuca.turn.number";
 /// The sequence of the turn's first record.
 pub const CUCA_SEQUENCE_FIRST: &str = "cuca.sequence.first";

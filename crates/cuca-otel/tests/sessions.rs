@@ -46,7 +46,7 @@ async fn export(sessions: &[&str], options: &ExportOptions) -> (Vec<Span>, Recei
 
 #[tokio::test]
 async fn one_trace_per_model_call_grouped_by_session_id() {
-    // Issue 23: "one span per model call".
+    // One span per model call.
     let (spans, received) = export(&["demo", "reasoning"], &ExportOptions::default()).await;
     let request = &received.requests.lock().unwrap()[0];
     let resource = request.resource_spans[0].resource.as_ref().unwrap();
@@ -97,7 +97,7 @@ async fn one_trace_per_model_call_grouped_by_session_id() {
         for (turn_idx, (turn, (duration_ms, prompt, completion, end_ms))) in
             turns.iter().zip(&calls).enumerate()
         {
-            // Issue 32: each call is the root of a trace of its own, as a natively traced
+            // Each call is the root of a trace of its own, as a natively traced
             // call is, and `session.id` groups a session's traces in Phoenix's Sessions tab.
             assert_eq!(
                 turn.trace_id,
@@ -142,7 +142,7 @@ async fn one_trace_per_model_call_grouped_by_session_id() {
 
 #[tokio::test]
 async fn content_is_sent_only_when_asked() {
-    // Issue 23: "message content only when asked (--with-content) … never by default".
+    // Message content is sent only when asked (--with-content), never by default.
     let (plain, _) = export(&["demo"], &ExportOptions::default()).await;
     for span in &plain {
         for key in keys(span) {
@@ -209,7 +209,7 @@ async fn content_is_sent_only_when_asked() {
         .collect();
     assert!(!answer.is_empty());
     assert_eq!(sent, answer);
-    // Issue 32: "No answer with `--with-content`": the answer carries the finish reason the
+    // With `--with-content` the answer is sent, and carries the finish reason the
     // schema requires (the fixture was recorded without call metadata, so the documented
     // default), and the streamed tokens are one text part.
     assert_eq!(output[0]["finish_reason"], "stop");
@@ -230,8 +230,8 @@ async fn content_is_sent_only_when_asked() {
 
 #[tokio::test]
 async fn exporting_twice_sends_the_same_ids_and_bytes() {
-    // Issue 23: "Idempotent: exporting the same session twice yields the same trace and span
-    // ids (derived from session id and sequence), so a re-run does not duplicate."
+    // Idempotent: exporting the same session twice yields the same trace and span ids
+    // (derived from session id and sequence), so a re-run does not duplicate.
     let (first, first_received) = export(&["demo", "reasoning"], &ExportOptions::default()).await;
     let (second, second_received) = export(&["demo", "reasoning"], &ExportOptions::default()).await;
     let ids = |spans: &[Span]| -> Vec<(Vec<u8>, Vec<u8>, Vec<u8>)> {
@@ -261,8 +261,8 @@ async fn exporting_twice_sends_the_same_ids_and_bytes() {
 
 #[tokio::test]
 async fn an_unfinished_turn_is_not_sent_a_model_swap_holds_and_since() {
-    // Issue 32: "A call exported in flight stays a zero-length, token-less span after it
-    // ends": a call still in flight is counted, not sent, and the export after it ended
+    // A call exported in flight does not stay a zero-length, token-less span after it
+    // ends: a call still in flight is counted, not sent, and the export after it ended
     // sends it whole.
     let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
     let mut records = cuca_testkit::demo_turn("live", 0);
@@ -380,9 +380,10 @@ fn usage_sequences(backend: &dyn SessionBackend, session: &str) -> Vec<u64> {
 
 #[tokio::test]
 async fn a_fork_of_a_fork_sends_only_its_own_calls_and_links_the_copied_ones() {
-    // Issue 32: "A fork's copied prefix is exported again as new LLM spans with tokens; the
-    // unfinished turns where a fork cut its parent become LLM spans for calls that never
-    // happened; and a fork audit record stretches a `chat` span to 38 hours."
+    // A fork's copied prefix is not exported again as new LLM spans with tokens; the
+    // unfinished turns where a fork cut its parent do not become LLM spans for calls that
+    // never happened; and a fork audit record does not stretch a `chat` span (once to 38
+    // hours).
     let dir = tempfile::tempdir().unwrap();
     let file = FileBackend::new(dir.path()).unwrap();
     cuca_testkit::append_all(&file, &cuca_testkit::demo_turn("demo", 0));
@@ -475,7 +476,7 @@ async fn a_fork_of_a_fork_sends_only_its_own_calls_and_links_the_copied_ones() {
 
 #[tokio::test]
 async fn call_metadata_names_each_calls_model_parameters_and_finish() {
-    // Issue 23: `gen_ai.request.model`, `gen_ai.response.model`,
+    // `gen_ai.request.model`, `gen_ai.response.model`,
     // `gen_ai.response.finish_reasons`, from the records `cuca proxy` writes
     // (`SessionLogPlugin::with_call_metadata`).
     let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
@@ -523,7 +524,7 @@ async fn call_metadata_names_each_calls_model_parameters_and_finish() {
     assert!(has(call, "gen_ai.request.temperature"));
 }
 
-/// Issue 28: a call whose records do not hold the whole call says so on its span
+/// A call whose records do not hold the whole call says so on its span
 /// (`cuca.call.incomplete`, from its `CallIncomplete` record), and a proxy call that sent only
 /// `max_completion_tokens` (recorded as sent) still names its ceiling.
 #[tokio::test]
@@ -581,8 +582,8 @@ fn rfc3339(ms: u64) -> String {
 
 #[tokio::test]
 async fn a_call_in_both_the_session_and_the_call_log_is_one_span_with_tokens_once() {
-    // Issue 32: "`--sessions DIR --calls FILE` … sends every proxied call as a session turn
-    // *and* as a call-log call, unlinked: Phoenix's token totals double."
+    // `--sessions DIR --calls FILE` sends a proxied call once, as its session turn, not also
+    // as an unlinked call-log call that would double Phoenix's token totals.
     let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
     let mut records = cuca_testkit::demo_turn("proxied", 0);
     records.insert(

@@ -60,8 +60,8 @@ fn output_carries_reasoning_text_tool_calls_and_the_finish_reason() {
 
 #[test]
 fn the_finish_reason_is_always_there_recorded_or_defaulted() {
-    // Issue 32: "`gen_ai.output.messages` has no `finish_reason` … and the GenAI
-    // conventions' output-messages schema requires it".
+    // `gen_ai.output.messages` always has the `finish_reason` the GenAI conventions'
+    // output-messages schema requires.
     let text = [MessageContentBlock::text("Lisbon")];
     let value: Value = serde_json::from_str(&output_messages(&text, None)).unwrap();
     assert_eq!(value[0]["finish_reason"], DEFAULT_FINISH_REASON);
@@ -85,8 +85,8 @@ fn the_finish_reason_is_always_there_recorded_or_defaulted() {
 
 #[test]
 fn consecutive_streamed_blocks_are_one_part() {
-    // Issue 32: "The answer is also one part per streamed token (12 parts for a 12-token
-    // answer) instead of one joined text part."
+    // The answer is one joined text part, not one part per streamed token (12 parts for a
+    // 12-token answer).
     let blocks: Vec<MessageContentBlock> = ["th", "ink"]
         .iter()
         .map(|t| MessageContentBlock::thinking(*t))
