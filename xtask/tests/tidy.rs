@@ -228,7 +228,11 @@ fn no_source_names_a_tracker_entry_instead_of_its_guarantee() {
     ] {
         assert!(names_a_tracker_entry(&named), "{named}");
     }
-    for plain in [format!("{word}s of the call log"), format!("{word}_28"), format!("{word}: 4")] {
+    for plain in [
+        format!("{word}s of the call log"),
+        format!("{word}_28"),
+        format!("{word}: 4"),
+    ] {
         assert!(!names_a_tracker_entry(&plain), "{plain}");
     }
 
