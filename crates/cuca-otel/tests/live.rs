@@ -394,3 +394,60 @@ async fn shutdown_against_a_collector_that_never_answers_returns_within_its_boun
     // A second shutdown has nothing left to wait for and changes no count.
     assert_eq!(plugin.shutdown().await, stats);
 }
+
+/// A live span of a tool loop's step shows the step's own new input (the tool's result, not
+/// the first question), the tools the request offered, and no token counts when the
+/// response reported none.
+#[tokio::test]
+async fn a_live_tool_loop_step_shows_its_new_input_and_tools_and_no_unknown_tokens() {
+    let (collector, received) = start_receiver().await;
+    let config = LiveConfig {
+        with_content: true,
+        ..LiveConfig::new(&collector).unwrap()
+    };
+    let (plugin, worker) = OtelPlugin::new(config).unwrap();
+    let mut req = UnifiedRequest::new(vec![
+        Message::system("You are terse."),
+        Message::user("What is the weather in Lisbon?"),
+        Message {
+            role: cuca_events::Role::Assistant,
+            content: vec![cuca_events::MessageContentBlock::ToolCall {
+                id: "call_1".into(),
+                name: "weather".into(),
+                arguments: r#"{"city":"Lisbon"}"#.into(),
+            }],
+        },
+        Message {
+            role: cuca_events::Role::Tool,
+            content: vec![cuca_events::MessageContentBlock::ToolResult {
+                tool_call_id: "call_1".into(),
+                content: "sunny, 24 °C".into(),
+                is_error: false,
+            }],
+        },
+    ]);
+    req.tools = vec![cuca_events::ToolDefinition {
+        name: "weather".into(),
+        description: "The weather in a city".into(),
+        parameters: serde_json::json!({"type": "object"}),
+    }];
+    req.metadata.run = Some("run-loop".into());
+    req.metadata.call_id = Some("loop-2".into());
+    plugin.on_request(&mut req).await.unwrap();
+    let mut done = response("loop-2");
+    done.token_usage = TokenUsage::default();
+    plugin.on_response_complete(&done).await.unwrap();
+    plugin.close();
+    worker.run().await;
+    let span = &received.spans()[0];
+    let input: serde_json::Value = serde_json::from_str(str_attr(span, "input.value")).unwrap();
+    assert_eq!(input[0]["role"], "tool");
+    assert_eq!(input[0]["parts"][0]["response"], "sunny, 24 °C");
+    assert_eq!(input.as_array().unwrap().len(), 1);
+    let tool: serde_json::Value =
+        serde_json::from_str(str_attr(span, "llm.tools.0.tool.json_schema")).unwrap();
+    assert_eq!(tool["function"]["name"], "weather");
+    for key in ["gen_ai.usage.input_tokens", "llm.token_count.total"] {
+        assert!(!has(span, key), "{key} sent for tokens nobody reported");
+    }
+}

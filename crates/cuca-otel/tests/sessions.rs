@@ -664,3 +664,245 @@ async fn a_call_in_both_the_session_and_the_call_log_is_one_span_with_tokens_onc
     assert_eq!(prompt, 31, "the session's tokens, counted once");
     assert_eq!(str_attr(llm[1], "session.id"), "other");
 }
+
+/// A call cut short (its turn holds a `CallIncomplete`) is an error in OTLP, with the reason
+/// as the status message, so a backend's error filter finds it; the token counts the session
+/// did not learn (the closing `TokenUsage` of 0 and 0) are left off rather than sent as 0.
+#[tokio::test]
+async fn a_call_cut_short_is_an_error_with_its_reason_and_no_made_up_token_counts() {
+    let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
+    let mut records = cuca_testkit::demo_turn("cut", 0);
+    let at = records.len() - 2;
+    records.insert(
+        at,
+        cuca_testkit::record(
+            "cut",
+            0,
+            SessionEvent::CallIncomplete {
+                reason: "cut short: the upstream closed the stream".into(),
+            },
+        ),
+    );
+    if let Some(last) = records.last_mut() {
+        last.event = SessionEvent::TokenUsage {
+            prompt_tokens: 0,
+            completion_tokens: 0,
+        };
+    }
+    for (i, record) in records.iter_mut().enumerate() {
+        record.sequence = i as u64;
+    }
+    cuca_testkit::append_all(backend.as_ref(), &records);
+    let export = session_spans(backend, "cut", &ExportOptions::default()).unwrap();
+    assert_eq!(export.n_calls, 1);
+    let call = &export.spans[0];
+    let status = call.status.as_ref().unwrap();
+    assert_eq!(status.code, StatusCode::Error as i32);
+    assert_eq!(status.message, "cut short: the upstream closed the stream");
+    assert_eq!(str_attr(call, "error.type"), "incomplete");
+    for key in [
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.output_tokens",
+        "llm.token_count.prompt",
+        "llm.token_count.completion",
+        "llm.token_count.total",
+    ] {
+        assert!(
+            !has(call, key),
+            "{key} sent for a call whose tokens are unknown"
+        );
+    }
+    // The recorded wall time is still known, and said.
+    assert_eq!(int_attr(call, "cuca.duration_ms"), 412);
+}
+
+/// A tool loop as the proxy records it (call metadata and tool results on): the user's
+/// question, a call answered with a tool call, then the assistant's tool call echoed back
+/// with the tool's result, and a call answered with text.
+fn tool_loop(session: &str) -> Vec<SessionRecord> {
+    let tools = r#"[{"name":"weather","description":"The weather in a city","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]"#;
+    let request = |messages: u64| SessionEvent::CallRequest {
+        model: "tiny".into(),
+        parameters: "{}".into(),
+        tools: tools.into(),
+        messages,
+    };
+    let events = vec![
+        SessionEvent::SystemPrompt {
+            text: "You are terse.".into(),
+        },
+        SessionEvent::Message(cuca_events::Message::user("What is the weather in Lisbon?")),
+        request(2),
+        SessionEvent::ToolCall {
+            id: "call_1".into(),
+            name: "weather".into(),
+            arguments: r#"{"city":"Lisbon"}"#.into(),
+        },
+        SessionEvent::CallFinish {
+            finish_reason: Some("tool_calls".into()),
+            model: "tiny".into(),
+        },
+        SessionEvent::Latency { duration_ms: 100 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 40,
+            completion_tokens: 8,
+        },
+        SessionEvent::SystemPrompt {
+            text: "You are terse.".into(),
+        },
+        SessionEvent::Message(cuca_events::Message {
+            role: cuca_events::Role::Assistant,
+            content: vec![cuca_events::MessageContentBlock::ToolCall {
+                id: "call_1".into(),
+                name: "weather".into(),
+                arguments: r#"{"city":"Lisbon"}"#.into(),
+            }],
+        }),
+        SessionEvent::ToolResult {
+            tool_call_id: "call_1".into(),
+            content: "sunny, 24 °C".into(),
+            is_error: false,
+            stdout: None,
+            stderr: None,
+            exit_code: None,
+        },
+        request(4),
+        SessionEvent::Output {
+            text: "Sunny and 24 °C.".into(),
+        },
+        SessionEvent::CallFinish {
+            finish_reason: Some("stop".into()),
+            model: "tiny".into(),
+        },
+        SessionEvent::Latency { duration_ms: 90 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 60,
+            completion_tokens: 6,
+        },
+    ];
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| cuca_testkit::record(session, i as u64, event))
+        .collect()
+}
+
+/// Each span of a tool loop shows that call's own new input (what was added since the call
+/// before it: the question, then the tool's result), not the first question every time.
+#[tokio::test]
+async fn each_call_of_a_tool_loop_shows_its_own_new_input() {
+    let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
+    cuca_testkit::append_all(backend.as_ref(), &tool_loop("loop"));
+    let with_content = ExportOptions {
+        with_content: true,
+        ..ExportOptions::default()
+    };
+    let export = session_spans(backend, "loop", &with_content).unwrap();
+    assert_eq!(export.n_calls, 2);
+    let (first, second) = (&export.spans[0], &export.spans[1]);
+    assert_eq!(
+        str_attr(first, "input.value"),
+        "What is the weather in Lisbon?"
+    );
+    assert_eq!(str_attr(first, "input.mime_type"), "text/plain");
+    let input = str_attr(second, "input.value");
+    assert_ne!(input, "What is the weather in Lisbon?");
+    let messages: serde_json::Value = serde_json::from_str(input).unwrap();
+    assert_eq!(
+        messages,
+        serde_json::json!([{
+            "role": "tool",
+            "parts": [{"type": "tool_call_response", "id": "call_1", "response": "sunny, 24 °C"}],
+        }])
+    );
+    assert_eq!(str_attr(second, "input.mime_type"), "application/json");
+    // The whole conversation sent is still there, in the GenAI key.
+    let sent: serde_json::Value =
+        serde_json::from_str(str_attr(second, "gen_ai.input.messages")).unwrap();
+    assert_eq!(sent.as_array().unwrap().len(), 3);
+}
+
+/// The tools a request offered (recorded in its `CallRequest`) are sent as OpenInference's
+/// `llm.tools.{i}.tool.json_schema`, in the OpenAI function shape Phoenix reads; content
+/// only, and none for a call that offered none.
+#[tokio::test]
+async fn the_tools_a_call_offered_are_sent_with_content() {
+    let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
+    cuca_testkit::append_all(backend.as_ref(), &tool_loop("loop"));
+    let with_content = ExportOptions {
+        with_content: true,
+        ..ExportOptions::default()
+    };
+    let export = session_spans(Arc::clone(&backend), "loop", &with_content).unwrap();
+    for span in &export.spans {
+        let schema: serde_json::Value =
+            serde_json::from_str(str_attr(span, "llm.tools.0.tool.json_schema")).unwrap();
+        assert_eq!(
+            schema,
+            serde_json::json!({
+                "type": "function",
+                "function": {
+                    "name": "weather",
+                    "description": "The weather in a city",
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+                },
+            })
+        );
+        assert!(!has(span, "llm.tools.1.tool.json_schema"));
+    }
+    let plain = session_spans(backend, "loop", &ExportOptions::default()).unwrap();
+    assert!(plain
+        .spans
+        .iter()
+        .all(|span| !has(span, "llm.tools.0.tool.json_schema")));
+}
+
+/// An answer that is reasoning alone shows its reasoning as text in `output.value`, not the
+/// output messages' JSON.
+#[tokio::test]
+async fn a_reasoning_only_answer_is_readable_text() {
+    let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
+    let records: Vec<SessionRecord> = cuca_testkit::demo_turn("thinking", 0)
+        .into_iter()
+        .filter(|r| !matches!(r.event, SessionEvent::Output { .. }))
+        .enumerate()
+        .map(|(i, mut r)| {
+            r.sequence = i as u64;
+            r
+        })
+        .collect();
+    cuca_testkit::append_all(backend.as_ref(), &records);
+    let with_content = ExportOptions {
+        with_content: true,
+        ..ExportOptions::default()
+    };
+    let export = session_spans(backend, "thinking", &with_content).unwrap();
+    let call = &export.spans[0];
+    assert_eq!(
+        str_attr(call, "output.value"),
+        "The user wants a short reply."
+    );
+    assert_eq!(str_attr(call, "output.mime_type"), "text/plain");
+}
+
+/// A fork cut after a message holds no call in flight, also once a fork taken from it has
+/// written its audit record there: the turn where it was cut is no call of its own, and the
+/// session is whole, so nothing waits for "the export after it ends".
+#[tokio::test]
+async fn a_fork_cut_after_a_message_is_whole_even_after_it_is_forked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = FileBackend::new(dir.path()).unwrap();
+    cuca_testkit::append_all(&file, &cuca_testkit::demo_turn("demo", 0));
+    cuca_testkit::append_all(&file, &cuca_testkit::demo_turn("demo", 7));
+    // Sequence 8 is the second call's user message.
+    let fork = file.fork("demo", "demo:8").unwrap();
+    let again = file.fork(&fork, &format!("{fork}:8")).unwrap();
+    let backend: Arc<dyn SessionBackend> = Arc::new(file);
+    for session in [fork.as_str(), again.as_str()] {
+        let report =
+            session_spans(Arc::clone(&backend), session, &ExportOptions::default()).unwrap();
+        assert_eq!(report.n_in_flight, 0, "{session}");
+        assert_eq!((report.n_inherited, report.n_cut_off), (1, 1), "{session}");
+        assert!(report.spans.is_empty(), "{session}");
+    }
+}
