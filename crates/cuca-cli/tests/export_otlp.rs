@@ -599,3 +599,18 @@ async fn an_export_looks_right_in_phoenix_answers_one_span_per_call_forks_and_re
     assert_eq!(text(grown[0], "cuca.call_log.id"), Some("p3"));
     assert_eq!(int(grown[0], "llm.token_count.completion"), Some(1));
 }
+
+/// `export-otlp --help` says what the exporter does: each model call is a trace of its own,
+/// grouped by `session.id`, never one trace per session or per run.
+#[test]
+fn the_help_says_each_call_is_a_trace_of_its_own() {
+    let output = cuca().args(["export-otlp", "--help"]).output().unwrap();
+    assert!(output.status.success());
+    let help = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        !help.contains("every session in it becomes a trace"),
+        "{help}"
+    );
+    assert!(!help.contains("every run in it becomes a trace"), "{help}");
+    assert!(help.contains("a trace of its own"), "{help}");
+}
