@@ -3,7 +3,7 @@
 //!
 //! Everything the table knows is in two constants: [`TARGETS`] (which benches run, and with
 //! which filter in `--quick` mode) and [`ROWS`] (which measurement is a figure, which is its
-//! baseline, and what the issue's target is). Measurements come from criterion's own
+//! baseline, and what its target is). Measurements come from criterion's own
 //! `target/criterion/**/new/{benchmark,estimates}.json` (the median, per element when the
 //! group declared element throughput), from `target/cuca-bench/peers-sizes.json` (bytes on
 //! disk, written by `crates/cuca-bench/benches/peers.rs`), from the interleaved comparisons
@@ -147,7 +147,7 @@ const TARGETS: &[Target] = &[
         quick_env: &[],
         full_env: &[],
     },
-    // Issue 33: a search across 1,000,000 records (ten sessions) and a bare read of them.
+    // A search across 1,000,000 records (ten sessions) and a bare read of them.
     Target {
         package: "cuca-search",
         bench: "search",
@@ -167,7 +167,7 @@ const TARGETS: &[Target] = &[
         ],
         full_env: &[],
     },
-    // Recording into PostgreSQL through the proxy, against a FileBackend (issue 34); without
+    // Recording into PostgreSQL through the proxy, against a FileBackend; without
     // CUCA_PG_URL it prints why and its rows say "not run".
     Target {
         package: "cuca-proxy",
@@ -224,7 +224,7 @@ enum Ratio {
     Cost,
 }
 
-/// The issue's target for a row.
+/// The target a row must meet, or that it is shown for information.
 #[derive(Debug, Clone, Copy)]
 enum Goal {
     /// The ratio is at least this.
@@ -355,17 +355,17 @@ const ROWS: &[Row] = &[
     row("recording proxy, time to first byte", C("proxy_ttfb/recording"), "direct to upstream", C("proxy_ttfb/direct"), Cost, Info),
     row("what the recording proxy adds to time to first byte, p99", Source::JsonDiff("proxy-ttfb", "p99", "recording", "direct"), "direct to upstream, p99", Source::Json("proxy-ttfb", "p99", "direct"), Cost, Below(1e6)),
     row("what the recording proxy adds to time to first byte, p99", Source::JsonDiff("proxy-ttfb", "p99", "recording", "passthrough"), "pass-through proxy, p99", Source::Json("proxy-ttfb", "p99", "passthrough"), Cost, Info),
-    // Issue 34: recording into PostgreSQL (pipelined) costs a caller ≤ 2× recording into a file.
+    // Recording into PostgreSQL (pipelined) costs a caller ≤ 2× recording into a file.
     row("proxy recording a 1,000-chunk stream into PostgreSQL", Source::Json("proxy-postgres", "stream_1000", "postgres"), "into a FileBackend", Source::Json("proxy-postgres", "stream_1000", "file"), Cost, AtMost(2.0)),
     row("proxy recording a 1,000-chunk stream, a commit per record", Source::Json("proxy-postgres", "stream_1000", "postgres_commit"), "into a FileBackend", Source::Json("proxy-postgres", "stream_1000", "file"), Cost, Info),
     row("50 concurrent 1,000-chunk streams on 50 sessions into PostgreSQL", Source::Json("proxy-postgres", "parallel_50", "postgres"), "into a FileBackend", Source::Json("proxy-postgres", "parallel_50", "file"), Cost, AtMost(2.0)),
     // The backend's own share of it: one streamed call's appends (message, 1,000 blocks,
     // TokenUsage) until the closing record is acknowledged, without the proxy around them.
     row("PostgresBackend (pipelined), a 1,000-block call's appends, per record", C("backend_stream/postgres_pipelined"), "FileBackend", C("backend_stream/file"), Cost, Info),
-    // Issue 30: 8 parallel streamed calls through one base URL (8 conversations of one
+    // 8 parallel streamed calls through one base URL (8 conversations of one
     // session) take at most 1.2× the wall time of the same calls made directly.
     row("8 parallel streamed calls, one base URL, recording", C("proxy_parallel/recording"), "the same 8 calls direct to upstream", C("proxy_parallel/direct"), Cost, AtMost(1.2)),
-    // Issue 31 item 5: a replayed call on a 1,000-turn session costs at most 1.5× one on a
+    // A replayed call on a 1,000-turn session costs at most 1.5× one on a
     // 10-turn session (the replay index, not a load of the session per call) and at most 2×
     // the same call answered by the upstream directly.
     row("replayed call, 1,000-turn session", C("proxy_replay/turns_1000"), "replayed call, 10-turn session", C("proxy_replay/turns_10"), Cost, AtMost(1.5)),
@@ -383,7 +383,7 @@ const ROWS: &[Row] = &[
     // Search (`cuca grep`, the viewer's box) across 1,000,000 records in under 1 s warm.
     row("search across 1M records (one hit)", C("search_1M/rare_word"), "a bare read of the same records", C("search_1M/full_read_baseline"), Cost, Below(1e9)),
     row("search across 1M records, ignoring case", C("search_1M/ignore_case"), "a bare read of the same records", C("search_1M/full_read_baseline"), Cost, Info),
-    // Issue 33: the summary page (header totals over the whole session) of a 200,000-record
+    // The summary page (header totals over the whole session) of a 200,000-record
     // session, first request (cold: the session read once and indexed) and next (warm).
     row("cuca view: summary page of a 200k-record session, first request", C("summary_200k/first_page_cold"), "a full read of the session", C("summary_200k/full_read_baseline"), Cost, Below(1e9)),
     row("cuca view: summary page of a 200k-record session, next request", C("summary_200k/first_page_warm"), "a full read of the session", C("summary_200k/full_read_baseline"), Cost, Info),

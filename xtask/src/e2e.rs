@@ -71,7 +71,7 @@ pub(crate) fn run() -> anyhow::Result<()> {
         dir.display()
     );
 
-    // Issue 21: the proxy in front of the same server, then replaying with no upstream.
+    // The proxy in front of the same server, then replaying with no upstream.
     let proxied = crate::e2e_proxy::run(&root, &base_url, &work.join("proxy"))?;
     println!("e2e: cuca proxy {proxied}");
     println!("e2e: ok");

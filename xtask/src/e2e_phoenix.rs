@@ -1,4 +1,4 @@
-//! `cargo xtask e2e-phoenix`: exports a fixture set into a real Arize Phoenix server and checks, through Phoenix's own REST API, that it looks as a natively traced agent does (issue 32).
+//! `cargo xtask e2e-phoenix`: exports a fixture set into a real Arize Phoenix server and checks, through Phoenix's own REST API, that it looks as a natively traced agent does.
 //!
 //! Opt-in and not part of CI: it needs Phoenix, a Python package. Install the pinned
 //! version once, in a virtual environment of its own:
@@ -15,7 +15,8 @@
 //! metadata and a call in flight, and a call log holding the same calls plus another run's
 //! call); runs `cuca export-otlp --with-content --project cuca-e2e` on it, then again after
 //! the call in flight ended; and checks through `GET /v1/projects/cuca-e2e/spans` and
-//! `GET /v1/projects/cuca-e2e/sessions` the six points of issue 32.
+//! `GET /v1/projects/cuca-e2e/sessions` six points: answers, one span per call, forks, latency,
+//! roots/kinds/sessions/statuses, and a proxy session's model and finish reason.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -382,7 +383,7 @@ fn session_of(span: &Value) -> &str {
     attr(span, "session.id").as_str().unwrap_or("")
 }
 
-/// The checks on the first export, one block per point of issue 32.
+/// The checks on the first export, one numbered block per point the export must meet.
 fn check_first(spans: &[Value], set: &FixtureSet) -> anyhow::Result<()> {
     let llm: Vec<&Value> = spans.iter().filter(|s| s["span_kind"] == "LLM").collect();
     ensure!(

@@ -38,7 +38,7 @@ enum Task {
     /// `pip install arize-phoenix==20.26.1`, found as CUCA_PHOENIX or `phoenix` on PATH).
     E2ePhoenix,
     /// Run every criterion bench and print one table: each figure beside its baseline
-    /// measured in the same run, the ratio, the target and whether it is met.
+    /// measured in the same run, the ratio, the target and whether it is met.
     Bench {
         /// A smoke run (short criterion settings, only the benches the table reads): under
         /// two minutes on a warm build.

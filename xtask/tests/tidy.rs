@@ -200,3 +200,64 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
         offenders.join("\n")
     );
 }
+
+/// Whether `line` names a tracker entry the way the regex `issue ?#?[0-9]+` does, ignoring
+/// case: the word, an optional space, an optional `#`, then a digit.
+fn names_a_tracker_entry(line: &str) -> bool {
+    let line = line.to_ascii_lowercase();
+    // Spelled in pieces so this file does not match itself.
+    let word = concat!("iss", "ue");
+    line.match_indices(word).any(|(at, _)| {
+        let mut rest = &line[at + word.len()..];
+        rest = rest.strip_prefix(' ').unwrap_or(rest);
+        rest = rest.strip_prefix('#').unwrap_or(rest);
+        rest.starts_with(|c: char| c.is_ascii_digit())
+    })
+}
+
+/// A comment or test name says the guarantee it stands for, never a tracker entry the
+/// repository does not hold: no `.rs` file under `crates/`, `src/` or `xtask/` names one.
+#[test]
+fn no_source_names_a_tracker_entry_instead_of_its_guarantee() {
+    let word = concat!("Iss", "ue");
+    for named in [
+        format!("// {word} 28 item 11"),
+        format!("/// ({} #4)", word.to_lowercase()),
+        format!("fn {}7()", word.to_uppercase()),
+    ] {
+        assert!(names_a_tracker_entry(&named), "{named}");
+    }
+    for plain in [
+        format!("{word}s of the call log"),
+        format!("{word}_28"),
+        format!("{word}: 4"),
+    ] {
+        assert!(!names_a_tracker_entry(&plain), "{plain}");
+    }
+
+    let root = root();
+    let mut files = Vec::new();
+    for dir in ["crates", "src", "xtask"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    assert!(files.len() > 10, "found only {} sources", files.len());
+    let mut hits = Vec::new();
+    for path in files {
+        let text = fs::read_to_string(&path).unwrap_or_default();
+        for (line_idx, line) in text.lines().enumerate() {
+            if names_a_tracker_entry(line) {
+                hits.push(format!(
+                    "{}:{}: {}",
+                    path.display(),
+                    line_idx + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        hits.is_empty(),
+        "lines that name a tracker entry instead of saying what the code guarantees:\n{}",
+        hits.join("\n")
+    );
+}

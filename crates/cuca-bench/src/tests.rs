@@ -115,8 +115,8 @@ fn prose_is_exactly_the_length_asked_and_does_not_repeat_within_a_window() {
     assert!(texts.iter().all(|text| text.len() == 200));
 }
 
-// Issue 24 item 1: "the client benches stream the byte-exact llama-server transcripts with one
-// HTTP chunk per event; the 16 KiB case stays as a context row".
+// The client benches stream the byte-exact llama-server transcripts with one HTTP chunk per
+// event; the 16 KiB case stays as a context row.
 
 #[test]
 fn the_fixture_has_a_role_chunk_twelve_content_chunks_and_a_tail() {

@@ -1,9 +1,9 @@
 //! `redact_error`: a provider's own sentence for [`Record::error`](crate::Record::error), with
 //! every stretch that quotes the request replaced by a marker.
 //!
-//! Issue 28.8: "keep the provider's own sentence, clipped by `clip_error` (ending in its
-//! ellipsis), with every stretch that quotes the request — its message text, tool arguments,
-//! any header value, the key — replaced by a marker". Servers quote what they were sent: a
+//! The provider's own sentence is kept, clipped by `clip_error` (ending in its ellipsis),
+//! with every stretch that quotes the request — its message text, tool arguments, any header
+//! value, the key — replaced by a marker. Servers quote what they were sent: a
 //! real llama-server answers a message without `role` with `Failed to parse messages: Missing
 //! 'role' in message: {"content":"…"}`, and an upstream that echoes its headers echoes the
 //! key. The provider's words around the quote (`exceeds the available context size (2048
@@ -53,8 +53,8 @@ pub const QUOTE_MARKER: &str = "[quoted]";
 ///
 /// Eight, because a shorter run is one of the server's own words as often as a quote: a
 /// message text "a" or "user" would eat the sentence around it. Eight bytes is also the
-/// length the issue sets for keys ("an upstream echoing a key must never leave any 8+ char
-/// run of it"), and it is exactly one `u64`, which makes the comparison exact and cheap. A
+/// length of the guarantee for keys (an upstream echoing a key never leaves any 8+ byte
+/// run of it), and it is exactly one `u64`, which makes the comparison exact and cheap. A
 /// run of a prompt that happens to equal eight bytes of the server's own sentence costs the
 /// row those few words, never a leak. Strings shorter than this are not looked for.
 pub const MIN_QUOTED_BYTES: usize = 8;

@@ -266,7 +266,7 @@ fn failed_and_unfinished_calls_are_not_the_last_answer() {
 
 #[test]
 fn a_real_application_in_a_directory_named_deps_keeps_its_call_log() {
-    // Issue 19.6: vendored trees and Nix/Bazel layouts put real applications in `deps/`;
+    // Vendored trees and Nix/Bazel layouts put real applications in `deps/`;
     // only cargo's own test binaries (`target/<profile>/deps/<name>-<16 hex>` beside the
     // profile's `.cargo-lock`) count as tests.
     let tmp = tempfile::tempdir().unwrap();

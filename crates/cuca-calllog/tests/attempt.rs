@@ -45,15 +45,15 @@ fn a_guard_dropped_unfinished_writes_an_abandoned_end_row() {
         (id.as_str(), "run-7", "turn", "n1")
     );
     assert_eq!((end.model.as_str(), end.attempt), ("glm", 2));
-    // Issue 19.4: the row nobody on the path wrote keeps the request's shape.
+    // The row nobody on the path wrote keeps the request's shape.
     assert_eq!(end.messages, 4, "the end row keeps the request's shape");
     assert!(in_flight(&rows).is_empty());
 }
 
 #[test]
 fn a_dropped_guard_keeps_the_status_ttft_and_shape_already_known() {
-    // Issue 19.4: "The `cancelled` row written by the drop guard loses the status, ttft and
-    // request shape already known: keep them."
+    // The `cancelled` row written by the drop guard keeps the status, ttft and request shape
+    // already known.
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("calls.jsonl");
     let (log, _) = common::log_at(&path);

@@ -299,7 +299,7 @@ fn an_unclipped_error_is_clipped_on_the_way_in() {
 #[test]
 fn a_held_response_body_is_written_whole_and_reads_back_as_the_bytes_sent() {
     // Seed 003: RequestBody and ResponseBody "are whole and unclipped, because the reason to
-    // turn them on is that something in the exact bytes is what is wrong." (Issue 19.2.)
+    // turn them on is that something in the exact bytes is what is wrong."
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("calls.jsonl");
     let log = CallLog::builder()

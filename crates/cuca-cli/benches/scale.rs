@@ -1,6 +1,6 @@
 //! `cuca verify` and `cuca replay --turn 1` (the first turn) on a 1,000,000-record session against reading the
-//! same records as JSON Lines with serde_json, with the CLI's peak RSS (issue 20 item 2:
-//! "at least 3× faster than the JSONL reader and peak RSS under 64 MiB").
+//! same records as JSON Lines with serde_json, with the CLI's peak RSS: the CLI
+//! must be at least 3× faster than the JSONL reader, with a peak RSS under 64 MiB.
 //!
 //! Not a criterion bench: each figure is one run of the real binary, timed and measured by
 //! GNU time (`/usr/bin/time -f "%e %M"`), best of `CUCA_BENCH_CLI_RUNS` (default 3). The

@@ -20,10 +20,12 @@ pub(crate) struct ExportOtlpArgs {
     /// unless the URL already ends with it).
     #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
     endpoint: String,
-    /// A directory of `.cslog` files, or a PostgreSQL URL: every session in it becomes a trace.
+    /// A directory of `.cslog` files, or a PostgreSQL URL: each model call its sessions made
+    /// becomes a trace of its own, grouped by `session.id`.
     #[arg(long, value_name = "STORE")]
     sessions: Option<crate::store::StoreArg>,
-    /// A call log (`calls.jsonl`): every run in it becomes a trace.
+    /// A call log (`calls.jsonl`): each call in it becomes a trace of its own (its attempts
+    /// child spans), grouped by `session.id` (the row's node, else its run).
     #[arg(long, value_name = "FILE")]
     calls: Option<PathBuf>,
     /// Only what happened within this long before now (`90s`, `15m`, `2h`, `1day`):

@@ -95,8 +95,8 @@ mod tests {
 
     #[test]
     fn the_pager_runs_only_on_a_terminal_and_not_with_no_pager() {
-        // Issue 33.8: "a pager for long output on a terminal (`less -R`, off with
-        // `--no-pager` or when piped)".
+        // Long output on a terminal goes through `less -R`; `--no-pager` or a pipe turns
+        // the pager off.
         assert_eq!(command(false, true, None).as_deref(), Some("less -R"));
         assert_eq!(command(true, true, None), None);
         assert_eq!(command(false, false, None), None);

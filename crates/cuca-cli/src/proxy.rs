@@ -208,7 +208,7 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
 }
 
 /// Sends the proxy's warnings and errors to stderr, one line each: a call that could not be
-/// recorded in full must say so where the person running the proxy looks (issue 28.3), not
+/// recorded in full must say so where the person running the proxy looks, not
 /// only in the call log. `RUST_LOG` chooses another level.
 pub(crate) fn report_to_stderr() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

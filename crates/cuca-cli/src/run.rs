@@ -1,4 +1,4 @@
-//! `cuca run`: one command to record an agent (issue 29.6). The proxy of `cuca proxy` starts
+//! `cuca run`: one command to record an agent. The proxy of `cuca proxy` starts
 //! in-process on a free loopback port, COMMAND runs with the environment its SDK reads pointed
 //! at it, and when COMMAND exits the proxy shuts down gracefully (every recording written)
 //! and `cuca run` exits with COMMAND's status.

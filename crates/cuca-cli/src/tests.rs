@@ -74,7 +74,7 @@ fn percentiles_are_nearest_rank() {
 
 #[test]
 fn counts_are_singular_for_one_only() {
-    // Issue 20 item 11: '"1 turns", "1 calls", "1 agents"'.
+    // One of a thing is singular: "1 agent", never "1 agents".
     assert_eq!(crate::ui::count(1u64, "agent", "agents"), "1 agent");
     assert_eq!(crate::ui::count(0u64, "agent", "agents"), "0 agents");
     assert_eq!(crate::ui::count(2u64, "call", "calls"), "2 calls");

@@ -1,4 +1,4 @@
-//! The proof of issue 29 with the agents and SDKs people run, unmodified: "Claude Code, Codex
+//! Recording the agents and SDKs people run, unmodified: Claude Code, Codex
 //! CLI, the Agents SDK (default model) and the `anthropic` SDK are recorded through `cuca
 //! proxy` into sessions that `cuca verify` calls clean and `cuca replay` / `cuca view` show
 //! with the right text, tool calls and usage, and each replays offline with the same final
@@ -520,7 +520,7 @@ impl Run {
     }
 }
 
-/// Issue 29: "Claude Code: `claude -p` with `ANTHROPIC_BASE_URL` at the proxy, in record mode
+/// Claude Code: `claude -p` with `ANTHROPIC_BASE_URL` at the proxy, in record mode
 /// in front of a real llama-server; then replay mode with the upstream gone: the same final
 /// output." llama-server runs with a 64k context for Claude Code's prompt (the tiny model's
 /// trained 4k overridden), `CLAUDE_CODE_MAX_OUTPUT_TOKENS` caps the answer, and the
@@ -548,7 +548,7 @@ fn claude_code_against_a_real_llama_server_recorded_then_replayed_offline() {
     run.assert_same_offline("messages");
 }
 
-/// Issue 29: "Codex CLI: `codex exec` with a custom model provider (`wire_api =
+/// Codex CLI: `codex exec` with a custom model provider (`wire_api =
 /// "responses"`, `base_url` at the proxy), the same record-then-replay."
 #[test]
 fn codex_against_a_real_llama_server_recorded_then_replayed_offline() {
@@ -636,7 +636,7 @@ fn npm_openai_responses_streamed_with_one_tool_recorded_then_replayed() {
 }
 
 impl Run {
-    /// The proof for an app that holds several conversations on one base URL (issue 30):
+    /// The proof for an app that holds several conversations on one base URL:
     /// both runs succeeded and printed the same output, holding each of `answers`; the
     /// recording holds `conversations` conversations of the session, each verifying clean,
     /// and the tool `tool` was called in them.
@@ -672,9 +672,8 @@ impl Run {
     }
 }
 
-/// Issue 30: "two Agents SDK runners on one client (Chat Completions model) — each recorded
-/// through one base URL, then replayed with the upstream gone, every call getting its own
-/// recorded answer". The runners run at once; each one's tool returns its own word.
+/// Two Agents SDK runners on one client (Chat Completions model), each recorded through one
+/// base URL, then replayed with the upstream gone: every call gets its own recorded answer. The runners run at once; each one's tool returns its own word.
 #[test]
 fn two_agents_sdk_runners_on_one_client_record_two_conversations_and_replay_each_its_own() {
     let (Some(python), true) = (python(), can_unshare()) else {
@@ -699,8 +698,7 @@ fn two_agents_sdk_runners_on_one_client_record_two_conversations_and_replay_each
     );
 }
 
-/// Issue 30: "LangChain (`invoke`, then `stream`, then a `bind_tools` loop on one
-/// `ChatOpenAI`)": the two answers to one question in one conversation, the tool loop in
+/// LangChain (`invoke`, then `stream`, then a `bind_tools` loop on one `ChatOpenAI`): the two answers to one question in one conversation, the tool loop in
 /// another, and the app replayed whole.
 #[test]
 fn a_langchain_app_with_a_bind_tools_loop_on_one_chat_openai_replays_whole() {

@@ -1,5 +1,4 @@
-//! Issue 30 item 4: "`cuca replay` and `export` take the base session or one conversation":
-//! a base session's replay names the conversations it holds, each replayable on its own.
+//! `cuca replay` and `export` take the base session or one conversation: a base session's replay names the conversations it holds, each replayable on its own.
 #![allow(clippy::unwrap_used)]
 
 mod common;

@@ -1,6 +1,6 @@
-//! Issue 31 item 4, through the real binary: "`cuca diff DIR A B` (text and `--json`): the
-//! common prefix, the first divergent record, then both tails side by side (messages, tool
-//! calls and results, output, tokens, latency)."
+//! `cuca diff DIR A B` (text and `--json`) through the real binary: the common prefix, the
+//! first divergent record, then both tails side by side (messages, tool calls and results,
+//! output, tokens, latency).
 
 #![allow(clippy::unwrap_used)]
 

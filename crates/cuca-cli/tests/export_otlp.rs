@@ -145,7 +145,7 @@ async fn export_otlp_sends_a_call_log_with_a_call_in_flight() {
         .sum();
     assert_eq!(n, 2);
 
-    // Issue 32: "the CLI prints what it sent, skipped and why".
+    // The CLI prints what it sent, what it skipped and why.
     let output = tokio::task::spawn_blocking(move || {
         cuca()
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -168,8 +168,8 @@ async fn export_otlp_sends_a_call_log_with_a_call_in_flight() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Issue 32: "OpenTelemetry export that looks right in Phoenix: answers, one span per call,
-// forks and re-exports", end to end through `cuca export-otlp`, decoded with
+// An OpenTelemetry export that looks right in Phoenix (answers, one span per call, forks
+// and re-exports), end to end through `cuca export-otlp`, decoded with
 // `opentelemetry-proto`.
 
 use cuca::otel::opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};
@@ -598,4 +598,19 @@ async fn an_export_looks_right_in_phoenix_answers_one_span_per_call_forks_and_re
     assert_eq!(grown.len(), 1);
     assert_eq!(text(grown[0], "cuca.call_log.id"), Some("p3"));
     assert_eq!(int(grown[0], "llm.token_count.completion"), Some(1));
+}
+
+/// `export-otlp --help` says what the exporter does: each model call is a trace of its own,
+/// grouped by `session.id`, never one trace per session or per run.
+#[test]
+fn the_help_says_each_call_is_a_trace_of_its_own() {
+    let output = cuca().args(["export-otlp", "--help"]).output().unwrap();
+    assert!(output.status.success());
+    let help = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        !help.contains("every session in it becomes a trace"),
+        "{help}"
+    );
+    assert!(!help.contains("every run in it becomes a trace"), "{help}");
+    assert!(help.contains("a trace of its own"), "{help}");
 }

@@ -131,8 +131,8 @@ fn replay_of_the_committed_reasoning_session_prints_the_thinking() {
     let (thinking, text) = streamed_text(STREAM_REASONING);
     // The "thinking ate the answer" transcript: every token is reasoning, none is text.
     assert!(text.is_empty());
-    // Issue 20 item 11, "multi-line texts in `replay` are printed unindented": the thinking
-    // holds newlines, and each continuation line sits under its label.
+    // Multi-line texts in `replay` are indented: the thinking holds newlines, and each
+    // continuation line sits under its label.
     assert!(thinking.contains('\n'));
     assert!(
         stdout.contains(&format!(

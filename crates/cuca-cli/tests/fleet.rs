@@ -1,4 +1,4 @@
-//! Issue 34, "a fleet on one store": several real `cuca proxy` processes record into one
+//! A fleet on one store: several real `cuca proxy` processes record into one
 //! PostgreSQL schema through the real Python `openai` package, and `cuca verify`, `cuca view`
 //! and the store itself see every call of every proxy; a PostgreSQL restart mid-run costs no
 //! caller's answer and no acknowledged record; a proxy SIGKILLed mid-stream leaves a session
@@ -261,9 +261,9 @@ fn http_get(address: &str, path: &str) -> String {
     response
 }
 
-/// Issue 34's proof: "4 `cuca proxy` processes × 25 concurrent streamed sessions each through
+/// A fleet end to end: 4 `cuca proxy` processes × 25 concurrent streamed sessions each through
 /// the real Python `openai` package, then `cuca verify --store URL` clean and every call's
-/// answer present in order; `cuca view --store URL` showing sessions from all four".
+/// answer present in order; `cuca view --store URL` shows sessions from all four.
 #[test]
 fn four_proxies_record_a_hundred_concurrent_sessions_into_one_schema() {
     let Some((url, python)) = needs() else { return };
@@ -742,8 +742,8 @@ impl Drop for PrivateServer {
     }
 }
 
-/// Issue 34: "each session command (`sessions`, `show`, `replay`, `verify`, `export`,
-/// `import`, `fork`, `diff`, `grep`, `export-otlp`)" takes a STORE: `cuca grep` over a
+/// Each session command (`sessions`, `show`, `replay`, `verify`, `export`, `import`, `fork`,
+/// `diff`, `grep`, `export-otlp`) takes a STORE: `cuca grep` over a
 /// PostgreSQL schema finds what a directory's grep finds, names the turn with a command that
 /// works on the store, and never prints the password.
 #[test]
@@ -1052,8 +1052,8 @@ fn run_records_into_and_replays_from_a_postgres_store() {
     );
 }
 
-/// Issue 34's proof in a browser: "`cuca view --store URL` in Chromium showing sessions from
-/// all four" — here two `cuca proxy` processes × three streamed sessions in one schema; the
+/// A fleet in a browser: `cuca view --store URL` in Chromium shows sessions from every
+/// proxy — here two `cuca proxy` processes × three streamed sessions in one schema; the
 /// list shows every proxy's sessions, a session page its answer, the search box finds a
 /// call's answer in the database, and no page names the password.
 #[test]

@@ -1,6 +1,6 @@
-//! Issue 33 item 1: "`cuca grep DIR PATTERN` (text, `--json`) … over message text, outputs,
-//! tool names and arguments, tool results, models and errors, across all sessions, results
-//! linking to the point", with grep's exit status (0 found, 1 none, 2 trouble).
+//! `cuca grep DIR PATTERN` (text and `--json`) searches message text, outputs, tool names and
+//! arguments, tool results, models and errors across all sessions, each result linking to its
+//! point, with grep's exit status (0 found, 1 none, 2 trouble).
 #![allow(clippy::unwrap_used)]
 
 mod common;

@@ -51,8 +51,8 @@ fn jsonl(sequences: &[Option<u64>]) -> String {
     text
 }
 
-/// Issue 17.3: "`cuca import` accepts 0,2,1 and 0,0,5 and `verify` calls them clean … import
-/// refuses out-of-order, duplicate or gapped input with the first bad line named."
+/// `cuca import` refuses out-of-order (0,2,1), duplicate (0,0,5) or gapped input with the
+/// first bad line named, where it once accepted them and `verify` called them clean.
 #[test]
 fn import_refuses_out_of_order_duplicate_or_gapped_input_naming_the_first_bad_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -115,8 +115,9 @@ fn import_refuses_out_of_order_duplicate_or_gapped_input_naming_the_first_bad_li
     );
 }
 
-/// Issue 17.7: "`cuca import` checks then appends without holding the session's lock, so two
-/// imports of the same id can interleave. Make create-if-absent atomic." The first import
+/// Two imports of the same id cannot interleave: `cuca import` creates a session
+/// atomically if it is absent, rather than checking and then appending without the session's
+/// lock. The first import
 /// reads its input from a pipe that stays open, so it has checked the store but not written;
 /// a second import of the same id runs to the end meanwhile. When the first one's input
 /// ends, it finds the session created by the other and writes nothing into it.

@@ -1,5 +1,4 @@
-//! Issue 28.3: "A recording that failed must say so where people look: [...] and `cuca
-//! verify`." A file can be clean while a call in it was cut short or left open; verify says so.
+//! A recording that failed says so where people look, `cuca verify` included. A file can be clean while a call in it was cut short or left open; verify says so.
 #![allow(clippy::unwrap_used)]
 
 mod common;

@@ -321,7 +321,7 @@ fn serve_refuses_a_missing_runs_directory_and_a_bad_address() {
         "--listen",
         "not-an-address",
     ]);
-    // Issue 20 item 11: bad arguments are documented as exit 2.
+    // Bad arguments exit 2, as documented.
     assert_eq!(code, 2);
     assert!(
         stderr.starts_with("cuca: error: --listen \"not-an-address\" is not an address"),
@@ -331,9 +331,9 @@ fn serve_refuses_a_missing_runs_directory_and_a_bad_address() {
 
 #[test]
 fn a_failed_salvage_or_assembly_prints_one_line_naming_the_journal_and_leaves_no_run_directory() {
-    // Issue 20.7: "A failed `journal salvage`/`assemble` leaves an empty run directory behind
-    // and prints two lines, the first naming a scratch path that no longer exists; `salvage
-    // --json` says "journal_removed": true while the journal is still there."
+    // A failed `journal salvage`/`assemble` leaves no empty run directory behind and prints
+    // one line, naming the journal rather than a scratch path that no longer exists; `salvage
+    // --json` never says "journal_removed": true while the journal is still there.
     let tree = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(tree.path().join(".cuca")).unwrap();
     let journal = tree.path().join(".cuca/replay.ndjson");

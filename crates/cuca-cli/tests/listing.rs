@@ -1,4 +1,4 @@
-//! Issue 20 items 3–5 through the real binary: `cuca sessions` computes its widths, sorts by
+//! Listing through the real binary: `cuca sessions` computes its widths, sorts by
 //! last activity and prints the most recent id; a damaged `.cslog.gz` is one refused row; a
 //! `compact` of a directory carries on past a refused session.
 
@@ -255,8 +255,8 @@ fn compact_carries_on_past_a_refused_session_and_exits_1() {
 
 #[test]
 fn sessions_shows_ten_nested_forks_of_a_uuid_readably_and_json_keeps_the_ids_whole() {
-    // Issue 17.4: "forks nested 10 deep from a 36-byte UUID session work … and `cuca
-    // sessions` lists them readably".
+    // Forks nested 10 deep from a 36-byte UUID session work, and `cuca sessions` lists them
+    // readably.
     let dir = tempfile::tempdir().unwrap();
     let backend = FileBackend::new(dir.path()).unwrap();
     let root = "0b3c5a6e-9d2f-4f1a-8c7b-2e4d6f8a0c1e";
@@ -312,7 +312,7 @@ fn sessions_shows_ten_nested_forks_of_a_uuid_readably_and_json_keeps_the_ids_who
     assert_eq!(got, expected);
 }
 
-/// Issue 30 item 4: "`cuca sessions` groups them under the base session" — a session's
+/// `cuca sessions` groups conversations under their base session: a session's
 /// conversations (`{base}:conv:{n}`) follow their base, indented, whatever their activity.
 #[test]
 fn sessions_lists_a_sessions_conversations_under_it() {

@@ -97,7 +97,7 @@ fn path_follows_the_call_log_resolution() {
         stderr.starts_with("cuca: error: the call log is off"),
         "{stderr}"
     );
-    // Issue 19.6: the message names the real cause, not a guess at CUCA_HOME/HOME.
+    // The message names the real cause, not a guess at CUCA_HOME/HOME.
     assert!(stderr.contains("(CUCA_CALL_LOG=off)"), "{stderr}");
     assert!(!stderr.contains("set CUCA_HOME or HOME"), "{stderr}");
 }
@@ -234,7 +234,7 @@ fn logs_reads_the_rows_the_real_client_writes() {
         stdout.contains("  run-demo: 2 calls, 108 prompt + 24 completion tokens, 0 failed"),
         "{stdout}"
     );
-    // Issue 20 item 11: "1 calls" is "1 call".
+    // One call is "1 call", not "1 calls".
     assert!(stdout.contains("  run-reasoning: 1 call,"), "{stdout}");
     assert!(stdout.contains("failures: none\n"), "{stdout}");
 
@@ -249,9 +249,9 @@ fn logs_reads_the_rows_the_real_client_writes() {
 
 #[test]
 fn logs_counts_only_rows_bounds_its_warnings_refuses_two_listings_and_ages_in_flight_calls() {
-    // Issue 20 item 10: 'any JSON object counts as a row (a session export reports "35
-    // rows"); a binary file prints one warning per line without bound; `--in-flight --failed`
-    // silently drops one; the summary's in-flight rows lack the age `docs/cli.md` promises.'
+    // Only call-log rows count as rows (a session export is not "35 rows"); a binary file
+    // prints a bounded number of warnings; `--in-flight --failed` is refused rather than one
+    // silently dropped; the summary's in-flight rows carry the age `docs/cli.md` promises.
     let dir = tempfile::tempdir().unwrap();
     let export = dir.path().join("export.jsonl");
     std::fs::write(

@@ -1,6 +1,5 @@
-//! Issue 33 item 8, "CLI polish": `cuca completions SHELL`; "a pager for long output on a
-//! terminal (`less -R`, off with `--no-pager` or when piped)"; "usage errors in the one-line
-//! form".
+//! CLI polish: `cuca completions SHELL`; a pager for long output on a terminal (`less -R`,
+//! off with `--no-pager` or when piped); usage errors in the one-line form.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -44,7 +43,7 @@ fn a_usage_error_is_one_cuca_error_line_naming_the_usage() {
             "cuca: error: the following required arguments were not provided: <STORE> <POINT_ID> (usage: cuca fork <STORE> <POINT_ID>; `--help` for more)\n",
         ),
         (
-            // Issue 34: grep takes a STORE as every session command does.
+            // grep takes a STORE as every session command does.
             &["grep"],
             "cuca: error: the following required arguments were not provided: <STORE> <PATTERN> (usage: cuca grep <STORE> <PATTERN>; `--help` for more)\n",
         ),

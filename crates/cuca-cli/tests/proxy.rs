@@ -98,7 +98,7 @@ fn proxy_refuses_record_mode_without_an_upstream() {
     assert!(stderr.contains("needs an upstream url"), "{stderr}");
 }
 
-/// Issue 31: `cuca proxy --ignore REGEX` takes a regular expression, and one that is not is
+/// `cuca proxy --ignore REGEX` takes a regular expression, and one that is not is
 /// refused at start by name; `--mode fork` is a mode, and forwards, so it needs an upstream.
 #[test]
 fn proxy_refuses_a_bad_ignore_pattern_and_a_fork_mode_without_an_upstream() {

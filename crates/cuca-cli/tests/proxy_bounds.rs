@@ -1,6 +1,6 @@
 //! `cuca proxy` (and `cuca view`) as real processes against hostile callers, a hostile
-//! upstream and signals: issue 28, "The proxy never loses or falsifies a recording", items 2,
-//! 9, 10 and the `/v1/models` bound of 11.
+//! upstream and signals: the proxy never loses or falsifies a recording, holds bounded
+//! resources against callers that stall, and bounds what it reads of `/v1/models`.
 //!
 //! The upstream is a stand-in this file runs on loopback (plain threads, so it keeps answering
 //! whatever the proxy's runtime does): it streams the byte-exact llama-server transcript, or a

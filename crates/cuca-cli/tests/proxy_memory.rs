@@ -1,8 +1,8 @@
 //! `cuca proxy --mode replay` with sixteen concurrent callers of a session holding one 50 MiB
 //! turn keeps its peak resident memory under a ceiling derived from the session's size.
 //!
-//! Issue 28 item 11: "each replayed request loads its whole session (a 50 MB turn, 16 callers →
-//! 1.04 GB)". The proxy is the real binary; its peak resident set (`VmHWM`) is read from
+//! A replayed request does not load its whole session: a 50 MB turn served to 16 callers
+//! once cost 1.04 GB, and now stays under a bound that does not grow with the callers. The proxy is the real binary; its peak resident set (`VmHWM`) is read from
 //! `/proc` after every caller has read its whole answer.
 // Helpers outside `#[test]` functions unwrap too: a failure there is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -22,7 +22,7 @@ use cuca::{FileBackend, Message, SessionBackend, SessionEvent, SessionRecord};
 const BLOCK_BYTES: usize = 1024 * 1024;
 /// Blocks in the turn: 50 MiB in all.
 const N_BLOCKS: usize = 50;
-/// Concurrent callers, as the issue has them.
+/// Concurrent callers, as many as the measurement that once cost 1.04 GB had.
 const N_CALLERS: usize = 16;
 /// The ceiling for the proxy's peak resident memory: the one shared copy of the session (the
 /// trajectory, 50 MiB) and the reading of it (a frame and its decoded record, a few MiB), plus

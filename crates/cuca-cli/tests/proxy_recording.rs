@@ -1,8 +1,8 @@
 //! The real `cuca proxy` recording long streams.
 //!
-//! Issue 28.11: "every block of a stream is kept until the call ends (1 GiB streamed → 778
-//! MB)": a 128 MiB streamed answer is recorded while a caller reads it, and the proxy's peak
-//! resident set (`VmHWM`) stays under a bound that does not grow with the answer. Issue 28.3:
+//! A stream's blocks are not kept until the call ends (1 GiB streamed once cost 778 MB): a
+//! 128 MiB streamed answer is recorded while a caller reads it, and the proxy's peak
+//! resident set (`VmHWM`) stays under a bound that does not grow with the answer. And
 //! a write that fails mid-answer is said on stderr and in the call log.
 // Helpers outside `#[test]` functions unwrap too: a failure there is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -104,8 +104,8 @@ fn call(address: &str, session: &str) -> usize {
     total
 }
 
-/// Issue 28.3: "stderr is empty (the proxy only `tracing::warn!`s and the CLI installs no
-/// subscriber)". A session file that may not grow past 512 KiB (`ulimit -f`, SIGXFSZ
+/// A failed recording is said on stderr, which once stayed empty (the proxy only
+/// `tracing::warn!`ed and the CLI installed no subscriber). A session file that may not grow past 512 KiB (`ulimit -f`, SIGXFSZ
 /// ignored: the write that crosses it is cut short, the next fails) during a 4 MiB answer: the
 /// caller gets it all, stderr and the call log say the session does not hold it in full.
 #[test]

@@ -1,5 +1,4 @@
-//! Issue 20 items 6, 8, 9 and 11 through the real binary on copies of the committed
-//! recordings: nothing partial on stdout, a fork's audit record shown as a note, what a torn
+//! Reading commands through the real binary on copies of the committed recordings: nothing partial on stdout, a fork's audit record shown as a note, what a torn
 //! tail does and does not say, and the wording of counts, locks, errors and empty imports.
 
 #![allow(clippy::unwrap_used)]
@@ -128,8 +127,8 @@ fn a_fork_of_a_finished_session_is_a_note_after_the_last_turn() {
     assert_eq!(turns[2]["notes_only"], true);
     assert_eq!(turns[2]["notes"][0]["kind"], "Fork");
     assert_eq!(turns[1]["notes_only"], false);
-    // Issue 33.7: "One turn numbering everywhere (CLI, viewer, `--json`, …), notes never
-    // counted as turns".
+    // One turn numbering everywhere (CLI, viewer, `--json`), and a notes-only block is never
+    // counted as a turn.
     assert_eq!(
         (turns[0]["turn"].clone(), turns[1]["turn"].clone()),
         (1.into(), 2.into())
@@ -364,7 +363,7 @@ fn a_session_recorded_with_call_metadata_replays_shows_and_verifies() {
         let out = run(&[command, p(dir.path()), "proxied"]);
         assert_eq!(out.code, 0, "{command}: {}", out.stderr);
     }
-    // Issue 33.8: "`show` previews for every record kind".
+    // `show` previews every record kind.
     let shown = run(&["show", p(dir.path()), "proxied"]).stdout;
     for preview in [
         r#"gemma with 1 messages, 0 tools, parameters {"max_tokens":8}"#,

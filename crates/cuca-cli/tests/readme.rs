@@ -1,5 +1,4 @@
-//! Issue 33.8: "a README block that runs twice on a fresh temp dir and shows exactly its
-//! point". The README's "next minute" block, run as written (its `cuca` function pointed at
+//! A README block runs twice on a fresh temp dir and shows exactly its point. The README's "next minute" block, run as written (its `cuca` function pointed at
 //! the built binary) from the repository root, twice.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,5 +1,5 @@
 //! `cuca repair`, what `cuca verify` flags about sequences, and how much it prints about a
-//! hostile file (issues 17.2, 17.3, 18.1, 18.6), driven through the real binary on `.cslog`
+//! hostile file, driven through the real binary on `.cslog`
 //! files in temp dirs.
 // Test helpers unwrap: a failure there should stop the test at once.
 #![allow(clippy::unwrap_used)]
@@ -93,8 +93,7 @@ fn repair_accepts_the_loss_of_a_damaged_last_record_and_prints_what_was_dropped(
     assert_eq!(code, 2, "{stderr}");
 }
 
-/// "`verify` must flag duplicates in any file" (18.1) and "reports … a sequence that goes
-/// backwards" (17.3): in a v1 file they load, so verify exits 0 and names them.
+/// `verify` flags duplicates in any file and reports a sequence that goes backwards: in a v1 file they load, so verify exits 0 and names them.
 #[test]
 fn verify_flags_repeated_and_backward_sequences_in_a_v1_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -122,8 +121,8 @@ fn verify_flags_repeated_and_backward_sequences_in_a_v1_file() {
     assert_eq!(value["findings_total"], 2);
 }
 
-/// Issue 18.6: "19 MB of zeros appended costs … 2.2 GB of output in `cuca verify` … reports
-/// must summarise runs of damage instead of listing every byte."
+/// A run of damage is summarised in one line, not listed byte by byte (19 MB of appended
+/// zeros once cost 2.2 GB of `cuca verify` output).
 #[test]
 fn verify_of_a_session_with_a_megabyte_of_zeros_prints_one_line_for_the_run() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,6 @@
-//! Issue 30 item 5: "A session that cannot be replayed says so. `cuca verify` (or a
-//! `--replayable` check) reports a session that holds two different requests at one
-//! conversation position with no way to tell them apart, instead of calling it clean."
+//! A session that cannot be replayed says so: `cuca verify` (and `--replayable`) reports a
+//! session that holds two different requests at one conversation position with no way to
+//! tell them apart, instead of calling it clean.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -45,7 +45,7 @@ fn asking(question: &str) -> UnifiedRequest {
 fn two_different_requests_at_one_position_are_not_replayable_and_a_retry_is() {
     let dir = tempfile::tempdir().unwrap();
     {
-        // The issue's app, recorded as one conversation: "the second conversation's user
+        // An app of two conversations, recorded as one: "the second conversation's user
         // message is at a position the session had already recorded, so it is never written".
         let mixed = plugin(dir.path(), "mixed");
         call(&mixed, &asking("Name a colour."), "Blue.");

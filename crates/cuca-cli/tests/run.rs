@@ -1,6 +1,6 @@
-//! `cuca run` (issue 29.6): "starts the proxy on a free loopback port, runs COMMAND with the
-//! environment each client reads pointed at it, stops the proxy when COMMAND exits (with
-//! COMMAND's exit status), and prints the session and the `cuca view` / `cuca replay` line".
+//! `cuca run` starts the proxy on a free loopback port, runs COMMAND with the environment
+//! each client reads pointed at it, stops the proxy when COMMAND exits (with COMMAND's exit
+//! status), and prints the session and the `cuca view` / `cuca replay` line.
 // A failed step is a failed test.
 #![allow(clippy::unwrap_used)]
 

@@ -1,6 +1,6 @@
-//! Issue 20 item 1: "Everything that comes from a recording (text, ids, journal fields,
-//! call-log fields) is untrusted: neutralise control characters on every path that prints to
-//! a terminal (keep `--json` exact and escaped as JSON), with a test per command."
+//! Everything that comes from a recording (text, ids, journal fields, call-log fields) is
+//! untrusted: control characters are neutralised on every path that prints to a terminal
+//! (`--json` stays exact and escaped as JSON), with a test per command.
 //!
 //! A session whose id and texts carry `\e]0;TITLE\a\e[2J` (set the window title, clear the
 //! screen) goes through every command; no escape character reaches stdout or stderr, the
@@ -20,7 +20,7 @@ use cuca::{FileBackend, Message, SessionBackend, SessionEvent, SessionRecord};
 const HOSTILE: &str = "\u{1b}]0;TITLE\u{7}\u{1b}[2J";
 /// What the CLI shows for it.
 const SHOWN: &str = "\\e]0;TITLE\\x07\\e[2J";
-/// A hostile session id. Every store refuses control characters in ids (issue 17.5), so the
+/// A hostile session id. Every store refuses control characters in ids, so the
 /// escape above cannot be an id; a bidi override (U+202E, which makes `evil<RLO>gnp.exe` read
 /// as `evilexe.png`) is not a control character and still is one.
 const ID: &str = "evil\u{202e}gnp.exe";

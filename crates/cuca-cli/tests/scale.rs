@@ -1,5 +1,5 @@
-//! Issue 20 item 2: "`verify`, `sessions`, `show`, `replay --turn`, `replay --at` and `export`
-//! must work on a 1,000,000-record session with memory that does not grow with the session".
+//! `verify`, `sessions`, `show`, `replay --turn`, `replay --at` and `export` work on a
+//! 1,000,000-record session with memory that does not grow with the session.
 //! One session of a million records (one per streamed token, a thousand turns) is written
 //! with `FileBackend`, and each command runs as the real binary under `/usr/bin/time -v`,
 //! whose peak resident set size must stay under 64 MiB.

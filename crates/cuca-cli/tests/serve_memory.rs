@@ -1,7 +1,7 @@
 //! `cuca serve` under 200 slow clients of a 64 MiB record stays under 64 MiB of resident memory.
 //!
-//! Issue 18, done-when: "a 64 MiB-record, 200-slow-client run against `cuca serve` stays under
-//! 64 MiB RSS". The server process is the real binary; its peak resident set (`VmHWM`) is read
+//! A 64 MiB record served to 200 slow clients keeps `cuca serve` under 64 MiB of resident
+//! memory. The server process is the real binary; its peak resident set (`VmHWM`) is read
 //! from `/proc` after every slow client has been through it.
 // Helpers outside `#[test]` functions unwrap too: a failure there is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 /// The record's size on disk.
 const RECORD_BYTES: usize = 64 * 1024 * 1024;
-/// The ceiling the issue sets for the server's resident memory.
+/// The ceiling on the server's resident memory: the record's own size, so no client's read
+/// can hold the record whole.
 const RSS_CEILING_KIB: u64 = 64 * 1024;
 
 struct Child(std::process::Child);

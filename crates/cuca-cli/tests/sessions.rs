@@ -196,7 +196,7 @@ fn replay_selects_a_turn_and_a_fork_point_prefix() {
     // The prefix a fork at demo:1 holds: the system prompt and the first message, unfinished.
     let at = run(&["replay", path(dir.path()), "demo", "--at", "demo:1"]);
     assert_eq!(at.code, 0);
-    // Issue 20 item 11: "1 turns" is "1 turn".
+    // One turn is "1 turn", not "1 turns".
     assert!(
         at.stdout.contains(": 1 turn, 2 records, 0 blocks"),
         "{}",
@@ -356,8 +356,8 @@ fn verify_a_skipped_frame_whose_neighbours_continue_is_recovered() {
 
 #[test]
 fn verify_a_flipped_last_frame_of_a_v1_file_says_what_is_known_not_that_nothing_is_missing() {
-    // Issue 28 item 13: "The v1 warning \"the sequence continues across it, so no record is
-    // missing there\" after a flipped last frame of a v1 file … is not true: say what is known."
+    // After a flipped last frame of a v1 file, verify says what is known and does not claim
+    // "the sequence continues across it, so no record is missing there".
     let dir = tempfile::tempdir().unwrap();
     let name = "v1_bitflip_last_frame.cslog";
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cuca-reliability/tests/corpus");
@@ -513,7 +513,7 @@ fn import_refuses_a_malformed_line_before_writing_anything() {
 fn bad_arguments_are_usage_errors_and_help_is_success() {
     let missing_arg = run(&["replay"]);
     assert_eq!(missing_arg.code, 2);
-    // Issue 33.8: "usage errors in the one-line form", the usage inside it.
+    // A usage error is one `cuca: error:` line, with the usage inside it.
     assert_one_error_line(&missing_arg, "usage: cuca replay <STORE> <SESSION>");
     let bad_format = run(&["export", ".", "demo", "--format", "csv"]);
     assert_eq!(bad_format.code, 2);

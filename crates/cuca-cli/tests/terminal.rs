@@ -1,4 +1,4 @@
-//! Issue 33.8: "no progress frame under the threshold". On a terminal (a pty made by
+//! No progress frame is drawn under the threshold. On a terminal (a pty made by
 //! `script(1)`), `cuca verify` of fewer than eight sessions draws no progress bar; of eight or
 //! more it does (which shows the check can see one).
 #![allow(clippy::unwrap_used)]
@@ -17,7 +17,7 @@ fn on_a_terminal(dir: &Path) -> Option<String> {
     let out = std::process::Command::new("script")
         .args(["-qec", &command, "/dev/null"])
         .env_remove("NO_COLOR")
-        // The bar is stderr's; stdout's pager (issue 33.8) is off, or `less` would wait on
+        // The bar is stderr's; stdout's pager is off, or `less` would wait on
         // this pty for a key nobody presses once the output outgrows a screen.
         .env("PAGER", "")
         .env("TERM", "xterm")

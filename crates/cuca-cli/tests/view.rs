@@ -108,7 +108,7 @@ fn view_refuses_a_missing_directory_and_a_bad_address_as_usage_errors() {
 
 #[test]
 fn serve_with_sessions_serves_the_viewer_pages_beside_the_record_route() {
-    // Issue 22: "`cuca view DIR…` … (and the same pages under `cuca serve`)".
+    // The pages of `cuca view DIR…` are also served under `cuca serve`.
     let runs = tempfile::tempdir().unwrap();
     let mut child = Child(
         std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"))

@@ -1,9 +1,9 @@
 //! `cuca view` over a 300 MiB session: a page of its one long turn, and eight concurrent lists,
 //! each keep the viewer's peak resident memory under a ceiling derived from one record.
 //!
-//! Issue 28 item 11: "the viewer's list holds whole sessions to verify them (8 lists with a
-//! 326 MB session: 2.8 GB) and renders a page of 20 turns however long a turn is (a 622 MB
-//! turn → 2.26 GB)". The server is the real binary; its peak resident set (`VmHWM`) is read
+//! The viewer's list does not hold whole sessions to verify them (8 lists with a 326 MB
+//! session once cost 2.8 GB), and a page of 20 turns costs memory bounded however long a turn
+//! is (a 622 MB turn once cost 2.26 GB). The server is the real binary; its peak resident set (`VmHWM`) is read
 //! from `/proc` after the requests are answered.
 // Helpers outside `#[test]` functions unwrap too: a failure there is a failed test.
 #![allow(clippy::unwrap_used)]

@@ -34,7 +34,7 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// conversation]"), so without the bodies pin a provider's sentence goes through
 /// `cuca_calllog::redact_error` with the request that was sent and its headers: the
 /// sentence is kept, every stretch quoting the request (or the answer so far) becomes a
-/// marker (issue 28.8). A chunk that did not parse and a nameless tool call's arguments are
+/// marker. A chunk that did not parse and a nameless tool call's arguments are
 /// the answer's own bytes, not a provider's sentence, and a plugin's error is whatever the
 /// plugin said: those are still named by kind only. With the pin, the row keeps the words,
 /// clipped once by `clip_error`.

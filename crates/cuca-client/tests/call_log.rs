@@ -1,4 +1,4 @@
-//! The call log the client writes (issue 7, seed 003): one start row and one end row per
+//! The call log the client writes (seed 003): one start row and one end row per
 //! attempt, against a loopback server serving real llama-server transcripts.
 //!
 //! Every test hands the client its own `CallLog` in a temporary directory, so nothing here
@@ -322,7 +322,7 @@ async fn a_429_then_200_leaves_attempts_1_and_2_and_the_first_end_row_carries_th
     assert_ne!(rows[0].id, rows[2].id);
     let refused = &rows[1];
     assert_eq!(refused.status, 429);
-    // The provider's own words, which quote nothing of the request (issue 28.8).
+    // The provider's own words, which quote nothing of the request, are kept.
     assert_eq!(refused.error, "slots busy");
     assert_eq!(refused.retry_after, 0.05);
     assert_eq!(refused.ended, "");
@@ -406,7 +406,7 @@ async fn a_server_error_gives_its_status_and_its_clipped_sentence() {
     assert_eq!(rows.len(), 4, "{rows:#?}");
     assert_eq!(rows[1].status, 400);
     // Seed 003: "ClipError is how a provider's message becomes a record's Error field";
-    // without the bodies pin it is kept too, less what quotes the request (issue 28.8).
+    // without the bodies pin it is kept too, less what quotes the request.
     assert_eq!(rows[1].error, "'messages' is required");
     assert_eq!(rows[1].ended, "");
     assert_eq!(rows[1].served, "");
@@ -423,8 +423,8 @@ async fn a_server_error_gives_its_status_and_its_clipped_sentence() {
 
 #[tokio::test]
 async fn with_the_bodies_pin_a_provider_error_is_clipped_once_the_seeds_way() {
-    // Issue 19.3: the server's message was clipped to 240 characters with "… (N bytes in
-    // all)" and then by `clip_error`. Seed 003: ClipError is here "so that every writer
+    // The server's message is clipped once, by `clip_error` alone (not first to 240
+    // characters with "… (N bytes in all)" and then again). Seed 003: ClipError is here "so that every writer
     // clips the same way and a reader can trust what a trailing ellipsis means."
     let page = format!(
         r#"{{"error":{{"code":500,"message":"{}"}}}}"#,
@@ -470,11 +470,10 @@ async fn with_the_bodies_pin_a_provider_error_is_clipped_once_the_seeds_way() {
 
 #[tokio::test]
 async fn without_the_bodies_pin_a_providers_sentence_is_kept_and_what_it_quotes_is_not() {
-    // Issue 28.8: "`CucaClient` went the other way and withholds the provider's message
-    // entirely ... Do both right, in one place shared by the client and the proxy: keep the
-    // provider's own sentence, clipped by `clip_error` (ending in its ellipsis), with every
-    // stretch that quotes the request ... replaced by a marker." Issue 18.13 still holds for
-    // what is not a provider's sentence: a malformed chunk and a nameless tool call's
+    // The client does not withhold the provider's message: in one place shared by the client
+    // and the proxy, the provider's own sentence is kept, clipped by `clip_error` (ending in
+    // its ellipsis), with every stretch that quotes the request replaced by a marker. What is
+    // not a provider's sentence is still never written: a malformed chunk and a nameless tool call's
     // arguments are the answer's bytes, named by kind only.
     const ANSWER: &str = "the vault code is 4471";
     let malformed =
@@ -587,8 +586,8 @@ async fn without_the_bodies_pin_a_providers_sentence_is_kept_and_what_it_quotes_
 
 #[tokio::test]
 async fn an_upstream_that_echoes_the_key_leaves_no_run_of_it_in_the_row() {
-    // Issue 28.8: "an upstream that echoes `Authorization`/`api-key` puts the keys there";
-    // "an upstream echoing a key must never leave any 8+ char run of it".
+    // An upstream that echoes `Authorization`/`api-key` in its error never leaves any 8+
+    // char run of the key in the row.
     const KEY: &str = "sk-test-Qm7Rt2Vx9Lp4Zc8N";
     let body = format!(
         r#"{{"error":{{"code":401,"message":"invalid api key: Authorization: Bearer {KEY} (key {}…) for model tiny","type":"authentication_error"}}}}"#,
@@ -700,8 +699,8 @@ async fn with_the_bodies_pin_the_rows_carry_the_request_sent_and_the_response_by
 
 #[tokio::test]
 async fn a_deadline_the_caller_stated_ends_the_call_as_deadline_not_cancelled() {
-    // Issue 19.4: "a caller's own deadline ... is written as `cancelled`; give callers a way
-    // to state a deadline so it reads `deadline`". Seed: "`cancelled` and `deadline` when the
+    // A caller can state its own deadline, and a call it ends reads `deadline`, not
+    // `cancelled`. Seed: "`cancelled` and `deadline` when the
     // caller's own context ended the call".
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     let server = TestServer::start(vec![Reply::SseHold(vec![first_events(4)], tx)]).await;
@@ -733,7 +732,7 @@ async fn a_deadline_the_caller_stated_ends_the_call_as_deadline_not_cancelled() 
 async fn a_callers_own_timeout_at_its_stated_deadline_reads_deadline_and_keeps_what_was_known() {
     // The caller wraps the call in its own timer and states the same deadline: the drop
     // comes at the deadline, and the guard's row says `deadline` with the status, ttft and
-    // shape already known (issue 19.4).
+    // shape already known.
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     let server = TestServer::start(vec![Reply::SseHold(vec![first_events(4)], tx)]).await;
     let log = TempLog::new(false);
@@ -777,7 +776,7 @@ async fn a_drop_before_the_stated_deadline_is_still_cancelled_with_what_was_know
     let end = &rows[1];
     assert_eq!(end.ended, "cancelled");
     assert_eq!(end.applied, "");
-    // Issue 19.4: the `cancelled` row keeps the status, ttft and request shape.
+    // The `cancelled` row keeps the status, ttft and request shape.
     assert_eq!(end.status, 200);
     assert!(end.ttft_ms >= 1, "{end:?}");
     assert_eq!((end.max_tokens, end.messages, end.tools), (12, 2, 1));
@@ -786,7 +785,7 @@ async fn a_drop_before_the_stated_deadline_is_still_cancelled_with_what_was_know
 
 #[tokio::test]
 async fn with_the_bodies_pin_a_long_stream_and_a_long_error_body_are_kept_whole() {
-    // Issue 19.2: `response_body` stopped at 4 MiB (with a note) and error bodies at 64 KiB.
+    // `response_body` does not stop at 4 MiB (with a note), nor error bodies at 64 KiB.
     // Seed 003: "They are whole and unclipped, because the reason to turn them on is that
     // something in the exact bytes is what is wrong."
     let mut stream = Vec::new();

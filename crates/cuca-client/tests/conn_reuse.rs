@@ -1,4 +1,4 @@
-//! `conn_reused`, `dns_ms` and `connect_ms` (issue 19.1, seed 003), against a real keep-alive
+//! `conn_reused`, `dns_ms` and `connect_ms` (seed 003), against a real keep-alive
 //! HTTP server (axum over hyper) on loopback serving a real llama-server transcript.
 //!
 //! Seed 003: "ConnReused is whether this attempt rode a connection the pool already had ...

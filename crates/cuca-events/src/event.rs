@@ -152,7 +152,7 @@ pub enum SessionEvent {
     /// different messages at positions already recorded leave the same records; their digests
     /// differ. That is how a reader tells a client's retry of one request (the same digest:
     /// replay serves the recorded answers in order) from two different requests that the
-    /// session cannot tell apart (`cuca verify --replayable`, issue 30).
+    /// session cannot tell apart (`cuca verify --replayable`).
     ///
     /// Added at the end, after `CallWire`, so older records keep their indices.
     RequestDigest {

@@ -28,7 +28,7 @@ use cuca_journal::format::*;
 const CHILD_ENV: &str = "CUCA_ASSEMBLE_RSS_CHILD";
 /// Opt-in size, in GiB, of the peak-RSS run.
 const RSS_ENV: &str = "CUCA_BENCH_RSS_GIB";
-/// The bound on the resident set of a 1 GiB assembly.
+/// The bound on the resident set of a 1 GiB assembly: it must not grow with the journal.
 const RSS_LIMIT_KIB: u64 = 64 * 1024;
 
 /// A xorshift generator: deterministic, dependency-free, fast enough not to be the bench.

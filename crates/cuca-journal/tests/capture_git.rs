@@ -84,9 +84,8 @@ fn staged_after_add_all(ws: &Path) -> Vec<String> {
 
 #[test]
 fn starting_a_recorder_inside_a_work_tree_excludes_its_journal_directory_by_itself() {
-    // Issue 19.7: "Exclude automatically when the journal directory is inside a git work tree
-    // (any journal dir, not only the default), idempotently, and never fail the run if it
-    // cannot." Seed: "no publish-time filter can undo a commit the model already made".
+    // A journal directory inside a git work tree (any journal dir, not only the default) is
+    // excluded automatically and idempotently, and the run never fails if it cannot be. Seed: "no publish-time filter can undo a commit the model already made".
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
     git(ws, &["init", "-q"]);

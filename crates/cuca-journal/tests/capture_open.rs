@@ -29,8 +29,8 @@ fn start_and_finish(ws: &Path) -> (Recorder, RecorderStatus) {
 
 #[test]
 fn a_fifo_at_the_journal_path_stops_capture_at_once_instead_of_hanging_the_run() {
-    // Issue 18.8: "`Recorder::start` hangs forever if `.cuca/replay.ndjson` is a FIFO ...
-    // Never block on a special file".
+    // `Recorder::start` never blocks on a special file, so a FIFO at `.cuca/replay.ndjson`
+    // cannot hang it.
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join(".cuca")).unwrap();
     let fifo = dir.path().join(".cuca/replay.ndjson");
@@ -56,9 +56,8 @@ fn a_fifo_at_the_journal_path_stops_capture_at_once_instead_of_hanging_the_run()
 
 #[test]
 fn the_unsalvaged_journal_of_a_killed_run_is_kept_aside_not_truncated() {
-    // Issue 18.8: "opens with O_TRUNC, silently emptying the journal of a killed run that was
-    // never salvaged ... never destroy an unsalvaged journal (salvage it, or keep it aside, and
-    // say so)".
+    // An unsalvaged journal of a killed run is never destroyed (opening with O_TRUNC once
+    // emptied it silently): it is salvaged or kept aside, and the recorder says so.
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join(".cuca")).unwrap();
     // What a killed run leaves: a header and an entry, no terminating line.

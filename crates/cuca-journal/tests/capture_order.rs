@@ -217,7 +217,7 @@ fn agent_rows_are_written_at_launch_and_at_the_end() {
     recorder.agent(&terminal);
     let seed = |modalities: Vec<Modality>| Seed {
         baseline_commit: Some("4b825dc".into()),
-        build_prompt: "review issue 8".into(),
+        build_prompt: "review the parser".into(),
         slots: vec![SlotSeed {
             slot: "main".into(),
             model: "qwen3".into(),

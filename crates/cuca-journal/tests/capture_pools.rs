@@ -322,9 +322,9 @@ fn a_non_finite_temperature_is_recorded_as_absent_not_a_failure() {
 
 #[test]
 fn a_tool_output_shown_in_full_is_recorded_in_full_even_after_a_stream_clipped_the_same_bytes() {
-    // Seed: "a payload the model was shown in full is recorded in full". Issue 19.8: the same
-    // bytes first seen as a shell stream (clipped at 32 KiB) were reused, clipped, for the tool
-    // output. Clipped and whole entries are keyed apart.
+    // Seed: "a payload the model was shown in full is recorded in full". The same
+    // bytes first seen as a shell stream (clipped at 32 KiB) are not reused, clipped, for the
+    // tool output: clipped and whole entries are keyed apart.
     let dir = tempfile::tempdir().unwrap();
     let recorder = start(dir.path());
     let bytes = format!("{}end of the log\n", "log line\n".repeat(8 * 1024)); // ~72 KiB

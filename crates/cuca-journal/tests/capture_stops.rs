@@ -371,9 +371,9 @@ fn stallable(
 
 #[test]
 fn finish_on_a_stalled_disk_returns_within_its_bound_and_stops_capture_as_write_failed() {
-    // Issue 19.9: "`finish()` can hang the run's exit on a stalled disk ... Capture must never
-    // block the run: bound the wait, then stop capture permanently with a reason the record
-    // will show."
+    // Capture never blocks the run, so `finish()` cannot hang the run's exit on a stalled
+    // disk: it bounds the wait, then stops capture permanently with a reason the record will
+    // show.
     let dir = tempfile::tempdir().unwrap();
     let (recorder, entered, open_gate) = stallable(dir.path(), |c| {
         c.with_queue_capacity(2)
@@ -419,8 +419,8 @@ fn finish_on_a_stalled_disk_returns_within_its_bound_and_stops_capture_as_write_
 
 #[test]
 fn the_queue_is_bounded_by_bytes_so_a_stalled_disk_holds_little_memory() {
-    // Issue 19.11: "The queue is bounded by count (1024 batches), so a stalled disk can hold up
-    // to the byte ceiling in memory. Bound it by bytes too."
+    // The queue is bounded by bytes as well as by count (1024 batches), so a stalled disk
+    // cannot hold up to the byte ceiling in memory.
     let dir = tempfile::tempdir().unwrap();
     let (recorder, entered, open_gate) = stallable(dir.path(), |c| {
         c.with_queue_bytes(100 * 1024)

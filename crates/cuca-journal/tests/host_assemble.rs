@@ -72,7 +72,7 @@ fn a_whole_journal_becomes_one_record_with_every_part() {
     assert_eq!(record["sessionId"], "run-42");
     // "The assembled record keeps the routing key beside the session id as routingKey."
     assert_eq!(record["routingKey"], "eu-1/run-42");
-    // Issue 19.10: the seed's field name, `recorder.ggVersion`.
+    // The seed's field name, `recorder.ggVersion`.
     assert_eq!(record["recorder"]["ggVersion"], "0.1.0");
     assert!(record["recorder"].get("version").is_none());
     assert_eq!(record["recorder"]["commit"], "9f2c1e0");

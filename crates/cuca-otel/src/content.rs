@@ -11,7 +11,7 @@
 //! (and reasoning) blocks are joined into one part, as the message the model sent holds them,
 //! rather than one part per token.
 
-use cuca_events::{Message, MessageContentBlock, Role};
+use cuca_events::{Message, MessageContentBlock, Role, ToolDefinition};
 use serde_json::{json, Value};
 
 /// The finish reason an output message carries when the recording has none: a session
@@ -156,30 +156,114 @@ pub(crate) fn output_messages(
     .to_string()
 }
 
-/// The text of the last user message: what a trace's root shows as its input
-/// (`input.value`), as a natively traced call's does in a backend's session view.
-pub(crate) fn last_user_text<'a>(
-    messages: impl DoubleEndedIterator<Item = &'a Message>,
-) -> Option<String> {
-    messages
-        .rev()
-        .find(|m| m.role == Role::User)
-        .map(Message::text)
-        .filter(|t| !t.is_empty())
+/// `input.value` and its MIME type: what this call was sent that the call before it was not
+/// (the messages after the conversation's last assistant message: the new question, or the
+/// tools' results), so each span of a tool loop shows its own step. Only user text is
+/// joined as plain text; new input that holds anything else (a tool result) is its messages
+/// as the conventions' JSON. A conversation that ends with an assistant message (tool results
+/// not recorded) has no new input to show, so the whole conversation sent is shown.
+pub(crate) fn new_input(messages: &[&Message]) -> (String, &'static str) {
+    let messages: Vec<&Message> = messages
+        .iter()
+        .copied()
+        .filter(|m| m.role != Role::System)
+        .collect();
+    let since = messages
+        .iter()
+        .rposition(|m| m.role == Role::Assistant)
+        .map_or(0, |at| at + 1);
+    let new = &messages[since..];
+    if new.is_empty() {
+        return (
+            input_messages(messages.iter().copied()),
+            crate::conventions::MIME_JSON,
+        );
+    }
+    let text_only = new.iter().all(|m| {
+        m.role == Role::User
+            && m.content
+                .iter()
+                .all(|b| matches!(b, MessageContentBlock::Text { .. }))
+    });
+    let text: Vec<String> = new.iter().map(|m| m.text()).collect();
+    if text_only && text.iter().all(|t| !t.is_empty()) {
+        (text.join("\n\n"), crate::conventions::MIME_TEXT)
+    } else {
+        (
+            input_messages(new.iter().copied()),
+            crate::conventions::MIME_JSON,
+        )
+    }
 }
 
-/// `output.value` and its MIME type: the answer's text, or the output messages (JSON) when
-/// the answer holds no text (a tool call alone).
+/// The most tools a span names (`llm.tools.{i}.tool.json_schema`): the OpenTelemetry SDKs'
+/// default attribute-count limit, which collectors and backends are built around. A request
+/// that offered more is rare (a model's context holds few), and its first tools are sent.
+pub(crate) const MAX_TOOLS: usize = 128;
+
+/// OpenInference's `llm.tools.{i}.tool.json_schema` values for the tools a `CallRequest`
+/// recorded (the JSON text of an array of `{name, description, parameters}`): each in the
+/// OpenAI function shape a native instrumentor sends, at most [`MAX_TOOLS`]. None when the
+/// record holds no tools or is not such an array.
+pub(crate) fn tool_schemas(tools: &str) -> Vec<String> {
+    let Ok(Value::Array(tools)) = serde_json::from_str::<Value>(tools) else {
+        return Vec::new();
+    };
+    tools
+        .iter()
+        .filter_map(Value::as_object)
+        .take(MAX_TOOLS)
+        .map(|tool| {
+            let mut function = serde_json::Map::new();
+            for key in ["name", "description", "parameters"] {
+                if let Some(value) = tool.get(key).filter(|v| !v.is_null()) {
+                    function.insert(key.to_owned(), value.clone());
+                }
+            }
+            json!({"type": "function", "function": function}).to_string()
+        })
+        .collect()
+}
+
+/// [`tool_schemas`] for the tools a live request offers.
+pub(crate) fn tool_definition_schemas(tools: &[ToolDefinition]) -> Vec<String> {
+    tools
+        .iter()
+        .take(MAX_TOOLS)
+        .map(|tool| {
+            json!({
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                },
+            })
+            .to_string()
+        })
+        .collect()
+}
+
+/// `output.value` and its MIME type: the answer's text; the reasoning's text for an answer
+/// that is reasoning alone (a reasoning model cut at its ceiling), which reads as what the
+/// model said; else the output messages (JSON), for an answer that holds no text (a tool
+/// call alone).
 pub(crate) fn output_value(
     blocks: &[MessageContentBlock],
     output_messages: &str,
 ) -> (String, &'static str) {
     let answer = answer_text(blocks);
-    if answer.is_empty() {
-        (output_messages.to_owned(), crate::conventions::MIME_JSON)
-    } else {
-        (answer, crate::conventions::MIME_TEXT)
+    if !answer.is_empty() {
+        return (answer, crate::conventions::MIME_TEXT);
     }
+    let reasoning = reasoning_text(blocks);
+    let calls_a_tool = blocks
+        .iter()
+        .any(|b| matches!(b, MessageContentBlock::ToolCall { .. }));
+    if !reasoning.is_empty() && !calls_a_tool {
+        return (reasoning, crate::conventions::MIME_TEXT);
+    }
+    (output_messages.to_owned(), crate::conventions::MIME_JSON)
 }
 
 /// The text of an answer's text blocks, joined: what a trace's root shows as its output.
@@ -188,6 +272,17 @@ pub(crate) fn answer_text(blocks: &[MessageContentBlock]) -> String {
     for block in blocks {
         if let MessageContentBlock::Text { text } = block {
             out.push_str(text);
+        }
+    }
+    out
+}
+
+/// The text of an answer's reasoning blocks, joined.
+fn reasoning_text(blocks: &[MessageContentBlock]) -> String {
+    let mut out = String::new();
+    for block in blocks {
+        if let MessageContentBlock::Thinking { thinking } = block {
+            out.push_str(thinking);
         }
     }
     out

@@ -40,6 +40,11 @@ pub const GEN_AI_INPUT_MESSAGES: &str = "gen_ai.input.messages";
 pub const GEN_AI_OUTPUT_MESSAGES: &str = "gen_ai.output.messages";
 /// The class of error that ended the operation (an HTTP status code, or a cuca word).
 pub const ERROR_TYPE: &str = "error.type";
+/// The `error.type` of a call whose records say it was cut short (its `CallIncomplete`).
+pub const ERROR_TYPE_INCOMPLETE: &str = "incomplete";
+/// OpenInference: the prefix of `llm.tools.{i}.tool.json_schema`, one tool the request
+/// offered, as the JSON of an OpenAI function definition.
+pub const LLM_TOOLS_PREFIX: &str = "llm.tools";
 /// The HTTP status the server answered with.
 pub const HTTP_RESPONSE_STATUS_CODE: &str = "http.response.status_code";
 /// The resource's service name.
@@ -91,7 +96,7 @@ pub const CUCA_LINK_KIND: &str = "cuca.link.kind";
 /// A session call that is also a call-log call: the call log's row id of its attempt.
 pub const CUCA_CALL_LOG_ID: &str = "cuca.call_log.id";
 /// The turn number of a model call in its session, from 1, as `cuca replay --turn`, its
-/// `--json` and the viewer number turns (issue 33: "One turn numbering everywhere").
+/// `--json` and the viewer number turns: one turn numbering everywhere.
 pub const CUCA_TURN_NUMBER: &str = "cuca.turn.number";
 /// The sequence of the turn's first record.
 pub const CUCA_SEQUENCE_FIRST: &str = "cuca.sequence.first";

@@ -182,6 +182,9 @@ struct Pending {
     agent: String,
     /// The messages, kept only with content on.
     messages: Vec<Message>,
+    /// The tools offered, as `llm.tools.{i}.tool.json_schema` values, kept only with
+    /// content on.
+    tools: Vec<String>,
 }
 
 impl Pending {
@@ -198,6 +201,11 @@ impl Pending {
             agent: metadata.agent.clone().unwrap_or_default(),
             messages: if with_content {
                 request.messages.clone()
+            } else {
+                Vec::new()
+            },
+            tools: if with_content {
+                content::tool_definition_schemas(&request.tools)
             } else {
                 Vec::new()
             },
@@ -455,10 +463,18 @@ impl OtelPlugin {
                     c::GEN_AI_INPUT_MESSAGES,
                     content::input_messages(p.messages.iter().filter(|m| m.role != Role::System)),
                 );
-                if let Some(text) = content::last_user_text(p.messages.iter()) {
+                if !p.messages.is_empty() {
+                    let messages: Vec<&Message> = p.messages.iter().collect();
+                    let (value, mime) = content::new_input(&messages);
                     span = span
-                        .str(c::INPUT_VALUE, text)
-                        .str(c::INPUT_MIME_TYPE, c::MIME_TEXT);
+                        .str(c::INPUT_VALUE, value)
+                        .str(c::INPUT_MIME_TYPE, mime);
+                }
+                for (i, schema) in p.tools.iter().enumerate() {
+                    span = span.str(
+                        &format!("{}.{i}.tool.json_schema", c::LLM_TOOLS_PREFIX),
+                        schema.as_str(),
+                    );
                 }
             }
         }
@@ -517,12 +533,19 @@ impl CucaPlugin for OtelPlugin {
         let usage = response.token_usage;
         span = span
             .str_nonempty(c::GEN_AI_RESPONSE_MODEL, &response.model)
-            .str_nonempty(c::LLM_MODEL_NAME, &response.model)
-            .int(c::GEN_AI_USAGE_INPUT_TOKENS, usage.prompt_tokens)
-            .int(c::GEN_AI_USAGE_OUTPUT_TOKENS, usage.completion_tokens);
-        span =
-            crate::span::openinference_tokens(span, usage.prompt_tokens, usage.completion_tokens)
-                .int(c::CUCA_DURATION_MS, duration_ms);
+            .str_nonempty(c::LLM_MODEL_NAME, &response.model);
+        // 0 and 0 is a response that reported no usage: unknown, so left off.
+        if usage.prompt_tokens != 0 || usage.completion_tokens != 0 {
+            span = span
+                .int(c::GEN_AI_USAGE_INPUT_TOKENS, usage.prompt_tokens)
+                .int(c::GEN_AI_USAGE_OUTPUT_TOKENS, usage.completion_tokens);
+            span = crate::span::openinference_tokens(
+                span,
+                usage.prompt_tokens,
+                usage.completion_tokens,
+            );
+        }
+        span = span.int(c::CUCA_DURATION_MS, duration_ms);
         if let Some(reason) = response.finish_reason.as_deref() {
             span = span.str_array(c::GEN_AI_RESPONSE_FINISH_REASONS, &[reason]);
         }

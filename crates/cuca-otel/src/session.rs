@@ -1,9 +1,11 @@
 //! Recorded sessions as traces: one trace per model call, its `chat` span the root, grouped by `session.id`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use cuca_events::{fork_parent, parse_point_id, Message, MessageContentBlock, SessionBackend};
+use cuca_events::{
+    fork_parent, parse_point_id, Message, MessageContentBlock, SessionBackend, SessionEvent,
+};
 use cuca_replay::{ReplayNote, ReplayTurn, SessionReplay};
 use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, Span};
 
@@ -50,11 +52,14 @@ pub struct SessionSpans {
     pub skipped_by_since: bool,
 }
 
-/// What the first pass over the records keeps: the clock of each sequence, which
-/// [`SessionReplay`]'s turns do not carry.
+/// What the first pass over the records keeps: the clock of each sequence, and which
+/// sequences are notes, neither of which [`SessionReplay`]'s turns carry.
 #[derive(Default)]
 struct Clock {
     by_sequence: HashMap<u64, u64>,
+    /// The sequences of Fork audit and ModelSwap records: notes, which a session writes
+    /// without making a call (a fork taken from it, a swap between calls).
+    notes: HashSet<u64>,
     last_ms: u64,
     n_records: usize,
 }
@@ -65,6 +70,17 @@ impl Clock {
             .get(&sequence)
             .copied()
             .unwrap_or(self.last_ms)
+    }
+
+    /// The last sequence of `range` that is not a note: the last record the turn's call
+    /// wrote. A Fork audit record written after a fork's cut (a fork taken from the fork)
+    /// does not make the cut turn a call of the fork's own.
+    fn last_written(&self, range: &std::ops::RangeInclusive<u64>) -> u64 {
+        let mut last = *range.end();
+        while last > *range.start() && self.notes.contains(&last) {
+            last -= 1;
+        }
+        last
     }
 }
 
@@ -148,6 +164,12 @@ fn export(
             clock
                 .by_sequence
                 .insert(record.sequence, record.timestamp_ms);
+            if matches!(
+                record.event,
+                SessionEvent::Fork { .. } | SessionEvent::ModelSwap { .. }
+            ) {
+                clock.notes.insert(record.sequence);
+            }
             clock.last_ms = clock.last_ms.max(record.timestamp_ms);
             clock.n_records += 1;
             Ok(())
@@ -192,7 +214,9 @@ fn export(
         out.n_turns += 1;
         let range = turn.sequence_range();
         let (first, last) = (*range.start(), *range.end());
-        if fork.is_some_and(|(_, point)| last <= point) {
+        // A turn the fork copied is its parent's, and so is the turn it cut, even when a
+        // note was written after the cut: only a record of a call makes it the fork's own.
+        if fork.is_some_and(|(_, point)| clock.last_written(&range) <= point) {
             apply_swaps(turn, &mut model);
             if turn.completion().is_some() {
                 out.n_inherited += 1;
@@ -388,11 +412,17 @@ fn turn_span(
         span = span.str_array(c::GEN_AI_RESPONSE_FINISH_REASONS, &[reason]);
     }
     if let Some(done) = completion {
-        span = span
-            .int(c::GEN_AI_USAGE_INPUT_TOKENS, done.prompt_tokens)
-            .int(c::GEN_AI_USAGE_OUTPUT_TOKENS, done.completion_tokens);
-        span = crate::span::openinference_tokens(span, done.prompt_tokens, done.completion_tokens)
-            .int(c::CUCA_DURATION_MS, done.duration_ms);
+        // A closing TokenUsage of 0 and 0 is what a recorder writes when it learnt no counts
+        // (a call cut short before the usage came, a server that reports none): unknown, so
+        // left off, rather than 0 tokens a backend would sum and average.
+        if done.prompt_tokens != 0 || done.completion_tokens != 0 {
+            span = span
+                .int(c::GEN_AI_USAGE_INPUT_TOKENS, done.prompt_tokens)
+                .int(c::GEN_AI_USAGE_OUTPUT_TOKENS, done.completion_tokens);
+            span =
+                crate::span::openinference_tokens(span, done.prompt_tokens, done.completion_tokens);
+        }
+        span = span.int(c::CUCA_DURATION_MS, done.duration_ms);
     }
     let n_tool_calls = turn
         .blocks()
@@ -441,17 +471,26 @@ fn turn_span(
         }
         let input = content::input_messages(cx.conversation.iter().copied());
         let output = content::output_messages(turn.blocks(), call.finish_reason());
-        // What the trace's root shows in a session view: the question and the answer as
-        // text, as a native instrumentor's chat span shows them; the messages where there
-        // is no text (a tool result in, a tool call out).
-        span = match content::last_user_text(cx.conversation.iter().copied()) {
-            Some(text) => span
-                .str(c::INPUT_VALUE, text)
-                .str(c::INPUT_MIME_TYPE, c::MIME_TEXT),
-            None => span
-                .str(c::INPUT_VALUE, input.clone())
-                .str(c::INPUT_MIME_TYPE, c::MIME_JSON),
-        };
+        // What the trace's root shows in a session view: this call's new input (the
+        // question, or the tools' results of a tool loop's step) and the answer, as text
+        // where they are text; the whole conversation stays in `gen_ai.input.messages`.
+        let (value, mime) = content::new_input(cx.conversation);
+        span = span
+            .str(c::INPUT_VALUE, value)
+            .str(c::INPUT_MIME_TYPE, mime);
+        // The tools the request offered, where its `CallRequest` recorded them, as a native
+        // OpenInference instrumentor sends them.
+        if let Some(request) = call.request() {
+            for (i, schema) in content::tool_schemas(&request.tools)
+                .into_iter()
+                .enumerate()
+            {
+                span = span.str(
+                    &format!("{}.{i}.tool.json_schema", c::LLM_TOOLS_PREFIX),
+                    schema,
+                );
+            }
+        }
         let (value, mime) = content::output_value(turn.blocks(), &output);
         span = span
             .str(c::OUTPUT_VALUE, value)
@@ -460,9 +499,13 @@ fn turn_span(
             .str(c::GEN_AI_OUTPUT_MESSAGES, output);
     }
     // A call whose records say it was cut short did not end well, whatever its closing
-    // records say; every other ended call did.
+    // records say: an error, with the reason as its message, so a backend's error filter
+    // finds it. Every other ended call did end well.
     span = match call.incomplete() {
-        Some(reason) => span.str(c::CUCA_CALL_INCOMPLETE, reason),
+        Some(reason) => span
+            .str(c::CUCA_CALL_INCOMPLETE, reason)
+            .str(c::ERROR_TYPE, c::ERROR_TYPE_INCOMPLETE)
+            .error(reason),
         None => span.ok(),
     };
     (span.build(), merged)

@@ -96,8 +96,8 @@ async fn export(rows: &[Record], options: &ExportOptions) -> Vec<Span> {
     assert_eq!(report.n_runs, 2);
     assert_eq!(report.n_calls, 5);
     assert_eq!(report.n_attempts, 6);
-    // Issue 32: "re-export that updates … an export that refuses/skips in-flight spans and
-    // says so": the two calls in flight are counted, not sent.
+    // An export skips in-flight calls and says so, and a re-export updates them: the two
+    // calls in flight are counted, not sent.
     assert_eq!(report.n_in_flight, 2);
     assert_eq!(report.n_sent, 3);
     exporter.send(report.spans).await.unwrap();
@@ -124,8 +124,8 @@ const T0: u64 = 1_796_032_800_000;
 
 #[tokio::test]
 async fn calls_become_spans_with_attempts_as_children() {
-    // Issue 23: "one span per model call (its attempts as child spans or events), with the
-    // OpenTelemetry GenAI semantic conventions … error type and status, timings".
+    // One span per model call (its attempts as child spans), with the OpenTelemetry GenAI
+    // semantic conventions, error type and status, and timings.
     let dir = tempfile::tempdir().unwrap();
     let rows = write_log(dir.path(), false);
     let spans = export(&rows, &ExportOptions::default()).await;
@@ -169,7 +169,7 @@ async fn calls_become_spans_with_attempts_as_children() {
     assert_eq!(str_attr(call, "cuca.run"), "r1");
     assert_eq!(str_attr(call, "cuca.tag"), "turn");
     assert!(!has(call, "error.type"), "the call succeeded on its retry");
-    // Issue 32: "call spans' status is UNSET where native ones are OK".
+    // A call span's status is OK, as a native one is, never UNSET.
     assert_eq!(call.status.as_ref().unwrap().code, StatusCode::Ok as i32);
     assert_eq!(call.start_time_unix_nano, T0 * MS);
     assert_eq!(call.end_time_unix_nano, (T0 + 2_000) * MS);

@@ -92,8 +92,8 @@ async fn call(client: &CucaClient, run: &str) -> Result<String, PluginError> {
 
 #[tokio::test]
 async fn a_collector_that_is_down_fails_no_call_and_the_drop_is_counted() {
-    // Issue 23: "never failing or slowing a call when the collector is down (bounded queue,
-    // drops counted and reported)".
+    // A collector that is down never fails or slows a call (bounded queue, drops counted and
+    // reported).
     let down = down_url().await;
     let chat = chat_server(vec![(200, STREAM_BASIC)]).await;
     let plugin = Arc::new(OtelPlugin::spawn(LiveConfig::new(&down).unwrap()).unwrap());
@@ -131,7 +131,7 @@ async fn a_running_agents_calls_reach_the_collector_as_they_end() {
     let ok = &spans[0];
     assert_eq!(ok.name, "chat tiny");
     assert_eq!(ok.kind, SpanKind::Client as i32);
-    // Issue 32: a call is a trace of its own, as a natively traced call is, and `session.id`
+    // A call is a trace of its own, as a natively traced call is, and `session.id`
     // groups the run's traces in Phoenix's Sessions tab.
     assert!(ok.parent_span_id.is_empty());
     assert_eq!(str_attr(ok, "openinference.span.kind"), "LLM");
@@ -177,7 +177,7 @@ async fn a_running_agents_calls_reach_the_collector_as_they_end() {
 
 #[tokio::test]
 async fn with_content_a_live_call_carries_its_answer_with_its_finish_reason_and_its_project() {
-    // Issue 32, "the same for the live `OtelPlugin`": the answer is one joined text part
+    // The live `OtelPlugin` sends what an export sends: the answer is one joined text part
     // with the finish reason the schema requires, the root shows its input and output, and
     // the project is named. A live span is sent once, when its call has ended, so there is
     // nothing in flight to re-send.
@@ -354,8 +354,8 @@ async fn a_collector_that_hangs_holds_no_call_and_is_given_up_on() {
 #[tokio::test]
 async fn shutdown_against_a_collector_that_never_answers_returns_within_its_bound_and_counts_the_rest(
 ) {
-    // Issue 28 item 11: "its `shutdown()` takes 88–95 s against a hanging collector … bounded
-    // in time". The requests would each wait a minute; the shutdown bound is 200 ms.
+    // `shutdown()` is bounded in time against a hanging collector (it once took 88–95 s).
+    // The requests would each wait a minute; the shutdown bound is 200 ms.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hung = format!("http://{}", listener.local_addr().unwrap());
     let held = Arc::new(Mutex::new(Vec::new()));
@@ -393,4 +393,61 @@ async fn shutdown_against_a_collector_that_never_answers_returns_within_its_boun
     );
     // A second shutdown has nothing left to wait for and changes no count.
     assert_eq!(plugin.shutdown().await, stats);
+}
+
+/// A live span of a tool loop's step shows the step's own new input (the tool's result, not
+/// the first question), the tools the request offered, and no token counts when the
+/// response reported none.
+#[tokio::test]
+async fn a_live_tool_loop_step_shows_its_new_input_and_tools_and_no_unknown_tokens() {
+    let (collector, received) = start_receiver().await;
+    let config = LiveConfig {
+        with_content: true,
+        ..LiveConfig::new(&collector).unwrap()
+    };
+    let (plugin, worker) = OtelPlugin::new(config).unwrap();
+    let mut req = UnifiedRequest::new(vec![
+        Message::system("You are terse."),
+        Message::user("What is the weather in Lisbon?"),
+        Message {
+            role: cuca_events::Role::Assistant,
+            content: vec![cuca_events::MessageContentBlock::ToolCall {
+                id: "call_1".into(),
+                name: "weather".into(),
+                arguments: r#"{"city":"Lisbon"}"#.into(),
+            }],
+        },
+        Message {
+            role: cuca_events::Role::Tool,
+            content: vec![cuca_events::MessageContentBlock::ToolResult {
+                tool_call_id: "call_1".into(),
+                content: "sunny, 24 °C".into(),
+                is_error: false,
+            }],
+        },
+    ]);
+    req.tools = vec![cuca_events::ToolDefinition {
+        name: "weather".into(),
+        description: "The weather in a city".into(),
+        parameters: serde_json::json!({"type": "object"}),
+    }];
+    req.metadata.run = Some("run-loop".into());
+    req.metadata.call_id = Some("loop-2".into());
+    plugin.on_request(&mut req).await.unwrap();
+    let mut done = response("loop-2");
+    done.token_usage = TokenUsage::default();
+    plugin.on_response_complete(&done).await.unwrap();
+    plugin.close();
+    worker.run().await;
+    let span = &received.spans()[0];
+    let input: serde_json::Value = serde_json::from_str(str_attr(span, "input.value")).unwrap();
+    assert_eq!(input[0]["role"], "tool");
+    assert_eq!(input[0]["parts"][0]["response"], "sunny, 24 °C");
+    assert_eq!(input.as_array().unwrap().len(), 1);
+    let tool: serde_json::Value =
+        serde_json::from_str(str_attr(span, "llm.tools.0.tool.json_schema")).unwrap();
+    assert_eq!(tool["function"]["name"], "weather");
+    for key in ["gen_ai.usage.input_tokens", "llm.token_count.total"] {
+        assert!(!has(span, key), "{key} sent for tokens nobody reported");
+    }
 }

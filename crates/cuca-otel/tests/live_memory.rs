@@ -2,8 +2,8 @@
 //! read up to `MAX_RESPONSE_BYTES` and no further, so the process's peak resident memory stays
 //! bounded, and the span counts as exported (its 2xx says so).
 //!
-//! Issue 28 item 11: "the live `OtelPlugin` reads a collector's answer whole (an endless 200
-//! body → 5.1 GB)". A test binary of its own, so the peak resident set (`VmHWM`) read from
+//! The live `OtelPlugin` does not read a collector's answer whole (an endless 200 body once
+//! cost 5.1 GB). A test binary of its own, so the peak resident set (`VmHWM`) read from
 //! `/proc/self/status` is this test's and no other's.
 // Helpers outside `#[test]` functions unwrap too: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

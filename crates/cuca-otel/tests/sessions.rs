@@ -46,7 +46,7 @@ async fn export(sessions: &[&str], options: &ExportOptions) -> (Vec<Span>, Recei
 
 #[tokio::test]
 async fn one_trace_per_model_call_grouped_by_session_id() {
-    // Issue 23: "one span per model call".
+    // One span per model call.
     let (spans, received) = export(&["demo", "reasoning"], &ExportOptions::default()).await;
     let request = &received.requests.lock().unwrap()[0];
     let resource = request.resource_spans[0].resource.as_ref().unwrap();
@@ -97,7 +97,7 @@ async fn one_trace_per_model_call_grouped_by_session_id() {
         for (turn_idx, (turn, (duration_ms, prompt, completion, end_ms))) in
             turns.iter().zip(&calls).enumerate()
         {
-            // Issue 32: each call is the root of a trace of its own, as a natively traced
+            // Each call is the root of a trace of its own, as a natively traced
             // call is, and `session.id` groups a session's traces in Phoenix's Sessions tab.
             assert_eq!(
                 turn.trace_id,
@@ -142,7 +142,7 @@ async fn one_trace_per_model_call_grouped_by_session_id() {
 
 #[tokio::test]
 async fn content_is_sent_only_when_asked() {
-    // Issue 23: "message content only when asked (--with-content) … never by default".
+    // Message content is sent only when asked (--with-content), never by default.
     let (plain, _) = export(&["demo"], &ExportOptions::default()).await;
     for span in &plain {
         for key in keys(span) {
@@ -209,7 +209,7 @@ async fn content_is_sent_only_when_asked() {
         .collect();
     assert!(!answer.is_empty());
     assert_eq!(sent, answer);
-    // Issue 32: "No answer with `--with-content`": the answer carries the finish reason the
+    // With `--with-content` the answer is sent, and carries the finish reason the
     // schema requires (the fixture was recorded without call metadata, so the documented
     // default), and the streamed tokens are one text part.
     assert_eq!(output[0]["finish_reason"], "stop");
@@ -230,8 +230,8 @@ async fn content_is_sent_only_when_asked() {
 
 #[tokio::test]
 async fn exporting_twice_sends_the_same_ids_and_bytes() {
-    // Issue 23: "Idempotent: exporting the same session twice yields the same trace and span
-    // ids (derived from session id and sequence), so a re-run does not duplicate."
+    // Idempotent: exporting the same session twice yields the same trace and span ids
+    // (derived from session id and sequence), so a re-run does not duplicate.
     let (first, first_received) = export(&["demo", "reasoning"], &ExportOptions::default()).await;
     let (second, second_received) = export(&["demo", "reasoning"], &ExportOptions::default()).await;
     let ids = |spans: &[Span]| -> Vec<(Vec<u8>, Vec<u8>, Vec<u8>)> {
@@ -261,8 +261,8 @@ async fn exporting_twice_sends_the_same_ids_and_bytes() {
 
 #[tokio::test]
 async fn an_unfinished_turn_is_not_sent_a_model_swap_holds_and_since() {
-    // Issue 32: "A call exported in flight stays a zero-length, token-less span after it
-    // ends": a call still in flight is counted, not sent, and the export after it ended
+    // A call exported in flight does not stay a zero-length, token-less span after it
+    // ends: a call still in flight is counted, not sent, and the export after it ended
     // sends it whole.
     let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
     let mut records = cuca_testkit::demo_turn("live", 0);
@@ -380,9 +380,10 @@ fn usage_sequences(backend: &dyn SessionBackend, session: &str) -> Vec<u64> {
 
 #[tokio::test]
 async fn a_fork_of_a_fork_sends_only_its_own_calls_and_links_the_copied_ones() {
-    // Issue 32: "A fork's copied prefix is exported again as new LLM spans with tokens; the
-    // unfinished turns where a fork cut its parent become LLM spans for calls that never
-    // happened; and a fork audit record stretches a `chat` span to 38 hours."
+    // A fork's copied prefix is not exported again as new LLM spans with tokens; the
+    // unfinished turns where a fork cut its parent do not become LLM spans for calls that
+    // never happened; and a fork audit record does not stretch a `chat` span (once to 38
+    // hours).
     let dir = tempfile::tempdir().unwrap();
     let file = FileBackend::new(dir.path()).unwrap();
     cuca_testkit::append_all(&file, &cuca_testkit::demo_turn("demo", 0));
@@ -475,7 +476,7 @@ async fn a_fork_of_a_fork_sends_only_its_own_calls_and_links_the_copied_ones() {
 
 #[tokio::test]
 async fn call_metadata_names_each_calls_model_parameters_and_finish() {
-    // Issue 23: `gen_ai.request.model`, `gen_ai.response.model`,
+    // `gen_ai.request.model`, `gen_ai.response.model`,
     // `gen_ai.response.finish_reasons`, from the records `cuca proxy` writes
     // (`SessionLogPlugin::with_call_metadata`).
     let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
@@ -523,7 +524,7 @@ async fn call_metadata_names_each_calls_model_parameters_and_finish() {
     assert!(has(call, "gen_ai.request.temperature"));
 }
 
-/// Issue 28: a call whose records do not hold the whole call says so on its span
+/// A call whose records do not hold the whole call says so on its span
 /// (`cuca.call.incomplete`, from its `CallIncomplete` record), and a proxy call that sent only
 /// `max_completion_tokens` (recorded as sent) still names its ceiling.
 #[tokio::test]
@@ -581,8 +582,8 @@ fn rfc3339(ms: u64) -> String {
 
 #[tokio::test]
 async fn a_call_in_both_the_session_and_the_call_log_is_one_span_with_tokens_once() {
-    // Issue 32: "`--sessions DIR --calls FILE` … sends every proxied call as a session turn
-    // *and* as a call-log call, unlinked: Phoenix's token totals double."
+    // `--sessions DIR --calls FILE` sends a proxied call once, as its session turn, not also
+    // as an unlinked call-log call that would double Phoenix's token totals.
     let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
     let mut records = cuca_testkit::demo_turn("proxied", 0);
     records.insert(
@@ -662,4 +663,246 @@ async fn a_call_in_both_the_session_and_the_call_log_is_one_span_with_tokens_onc
         .sum();
     assert_eq!(prompt, 31, "the session's tokens, counted once");
     assert_eq!(str_attr(llm[1], "session.id"), "other");
+}
+
+/// A call cut short (its turn holds a `CallIncomplete`) is an error in OTLP, with the reason
+/// as the status message, so a backend's error filter finds it; the token counts the session
+/// did not learn (the closing `TokenUsage` of 0 and 0) are left off rather than sent as 0.
+#[tokio::test]
+async fn a_call_cut_short_is_an_error_with_its_reason_and_no_made_up_token_counts() {
+    let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
+    let mut records = cuca_testkit::demo_turn("cut", 0);
+    let at = records.len() - 2;
+    records.insert(
+        at,
+        cuca_testkit::record(
+            "cut",
+            0,
+            SessionEvent::CallIncomplete {
+                reason: "cut short: the upstream closed the stream".into(),
+            },
+        ),
+    );
+    if let Some(last) = records.last_mut() {
+        last.event = SessionEvent::TokenUsage {
+            prompt_tokens: 0,
+            completion_tokens: 0,
+        };
+    }
+    for (i, record) in records.iter_mut().enumerate() {
+        record.sequence = i as u64;
+    }
+    cuca_testkit::append_all(backend.as_ref(), &records);
+    let export = session_spans(backend, "cut", &ExportOptions::default()).unwrap();
+    assert_eq!(export.n_calls, 1);
+    let call = &export.spans[0];
+    let status = call.status.as_ref().unwrap();
+    assert_eq!(status.code, StatusCode::Error as i32);
+    assert_eq!(status.message, "cut short: the upstream closed the stream");
+    assert_eq!(str_attr(call, "error.type"), "incomplete");
+    for key in [
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.output_tokens",
+        "llm.token_count.prompt",
+        "llm.token_count.completion",
+        "llm.token_count.total",
+    ] {
+        assert!(
+            !has(call, key),
+            "{key} sent for a call whose tokens are unknown"
+        );
+    }
+    // The recorded wall time is still known, and said.
+    assert_eq!(int_attr(call, "cuca.duration_ms"), 412);
+}
+
+/// A tool loop as the proxy records it (call metadata and tool results on): the user's
+/// question, a call answered with a tool call, then the assistant's tool call echoed back
+/// with the tool's result, and a call answered with text.
+fn tool_loop(session: &str) -> Vec<SessionRecord> {
+    let tools = r#"[{"name":"weather","description":"The weather in a city","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]"#;
+    let request = |messages: u64| SessionEvent::CallRequest {
+        model: "tiny".into(),
+        parameters: "{}".into(),
+        tools: tools.into(),
+        messages,
+    };
+    let events = vec![
+        SessionEvent::SystemPrompt {
+            text: "You are terse.".into(),
+        },
+        SessionEvent::Message(cuca_events::Message::user("What is the weather in Lisbon?")),
+        request(2),
+        SessionEvent::ToolCall {
+            id: "call_1".into(),
+            name: "weather".into(),
+            arguments: r#"{"city":"Lisbon"}"#.into(),
+        },
+        SessionEvent::CallFinish {
+            finish_reason: Some("tool_calls".into()),
+            model: "tiny".into(),
+        },
+        SessionEvent::Latency { duration_ms: 100 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 40,
+            completion_tokens: 8,
+        },
+        SessionEvent::SystemPrompt {
+            text: "You are terse.".into(),
+        },
+        SessionEvent::Message(cuca_events::Message {
+            role: cuca_events::Role::Assistant,
+            content: vec![cuca_events::MessageContentBlock::ToolCall {
+                id: "call_1".into(),
+                name: "weather".into(),
+                arguments: r#"{"city":"Lisbon"}"#.into(),
+            }],
+        }),
+        SessionEvent::ToolResult {
+            tool_call_id: "call_1".into(),
+            content: "sunny, 24 °C".into(),
+            is_error: false,
+            stdout: None,
+            stderr: None,
+            exit_code: None,
+        },
+        request(4),
+        SessionEvent::Output {
+            text: "Sunny and 24 °C.".into(),
+        },
+        SessionEvent::CallFinish {
+            finish_reason: Some("stop".into()),
+            model: "tiny".into(),
+        },
+        SessionEvent::Latency { duration_ms: 90 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 60,
+            completion_tokens: 6,
+        },
+    ];
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| cuca_testkit::record(session, i as u64, event))
+        .collect()
+}
+
+/// Each span of a tool loop shows that call's own new input (what was added since the call
+/// before it: the question, then the tool's result), not the first question every time.
+#[tokio::test]
+async fn each_call_of_a_tool_loop_shows_its_own_new_input() {
+    let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
+    cuca_testkit::append_all(backend.as_ref(), &tool_loop("loop"));
+    let with_content = ExportOptions {
+        with_content: true,
+        ..ExportOptions::default()
+    };
+    let export = session_spans(backend, "loop", &with_content).unwrap();
+    assert_eq!(export.n_calls, 2);
+    let (first, second) = (&export.spans[0], &export.spans[1]);
+    assert_eq!(
+        str_attr(first, "input.value"),
+        "What is the weather in Lisbon?"
+    );
+    assert_eq!(str_attr(first, "input.mime_type"), "text/plain");
+    let input = str_attr(second, "input.value");
+    assert_ne!(input, "What is the weather in Lisbon?");
+    let messages: serde_json::Value = serde_json::from_str(input).unwrap();
+    assert_eq!(
+        messages,
+        serde_json::json!([{
+            "role": "tool",
+            "parts": [{"type": "tool_call_response", "id": "call_1", "response": "sunny, 24 °C"}],
+        }])
+    );
+    assert_eq!(str_attr(second, "input.mime_type"), "application/json");
+    // The whole conversation sent is still there, in the GenAI key.
+    let sent: serde_json::Value =
+        serde_json::from_str(str_attr(second, "gen_ai.input.messages")).unwrap();
+    assert_eq!(sent.as_array().unwrap().len(), 3);
+}
+
+/// The tools a request offered (recorded in its `CallRequest`) are sent as OpenInference's
+/// `llm.tools.{i}.tool.json_schema`, in the OpenAI function shape Phoenix reads; content
+/// only, and none for a call that offered none.
+#[tokio::test]
+async fn the_tools_a_call_offered_are_sent_with_content() {
+    let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
+    cuca_testkit::append_all(backend.as_ref(), &tool_loop("loop"));
+    let with_content = ExportOptions {
+        with_content: true,
+        ..ExportOptions::default()
+    };
+    let export = session_spans(Arc::clone(&backend), "loop", &with_content).unwrap();
+    for span in &export.spans {
+        let schema: serde_json::Value =
+            serde_json::from_str(str_attr(span, "llm.tools.0.tool.json_schema")).unwrap();
+        assert_eq!(
+            schema,
+            serde_json::json!({
+                "type": "function",
+                "function": {
+                    "name": "weather",
+                    "description": "The weather in a city",
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+                },
+            })
+        );
+        assert!(!has(span, "llm.tools.1.tool.json_schema"));
+    }
+    let plain = session_spans(backend, "loop", &ExportOptions::default()).unwrap();
+    assert!(plain
+        .spans
+        .iter()
+        .all(|span| !has(span, "llm.tools.0.tool.json_schema")));
+}
+
+/// An answer that is reasoning alone shows its reasoning as text in `output.value`, not the
+/// output messages' JSON.
+#[tokio::test]
+async fn a_reasoning_only_answer_is_readable_text() {
+    let backend: Arc<dyn SessionBackend> = Arc::new(cuca_store_mem::InMemoryBackend::new());
+    let records: Vec<SessionRecord> = cuca_testkit::demo_turn("thinking", 0)
+        .into_iter()
+        .filter(|r| !matches!(r.event, SessionEvent::Output { .. }))
+        .enumerate()
+        .map(|(i, mut r)| {
+            r.sequence = i as u64;
+            r
+        })
+        .collect();
+    cuca_testkit::append_all(backend.as_ref(), &records);
+    let with_content = ExportOptions {
+        with_content: true,
+        ..ExportOptions::default()
+    };
+    let export = session_spans(backend, "thinking", &with_content).unwrap();
+    let call = &export.spans[0];
+    assert_eq!(
+        str_attr(call, "output.value"),
+        "The user wants a short reply."
+    );
+    assert_eq!(str_attr(call, "output.mime_type"), "text/plain");
+}
+
+/// A fork cut after a message holds no call in flight, also once a fork taken from it has
+/// written its audit record there: the turn where it was cut is no call of its own, and the
+/// session is whole, so nothing waits for "the export after it ends".
+#[tokio::test]
+async fn a_fork_cut_after_a_message_is_whole_even_after_it_is_forked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = FileBackend::new(dir.path()).unwrap();
+    cuca_testkit::append_all(&file, &cuca_testkit::demo_turn("demo", 0));
+    cuca_testkit::append_all(&file, &cuca_testkit::demo_turn("demo", 7));
+    // Sequence 8 is the second call's user message.
+    let fork = file.fork("demo", "demo:8").unwrap();
+    let again = file.fork(&fork, &format!("{fork}:8")).unwrap();
+    let backend: Arc<dyn SessionBackend> = Arc::new(file);
+    for session in [fork.as_str(), again.as_str()] {
+        let report =
+            session_spans(Arc::clone(&backend), session, &ExportOptions::default()).unwrap();
+        assert_eq!(report.n_in_flight, 0, "{session}");
+        assert_eq!((report.n_inherited, report.n_cut_off), (1, 1), "{session}");
+        assert!(report.spans.is_empty(), "{session}");
+    }
 }

@@ -1,4 +1,4 @@
-//! Issue 18.6, "memory grows with runs of zero bytes": reading a session file costs memory
+//! Memory does not grow with runs of zero bytes: reading a session file costs memory
 //! bounded by the largest valid frame, whatever the file holds, and a compacted file costs no
 //! more than its expanded bytes would. Measured with the counting allocator (bytes allocated
 //! at the peak), never with a clock.

@@ -1,4 +1,4 @@
-//! Two processes recording to one session (issue 18.1): either a refusal or dense unique
+//! Two processes recording to one session: either a refusal or dense unique
 //! sequences, never a duplicate.
 // Helpers outside `#[test]` functions unwrap too: a failure there should stop the test.
 #![allow(clippy::unwrap_used)]
@@ -97,9 +97,9 @@ fn check_session(dir: &std::path::Path, writers: &[(&str, &[u64])]) {
     }
 }
 
-/// Issue 18.1: "Two programs that record to the same session … end with 200 records, 99
-/// sequence numbers twice …: the plugin reads the tail once, before it holds the file's lock,
-/// and keeps its number after a `Locked` refusal." Forced here without timing: the first
+/// Two programs that record to the same session never hand out a sequence number twice (it
+/// once happened 99 times in 200 records, because the plugin read the tail once, before it
+/// held the file's lock, and kept its number after a `Locked` refusal). Forced here without timing: the first
 /// writer records one record and stops with the lock held; the second reads the tail (next
 /// sequence 1), is refused with `Locked`, and keeps trying; the first then records 99 more and
 /// exits. When the second gets the lock, the store refuses its stale sequence 1 and its plugin

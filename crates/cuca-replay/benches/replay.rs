@@ -13,7 +13,7 @@ use cuca_events::{Message, SessionBackend, SessionEvent, SessionRecord};
 use cuca_replay::{ReplayConfig, SessionReplay};
 use cuca_store_mem::InMemoryBackend;
 
-/// The session size the issue asks for: larger than InMemoryBackend's default cap, so the
+/// The session size measured: larger than InMemoryBackend's default cap, so the
 /// backend and the replay config are both raised to hold it.
 const N_RECORDS: usize = 100_000;
 

@@ -2,7 +2,7 @@
 //! position leave the same `Message` records (seed 000 writes a message once per position),
 //! so only their `RequestDigest` records say whether they were one request asked twice (a
 //! client's retry: replay serves the recorded answers in order) or two different requests
-//! that a replay cannot tell apart (issue 30: "A session that cannot be replayed says so").
+//! that a replay cannot tell apart, so a session that cannot be replayed says so.
 
 use std::collections::BTreeMap;
 use std::fmt;

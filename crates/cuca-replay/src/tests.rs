@@ -298,7 +298,7 @@ fn every_load_is_one_replay_call_and_nothing_ever_writes() {
     assert_eq!(backend.inner.replay("demo").unwrap(), demo_turn("demo", 0));
 }
 
-/// Issue 31 item 1: tool results a session log records among a request's records (before
+/// Tool results a session log records among a request's records (before
 /// its `CallRequest`) are the request's tool messages, where they were sent; a tool result
 /// recorded after the answer began stays a block of the answer, as the seed has it.
 #[test]

@@ -254,7 +254,7 @@ fn each_turn_is_not_capped_where_a_load_is_and_stops_when_asked() {
 
 #[test]
 fn a_final_turn_of_audit_notes_only_says_so() {
-    // Issue 20 item 8: a fork of a finished session leaves a Fork audit record after the last
+    // A fork of a finished session leaves a Fork audit record after the last
     // pair; it is segmented as a final turn (seed 001), and the outline says it holds notes only.
     let mut records = cuca_testkit::demo_turn("s", 0);
     records.push(cuca_testkit::record(

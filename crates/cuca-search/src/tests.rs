@@ -36,8 +36,8 @@ fn hits(search: &Search, dir: &std::path::Path) -> Vec<Hit> {
     hits
 }
 
-/// Every searched kind and field of issue 33: "message text, outputs, tool names and
-/// arguments, tool results, models and errors".
+/// Every searched kind and field: message text, outputs, tool names and arguments, tool
+/// results, models and errors.
 fn every_kind(backend: &FileBackend) {
     let mut events = vec![
         SessionEvent::SystemPrompt {
@@ -341,7 +341,7 @@ fn backend_hits(search: &Search, backend: &dyn SessionBackend) -> (Vec<Hit>, cra
     (hits, outcome)
 }
 
-/// Issue 34: "`grep` … takes a STORE" — a store that is not a directory (PostgreSQL) is read
+/// `grep` takes a STORE: a store that is not a directory (PostgreSQL) is read
 /// through the trait, and finds what the file scan finds, hit for hit, in every searched
 /// field of every kind, a message's every block included.
 #[test]

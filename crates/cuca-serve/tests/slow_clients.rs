@@ -1,5 +1,5 @@
 //! Slow and hostile clients against a real loopback server: half-sent requests, clients that
-//! never read, more clients than the cap, and a FIFO where a record should be (issue 18.10–12).
+//! never read, more clients than the cap, and a FIFO where a record should be.
 // Helpers outside `#[test]` functions unwrap too: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -72,8 +72,8 @@ fn limits(header: Duration, idle: Duration, max_connections: usize) -> ServeLimi
 
 #[tokio::test]
 async fn a_half_sent_request_is_closed_after_the_header_read_timeout() {
-    // Issue 18.10: "200 half-sent requests stayed open 40 s ... Add header-read and idle
-    // timeouts". With a 200 ms header timeout (idle far away), a head that never ends is closed.
+    // A half-sent request is not held open (200 of them once stayed open 40 s): the server
+    // has header-read and idle timeouts. With a 200 ms header timeout (idle far away), a head that never ends is closed.
     let runs = tempfile::tempdir().unwrap();
     let addr = start(
         runs.path(),
@@ -102,7 +102,7 @@ async fn a_half_sent_request_is_closed_after_the_header_read_timeout() {
 
 #[tokio::test]
 async fn a_client_that_never_reads_is_closed_after_the_idle_timeout_and_frees_its_slot() {
-    // Issue 18.10/18.11: a client that asks for a large record and never reads holds a slot
+    // A client that asks for a large record and never reads holds a slot
     // only until nothing has moved for the idle timeout. With a cap of one connection, the
     // second client is answered only once the first is closed: its answer is the proof.
     let runs = tempfile::tempdir().unwrap();
@@ -136,7 +136,8 @@ async fn a_client_that_never_reads_is_closed_after_the_idle_timeout_and_frees_it
 
 #[tokio::test]
 async fn a_large_record_is_streamed_whole_to_a_client_that_reads() {
-    // Issue 18.11: "Stream files to the socket." The bytes arrive exactly, with their length.
+    // Files are streamed to the socket, not read whole: the bytes arrive exactly, with their
+    // length.
     let runs = tempfile::tempdir().unwrap();
     let record: Vec<u8> = (0..3 * 1024 * 1024 + 17).map(|i| (i % 253) as u8).collect();
     store(runs.path(), "r", &record);
@@ -149,7 +150,7 @@ async fn a_large_record_is_streamed_whole_to_a_client_that_reads() {
 
 #[tokio::test]
 async fn a_fifo_in_place_of_a_record_is_refused_without_hanging_the_request() {
-    // Issue 18.12: "A FIFO in place of a record hangs its request; serve regular files only."
+    // Only regular files are served, so a FIFO in place of a record cannot hang its request.
     let runs = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(runs.path().join("fifo")).unwrap();
     let made = std::process::Command::new("mkfifo")
@@ -168,8 +169,8 @@ async fn a_fifo_in_place_of_a_record_is_refused_without_hanging_the_request() {
 
 #[tokio::test]
 async fn at_the_cap_a_half_sent_head_is_shed_so_a_real_request_is_served_at_once() {
-    // Issue 28.9: "1,100 half-sent request heads held every fd ... and every real call in
-    // between timed out". With a cap of 4 and an hour's header timeout, eight connections
+    // Half-sent request heads cannot hold every fd while real calls time out (1,100 of them
+    // once did). With a cap of 4 and an hour's header timeout, eight connections
     // that never finish their head would keep a real request waiting an hour; the accept loop
     // closes the oldest of them instead, and the real request is answered at once.
     let runs = tempfile::tempdir().unwrap();

@@ -156,8 +156,8 @@ impl SessionLogPlugin {
 
     /// The same plugin, also recording the tool results each request carries: one
     /// [`SessionEvent::ToolResult`] per tool result (its call id and output verbatim), once per
-    /// position, among the request's records (issue 31: a session shows what an agent's tools
-    /// returned, and a replay can compare them). Off by default, and then the seed's rule holds:
+    /// position, among the request's records, so a session shows what an agent's tools
+    /// returned and a replay can compare them. Off by default, and then the seed's rule holds:
     /// "Tool messages are not recorded".
     #[must_use]
     pub fn with_tool_results(self, on: bool) -> Self {

@@ -1,4 +1,4 @@
-//! Call metadata (issue 21): `CallRequest`/`CallFinish` are written only when the plugin is
+//! Call metadata: `CallRequest`/`CallFinish` are written only when the plugin is
 //! asked, inside the turn they describe, and a plugin that was not asked writes exactly what
 //! the seed's hooks write.
 // Test helpers unwrap: a failure there should stop the test at once.
@@ -133,8 +133,8 @@ fn a_plugin_asked_records_what_the_call_was_sent_and_how_it_ended_inside_the_tur
     // Dense sequences: the new records take numbers like any other.
     let sequences: Vec<u64> = records.iter().map(|r| r.sequence).collect();
     assert_eq!(sequences, [0, 1, 2, 3, 4, 5, 6, 7]);
-    // The request's digest follows its CallRequest (issue 30: what tells two requests at
-    // one position apart).
+    // The request's digest follows its CallRequest: it is what tells two requests at one
+    // position apart.
     let SessionEvent::RequestDigest { sha256 } = &records[3].event else {
         panic!("{:?}", records[3].event)
     };
@@ -163,8 +163,8 @@ fn next_sequence_is_the_sequence_the_next_record_gets() {
 
 /// "Record, per call, the model, the sampling parameters": a caller holding the request's
 /// own JSON (the proxy) records every parameter it sent, exactly as sent: nothing the
-/// unified request read is added (issue 28.6: a call that sent only `max_completion_tokens`
-/// was recorded with a `max_tokens` too). A plugin not asked for call metadata records what
+/// unified request read is added (a call that sent only `max_completion_tokens` is not
+/// recorded with a `max_tokens` too). A plugin not asked for call metadata records what
 /// `on_request` records, and no parameters.
 #[test]
 fn record_request_with_records_the_callers_parameters_exactly_as_sent() {
@@ -205,7 +205,7 @@ fn record_request_with_records_the_callers_parameters_exactly_as_sent() {
     assert_eq!(kinds, ["SystemPrompt", "Message"]);
 }
 
-/// Issue 28.4: the point of a call is "the first record actually written", not the tail the
+/// The point of a call is the first record actually written, not the tail the
 /// plugin last knew: another writer's records (here a second plugin on the same store) come
 /// first, and the call's records follow them.
 #[test]
@@ -230,7 +230,7 @@ fn record_request_with_returns_the_sequence_its_first_record_got() {
     assert_eq!(records[3].event.kind(), "SystemPrompt");
 }
 
-/// Issue 28.2: "on resume close any tail turn that has a CallRequest and no CallFinish": a
+/// On resume, a tail turn that has a CallRequest and no CallFinish is closed: a
 /// recorder killed mid-call leaves its turn open; the next plugin closes it with a
 /// CallIncomplete saying why, so the next call is a turn of its own. A closed session is
 /// left alone.
@@ -288,10 +288,10 @@ fn close_open_call_closes_a_call_left_open_and_nothing_else() {
     assert_eq!(backend.replay("plain").unwrap().len(), 1);
 }
 
-/// Issue 31 item 1: "Every tool result a request carries … is recorded once per conversation
-/// position as a `SessionEvent::ToolResult` (with its call id, and the output verbatim) …
-/// through an explicit, opt-in plugin switch … the seed rule ('Tool messages are not
-/// recorded') is unchanged when the switch is off."
+/// Every tool result a request carries is recorded once per conversation position as a
+/// `SessionEvent::ToolResult` (with its call id, and the output verbatim) through an explicit,
+/// opt-in plugin switch; the seed rule ('Tool messages are not recorded') is unchanged when
+/// the switch is off.
 #[test]
 fn tool_results_are_recorded_once_per_position_only_when_asked() {
     let tool_turn = || {

@@ -28,9 +28,9 @@ fn sequences(backend: &dyn SessionBackend, session: &str) -> Vec<u64> {
         .collect()
 }
 
-/// Issue 17.3: "a session forked through another handle (a second plugin, or
-/// `backend().fork`) gets its audit record's sequence handed out again by the session's own
-/// plugin (`[0, 1, 2, 2]`)" — now `[0, 1, 2, 3]`, in every store.
+/// A session forked through another handle (a second plugin, or `backend().fork`) never gets
+/// its audit record's sequence handed out again by the session's own plugin: the sequences are
+/// `[0, 1, 2, 3]`, never `[0, 1, 2, 2]`, in every store.
 #[test]
 fn a_fork_through_the_backend_handle_leaves_dense_sequences() {
     let dir = tempfile::tempdir().unwrap();
@@ -179,8 +179,8 @@ fn a_second_refusal_is_returned_after_one_retry_and_the_cursor_follows_the_tail(
     assert_eq!(sequences(&crowded.inner, "busy"), [0, 1, 2]);
 }
 
-/// Issue 34: "Several `cuca proxy` processes … record into one schema at once; sessions,
-/// conversations … are consistent". A conversation one writer began and another continued is
+/// Several `cuca proxy` processes record into one schema at once, and sessions and
+/// conversations stay consistent. A conversation one writer began and another continued is
 /// continued by the first again: its first record is refused (the other took the tail), so it
 /// reads the session anew and records each message once, in order, not again what the other
 /// recorded.

@@ -134,8 +134,8 @@ pub(crate) fn compact_file(
     let packed_len = std::fs::metadata(&tmp)
         .map_err(|error| PluginError::io("stat", &tmp, error))?
         .len();
-    // Compaction is for space: a file it would grow (issue 33: "a 135-byte file grew to 158
-    // bytes") stays live. Not when an older compacted file is there too (a crash between the
+    // Compaction is for space: a file it would grow (a 135-byte file once grew to 158
+    // bytes) stays live. Not when an older compacted file is there too (a crash between the
     // rename and the removal): that pair must become one form, and the compacted one is it.
     if only_if_smaller && packed_len >= bytes_before && !packed.exists() {
         let _ = std::fs::remove_file(&tmp);

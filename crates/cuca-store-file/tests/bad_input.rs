@@ -235,8 +235,8 @@ fn a_fork_whose_id_is_too_long_for_the_store_is_refused_and_touches_nothing() {
     assert_eq!(backend.replay(&long).unwrap().len(), 1);
 }
 
-/// Issue 18.7: "An append over the frame limit still creates an empty session file. Refuse
-/// before creating anything."
+/// An append over the frame limit is refused before anything is created, so it leaves no
+/// empty session file.
 #[test]
 fn an_append_over_the_frame_limit_is_refused_before_any_file_is_created() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,12 +1,11 @@
 //! `FileBackend::create_session`: create-if-absent, atomic, so two imports of one id cannot
-//! interleave (issue 17.7).
+//! interleave.
 
 use cuca_events::{PluginError, SessionBackend, SessionEvent};
 use cuca_store_file::FileBackend;
 use cuca_testkit::{append_all, demo_turn, record};
 
-/// Issue 17.7: "`cuca import` checks then appends without holding the session's lock, so two
-/// imports of the same id can interleave. Make create-if-absent atomic." Two importers, each
+/// Create-if-absent is atomic, so two imports of the same id cannot interleave. Two importers, each
 /// with its own backend: the one that created the session holds it, the other is told it
 /// exists — also in the window after the creation and before the first record, where a
 /// check of the file alone would already see it but the creator has not written yet — and

@@ -209,9 +209,9 @@ fn an_overlong_frame_is_skipped_and_the_next_record_still_reads() {
     assert_eq!(report.verdict, Verdict::Recovered);
 }
 
-/// Issue 17.2: "A bit flip inside the last complete (terminated) frame of a file is read like
-/// a torn tail … refuse the load for damage to any acknowledged frame, with
-/// `PluginError::Corrupt` naming file and offset." Every bit of the last frame, its
+/// A bit flip inside the last complete (terminated) frame of a file is not read like a torn
+/// tail: damage to any acknowledged frame refuses the load, with `PluginError::Corrupt` naming
+/// file and offset. Every bit of the last frame, its
 /// terminator included, through `replay` and `replay_each`.
 #[test]
 fn every_bit_flip_of_the_last_acknowledged_frame_refuses_the_load_naming_file_and_offset() {
@@ -303,8 +303,8 @@ fn a_sealed_torn_frame_at_the_end_loads_however_the_sealing_append_was_cut() {
     }
 }
 
-/// Issue 18.6: "Each 0x00 is a separate skipped frame … reports must summarise runs of damage
-/// instead of listing every byte": 4 MiB of zeros after the last record are one skipped run
+/// A report summarises a run of damage instead of listing every byte (each 0x00 is a
+/// separate skipped frame): 4 MiB of zeros after the last record are one skipped run
 /// of 4 Mi empty frames, however many read chunks they span.
 #[test]
 fn a_run_of_zero_bytes_is_one_skipped_run_not_one_entry_per_byte() {
@@ -325,7 +325,7 @@ fn a_run_of_zero_bytes_is_one_skipped_run_not_one_entry_per_byte() {
     assert_eq!(report.verdict, Verdict::Recovered);
 }
 
-/// Issue 18.6: however many separate runs of damage a file holds, a report lists at most
+/// However many separate runs of damage a file holds, a report lists at most
 /// `MAX_LISTED` and counts the rest.
 #[test]
 fn a_report_lists_at_most_max_listed_runs_and_counts_the_rest() {
@@ -371,8 +371,7 @@ fn raw_file(version: u8, records: &[SessionRecord]) -> Vec<u8> {
     bytes
 }
 
-/// Issue 17.3 / 18.1: "`verify` reports … a sequence that goes backwards", and "verify must
-/// flag duplicates in any file". A v2 writer refuses both, so in a v2 file they refuse the
+/// `verify` reports a sequence that goes backwards, and flags duplicates in any file. A v2 writer refuses both, so in a v2 file they refuse the
 /// load at the record; a v1 writer stored sequences as given, so a v1 file loads as before
 /// and the report carries the findings.
 #[test]
@@ -415,8 +414,8 @@ fn repeated_and_backward_sequences_refuse_a_v2_file_and_are_findings_in_a_v1_fil
     }
 }
 
-/// Issue 17.3: "`verify` reports a file whose records carry another session id than the file's
-/// name (a renamed or copied file)". The records are still what was recorded, each under the
+/// `verify` reports a file whose records carry another session id than the file's name (a
+/// renamed or copied file). The records are still what was recorded, each under the
 /// id it carries, so the load goes on; the report names the first foreign record.
 #[test]
 fn a_renamed_file_is_a_finding_of_verify_and_still_loads() {

@@ -1,6 +1,5 @@
-//! `FileBackend::repair` (issue 17.2): "A person who decides to accept the loss needs a
-//! deliberate way to do it: writes a new file, keeps the damaged one aside, never edits in
-//! place, prints what was dropped."
+//! `FileBackend::repair` is the deliberate way for a person who accepts the loss: it writes a
+//! new file, keeps the damaged one aside, never edits in place, and says what was dropped.
 
 // Test helpers unwrap: a failure there should stop the test.
 #![allow(clippy::unwrap_used)]

@@ -31,8 +31,8 @@ fn assert_taken(result: Result<(), PluginError>, sequence: u64, last: u64) {
     }
 }
 
-/// Issue 17.3: "the FileBackend must learn the last stored sequence when it opens a session
-/// file for append, under the file lock": a backend opened after another wrote the session
+/// The FileBackend learns the last stored sequence when it opens a session file for append,
+/// under the file lock: a backend opened after another wrote the session
 /// (a restart, another process) refuses a sequence the file already holds.
 #[test]
 fn a_backend_opening_a_written_session_refuses_its_sequences() {
@@ -55,7 +55,7 @@ fn a_backend_opening_a_written_session_refuses_its_sequences() {
 
 /// Two backends take turns on one session (the lock passes by `close`): the one that waited
 /// cannot store the sequence it had in mind before the other wrote — the case that left
-/// 99 duplicate sequences in one file (issue 18.1).
+/// 99 duplicate sequences in one file.
 #[test]
 fn a_backend_that_waited_for_the_lock_cannot_reuse_a_sequence() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,5 +1,5 @@
 //! `SkimmedRecord` and `FileBackend::skim_each`: a record decoded with its text borrowed
-//! (issue 20 item 2, "at least 3× faster than the JSONL reader") must read exactly the bytes
+//! (so a scan is at least 3× faster than the JSONL reader) must read exactly the bytes
 //! a `SessionRecord` reads, so a skimming scan reaches the verdict a loading scan reaches.
 
 #![allow(clippy::unwrap_used)]

@@ -3,7 +3,7 @@
 //!
 //! `backend_stream/{file,postgres_pipelined}` times one streamed call as the recording proxy appends
 //! it (its message, 1,000 `Output` blocks, its `TokenUsage`) until the closing record is
-//! acknowledged: the backend's share of issue 34's "a 1,000-chunk stream into PostgreSQL
+//! acknowledged: the backend's share of the bound "a 1,000-chunk stream into PostgreSQL
 //! costs ≤ 2× the same into a `FileBackend`", without the proxy around it.
 //!
 //! `CUCA_PG_URL=… cargo bench -p cuca-store-postgres --bench pg -- --warm-up-time 1 --measurement-time 3`

@@ -594,7 +594,7 @@ fn a_schema_from_before_the_sequence_rule_is_migrated_and_keeps_its_records() {
     );
 }
 
-/// Issue 34: `cuca sessions` and `cuca verify` over a database show each session's size, not
+/// `cuca sessions` and `cuca verify` over a database show each session's size, not
 /// 0: the bytes of its stored records, every session in one query, the same figure a
 /// `.cslog` holds less its frames' headers.
 #[test]

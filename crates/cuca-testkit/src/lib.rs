@@ -519,8 +519,8 @@ pub fn the_fork_audit_record_takes_its_sequence(backend: Arc<dyn SessionBackend>
     assert_sequence_taken(backend.as_ref(), refused, &branch, 1, 1);
 }
 
-/// Issue 17.5: "Ids with control characters (`\n`, ESC, other C0/C1 controls, DEL) … Refuse
-/// them at validation in every store": an append or a fork under such an id (or the empty id)
+/// Every store refuses ids with control characters (`\n`, ESC, other C0/C1 controls, DEL) at
+/// validation, so none is ever printed raw: an append or a fork under such an id (or the empty id)
 /// is `PluginError::Validation` and stores nothing.
 pub fn session_ids_with_control_characters_are_refused(backend: Arc<dyn SessionBackend>) {
     append_all(backend.as_ref(), &demo_turn("demo", 0));

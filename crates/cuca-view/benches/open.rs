@@ -1,11 +1,11 @@
-//! Opening a long session in the viewer (issue 22: "A 1,000,000-record session opens with the
-//! first turns visible in under 1 s on this machine").
+//! Opening a long session in the viewer: a 1,000,000-record session opens with the first
+//! turns visible in under 1 s on this machine.
 //!
 //! `open_1M/first_page` is the whole page request over loopback HTTP (read, render, send);
 //! `open_1M/full_read_baseline` reads every record of the same session through the same
 //! backend, what a page that loaded the whole trajectory would pay at least.
 //!
-//! `summary_200k/first_page_cold` is issue 33's row: the first request for the summary page
+//! `summary_200k/first_page_cold` is the bound on the summary page: the first request for the summary page
 //! (its header totals the whole session, so it reads the session once and indexes its turns)
 //! of a 200,000-record session the viewer has not read yet — each sample on a fresh copy, so
 //! the index cache never answers; `first_page_warm` is the next request, from the index.

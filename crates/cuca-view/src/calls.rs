@@ -319,7 +319,7 @@ pub fn table(path: &Path, filter: &CallFilter) -> Result<CallTable, ViewError> {
 }
 
 /// The failed calls recorded for `session` (rows whose `node` is the session), oldest first:
-/// what a session page shows at the place they happened (issue 33 item 3). A call that failed
+/// what a session page shows at the place they happened. A call that failed
 /// before the upstream answered left no record in the session, so only the call log knows it.
 pub fn failures_of(path: &Path, session: &str) -> Result<Vec<CallRow>, ViewError> {
     Ok(ended_rows(path)?

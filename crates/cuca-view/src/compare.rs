@@ -1,4 +1,4 @@
-//! A fork against its parent (issue 31 item 4): the records they share from the start, the
+//! A fork against its parent: the records they share from the start, the
 //! first that differs, and both tails side by side with what each cost.
 //!
 //! The rule is `cuca diff`'s (`crates/cuca-cli/src/sessions/diff.rs`), kept the same so the

@@ -1,6 +1,6 @@
 //! One pass over a session that keeps a few numbers per turn: what its summary header, its
 //! pager (total pages, last page, go to turn N), its turns sorted by latency or tokens, its
-//! next-error links and its timeline are built from (issue 33 item 2).
+//! next-error links and its timeline are built from.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};

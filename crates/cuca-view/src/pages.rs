@@ -909,7 +909,7 @@ fn event_text(event: &SessionEvent) -> String {
 }
 
 /// Every turn of a session sorted by latency or tokens, a page at a time, each linking to the
-/// turn: the slowest turn of a 12,392-turn session is one click away (issue 33 item 2).
+/// turn: the slowest turn of a 12,392-turn session is one click away.
 pub(crate) fn sorted_turns(
     session: &str,
     index: &SessionIndex,

@@ -74,8 +74,8 @@ pub fn show(dir: &Path, id: &str) -> Result<RecordSummary, ViewError> {
 }
 
 /// One journal entry with the pool entries it names resolved: what a run page shows on
-/// demand (issue 33 item 6: "each entry's content … the command, its exit status, streams,
-/// the model call's request/response").
+/// demand: each entry's content (the command, its exit status, streams, the model call's
+/// request and response).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct EntryView {

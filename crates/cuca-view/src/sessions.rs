@@ -189,7 +189,7 @@ fn summarise(backend: &FileBackend, dir: &Path, id: String) -> SessionSummary {
     };
     // A streaming scan: each record is skimmed (its text left in the read buffer) and only
     // its numbers kept, so a row costs one frame of memory however long the session, and
-    // concurrent lists cost one frame each, never a whole session each (issue 28 item 11).
+    // concurrent lists cost one frame each, never a whole session each.
     let mut tally = Tally::default();
     let summary = match backend.skim_each(&row.id, &mut |record| {
         tally.take(record.timestamp_ms, &record.hollow_event());
@@ -304,8 +304,7 @@ impl Tally {
 
 /// Seed 001's segmentation, counted: a turn ends at a Latency immediately followed by a
 /// TokenUsage; records after the last pair form a final, unfinished turn, unless they are
-/// notes only (a fork audit, a model swap), which are no call and are never counted as a turn
-/// (issue 33 item 7: "notes never counted as turns").
+/// notes only (a fork audit, a model swap), which are no call and are never counted as a turn.
 #[derive(Debug, Default)]
 struct Segmenter {
     completed: u64,
@@ -540,7 +539,7 @@ pub struct TurnView {
     pub clipped: Clipped,
     /// Sequences of its records that repeat what the turn before already showed: a system
     /// prompt sent again, the previous answer echoed back as this request's assistant
-    /// message. A page folds them away so each message reads once (issue 33 item 4).
+    /// message. A page folds them away so each message reads once.
     pub echoes: Vec<u64>,
 }
 

@@ -1,5 +1,5 @@
 //! A session's calls in time: one lane per conversation of the session (the base session and
-//! its `{base}:conv:{n}` conversations, issue 30 item 4), each call a bar from its start to
+//! its `{base}:conv:{n}` conversations), each call a bar from its start to
 //! its end.
 
 use cuca_events::SessionBackend;

@@ -1,7 +1,7 @@
 //! The viewer in a real browser: headless Chromium driven through WebDriver (chromedriver),
-//! as a person uses it (issue 22: "open the list, click into a session, expand reasoning,
-//! follow a fork to its parent, see a live record appear, open the call log and a journal
-//! run. Assert on what the page shows, not only on HTTP status.").
+//! as a person uses it: open the list, click into a session, expand reasoning, follow a fork
+//! to its parent, see a live record appear, open the call log and a journal run. The tests
+//! assert on what the page shows, not only on HTTP status.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them). Without them the
 //! test says so and passes on a developer's machine, and fails under CI (`CI` set), where a
@@ -189,7 +189,7 @@ async fn a_person_walks_through_sessions_forks_live_records_calls_and_runs() {
         .unwrap();
     let agents = text_of(&client, "#agents").await;
     assert!(agents.contains("planner"), "{agents}");
-    // Issue 33 item 6: plain words, not `Debug` text.
+    // Plain words, not `Debug` text.
     assert_eq!(
         text_of(&client, "#outcome").await,
         "complete: the journal ended with its closing line"
@@ -209,10 +209,10 @@ async fn click(client: &Client, css: &str) {
         .unwrap();
 }
 
-/// Issue 33's proof, in the browser: "the summary, paging to the last page and to a turn, a
-/// failed call on its session, the live view streaming into a turn and a fork appearing, a
-/// tool result's exit code, a journal entry's content", with the timeline of two
-/// conversations (issue 30 item 4) and a fork against its parent (issue 31 item 4).
+/// A person's path through the viewer, in the browser: the summary, paging to the last page
+/// and to a turn, a failed call on its session, the live view streaming into a turn and a
+/// fork appearing, a tool result's exit code, a journal entry's content, with the timeline of
+/// two conversations and a fork against its parent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_finds_the_slowest_turn_the_failed_call_and_watches_a_call_stream_into_its_turn() {
     use support::{AGENT, AGENT_TURNS, FAILED_AFTER_TURN, SLOWEST_TURN, TOOL_TURN};

@@ -1,5 +1,5 @@
 //! The viewer over HTTP: what each page holds, its headers, and that it never executes or
-//! changes what was recorded (issue 22).
+//! changes what was recorded.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns: a failed step is a failed test
 
 mod support;
@@ -40,8 +40,7 @@ async fn the_list_shows_every_session_most_recent_first_with_status_and_a_filter
 
 #[tokio::test]
 async fn recorded_markup_renders_as_text_never_as_script_image_or_link() {
-    // Issue 22: "a test where an Output containing <script>, <img onerror> and a javascript:
-    // link renders as text."
+    // An Output containing <script>, <img onerror> and a javascript: link renders as text.
     let fixture = Fixture::new();
     let base = support::serve(fixture.config()).await;
     let (status, _, body) = get(&format!("{base}/sessions/hostile")).await;
@@ -78,10 +77,10 @@ async fn a_session_is_a_conversation_with_reasoning_collapsed_and_tool_arguments
     );
     assert!(body.contains("412 ms"));
     assert!(body.contains("31 prompt / 9 completion tokens"));
-    // Issue 33 item 7: one turn numbering, from 1, in the text and in the anchors.
+    // One turn numbering, from 1, in the text and in the anchors.
     assert!(body.contains(r#"id="turn-1""#) && body.contains(r#"id="p-3""#));
     assert!(!body.contains(r#"id="turn-0""#));
-    // Issue 22: "the call metadata (model, parameters, finish reason) where it was recorded".
+    // The call metadata (model, parameters, finish reason) is shown where it was recorded.
     assert!(body.contains("<code>gemma-tiny</code>"), "{body}");
     assert!(body.contains("&quot;temperature&quot;: 0.5"), "{body}");
     assert!(body.contains("tools offered"), "{body}");
@@ -231,8 +230,7 @@ async fn journal_runs_show_their_agents_inputs_and_outcome() {
 
 #[tokio::test]
 async fn a_symlinked_run_directory_is_refused_as_symlinked_sessions_are() {
-    // Issue 28 item 12: "The viewer follows a symlinked run directory (sessions refuse
-    // symlinks): refuse it too."
+    // The viewer refuses a symlinked run directory, as it refuses symlinked sessions.
     let fixture = Fixture::new();
     let elsewhere = tempfile::tempdir().unwrap();
     let outside = elsewhere.path().join("outside-run");
@@ -407,7 +405,7 @@ async fn the_live_poll_lists_the_forks_so_a_new_fork_appears() {
     assert_eq!(after["forks"][0]["point"], "agent:3");
 }
 
-/// Issue 34: the viewer over a store that is not a directory (`cuca view --store postgres://…`)
+/// The viewer over a store that is not a directory (`cuca view --store postgres://…`)
 /// searches it too, after the directories: here a second sessions directory handed over as
 /// a store, read through the `SessionBackend` trait as a PostgreSQL store is.
 #[tokio::test]

@@ -154,9 +154,9 @@ fn every_row_reads_a_bench_that_some_target_runs() {
 
 #[test]
 fn the_client_rows_compare_real_framing_with_async_openai_the_minimal_reader_and_recording() {
-    // Issue 24 item 2: "per block ≤ 0.7× async-openai and ≤ 1.5× the minimal reader"; item 3:
-    // "a block recorded through `SessionLogPlugin` over a `FileBackend` (Buffered) costs at
-    // most 1.0× the client's own per-block cost".
+    // The client costs per block ≤ 0.7× async-openai and ≤ 1.5× the minimal reader, and a
+    // block recorded through `SessionLogPlugin` over a `FileBackend` (Buffered) costs at most
+    // 1.0× the client's own per-block cost.
     let results = Results {
         json: HashMap::from([(
             "clients-interleaved",
@@ -210,8 +210,8 @@ fn the_client_rows_compare_real_framing_with_async_openai_the_minimal_reader_and
 
 #[test]
 fn the_cli_scale_line_gives_the_cli_rows() {
-    // Issue 20 item 2: "`cuca verify` and `cuca replay --turn 0` on a 1,000,000-record session
-    // against reading the same records as JSONL with `serde_json`, with peak RSS".
+    // `cuca verify` and `cuca replay --turn 0` on a 1,000,000-record session against reading
+    // the same records as JSONL with `serde_json`, with peak RSS.
     let results = Results {
         cli: Some(serde_json::json!({
             "verifyNs": 100e6, "replayTurn0Ns": 250e6, "jsonlReadNs": 1_000e6,
@@ -235,7 +235,7 @@ fn the_cli_scale_line_gives_the_cli_rows() {
 
 #[test]
 fn the_proxy_row_holds_what_recording_adds_to_time_to_first_byte_at_p99_under_1_ms() {
-    // Issue 21: "the recording proxy adds under 1 ms at p99 to time to first token".
+    // The recording proxy adds under 1 ms at p99 to time to first token.
     let results = |recording_p99: f64| Results {
         json: HashMap::from([(
             "proxy-ttfb",

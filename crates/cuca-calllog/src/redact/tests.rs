@@ -36,8 +36,8 @@ fn assert_no_run_of(out: &str, secret: &str) {
 
 #[test]
 fn a_missing_role_quote_of_a_card_is_replaced_and_the_sentence_kept() {
-    // Issue 28.8: "a real llama-server answers a message without `role` with `Failed to parse
-    // messages: Missing 'role' in message: {"content":"my card is 4111-…"}`".
+    // A real llama-server answers a message without `role` with `Failed to parse messages:
+    // Missing 'role' in message: {"content":"my card is 4111-…"}`, quoting the request.
     let request =
         r#"{"model":"tiny","messages":[{"content":"my card is 4111-1111-1111-1111, exp 09/29"}]}"#;
     let body = r#"{"error":{"code":500,"message":"Failed to parse messages: Missing 'role' in message: {\"content\":\"my card is 4111-1111-1111-1111, exp 09/29\"}","type":"server_error"}}"#;
@@ -96,7 +96,7 @@ fn the_real_llama_server_errors_keep_their_sentences_whole() {
 
 #[test]
 fn an_echoed_key_leaves_no_eight_byte_run_of_it() {
-    // Issue 28.8: "an upstream echoing a key must never leave any 8+ char run of it".
+    // An upstream echoing a key never leaves any 8+ char run of it in the log.
     let authorization = "Bearer sk-proj-Zk3vQ9xW2mN8pL4tR7yU";
     let api_key = "azure-key-5f2c9d1e7a3b";
     let quoted = Quoted::new()

@@ -1,6 +1,6 @@
 //! `cuca diff DIR A B`: where two sessions part (a fork and its parent, a rerun and its
 //! recording) — the records they share from the start, the first that differs, then both
-//! tails side by side (issue 31 item 4).
+//! tails side by side.
 
 use std::io::Write;
 

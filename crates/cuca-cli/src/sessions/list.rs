@@ -146,7 +146,7 @@ fn shown_id(id: &str) -> String {
         .join(" ")
 }
 
-/// The rows with each session's conversations (`{base}:conv:{n}`, issue 30) right after their
+/// The rows with each session's conversations (`{base}:conv:{n}`) right after their
 /// base session, in conversation order; a group stands where its first member in the sort
 /// stands (the most active one, sorted by activity).
 fn grouped(rows: Vec<Row>) -> Vec<Row> {

@@ -432,8 +432,8 @@ fn damage_words(summary: &ScanSummary) -> String {
 /// load only when a record after the run continues the sequence across it, when the run holds
 /// only sealed torn frames (appends that never completed), or, after the last record, when it
 /// holds only sealed torn frames and zero bytes (v2) — or anything at all in a v1 file, whose
-/// seal (a lone `0x00`) cannot be told from a damaged last frame (issue 28 item 13: the
-/// sequence does not "continue across" a run that nothing follows).
+/// seal (a lone `0x00`) cannot be told from a damaged last frame (so the report never claims
+/// the sequence "continues across" a run that nothing follows).
 fn skipped_meaning(summary: &ScanSummary, frame: &cuca::store_file::SkippedFrame) -> &'static str {
     // A run ends at its last frame's terminator; when nothing but a torn tail follows that,
     // no good record comes after it.

@@ -578,7 +578,7 @@ pub(crate) fn replay(
     Ok(())
 }
 
-/// After a whole base session, the other conversations it holds (issue 30: a session holds
+/// After a whole base session, the other conversations it holds (a session holds
 /// conversations, each its own session `{base}:conv:{n}`), each with the line that replays it.
 fn write_conversations(out: &mut impl Write, store: &Store, session: &str) -> Result<(), CliError> {
     let mut conversations: Vec<(u64, String)> = store

@@ -148,8 +148,8 @@ fn report_lines(summary: &ScanSummary) -> Vec<String> {
     lines
 }
 
-/// One line per pair of calls a replay cannot tell apart (issue 30: "A session that cannot be
-/// replayed says so").
+/// One line per pair of calls a replay cannot tell apart, so a session that cannot be
+/// replayed says so instead of being called clean.
 fn write_ambiguities(out: &mut impl Write, ambiguities: &[Ambiguity]) -> Result<(), CliError> {
     for ambiguity in ambiguities {
         writeln!(out, "  not replayable: {ambiguity}")?;

@@ -113,7 +113,7 @@ def agents_loop(base_url):
 
 
 def two_runners(base_url):
-    """Issue 30: "two Agents SDK runners on one client (Chat Completions model)", run at once
+    """Two Agents SDK runners on one client (Chat Completions model), run at once
     with asyncio.gather. Each runner's tool returns its own word, so a replay that served one
     runner the other's answer shows in the final outputs."""
     import os
@@ -150,8 +150,7 @@ def two_runners(base_url):
 
 
 def langchain_app(base_url):
-    """Issue 30: LangChain's "`invoke`, then `stream`, then a `bind_tools` loop on one
-    `ChatOpenAI`"."""
+    """LangChain's `invoke`, then `stream`, then a `bind_tools` loop on one `ChatOpenAI`."""
     from langchain_core.messages import HumanMessage, ToolMessage
     from langchain_core.tools import tool
     from langchain_openai import ChatOpenAI

@@ -48,7 +48,7 @@ fn end_row(path: &std::path::Path) -> Record {
 
 #[test]
 fn a_response_past_the_old_4_mib_cap_is_kept_whole() {
-    // Issue 19.2: with CUCA_CALL_LOG_BODIES, `response_body` stopped at 4 MiB with a note.
+    // With CUCA_CALL_LOG_BODIES, `response_body` no longer stops at 4 MiB with a note.
     // Seed 003: the bodies "are whole and unclipped".
     let (_dir, path, log) = temp_log(true);
     let (shape, body) = shape();

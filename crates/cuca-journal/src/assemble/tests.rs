@@ -265,7 +265,7 @@ fn entries_parse_and_write_as_the_derived_code_does() {
 
 #[test]
 fn a_refused_assembly_leaves_no_run_directory_it_created() {
-    // Issue 20.7: "A failed `journal salvage`/`assemble` leaves an empty run directory behind".
+    // A failed `journal assemble` leaves no empty run directory behind.
     let tree = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(tree.path().join(".cuca")).unwrap();
     std::fs::write(

@@ -152,8 +152,8 @@ fn the_terminator_names_its_stop_reason_only_when_there_is_one() {
 
 #[test]
 fn the_recorder_build_is_written_as_the_seeds_gg_version_and_the_old_name_still_reads() {
-    // Issue 19.10: "`recorder.ggVersion` was renamed `recorder.version`. DESIGN keeps the
-    // seed's `recorder.*` names; restore the seed's field (reading both is fine)."
+    // The recorder's build is written under the seed's field, `recorder.ggVersion` (DESIGN
+    // keeps the seed's `recorder.*` names); the later `recorder.version` still reads.
     let build = RecorderBuild {
         version: "1.2.3".to_owned(),
         commit: None,

@@ -76,8 +76,8 @@ fn an_unknown_entry_kind_in_format_one_is_malformed() {
 
 #[test]
 fn a_record_with_a_gigantic_string_field_is_summarised_with_the_field_clipped() {
-    // Issue 18.9: "`cuca journal show` on a 4.7 MB record with a 1 GiB string field takes
-    // 2.1 GB and 162 s. Bound it." Every string reaches serde clipped, so what a summary holds
+    // `cuca journal show` on a record with a 1 GiB string field is bounded (it once took
+    // 2.1 GB and 162 s). Every string reaches serde clipped, so what a summary holds
     // is bounded by SUMMARY_STRING_BYTES, not by the field.
     let prompt = "p".repeat(8 * SUMMARY_STRING_BYTES);
     let name = "é".repeat(SUMMARY_STRING_BYTES);

@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn the_queue_is_bounded_by_bytes_as_well_as_by_batches() {
-        // Issue 19.11: a count bound alone lets a stalled disk hold up to the byte ceiling.
+        // A count bound alone would let a stalled disk hold up to the byte ceiling.
         let queue = Queue::new(1024, 100);
         assert_eq!(queue.try_push(lines(60)), Ok(()));
         assert_eq!(queue.try_push(lines(40)), Ok(()));

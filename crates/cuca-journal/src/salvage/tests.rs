@@ -18,7 +18,7 @@ fn a_refused_journal_is_swallowed_and_leaves_no_scratch_tree() {
     std::fs::write(&journal, b"{\"line\":\"header\",\"formatVersion\":2}\n").unwrap();
     let run_dir = dir.path().join("run");
     assert!(salvage(&journal, &run_dir).is_none());
-    // Issue 20.7: no empty run directory is left behind either.
+    // No empty run directory is left behind either.
     assert!(!run_dir.exists());
     // The container's copy is never touched.
     assert_eq!(
@@ -29,9 +29,9 @@ fn a_refused_journal_is_swallowed_and_leaves_no_scratch_tree() {
 
 #[test]
 fn a_failed_salvage_names_the_journal_leaves_no_run_directory_and_a_kept_journal_is_not_removed() {
-    // Issue 20.7: "A failed `journal salvage`/`assemble` leaves an empty run directory behind
-    // and prints two lines, the first naming a scratch path that no longer exists; `salvage
-    // --json` says "journal_removed": true while the journal is still there."
+    // A failed salvage leaves no empty run directory behind, names the journal rather than a
+    // scratch path that no longer exists, and never says the journal was removed while it is
+    // still there.
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("replay.ndjson");
     std::fs::write(&journal, b"{\"line\":\"header\",\"formatVersion\":2}\n").unwrap();

@@ -60,8 +60,8 @@ fn output_carries_reasoning_text_tool_calls_and_the_finish_reason() {
 
 #[test]
 fn the_finish_reason_is_always_there_recorded_or_defaulted() {
-    // Issue 32: "`gen_ai.output.messages` has no `finish_reason` … and the GenAI
-    // conventions' output-messages schema requires it".
+    // `gen_ai.output.messages` always has the `finish_reason` the GenAI conventions'
+    // output-messages schema requires.
     let text = [MessageContentBlock::text("Lisbon")];
     let value: Value = serde_json::from_str(&output_messages(&text, None)).unwrap();
     assert_eq!(value[0]["finish_reason"], DEFAULT_FINISH_REASON);
@@ -85,8 +85,8 @@ fn the_finish_reason_is_always_there_recorded_or_defaulted() {
 
 #[test]
 fn consecutive_streamed_blocks_are_one_part() {
-    // Issue 32: "The answer is also one part per streamed token (12 parts for a 12-token
-    // answer) instead of one joined text part."
+    // The answer is one joined text part, not one part per streamed token (12 parts for a
+    // 12-token answer).
     let blocks: Vec<MessageContentBlock> = ["th", "ink"]
         .iter()
         .map(|t| MessageContentBlock::thinking(*t))
@@ -116,15 +116,79 @@ fn consecutive_streamed_blocks_are_one_part() {
 }
 
 #[test]
-fn the_last_user_message_is_the_input_shown() {
-    let messages = [
+fn the_input_shown_is_what_came_after_the_last_answer() {
+    let (first, second, answer) = (
         Message::user("first"),
-        Message::assistant("a"),
         Message::user("second"),
-        Message::assistant("b"),
+        Message::assistant("a"),
+    );
+    let system = Message::system("terse");
+    // The new question, as text, whatever came before it.
+    assert_eq!(
+        new_input(&[&system, &first, &answer, &second]),
+        ("second".to_owned(), crate::conventions::MIME_TEXT)
+    );
+    // A tool's result is a message of its own, shown as the conventions' JSON.
+    let result = Message {
+        role: Role::Tool,
+        content: vec![MessageContentBlock::ToolResult {
+            tool_call_id: "c1".into(),
+            content: "24 °C".into(),
+            is_error: false,
+        }],
+    };
+    let (value, mime) = new_input(&[&first, &answer, &result]);
+    assert_eq!(mime, crate::conventions::MIME_JSON);
+    let value: Value = serde_json::from_str(&value).unwrap();
+    assert_eq!(value[0]["role"], "tool");
+    assert_eq!(value.as_array().map(Vec::len), Some(1));
+    // Nothing after the last answer: the whole conversation sent.
+    let (value, mime) = new_input(&[&system, &first, &answer]);
+    assert_eq!(mime, crate::conventions::MIME_JSON);
+    assert_eq!(value, input_messages([&first, &answer]));
+}
+
+#[test]
+fn an_answer_of_reasoning_alone_is_shown_as_its_text() {
+    let blocks = [
+        MessageContentBlock::Thinking {
+            thinking: "The user".into(),
+        },
+        MessageContentBlock::Thinking {
+            thinking: " asks.".into(),
+        },
     ];
-    assert_eq!(last_user_text(messages.iter()).as_deref(), Some("second"));
-    assert_eq!(last_user_text([Message::assistant("a")].iter()), None);
+    let output = output_messages(&blocks, None);
+    assert_eq!(
+        output_value(&blocks, &output),
+        ("The user asks.".to_owned(), crate::conventions::MIME_TEXT)
+    );
+    let call = [MessageContentBlock::ToolCall {
+        id: "c1".into(),
+        name: "open".into(),
+        arguments: "{}".into(),
+    }];
+    let output = output_messages(&call, None);
+    assert_eq!(
+        output_value(&call, &output),
+        (output.clone(), crate::conventions::MIME_JSON)
+    );
+}
+
+#[test]
+fn recorded_tools_become_openai_function_schemas_and_junk_none() {
+    let tools = r#"[{"name":"open","description":"Opens a file","parameters":{"type":"object"}}]"#;
+    let schemas = tool_schemas(tools);
+    assert_eq!(schemas.len(), 1);
+    let value: Value = serde_json::from_str(&schemas[0]).unwrap();
+    assert_eq!(
+        value,
+        json!({"type": "function", "function": {"name": "open", "description": "Opens a file", "parameters": {"type": "object"}}})
+    );
+    assert!(tool_schemas("[]").is_empty());
+    assert!(tool_schemas("not json").is_empty());
+    let many = Value::Array(vec![json!({"name": "t"}); MAX_TOOLS + 5]).to_string();
+    assert_eq!(tool_schemas(&many).len(), MAX_TOOLS);
 }
 
 #[test]

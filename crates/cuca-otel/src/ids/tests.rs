@@ -4,8 +4,8 @@ use super::*;
 
 #[test]
 fn ids_are_a_function_of_session_and_sequence() {
-    // Issue 23: "exporting the same session twice yields the same trace and span ids
-    // (derived from session id and sequence)".
+    // Exporting the same session twice yields the same trace and span ids (derived from
+    // session id and sequence).
     assert_eq!(turn_trace_id("demo", 0), turn_trace_id("demo", 0));
     assert_ne!(turn_trace_id("demo", 0), turn_trace_id("demo", 7));
     assert_eq!(turn_span_id("demo", 7), turn_span_id("demo", 7));

@@ -24,8 +24,8 @@ fn a_fork_id_names_its_parent_and_point() {
 
 #[test]
 fn a_copied_call_belongs_to_the_session_that_recorded_it() {
-    // Issue 32: "a fork's inherited turns are not exported again as calls (link to the
-    // parent's spans instead)": the link names the session whose own export sent the call,
+    // A fork's inherited turns are not exported again as calls but linked to the parent's
+    // spans: the link names the session whose own export sent the call,
     // however many forks up.
     let first = fork_session_id("demo", "demo:9", 0);
     let second = fork_session_id(&first, &format!("{first}:20"), 0);

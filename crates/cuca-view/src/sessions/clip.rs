@@ -4,7 +4,7 @@
 //! of its own: a model that streamed for an hour, or one record of 32 MiB, is one turn. Kept
 //! whole, a page of a 622 MB turn held 2.26 GB (the records, their joined text, its escaped
 //! HTML). Clipped as each record is read, a page holds at most its turns' budgets plus the one
-//! record being decoded (issue 28 item 11).
+//! record being decoded, however long a turn is.
 
 use cuca_events::{MessageContentBlock, SessionEvent};
 

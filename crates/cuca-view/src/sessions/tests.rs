@@ -13,8 +13,8 @@ fn session_of_turns(backend: &FileBackend, id: &str, turns: u64) {
 
 #[test]
 fn a_page_reads_only_its_turns_and_one_record_more() {
-    // Issue 22: "A 1,000,000-record session opens with the first turns visible … never load
-    // the whole trajectory into the page." What proves it is the count the backend handed over.
+    // A 1,000,000-record session opens with the first turns visible and never loads the
+    // whole trajectory into the page. What proves it is the count the backend handed over.
     let dir = tempfile::tempdir().unwrap();
     let backend = FileBackend::new(dir.path()).unwrap();
     session_of_turns(&backend, "long", 500);
@@ -146,8 +146,8 @@ fn the_fork_tree_runs_from_the_oldest_ancestor_through_every_branch() {
 
 #[test]
 fn a_page_keeps_a_long_turn_clipped_and_counts_what_it_cut() {
-    // Issue 28 item 11: the viewer "renders a page of 20 turns however long a turn is (a
-    // 622 MB turn → 2.26 GB)". A turn of one long output and more streamed blocks than a page
+    // A page of 20 turns costs bounded memory however long a turn is (a 622 MB turn once
+    // cost 2.26 GB). A turn of one long output and more streamed blocks than a page
     // keeps: the text is cut to the turn's budget, the records to the turn's count, and the
     // header's records after them are still kept.
     let dir = tempfile::tempdir().unwrap();
@@ -226,7 +226,7 @@ fn a_page_keeps_a_long_turn_clipped_and_counts_what_it_cut() {
 
 #[test]
 fn a_notes_only_tail_is_never_counted_as_a_turn_in_the_list_or_the_index() {
-    // Issue 33 item 7: "the list counts a notes-only block as a turn" — it no longer does.
+    // The list does not count a notes-only block as a turn.
     let dir = tempfile::tempdir().unwrap();
     let backend = FileBackend::new(dir.path()).unwrap();
     session_of_turns(&backend, "s", 2);
@@ -302,7 +302,7 @@ fn the_index_sorts_turns_and_finds_the_next_error() {
 
 #[test]
 fn an_answer_echoed_back_as_the_next_request_is_marked_once() {
-    // Issue 33 item 4: "every answer shows twice on a proxy session page".
+    // An answer echoed back as the next request does not show twice on a proxy session page.
     use cuca_events::Message;
     let dir = tempfile::tempdir().unwrap();
     let backend = FileBackend::new(dir.path()).unwrap();

@@ -1,6 +1,6 @@
 //! The WebDriver session every browser test drives: Debian's headless Chromium through
 //! chromedriver, started on a free loopback port, stopped when the test ends. The viewer's
-//! browser tests and `cuca-cli`'s fleet test (`cuca view --store postgres://…`, issue 34)
+//! browser tests and `cuca-cli`'s fleet test (`cuca view --store postgres://…`)
 //! share it (`#[path]` from there), so there is one driver.
 // Helpers outside `#[test]` functions unwrap: a failed step is a failed test.
 #![allow(clippy::unwrap_used, dead_code, unreachable_pub)]
