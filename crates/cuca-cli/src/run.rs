@@ -88,12 +88,20 @@ fn codex_provider(
     } else {
         ""
     };
+    // Replayed, the same request gets the same answer every time: Codex's own retries (five
+    // for a stream, with back-off) would only keep a divergence from its user for seconds.
+    // It does not read `x-should-retry`, so its provider is told to retry nothing.
+    let retries = if mode == cuca_proxy::Mode::Replay {
+        ",request_max_retries=0,stream_max_retries=0"
+    } else {
+        ""
+    };
     Some([
         "-c".into(),
         "model_provider=cuca".into(),
         "-c".into(),
         format!(
-            r#"model_providers.cuca={{name="cuca",base_url="{base_url}",wire_api="responses"{key}}}"#
+            r#"model_providers.cuca={{name="cuca",base_url="{base_url}",wire_api="responses"{key}{retries}}}"#
         ),
     ])
 }

@@ -194,8 +194,9 @@ fn run_gives_codex_a_model_provider_at_the_proxy_since_it_reads_no_base_url() {
     assert_eq!(
         lines[3],
         format!(
-            r#"model_providers.cuca={{name="cuca",base_url="http://127.0.0.1:{port}/s/cx/v1",wire_api="responses",env_key="OPENAI_API_KEY"}}"#
-        )
+            r#"model_providers.cuca={{name="cuca",base_url="http://127.0.0.1:{port}/s/cx/v1",wire_api="responses",env_key="OPENAI_API_KEY",request_max_retries=0,stream_max_retries=0}}"#
+        ),
+        "replayed, Codex is told to retry nothing: the same request gets the same refusal"
     );
     // Codex's own arguments follow, untouched.
     assert_eq!(lines[4..], ["exec", "hello"]);

@@ -81,8 +81,10 @@
 mod chain;
 mod config;
 mod conversations;
+mod divergence;
 mod error;
 mod flush;
+mod fork;
 mod headers;
 mod index;
 mod matching;

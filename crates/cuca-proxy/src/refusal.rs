@@ -21,6 +21,9 @@ pub(crate) struct ApiError {
     pub(crate) session: Option<String>,
     /// The wire format whose error shape the body takes.
     pub(crate) format: Format,
+    /// Where a request first differs from its recording, for a divergence: the body's
+    /// `error.divergence` (path, offset, and the text around it on both sides).
+    pub(crate) divergence: Option<Box<Value>>,
 }
 
 impl ApiError {
@@ -38,6 +41,7 @@ impl ApiError {
             param: None,
             session: None,
             format: Format::Chat,
+            divergence: None,
         }
     }
 
@@ -52,6 +56,11 @@ impl ApiError {
         self
     }
 
+    pub(crate) fn with_divergence(mut self, divergence: Value) -> Self {
+        self.divergence = Some(Box::new(divergence));
+        self
+    }
+
     pub(crate) fn in_session(mut self, session: &str) -> Self {
         self.session = Some(session.to_owned());
         self
@@ -59,13 +68,20 @@ impl ApiError {
 
     /// The JSON body.
     pub(crate) fn body(&self) -> Value {
-        self.format.error_body(&ErrorInfo {
+        let mut body = self.format.error_body(&ErrorInfo {
             status: self.status.as_u16(),
             kind: self.kind,
             code: self.code,
             message: &self.message,
             param: self.param.as_deref(),
-        })
+        });
+        if let (Some(divergence), Some(error)) = (
+            &self.divergence,
+            body.get_mut("error").and_then(Value::as_object_mut),
+        ) {
+            error.insert("divergence".to_owned(), Value::clone(divergence));
+        }
+        body
     }
 }
 

@@ -22,6 +22,7 @@ use bytes::Bytes;
 use cuca_events::{Message, MessageContentBlock, Role};
 use cuca_replay::{ReplayTrajectory, ReplayTurn, SessionReplay};
 
+use crate::divergence::FirstDifference;
 use crate::flush::OneAtATime;
 use crate::headers::{INCOMPLETE_HEADER, POINT_HEADER, SESSION_HEADER, TURN_HEADER};
 use crate::index::{Indexes, Key, Keys, TurnIndex};
@@ -394,12 +395,14 @@ async fn lookup_asked(
     for (i, (message_idx, _, got)) in conversation.iter().enumerate().take(recorded.len()) {
         let (at, want) = recorded[i];
         if want != *got {
-            let expected = describe_recorded(at).await?;
+            let expected = index.read_message(at).await.map_err(read)?;
+            let sent = &request.messages[*message_idx];
             return Ok(Lookup::Diverged(diverged(
                 session,
                 *message_idx,
-                &expected,
-                &describe(&request.messages[*message_idx]),
+                &describe(&expected),
+                &describe(sent),
+                FirstDifference::of_messages(*message_idx, &expected, sent, matching),
             )));
         }
     }
@@ -496,6 +499,7 @@ async fn lookup_asked(
             index_at,
             &expected,
             "no message (the request ends here)",
+            None,
         )));
     };
     // Chosen by the index: now its records are read, and what the index holds no key of (the
@@ -510,6 +514,11 @@ async fn lookup_asked(
                     *index,
                     &format!("system {:?}", quote(want)),
                     &format!("system {:?}", quote(got)),
+                    FirstDifference::of_texts(
+                        format!("messages[{index}].content"),
+                        &matching.normal(want),
+                        &matching.normal(got),
+                    ),
                 )));
             }
             (Some(want), None) => {
@@ -518,6 +527,7 @@ async fn lookup_asked(
                     request.messages.len(),
                     &format!("system {:?}", quote(want)),
                     "no system message",
+                    None,
                 )));
             }
             (None, Some((index, got))) => {
@@ -526,6 +536,7 @@ async fn lookup_asked(
                     *index,
                     "no system message",
                     &format!("system {:?}", quote(got)),
+                    None,
                 )));
             }
             _ => {}
@@ -624,17 +635,33 @@ fn refused(session: &str, param: &str, message: String) -> ApiError {
     .in_session(session)
 }
 
-fn diverged(session: &str, index: usize, expected: &str, got: &str) -> ApiError {
-    ApiError::new(
+/// The 409 of a request that differs from its recording at message `index`: both sides in
+/// a few words, and, where one was found, the first difference in context (also in the body,
+/// as `error.divergence`).
+fn diverged(
+    session: &str,
+    index: usize,
+    expected: &str,
+    got: &str,
+    difference: Option<FirstDifference>,
+) -> ApiError {
+    let detail = difference
+        .as_ref()
+        .map_or(String::new(), |d| format!("; {}", d.sentence()));
+    let error = ApiError::new(
         StatusCode::CONFLICT,
         "invalid_request_error",
         "cuca_replay_diverged",
         format!(
-            "the request diverges from the recording of session {session:?} at messages[{index}]: expected {expected}, got {got}"
+            "the request diverges from the recording of session {session:?} at messages[{index}]: expected {expected}, got {got}{detail}"
         ),
     )
     .with_param(format!("messages[{index}]"))
-    .in_session(session)
+    .in_session(session);
+    match difference {
+        Some(difference) => error.with_divergence(difference.json()),
+        None => error,
+    }
 }
 
 /// A message in a few words: its role and clipped text, and any tool calls or images.

@@ -29,9 +29,9 @@ pub(crate) struct Shared {
     pub(crate) served: replay::Served,
     /// What replay compares, and what it ignores.
     pub(crate) matching: Matching,
-    /// Fork mode's branches: the conversation a diverging call was recorded in instead of
-    /// each recorded conversation, so the calls after it continue the branch.
-    pub(crate) branches: Mutex<HashMap<String, String>>,
+    /// Fork mode's tree: the branches made of each recorded conversation or branch, in the
+    /// order they were made, so the calls after a divergence continue their branch.
+    pub(crate) branches: Mutex<HashMap<String, Vec<String>>>,
     /// The store, for fork mode's forks.
     pub(crate) backend: Arc<dyn SessionBackend>,
     pub(crate) upstream: Upstream,

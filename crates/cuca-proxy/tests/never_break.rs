@@ -21,7 +21,7 @@ use support::{client, recording_at, replaying};
 
 /// A scripted Chat Completions upstream: a question holding `refuse` is a 400 (a prompt over
 /// the context, say), after `delay_ms` when the request says so; any other question gets
-/// `Answer {nth} to {question}`, the `nth` time that question was asked, whole.
+/// `Answer {nth} to {question}`, the `nth` time those messages were asked, whole.
 struct Scripted {
     url: String,
     asked: Arc<Mutex<HashMap<String, usize>>>,
@@ -65,7 +65,7 @@ async fn scripted() -> Scripted {
                 }
                 let nth = {
                     let mut counts = counts.lock().unwrap();
-                    let n = counts.entry(question.clone()).or_default();
+                    let n = counts.entry(request["messages"].to_string()).or_default();
                     *n += 1;
                     *n
                 };
@@ -285,4 +285,157 @@ async fn two_identical_first_calls_at_once_each_get_their_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_identical_first_calls_at_once_each_get_their_answer() {
     identical_first_calls_at_once(8).await;
+}
+
+/// The request of call `k` of a run whose call `changed` (if any) asks variant `variant`'s
+/// question instead: each earlier question followed by the answer the scripted upstream gave
+/// it (the first asking of each question).
+fn run_call(k: usize, changed: Option<(usize, usize)>) -> Value {
+    let question = |j: usize| match changed {
+        Some((at, variant)) if at == j => format!("Name thing {j}, variant {variant}."),
+        _ => format!("Name thing {j}."),
+    };
+    let mut messages = vec![json!({"role": "system", "content": "Be brief."})];
+    for j in 0..k {
+        messages.push(json!({"role": "user", "content": question(j)}));
+        messages
+            .push(json!({"role": "assistant", "content": format!("Answer 1 to {}", question(j))}));
+    }
+    messages.push(json!({"role": "user", "content": question(k)}));
+    json!({"model": "m", "messages": messages})
+}
+
+/// Every session of the store (the recording and each fork) holds one conversation: no two
+/// calls at one position carried different messages (what `cuca verify` reports as not
+/// replayable), and every id is within the session-id rule's 200 bytes.
+fn assert_each_branch_is_one_conversation(proxy: &support::Running) {
+    for id in proxy.backend.sessions().unwrap() {
+        assert!(id.len() <= 200, "session id of {} bytes: {id}", id.len());
+        let mut check = cuca_replay::AmbiguityCheck::new();
+        for record in proxy.records(&id) {
+            check.observe(&record.event);
+        }
+        let ambiguities = check.finish();
+        assert!(ambiguities.is_empty(), "{id}: {ambiguities:?}");
+    }
+}
+
+/// Re-runs that diverge at one call, one after another and at once: a re-run that matches a
+/// branch replays it or continues it, a new variant forks the recording at its own divergence
+/// point (the id does not grow with the number of variants), and no branch holds calls of
+/// two re-runs that differ. Before, every re-run recorded into the newest branch without
+/// comparing its history, and each variant forked the one before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fork_mode_keeps_each_variant_in_a_branch_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = scripted().await;
+    {
+        let proxy = recording_at(&upstream.url, dir.path()).await;
+        let url = proxy.chat_url(Some("run"));
+        for k in 0..3 {
+            assert_eq!(send(&url, &run_call(k, None)).await.0, 200);
+        }
+        proxy.proxy.settled_all().await;
+    }
+    let config =
+        cuca_proxy::ProxyConfig::new(cuca_proxy::Mode::Fork, Some(upstream.url.clone())).unwrap();
+    let proxy = support::start(config, dir.path()).await;
+    let url = proxy.chat_url(Some("run"));
+    // Twenty variants one after another, then eight at once, each changing call 1.
+    let variant = |v: usize| {
+        let url = url.clone();
+        async move {
+            for k in 0..3 {
+                let (status, text, session) = send(&url, &run_call(k, Some((1, v)))).await;
+                assert_eq!(status, 200, "variant {v}, call {k}: {text}");
+                let question = if k == 1 {
+                    format!("Name thing 1, variant {v}.")
+                } else {
+                    format!("Name thing {k}.")
+                };
+                assert_eq!(
+                    text,
+                    format!("Answer 1 to {question}"),
+                    "variant {v}, call {k} in {session}"
+                );
+            }
+        }
+    };
+    for v in 0..20 {
+        variant(v).await;
+    }
+    let at_once: Vec<_> = (20..28).map(|v| tokio::spawn(variant(v))).collect();
+    for run in at_once {
+        run.await.unwrap();
+    }
+    // A variant run again replays its branch: the upstream is asked nothing more.
+    let asked = upstream.asked.lock().unwrap().values().sum::<usize>();
+    variant(3).await;
+    assert_eq!(
+        upstream.asked.lock().unwrap().values().sum::<usize>(),
+        asked
+    );
+    proxy.proxy.settled_all().await;
+    assert_each_branch_is_one_conversation(&proxy);
+}
+
+/// "The 409 cannot show where a long prompt differs": a system prompt that differs on its
+/// 22nd line is answered with the path, the character and the text around it on both sides,
+/// in the body (`error.divergence`) and the message — and told not to be retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_divergence_late_in_a_long_prompt_shows_where_it_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = scripted().await;
+    let lines: Vec<String> = (1..=30).map(|n| format!("Rule {n}: be careful.")).collect();
+    let ask = |system: &str| {
+        json!({"model": "m", "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "Name a colour."},
+        ]})
+    };
+    {
+        let proxy = recording_at(&upstream.url, dir.path()).await;
+        let url = proxy.chat_url(Some("long"));
+        assert_eq!(send(&url, &ask(&lines.join("\n"))).await.0, 200);
+        proxy.proxy.settled_all().await;
+    }
+    let replay = replaying(dir.path()).await;
+    let mut changed = lines.clone();
+    changed[21] = "Rule 22: be bold.".to_owned();
+    let response = client()
+        .post(replay.chat_url(Some("long")))
+        .json(&ask(&changed.join("\n")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 409);
+    assert_eq!(
+        response
+            .headers()
+            .get("x-should-retry")
+            .and_then(|v| v.to_str().ok()),
+        Some("false")
+    );
+    let body: Value = response.json().await.unwrap();
+    let divergence = &body["error"]["divergence"];
+    assert_eq!(divergence["path"], "messages[0].content", "{body}");
+    assert!(
+        divergence["expected"]
+            .as_str()
+            .unwrap()
+            .contains("Rule 22: be careful."),
+        "{body}"
+    );
+    assert!(
+        divergence["got"]
+            .as_str()
+            .unwrap()
+            .contains("Rule 22: be bold."),
+        "{body}"
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("first difference at messages[0].content, character"),
+        "{message}"
+    );
 }

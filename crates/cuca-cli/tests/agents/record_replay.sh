@@ -9,7 +9,7 @@
 # and replay.out/.err/.status (the client's stdout, cuca's and the client's stderr, the exit
 # status of `cuca run`). With DIVERGE_FROM and DIVERGE_TO set, a third run replays the client
 # with the argument DIVERGE_FROM replaced by DIVERGE_TO, a run the recording does not hold:
-# diverge.out/.err/.status as above, and diverge.ms, how long it took to end.
+# diverge.out/.err/.status as above. replay.ms and diverge.ms: how long each replay took.
 set -u
 out=$1
 session=$2
@@ -48,9 +48,11 @@ fi
 echo $? > "$out/record.status"
 kill "$upstream"
 wait "$upstream" 2>/dev/null
+started=$(date +%s%N)
 "$CUCA" run --mode replay --dir "$out/sessions" --session "$session" -- "$@" \
   > "$out/replay.out" 2> "$out/replay.err" < /dev/null
 echo $? > "$out/replay.status"
+echo $(( ($(date +%s%N) - started) / 1000000 )) > "$out/replay.ms"
 if [ -n "${DIVERGE_FROM:-}" ]; then
   for arg do
     shift
