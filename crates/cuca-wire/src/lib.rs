@@ -44,11 +44,13 @@ mod error;
 pub mod messages;
 pub mod responses;
 mod sse;
+mod stream;
 mod summary;
 mod text;
 
 pub use error::WireError;
 pub use sse::{SseDecoder, SseEvent, MAX_EVENT_BYTES};
+pub use stream::MAX_INDEX;
 pub use summary::{LlamaTimings, StreamSummary};
 pub use text::{clip, server_message, server_text, CLIP_CHARS};
 
