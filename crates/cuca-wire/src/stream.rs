@@ -135,7 +135,10 @@ impl<E: Events> Shell<E> {
             return Ok(());
         }
         let events = &mut self.events;
-        match self.sse.feed(bytes, &mut |event| on_event(events, event, out)) {
+        match self
+            .sse
+            .feed(bytes, &mut |event| on_event(events, event, out))
+        {
             // Bytes after the end marker are ignored also when they arrive in the same read
             // as it: the SSE layer decodes the whole read before the decoder can stop it, so
             // an error met once the end was seen came from those bytes. (Found by fuzzing:

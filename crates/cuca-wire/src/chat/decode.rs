@@ -22,7 +22,7 @@ use serde::Deserialize;
 
 use crate::error::WireError;
 use crate::stream::{bounded, stream_decoder, Common, Events};
-use crate::summary::{LlamaTimings, StreamSummary};
+use crate::summary::LlamaTimings;
 use crate::text::{clip, error_value_text, for_clip_error};
 
 stream_decoder!(
@@ -98,7 +98,11 @@ impl Events for ChatEvents {
 }
 
 impl ChatEvents {
-    fn on_chunk(&mut self, data: &str, out: &mut Vec<MessageContentBlock>) -> Result<(), WireError> {
+    fn on_chunk(
+        &mut self,
+        data: &str,
+        out: &mut Vec<MessageContentBlock>,
+    ) -> Result<(), WireError> {
         if data == "[DONE]" {
             self.flush_tools(out)?;
             self.common.summary.saw_done = true;

@@ -371,7 +371,11 @@ impl ResponsesEvents {
         if !matches!(self.common.summary.wire, Some(Value::Object(_))) {
             self.common.summary.wire = Some(json!({"format": WIRE_FORMAT, "items": []}));
         }
-        self.common.summary.wire.as_mut().and_then(Value::as_object_mut)
+        self.common
+            .summary
+            .wire
+            .as_mut()
+            .and_then(Value::as_object_mut)
     }
 
     fn wire_item(&mut self, at: usize) -> Option<&mut Map<String, Value>> {
@@ -817,9 +821,7 @@ fn counts_list<'e>(
     if counts.is_empty() {
         return None;
     }
-    let slot = entry
-        .entry(key)
-        .or_insert_with(|| Value::Array(Vec::new()));
+    let slot = entry.entry(key).or_insert_with(|| Value::Array(Vec::new()));
     if !slot.is_array() {
         *slot = Value::Array(Vec::new());
     }

@@ -11,9 +11,7 @@ fn events_with_index(format: Format, index: u64) -> Vec<(&'static str, String)> 
         Format::Chat => vec![
             (
                 "choices[].index",
-                format!(
-                    r#"data: {{"choices":[{{"index":{index},"delta":{{"content":"x"}}}}]}}"#
-                ),
+                format!(r#"data: {{"choices":[{{"index":{index},"delta":{{"content":"x"}}}}]}}"#),
             ),
             (
                 "tool_calls[].index",
