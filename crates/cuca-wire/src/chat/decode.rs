@@ -1,4 +1,5 @@
-//! The chat-completions stream decoder: bytes in, content blocks and a summary out.
+//! The chat-completions stream decoder (bytes in, content blocks and a summary out) and the
+//! reader of a whole `chat.completion` answer.
 //!
 //! It is pure (no I/O, no clock), so a test can feed it a real transcript split at any
 //! byte and compare. What it maps:
@@ -17,12 +18,15 @@
 
 use std::borrow::Cow;
 
-use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage};
+use cuca_events::{Message, MessageContentBlock, PromptCacheUsage, ProviderUsage};
 use serde::Deserialize;
 
+use serde_json::Value;
+
+use super::request::message_of;
 use crate::error::WireError;
 use crate::stream::{bounded, stream_decoder, Common, Events};
-use crate::summary::LlamaTimings;
+use crate::summary::{LlamaTimings, StreamSummary};
 use crate::text::{clip, error_value_text, for_clip_error};
 
 stream_decoder!(
@@ -245,6 +249,59 @@ impl ChatEvents {
     }
 }
 
+/// A non-streamed `chat.completion` object's blocks (reasoning, then text, then tool calls,
+/// the order a stream of it delivers them) and summary.
+pub fn decode_whole(body: &[u8]) -> Result<(Vec<MessageContentBlock>, StreamSummary), String> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| format!("the upstream's answer is not JSON: {e}"))?;
+    let mut blocks = Vec::new();
+    let mut summary = StreamSummary {
+        model: value
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+            .map(str::to_owned),
+        ..StreamSummary::default()
+    };
+    let choice = value
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|choices| choices.first());
+    if let Some(choice) = choice {
+        summary.finish_reason = choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if let Some(message) = choice.get("message") {
+            if let Ok(Message { content, .. }) = message_of(message) {
+                // A stream yields nothing for an empty delta; neither does its whole form.
+                blocks = content
+                    .into_iter()
+                    .filter(|block| match block {
+                        MessageContentBlock::Text { text } => !text.is_empty(),
+                        MessageContentBlock::Thinking { thinking } => !thinking.is_empty(),
+                        _ => true,
+                    })
+                    .collect();
+            }
+        }
+    }
+    if let Some(usage) = value.get("usage") {
+        let count = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64);
+        summary.usage = Some(ProviderUsage {
+            prompt_tokens: count("/prompt_tokens").unwrap_or(0),
+            completion_tokens: count("/completion_tokens").unwrap_or(0),
+            reasoning_tokens: count("/completion_tokens_details/reasoning_tokens"),
+            cost: usage.get("cost").and_then(Value::as_f64),
+        });
+        if let Some(cached_tokens) = count("/prompt_tokens_details/cached_tokens") {
+            summary.prompt_cache = Some(PromptCacheUsage { cached_tokens });
+        }
+    }
+    summary.n_events = 1;
+    Ok((blocks, summary))
+}
+
 #[derive(Deserialize)]
 struct WireChunk<'a> {
     #[serde(borrow, default)]
@@ -339,6 +396,3 @@ struct WireCompletionDetails {
     #[serde(default)]
     reasoning_tokens: Option<u64>,
 }
-
-#[cfg(test)]
-mod tests;

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use cuca_events::MessageContentBlock;
 use serde_json::{json, Value};
 
-use crate::{RecordedAnswer, WireRequest};
+use crate::{RecordedAnswer, WireRequest, MAX_EVENT_TEXT};
 
 /// Chat's finish reason for a recorded one: Chat's own words as they are, another format's
 /// mapped (`end_turn` → `stop`, `max_tokens` → `length`, `tool_use` → `tool_calls`), and a
@@ -90,11 +90,6 @@ fn chunk(id: &str, model: &str, delta: Value, finish: Option<&str>) -> Value {
 fn event(value: &Value) -> Bytes {
     Bytes::from(format!("data: {value}\n\n"))
 }
-
-/// The most bytes of text one streamed event carries. A recorded block longer than this (a
-/// non-streamed answer is one block) goes out in several deltas, as a provider streams it, so
-/// a stream holds one event of at most this much text at a time, however long the turn.
-pub const MAX_EVENT_TEXT: usize = 64 * 1024;
 
 /// Where an [`SseEvents`] is in the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

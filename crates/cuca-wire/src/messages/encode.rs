@@ -15,8 +15,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::WIRE_FORMAT;
-use crate::chat::MAX_EVENT_TEXT;
-use crate::{RecordedAnswer, WireRequest};
+use crate::{RecordedAnswer, WireRequest, MAX_EVENT_TEXT};
 
 /// Anthropic's stop reason for a recorded one: its own words as they are, another format's
 /// mapped (`stop` → `end_turn`, `length` → `max_tokens`, `tool_calls` → `tool_use`,

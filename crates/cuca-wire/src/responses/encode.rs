@@ -17,8 +17,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 use super::WIRE_FORMAT;
-use crate::chat::MAX_EVENT_TEXT;
-use crate::{RecordedAnswer, WireRequest};
+use crate::{RecordedAnswer, WireRequest, MAX_EVENT_TEXT};
 
 /// The answer as a Responses event stream, built one event at a time as it is polled:
 /// `response.created`, `response.in_progress`, each item's `response.output_item.added`,

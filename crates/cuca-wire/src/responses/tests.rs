@@ -536,7 +536,7 @@ fn a_wire_that_does_not_fit_the_blocks_falls_back_to_grouping_but_keeps_the_resp
 
 #[test]
 fn a_long_text_goes_out_in_pieces_and_decodes_to_the_same_text() {
-    let text = "é".repeat(crate::chat::MAX_EVENT_TEXT);
+    let text = "é".repeat(crate::MAX_EVENT_TEXT);
     let recorded = recorded(
         vec![MessageContentBlock::text(text.clone())],
         None,
@@ -552,7 +552,7 @@ fn a_long_text_goes_out_in_pieces_and_decodes_to_the_same_text() {
     assert_eq!(deltas.len(), 2);
     assert!(deltas
         .iter()
-        .all(|d| d["delta"].as_str().unwrap().len() <= crate::chat::MAX_EVENT_TEXT));
+        .all(|d| d["delta"].as_str().unwrap().len() <= crate::MAX_EVENT_TEXT));
     let (blocks, _) = decode(&body).unwrap();
     assert_eq!(blocks.len(), 2);
     let joined: String = blocks

@@ -1,15 +1,16 @@
-//! Unit tests of the chat-stream decoder, against the real llama-server transcripts.
+//! Unit tests of the chat format: the stream decoder against the real llama-server transcripts.
 
 use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage};
 use proptest::prelude::*;
 
 use super::*;
 use crate::text::{server_message, CLIP_CHARS};
+use crate::{StreamSummary, WireError};
 
-const BASIC: &[u8] = include_bytes!("../../../tests/fixtures/llama-server/stream-basic.body");
+const BASIC: &[u8] = include_bytes!("../../tests/fixtures/llama-server/stream-basic.body");
 const REASONING: &[u8] =
-    include_bytes!("../../../tests/fixtures/llama-server/stream-reasoning.body");
-const NO_USAGE: &[u8] = include_bytes!("../../../tests/fixtures/llama-server/stream-no-usage.body");
+    include_bytes!("../../tests/fixtures/llama-server/stream-reasoning.body");
+const NO_USAGE: &[u8] = include_bytes!("../../tests/fixtures/llama-server/stream-no-usage.body");
 
 fn decode_chunks(chunks: &[&[u8]]) -> Result<(Vec<MessageContentBlock>, StreamSummary), WireError> {
     let mut decoder = ChatStreamDecoder::new();
@@ -273,7 +274,7 @@ fn bytes_after_done_are_ignored() {
 
 #[test]
 fn server_message_reads_json_errors_and_clips_html() {
-    let llama = include_str!("../../../tests/fixtures/llama-server/error-no-messages.body");
+    let llama = include_str!("../../tests/fixtures/llama-server/error-no-messages.body");
     assert_eq!(server_message(llama), "'messages' is required");
     let html = format!(
         "<html><head><title>500 Internal Server Error</title></head><body>{}</body></html>",
