@@ -40,16 +40,20 @@ use cuca_events::{MessageContentBlock, UnifiedRequest};
 
 mod body;
 pub mod chat;
+mod endpoint;
 mod error;
 pub mod messages;
 mod openai;
 pub mod responses;
+mod row;
 mod sse;
 mod stream;
 mod summary;
 mod text;
 
+pub use endpoint::{api_url, BaseUrlError};
 pub use error::WireError;
+pub use row::request_row;
 pub use sse::{SseDecoder, SseEvent, MAX_EVENT_BYTES};
 pub use stream::MAX_INDEX;
 pub use summary::{LlamaTimings, StreamSummary};

@@ -8,8 +8,7 @@ use crate::text::{server_message, CLIP_CHARS};
 use crate::{StreamSummary, WireError};
 
 const BASIC: &[u8] = include_bytes!("../../tests/fixtures/llama-server/stream-basic.body");
-const REASONING: &[u8] =
-    include_bytes!("../../tests/fixtures/llama-server/stream-reasoning.body");
+const REASONING: &[u8] = include_bytes!("../../tests/fixtures/llama-server/stream-reasoning.body");
 const NO_USAGE: &[u8] = include_bytes!("../../tests/fixtures/llama-server/stream-no-usage.body");
 
 fn decode_chunks(chunks: &[&[u8]]) -> Result<(Vec<MessageContentBlock>, StreamSummary), WireError> {
