@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use crate::client::Inner;
 use crate::conn::ConnUse;
 use crate::endpoint::ApiKey;
-use cuca_wire::{clip, server_message, server_text, StreamSummary};
+use cuca_wire::{clip_server_words, server_message, server_text, StreamSummary};
 
 /// The most bytes of an error body read for its message: a JSON error is a few hundred
 /// bytes, and an HTML error page needs no more than its first screen to be recognised.
@@ -622,7 +622,7 @@ pub(crate) fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
     while let Some(next) = current.source() {
         current = next;
     }
-    clip(&current.to_string())
+    clip_server_words(&current.to_string())
 }
 
 /// `Retry-After` in seconds (the HTTP-date form is not honoured: no server cuca talks to

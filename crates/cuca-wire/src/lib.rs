@@ -57,7 +57,7 @@ pub use row::request_row;
 pub use sse::{SseDecoder, SseEvent, MAX_EVENT_BYTES};
 pub use stream::MAX_INDEX;
 pub use summary::{LlamaTimings, StreamSummary};
-pub use text::{clip, server_message, server_text, CLIP_CHARS};
+pub use text::{clip_server_words, server_message, server_text, SERVER_WORDS_CHARS};
 
 /// One of the wire formats, named as its route is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

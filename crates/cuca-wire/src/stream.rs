@@ -8,7 +8,7 @@ use cuca_events::MessageContentBlock;
 use crate::error::WireError;
 use crate::sse::{SseDecoder, SseEvent};
 use crate::summary::StreamSummary;
-use crate::text::{clip, for_clip_error, server_text};
+use crate::text::{clip_server_words, for_clip_error, server_text};
 
 /// The largest index a decoder accepts from an upstream: a choice, a tool call, a content
 /// block, an output item, a content or summary part.
@@ -48,7 +48,7 @@ impl Common {
     /// An error the server sent in the stream, `text` in its own words: clipped in the error,
     /// kept (to the call log's bound) as the detail.
     pub(crate) fn stream_error(&mut self, text: String) -> WireError {
-        let message = clip(&text);
+        let message = clip_server_words(&text);
         self.detail = Some(for_clip_error(text));
         WireError::StreamError { message }
     }
@@ -61,13 +61,13 @@ impl Common {
         if self.skip_malformed {
             self.summary.n_skipped += 1;
             if self.summary.first_skipped.is_none() {
-                self.summary.first_skipped = Some(format!("{what}: {}", clip(data)));
+                self.summary.first_skipped = Some(format!("{what}: {}", clip_server_words(data)));
             }
             return Ok(());
         }
         self.detail = Some(for_clip_error(format!("{what}: {data}")));
         Err(WireError::Decode {
-            message: format!("{what}: {}", clip(data)),
+            message: format!("{what}: {}", clip_server_words(data)),
         })
     }
 

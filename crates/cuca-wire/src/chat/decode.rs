@@ -27,7 +27,7 @@ use super::request::message_of;
 use crate::error::WireError;
 use crate::stream::{bounded, stream_decoder, Common, Events};
 use crate::summary::{LlamaTimings, StreamSummary};
-use crate::text::{clip, error_value_text, for_clip_error};
+use crate::text::{clip_server_words, error_value_text, for_clip_error};
 
 stream_decoder!(
     /// Decodes one chat-completions event stream.
@@ -231,7 +231,7 @@ impl ChatEvents {
                     call.arguments
                 )));
                 return Err(WireError::Decode {
-                    message: format!("{what} (arguments: {})", clip(&call.arguments)),
+                    message: format!("{what} (arguments: {})", clip_server_words(&call.arguments)),
                 });
             }
             let id = if call.id.is_empty() {

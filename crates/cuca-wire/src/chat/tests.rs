@@ -4,7 +4,7 @@ use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage};
 use proptest::prelude::*;
 
 use super::*;
-use crate::text::{server_message, CLIP_CHARS};
+use crate::text::{server_message, SERVER_WORDS_CHARS};
 use crate::{StreamSummary, WireError};
 
 const BASIC: &[u8] = include_bytes!("../../tests/fixtures/llama-server/stream-basic.body");
@@ -286,7 +286,7 @@ fn server_message_reads_json_errors_and_clips_html() {
     );
     // The tag-stripped text is "500 Internal Server Error" and 100 " stack frame"s.
     assert!(message.ends_with("… (1225 bytes in all)"), "{message}");
-    assert!(message.chars().count() < CLIP_CHARS + 40);
+    assert!(message.chars().count() < SERVER_WORDS_CHARS + 40);
 }
 
 proptest! {

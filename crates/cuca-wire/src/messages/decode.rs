@@ -26,7 +26,7 @@ use super::WIRE_FORMAT;
 use crate::error::WireError;
 use crate::stream::{bounded, stream_decoder, Common, Events};
 use crate::summary::StreamSummary;
-use crate::text::{clip, error_value_text, server_text};
+use crate::text::{clip_server_words, error_value_text, server_text};
 
 stream_decoder!(
     /// Decodes one Messages event stream.
@@ -630,7 +630,10 @@ pub fn decode_whole(body: &[u8]) -> Result<(Vec<MessageContentBlock>, StreamSumm
             .get("error")
             .and_then(error_value_text)
             .unwrap_or_else(|| "an error without a message".to_owned());
-        return Err(format!("the upstream answered an error: {}", clip(&text)));
+        return Err(format!(
+            "the upstream answered an error: {}",
+            clip_server_words(&text)
+        ));
     }
     let mut summary = StreamSummary {
         n_events: 1,

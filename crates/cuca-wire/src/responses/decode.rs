@@ -25,7 +25,7 @@ use super::WIRE_FORMAT;
 use crate::error::WireError;
 use crate::stream::{bounded, stream_decoder, Common, Events};
 use crate::summary::{LlamaTimings, StreamSummary};
-use crate::text::{clip, error_value_text, for_clip_error, server_text};
+use crate::text::{clip_server_words, error_value_text, for_clip_error, server_text};
 
 stream_decoder!(
     /// Decodes one Responses event stream.
@@ -705,7 +705,10 @@ impl ResponsesEvents {
                 entry.arguments
             )));
             return Err(WireError::Decode {
-                message: format!("{what} (arguments: {})", clip(&entry.arguments)),
+                message: format!(
+                    "{what} (arguments: {})",
+                    clip_server_words(&entry.arguments)
+                ),
             });
         }
         out.push(MessageContentBlock::ToolCall {
