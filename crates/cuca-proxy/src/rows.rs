@@ -5,7 +5,7 @@
 //! cancelled` from the guard when the caller goes away first. Rows carry the request's shape
 //! (counts and knobs), never its text, unless the bodies pin is on; never its headers. An
 //! `error` is the upstream's (or the proxy's) own sentence with every stretch that quotes the
-//! caller's body or headers replaced by a marker (`cuca_calllog::redact_error`, issue 28.8).
+//! caller's body or headers replaced by a marker (`cuca_calllog::redact_error`).
 
 use std::time::Duration;
 
@@ -173,7 +173,7 @@ impl CallRows {
     }
 
     /// What every `error` this proxy writes becomes: clipped, and without the bodies pin less
-    /// every stretch that quotes the caller's body or headers (issue 28.8).
+    /// every stretch that quotes the caller's body or headers.
     fn error_field(&self, message: &str) -> String {
         if self.bodies {
             return clip_error(message);

@@ -327,7 +327,8 @@ proptest! {
     }
 }
 
-/// A decoder made to skip malformed events (the proxy's, issue 28.5) passes over an event
+/// A decoder made to skip malformed events (the proxy's, which must record all it can) passes
+/// over an event
 /// that is not a chat chunk, counts it, and decodes the rest; a plain one refuses the stream.
 #[test]
 fn a_skipping_decoder_passes_over_a_malformed_event_and_counts_it() {

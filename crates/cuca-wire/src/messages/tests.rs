@@ -1,5 +1,6 @@
 //! Unit tests of the Messages module against the real llama-server transcripts and the
-//! shapes Anthropic documents (issue 29, items 2–5).
+//! shapes Anthropic documents: requests read into the session vocabulary, streams and whole
+//! messages decoded, replayed so the SDKs cannot tell, errors in Anthropic's shape.
 
 use bytes::Bytes;
 use cuca_events::{
