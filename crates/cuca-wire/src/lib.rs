@@ -1,4 +1,7 @@
-//! The wire formats cuca speaks, one module each, every module with the same four parts:
+//! The wire formats cuca speaks, one module each, every module with the same parts, held by the
+//! [`WireFormat`] trait each format fills in ([`chat::Chat`], [`messages::Messages`],
+//! [`responses::Responses`]) and in the same files (`request.rs`, `decode.rs`, `encode.rs`,
+//! `tests.rs`):
 //!
 //! | part | chat ([`chat`]) | messages ([`messages`]) | responses ([`responses`]) |
 //! | --- | --- | --- | --- |
@@ -8,8 +11,12 @@
 //! | recorded answer → the format's stream and object | `encode_stream`, `encode_object` | the same | the same |
 //! | error shape | `error_body` | `error_body` | `error_body` |
 //!
-//! [`Format`] dispatches to them, so the proxy holds no format knowledge of its own and the
-//! client ([`chat`] only, today) decodes with the same code the proxy records with.
+//! [`Format`] dispatches through the trait, so the proxy holds no format knowledge of its own
+//! and the client ([`chat`] only, today) decodes with the same code the proxy records with. The
+//! three stream decoders are one shell (SSE framing, the end marker, passing over malformed
+//! events, the bound [`MAX_INDEX`] on every index an upstream sends) around each format's
+//! events. What the client and the proxy both write about a call is here once: [`api_url`],
+//! [`StreamSummary::token_usage`], [`request_row`] and [`StreamSummary::fill_end_row`].
 //!
 //! # The invariant
 //!
