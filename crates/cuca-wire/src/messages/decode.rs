@@ -239,6 +239,14 @@ impl MessagesEvents {
                 if self.open.iter().any(|o| o.index == index) {
                     return Err(format!("content block {index} started twice").into());
                 }
+                // Every block started has an entry in `wire` for the whole call: bounded, so a
+                // stream that starts blocks without end cannot grow it without end.
+                let n_started = self.wire_blocks().map_or(0, |blocks| blocks.len());
+                bounded("content block", n_started as u64).map_err(|why| {
+                    Applied::Fatal(WireError::Decode {
+                        message: format!("event {} is {why}", self.common.summary.n_events),
+                    })
+                })?;
                 let block: Map<String, Value> = parse(event.content_block, "content_block")?;
                 let (entry, kind, first) = start_entry(block);
                 let entry = match self.wire_blocks() {

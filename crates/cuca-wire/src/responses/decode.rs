@@ -268,7 +268,7 @@ impl ResponsesEvents {
             }
             "response.output_item.added" => {
                 if let Some(item) = &wire.item {
-                    self.add_item(wire.output_index, item, out);
+                    self.add_item(wire.output_index, item, out)?;
                 }
             }
             "response.output_item.done" => {
@@ -277,7 +277,7 @@ impl ResponsesEvents {
                 }
             }
             "response.content_part.added" => {
-                let at = self.item_for(&wire, &["message", "reasoning"], out);
+                let at = self.item_for(&wire, &["message", "reasoning"], out)?;
                 let part_kind = wire
                     .part
                     .as_ref()
@@ -296,14 +296,14 @@ impl ResponsesEvents {
                 }
             }
             "response.reasoning_summary_part.added" => {
-                let at = self.item_for(&wire, &["reasoning"], out);
+                let at = self.item_for(&wire, &["reasoning"], out)?;
                 let summary = index(wire.summary_index);
                 grow(&mut self.items[at].summary_records, summary);
                 self.sync_part(at, true, summary);
             }
             "response.output_text.delta" | "response.refusal.delta" => {
                 if let Some(text) = delta_text(&wire) {
-                    let at = self.item_for(&wire, &["message"], out);
+                    let at = self.item_for(&wire, &["message"], out)?;
                     let item = &mut self.items[at];
                     let content = index(wire.content_index);
                     grow(&mut item.parts, content);
@@ -325,7 +325,7 @@ impl ResponsesEvents {
             }
             "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
                 if let Some(thinking) = delta_text(&wire) {
-                    let at = self.item_for(&wire, &["reasoning"], out);
+                    let at = self.item_for(&wire, &["reasoning"], out)?;
                     let item = &mut self.items[at];
                     let summary = kind == "response.reasoning_summary_text.delta";
                     let part = if summary {
@@ -349,13 +349,13 @@ impl ResponsesEvents {
             }
             "response.function_call_arguments.delta" => {
                 if let Some(piece) = delta_text(&wire) {
-                    let at = self.item_for(&wire, &["function_call"], out);
+                    let at = self.item_for(&wire, &["function_call"], out)?;
                     self.items[at].arguments.push_str(&piece);
                 }
             }
             "response.function_call_arguments.done" => {
                 if let Some(arguments) = &wire.arguments {
-                    let at = self.item_for(&wire, &["function_call"], out);
+                    let at = self.item_for(&wire, &["function_call"], out)?;
                     self.items[at].arguments = arguments.clone();
                 }
             }
@@ -451,7 +451,7 @@ impl ResponsesEvents {
         wire: &WireEvent<'_>,
         kinds: &[&str],
         out: &mut Vec<MessageContentBlock>,
-    ) -> usize {
+    ) -> Result<usize, WireError> {
         let found = wire
             .output_index
             .and_then(|i| self.items.iter().position(|it| it.output_index == Some(i)))
@@ -469,7 +469,7 @@ impl ResponsesEvents {
                 !item.done && kinds.contains(&item.kind.as_str())
             });
         match found {
-            Some(at) => at,
+            Some(at) => Ok(at),
             None => {
                 let mut item = json!({"type": kinds.first().copied().unwrap_or("message")});
                 if let Some(id) = wire.item_id.as_deref() {
@@ -481,13 +481,21 @@ impl ResponsesEvents {
     }
 
     /// Opens an item. Items stream one after another, so a function call still open is over:
-    /// its ToolCall goes before the new item's blocks.
+    /// its ToolCall goes before the new item's blocks. An item past [`crate::MAX_INDEX`]
+    /// refuses the stream: every event looks its item up among those opened, so an upstream
+    /// that opens items without end would make each event cost more than the last.
     fn add_item(
         &mut self,
         output_index: Option<u64>,
         item: &Value,
         out: &mut Vec<MessageContentBlock>,
-    ) -> usize {
+    ) -> Result<usize, WireError> {
+        let n_items = self.items.len() as u64;
+        if let Err(why) = bounded("output item", n_items) {
+            return Err(WireError::Decode {
+                message: format!("event {} is {why}", self.common.summary.n_events),
+            });
+        }
         for at in 0..self.items.len() {
             let open = &self.items[at];
             if open.kind == "function_call" && !open.done && !open.name.is_empty() {
@@ -537,7 +545,7 @@ impl ResponsesEvents {
         {
             items.push(Value::Object(wire));
         }
-        self.items.len() - 1
+        Ok(self.items.len() - 1)
     }
 
     /// An item as done: a function call's one ToolCall; the blocks of a message or reasoning
@@ -555,7 +563,7 @@ impl ResponsesEvents {
             .filter(|&at| !self.items[at].done);
         let at = match found {
             Some(at) => at,
-            None => self.add_item(output_index, item, out),
+            None => self.add_item(output_index, item, out)?,
         };
         let kind = item
             .get("type")

@@ -115,3 +115,58 @@ fn a_skipping_decoder_passes_over_an_index_past_the_bound_and_says_which() {
         }
     }
 }
+
+#[test]
+fn a_responses_stream_opening_items_past_the_bound_is_refused() {
+    let added = |n: u64| {
+        format!(
+            "data: {{\"type\":\"response.output_item.added\",\"item\":{{\"id\":\"fc_{n}\",\"type\":\"function_call\",\"call_id\":\"c{n}\",\"name\":\"f\",\"arguments\":\"{{}}\"}}}}\n\n"
+        )
+    };
+    let mut decoder = Format::Responses.decoder(true);
+    let mut blocks = Vec::new();
+    // Items 0 to the bound open.
+    for n in 0..=MAX_INDEX {
+        decoder.feed(added(n).as_bytes(), &mut blocks).unwrap();
+    }
+    let Err(WireError::Decode { message }) =
+        decoder.feed(added(MAX_INDEX + 1).as_bytes(), &mut blocks)
+    else {
+        panic!("an item past the bound was opened");
+    };
+    assert!(
+        message.contains(&format!(
+            "output item {} is past {MAX_INDEX}",
+            MAX_INDEX + 1
+        )),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_messages_stream_starting_blocks_past_the_bound_is_refused() {
+    let block = |event: &str, data: &str| format!("event: {event}\ndata: {data}\n\n");
+    let one = block(
+        "content_block_start",
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+    ) + &block(
+        "content_block_stop",
+        r#"{"type":"content_block_stop","index":0}"#,
+    );
+    let mut decoder = Format::Messages.decoder(true);
+    let mut blocks = Vec::new();
+    // Blocks 0 to the bound start (each reusing index 0 once the last one stopped).
+    for _ in 0..=MAX_INDEX {
+        decoder.feed(one.as_bytes(), &mut blocks).unwrap();
+    }
+    let Err(WireError::Decode { message }) = decoder.feed(one.as_bytes(), &mut blocks) else {
+        panic!("a block past the bound was started");
+    };
+    assert!(
+        message.contains(&format!(
+            "content block {} is past {MAX_INDEX}",
+            MAX_INDEX + 1
+        )),
+        "{message}"
+    );
+}
