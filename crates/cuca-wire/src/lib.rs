@@ -47,6 +47,7 @@ use cuca_events::{MessageContentBlock, UnifiedRequest};
 
 mod body;
 pub mod chat;
+mod encode;
 mod endpoint;
 mod error;
 pub mod messages;
@@ -58,6 +59,7 @@ mod stream;
 mod summary;
 mod text;
 
+pub use encode::MAX_EVENT_TEXT;
 pub use endpoint::{api_url, BaseUrlError};
 pub use error::WireError;
 pub use row::request_row;
@@ -306,11 +308,6 @@ pub trait StreamDecoder: Send + std::fmt::Debug {
         None
     }
 }
-
-/// The most bytes of text one streamed event carries. A recorded block longer than this (a
-/// non-streamed answer is one block) goes out in several deltas, as a provider streams it, so
-/// a stream holds one event of at most this much text at a time, however long the turn.
-pub const MAX_EVENT_TEXT: usize = 64 * 1024;
 
 /// What a recorder understood of a caller's request body, in any format.
 #[derive(Debug, Clone, Default)]
