@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use crate::client::Inner;
 use crate::conn::ConnUse;
 use crate::endpoint::ApiKey;
-use cuca_wire::{clip, server_message, server_text, StreamSummary};
+use cuca_wire::{clip_server_words, server_message, server_text, StreamSummary};
 
 /// The most bytes of an error body read for its message: a JSON error is a few hundred
 /// bytes, and an HTML error page needs no more than its first screen to be recognised.
@@ -112,20 +112,15 @@ pub(crate) struct AttemptShape {
     pub(crate) model: String,
     /// The answer ceiling that travelled.
     pub(crate) max_tokens: Option<u32>,
-    /// The reasoning effort word that travelled.
-    pub(crate) effort: Option<String>,
     /// Messages in the conversation.
     pub(crate) n_messages: usize,
     /// Tools offered.
     pub(crate) n_tools: usize,
     /// The request body's size.
     pub(crate) body_bytes: usize,
-    /// `metadata.run` of the request (the client fills it when the caller did not).
-    pub(crate) run: String,
-    /// `metadata.tag`: what the call was for.
-    pub(crate) tag: String,
-    /// `metadata.node`: the work the call belongs to.
-    pub(crate) node: String,
+    /// Both rows' common fields: who asked (`metadata.run`, `tag`, `node`; the client fills
+    /// `run` when the caller did not) and the request's shape ([`cuca_wire::request_row`]).
+    row: Record,
 }
 
 impl AttemptShape {
@@ -134,13 +129,17 @@ impl AttemptShape {
         AttemptShape {
             model: request.model.clone(),
             max_tokens: request.max_tokens,
-            effort: request.reasoning_effort.clone(),
             n_messages: request.messages.len(),
             n_tools: request.tools.len(),
             body_bytes: body.len(),
-            run: meta.run.clone().unwrap_or_default(),
-            tag: meta.tag.clone().unwrap_or_default(),
-            node: meta.node.clone().unwrap_or_default(),
+            row: Record {
+                run: meta.run.clone().unwrap_or_default(),
+                tag: meta.tag.clone().unwrap_or_default(),
+                node: meta.node.clone().unwrap_or_default(),
+                // The client only ever sends `stream: true`.
+                stream: true,
+                ..cuca_wire::request_row(request)
+            },
         }
     }
 
@@ -148,18 +147,8 @@ impl AttemptShape {
     /// counts and knobs, never its content.
     fn row(&self, n: u32) -> Record {
         Record {
-            run: self.run.clone(),
-            tag: self.tag.clone(),
-            node: self.node.clone(),
-            model: self.model.clone(),
-            effort: self.effort.clone().unwrap_or_default(),
-            max_tokens: self.max_tokens.map_or(0, u64::from),
-            messages: self.n_messages as u64,
-            tools: self.n_tools as u64,
-            // The client only ever sends `stream: true`.
-            stream: true,
             attempt: n,
-            ..Record::default()
+            ..self.row.clone()
         }
     }
 }
@@ -347,7 +336,7 @@ impl AttemptRecord {
         conn_fields(&mut row, self.conn);
         match end {
             AttemptEnd::Finished { summary, answered } => {
-                finished_row(&mut row, summary, answered);
+                summary.fill_end_row(&mut row, answered);
             }
             AttemptEnd::Retrying(error, _) | AttemptEnd::Failed(error) => {
                 failed_row(&mut row, error);
@@ -382,36 +371,6 @@ fn conn_fields(row: &mut Record, conn: Option<ConnUse>) {
             row.connect_ms = ceil_ms(opened.connect);
         }
     }
-}
-
-/// What a finished stream adds to the end row: who served it, how it stopped, and the
-/// server's own counts.
-fn finished_row(row: &mut Record, summary: &StreamSummary, answered: bool) {
-    row.served = summary.model.clone().unwrap_or_default();
-    row.finish = summary.finish_reason.clone().unwrap_or_default();
-    if let Some(usage) = &summary.usage {
-        row.prompt_tokens = usage.prompt_tokens;
-        row.completion_tokens = usage.completion_tokens;
-        row.reasoning_tokens = usage.reasoning_tokens.unwrap_or(0);
-        row.cost = usage.cost.unwrap_or(0.0);
-    } else if let Some(timings) = &summary.timings {
-        // No usage chunk (a server that ignores stream_options): llama.cpp's timings are the
-        // server's own count too, the same fallback the response's token_usage uses.
-        row.prompt_tokens = timings.prompt_n.unwrap_or(0) + timings.cache_n.unwrap_or(0);
-        row.completion_tokens = timings.predicted_n.unwrap_or(0);
-    }
-    row.cached_tokens = match (&summary.prompt_cache, &summary.timings) {
-        (Some(cache), _) => cache.cached_tokens,
-        (None, Some(timings)) => timings.cache_n.unwrap_or(0),
-        (None, None) => 0,
-    };
-    // The thinking-ate-the-answer signature: no text (nor tool call), a `length` finish,
-    // and the whole ceiling that travelled spent.
-    row.empty_at_ceiling = !answered
-        && row.finish == "length"
-        && row.completion_tokens > 0
-        && row.max_tokens > 0
-        && row.completion_tokens >= row.max_tokens;
 }
 
 /// What a failure adds to the end row besides its `error`: the server's comeback
@@ -663,7 +622,7 @@ pub(crate) fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
     while let Some(next) = current.source() {
         current = next;
     }
-    clip(&current.to_string())
+    clip_server_words(&current.to_string())
 }
 
 /// `Retry-After` in seconds (the HTTP-date form is not honoured: no server cuca talks to

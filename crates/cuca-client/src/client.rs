@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use cuca_calllog::CallLog;
 use cuca_events::{
-    AgentResponseStream, CucaPlugin, MessageContentBlock, PluginError, TokenUsage, UnifiedRequest,
+    AgentResponseStream, CucaPlugin, MessageContentBlock, PluginError, UnifiedRequest,
     UnifiedResponse,
 };
 use tokio::time::Instant;
@@ -214,35 +214,14 @@ fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
+/// `{base}/v1/chat/completions` (see [`cuca_wire::api_url`]).
 fn chat_completions_url(base_url: &str) -> Result<reqwest::Url, ClientError> {
-    let invalid = |message: String| ClientError::InvalidBaseUrl {
-        url: base_url.to_owned(),
-        message,
-    };
-    let mut url = reqwest::Url::parse(base_url.trim())
-        .map_err(|e| invalid(format!("{e}; a base url looks like http://127.0.0.1:1234")))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(invalid(format!(
-            "the scheme is {:?}; only http and https are spoken",
-            url.scheme()
-        )));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(invalid("it names no host".into()));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(invalid("a base url carries no query or fragment".into()));
-    }
-    let path = url.path().trim_end_matches('/').to_owned();
-    let path = if path.ends_with("/chat/completions") {
-        path
-    } else if path.ends_with("/v1") {
-        format!("{path}/chat/completions")
-    } else {
-        format!("{path}/v1/chat/completions")
-    };
-    url.set_path(&path);
-    Ok(url)
+    cuca_wire::api_url(base_url, "chat/completions", "http://127.0.0.1:1234").map_err(|e| {
+        ClientError::InvalidBaseUrl {
+            url: base_url.to_owned(),
+            message: e.to_string(),
+        }
+    })
 }
 
 fn plugin_names(plugins: &[Arc<dyn CucaPlugin>]) -> Vec<String> {
@@ -790,19 +769,8 @@ impl Turn {
                 answered,
             });
         }
-        // Without a usage chunk (a server that ignores stream_options), llama.cpp's timings
-        // still count the tokens: prompt = evaluated + cached, completion = predicted.
-        let token_usage = match (&summary.usage, &summary.timings) {
-            (Some(usage), _) => TokenUsage {
-                prompt_tokens: usage.prompt_tokens,
-                completion_tokens: usage.completion_tokens,
-            },
-            (None, Some(timings)) => TokenUsage {
-                prompt_tokens: timings.prompt_n.unwrap_or(0) + timings.cache_n.unwrap_or(0),
-                completion_tokens: timings.predicted_n.unwrap_or(0),
-            },
-            (None, None) => TokenUsage::default(),
-        };
+        // Without a usage chunk, llama.cpp's timings still count the tokens.
+        let token_usage = summary.token_usage();
         let model = summary
             .model
             .clone()

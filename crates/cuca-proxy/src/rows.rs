@@ -65,22 +65,16 @@ impl CallRows {
         headers: &HeaderMap,
         note: Option<&str>,
     ) -> Self {
-        let mut row = Record {
+        let row = Record {
             run: run.to_owned(),
             tag: "proxy".into(),
             node: session.to_owned(),
             stream,
             attempt: 1,
             note: note.unwrap_or_default().to_owned(),
-            ..Record::default()
+            // The request's shape, as the client writes it.
+            ..request.map(cuca_wire::request_row).unwrap_or_default()
         };
-        if let Some(request) = request {
-            row.model = request.model.clone();
-            row.effort = request.reasoning_effort.clone().unwrap_or_default();
-            row.max_tokens = request.max_tokens.map_or(0, u64::from);
-            row.messages = request.messages.len() as u64;
-            row.tools = request.tools.len() as u64;
-        }
         let bodies = log.bodies();
         let mut start = row.clone();
         if bodies {
@@ -164,29 +158,8 @@ impl CallRows {
             return;
         };
         let mut row = self.end_row();
-        row.served = summary.model.clone().unwrap_or_default();
-        row.finish = summary.finish_reason.clone().unwrap_or_default();
-        if let Some(usage) = &summary.usage {
-            row.prompt_tokens = usage.prompt_tokens;
-            row.completion_tokens = usage.completion_tokens;
-            row.reasoning_tokens = usage.reasoning_tokens.unwrap_or(0);
-            row.cost = usage.cost.unwrap_or(0.0);
-        } else if let Some(timings) = &summary.timings {
-            // No usage chunk: llama.cpp's timings are the server's own count, as in the client.
-            row.prompt_tokens = timings.prompt_n.unwrap_or(0) + timings.cache_n.unwrap_or(0);
-            row.completion_tokens = timings.predicted_n.unwrap_or(0);
-        }
-        row.cached_tokens = match (&summary.prompt_cache, &summary.timings) {
-            (Some(cache), _) => cache.cached_tokens,
-            (None, Some(timings)) => timings.cache_n.unwrap_or(0),
-            (None, None) => 0,
-        };
-        // The thinking-ate-the-answer signature, as the client writes it.
-        row.empty_at_ceiling = !answered
-            && row.finish == "length"
-            && row.completion_tokens > 0
-            && row.max_tokens > 0
-            && row.completion_tokens >= row.max_tokens;
+        // The served model, finish and the server's counts, as the client writes them.
+        summary.fill_end_row(&mut row, answered);
         guard.finish(row);
     }
 

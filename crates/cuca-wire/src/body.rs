@@ -1,9 +1,11 @@
-//! A request body's top level as every format reads it: raw values by key, which have no
+//! A request body as every format reads it: its top level as raw values by key, which have no
 //! nesting limit, so a field nested deeper than serde_json builds a `Value` for is still kept
-//! byte for byte; and the parameters a recorder keeps, as the caller sent them.
+//! byte for byte; the parameters a recorder keeps, as the caller sent them; and the small
+//! readers of fields and images the formats share.
 
 use std::collections::BTreeMap;
 
+use cuca_events::MessageContentBlock;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -38,4 +40,39 @@ pub(crate) fn parameters(object: &TopLevel, recorded_elsewhere: &[&str]) -> Stri
     }
     parameters.push('}');
     parameters
+}
+
+/// The string at `path` (object keys) inside `raw`, read level by level as raw values.
+pub(crate) fn shallow_str(raw: &RawValue, path: &[&str]) -> Option<String> {
+    let mut at: Box<RawValue> = serde_json::from_str(raw.get()).ok()?;
+    for key in path {
+        let mut object: BTreeMap<String, Box<RawValue>> = serde_json::from_str(at.get()).ok()?;
+        at = object.remove(*key)?;
+    }
+    serde_json::from_str::<String>(at.get()).ok()
+}
+
+pub(crate) fn str_field(value: &Value, key: &str) -> String {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// An image URL as a block: a `data:` URL split into its media type and bytes, any other URL
+/// kept whole with the media type `text/uri-list`.
+pub(crate) fn image_of(url: &str) -> MessageContentBlock {
+    if let Some(rest) = url.strip_prefix("data:") {
+        if let Some((media_type, data)) = rest.split_once(";base64,") {
+            return MessageContentBlock::ImageBase64 {
+                media_type: media_type.to_owned(),
+                data: data.to_owned(),
+            };
+        }
+    }
+    MessageContentBlock::ImageBase64 {
+        media_type: "text/uri-list".into(),
+        data: url.to_owned(),
+    }
 }

@@ -13,14 +13,20 @@
 mod build;
 mod decode;
 mod encode;
-pub(crate) mod request;
+mod request;
 
 pub use build::{request_body, MaxTokensField};
-pub use decode::ChatStreamDecoder;
-pub use encode::{encode_object, encode_stream, finish_reason, SseEvents, MAX_EVENT_TEXT};
-pub use request::{decode_whole, parse_request};
+pub use decode::{decode_whole, ChatStreamDecoder};
+pub use encode::{encode_object, encode_stream, finish_reason, SseEvents};
+pub use request::parse_request;
 
 use crate::ErrorInfo;
+
+crate::wire_format!(
+    /// OpenAI Chat Completions as a [`crate::WireFormat`]: this module's functions.
+    Chat,
+    ChatStreamDecoder
+);
 
 /// An error in OpenAI's shape: `{"error":{"message","type","param","code"}}`.
 ///
@@ -35,10 +41,8 @@ use crate::ErrorInfo;
 /// assert_eq!(body["error"]["code"], "cuca_turn_not_found");
 /// ```
 pub fn error_body(error: &ErrorInfo<'_>) -> serde_json::Value {
-    serde_json::json!({"error": {
-        "message": error.message,
-        "type": error.kind,
-        "param": error.param,
-        "code": error.code,
-    }})
+    crate::openai::error_body(error)
 }
+
+#[cfg(test)]
+mod tests;

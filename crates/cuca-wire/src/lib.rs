@@ -1,4 +1,7 @@
-//! The wire formats cuca speaks, one module each, every module with the same four parts:
+//! The wire formats cuca speaks, one module each, every module with the same parts, held by the
+//! [`WireFormat`] trait each format fills in ([`chat::Chat`], [`messages::Messages`],
+//! [`responses::Responses`]) and in the same files (`request.rs`, `decode.rs`, `encode.rs`,
+//! `tests.rs`):
 //!
 //! | part | chat ([`chat`]) | messages ([`messages`]) | responses ([`responses`]) |
 //! | --- | --- | --- | --- |
@@ -8,8 +11,12 @@
 //! | recorded answer → the format's stream and object | `encode_stream`, `encode_object` | the same | the same |
 //! | error shape | `error_body` | `error_body` | `error_body` |
 //!
-//! [`Format`] dispatches to them, so the proxy holds no format knowledge of its own and the
-//! client ([`chat`] only, today) decodes with the same code the proxy records with.
+//! [`Format`] dispatches through the trait, so the proxy holds no format knowledge of its own
+//! and the client ([`chat`] only, today) decodes with the same code the proxy records with. The
+//! three stream decoders are one shell (SSE framing, the end marker, passing over malformed
+//! events, the bound [`MAX_INDEX`] on every index an upstream sends) around each format's
+//! events. What the client and the proxy both write about a call is here once: [`api_url`],
+//! [`StreamSummary::token_usage`], [`request_row`] and [`StreamSummary::fill_end_row`].
 //!
 //! # The invariant
 //!
@@ -40,17 +47,26 @@ use cuca_events::{MessageContentBlock, UnifiedRequest};
 
 mod body;
 pub mod chat;
+mod encode;
+mod endpoint;
 mod error;
 pub mod messages;
+mod openai;
 pub mod responses;
+mod row;
 mod sse;
+mod stream;
 mod summary;
 mod text;
 
+pub use encode::MAX_EVENT_TEXT;
+pub use endpoint::{api_url, BaseUrlError};
 pub use error::WireError;
+pub use row::request_row;
 pub use sse::{SseDecoder, SseEvent, MAX_EVENT_BYTES};
+pub use stream::MAX_INDEX;
 pub use summary::{LlamaTimings, StreamSummary};
-pub use text::{clip, server_message, server_text, CLIP_CHARS};
+pub use text::{clip_server_words, server_message, server_text, SERVER_WORDS_CHARS};
 
 /// One of the wire formats, named as its route is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -99,34 +115,14 @@ impl Format {
 
     /// Reads a caller's request body. `Err` says, in words, why it is not one.
     pub fn parse_request(self, body: &[u8]) -> Result<WireRequest, String> {
-        match self {
-            Format::Chat => chat::parse_request(body),
-            Format::Messages => messages::parse_request(body),
-            Format::Responses => responses::parse_request(body),
-        }
+        each_format!(self, F => F::parse_request(body))
     }
 
     /// A stream decoder at the start of a stream. `skipping_malformed`: pass over an event
     /// that does not parse (counted in [`StreamSummary::n_skipped`]) instead of refusing the
     /// stream, for a recorder that must record all it can.
     pub fn decoder(self, skipping_malformed: bool) -> Box<dyn StreamDecoder> {
-        match self {
-            Format::Chat => Box::new(if skipping_malformed {
-                chat::ChatStreamDecoder::skipping_malformed()
-            } else {
-                chat::ChatStreamDecoder::new()
-            }),
-            Format::Messages => Box::new(if skipping_malformed {
-                messages::MessagesStreamDecoder::skipping_malformed()
-            } else {
-                messages::MessagesStreamDecoder::new()
-            }),
-            Format::Responses => Box::new(if skipping_malformed {
-                responses::ResponsesStreamDecoder::skipping_malformed()
-            } else {
-                responses::ResponsesStreamDecoder::new()
-            }),
-        }
+        each_format!(self, F => Box::new(F::decoder(skipping_malformed)))
     }
 
     /// A non-streamed answer's blocks (in the order a stream of it delivers them) and summary.
@@ -134,11 +130,7 @@ impl Format {
         self,
         body: &[u8],
     ) -> Result<(Vec<MessageContentBlock>, StreamSummary), String> {
-        match self {
-            Format::Chat => chat::decode_whole(body),
-            Format::Messages => messages::decode_whole(body),
-            Format::Responses => responses::decode_whole(body),
-        }
+        each_format!(self, F => F::decode_whole(body))
     }
 
     /// A recorded answer as this format's event stream, one event at a time as it is
@@ -151,11 +143,7 @@ impl Format {
     where
         B: AsRef<[MessageContentBlock]> + Send + 'static,
     {
-        match self {
-            Format::Chat => Box::new(chat::encode_stream(answer, request)),
-            Format::Messages => Box::new(messages::encode_stream(answer, request)),
-            Format::Responses => Box::new(responses::encode_stream(answer, request)),
-        }
+        each_format!(self, F => F::encode_stream(answer, request))
     }
 
     /// A recorded answer as this format's whole (non-streamed) answer object.
@@ -167,23 +155,134 @@ impl Format {
     where
         B: AsRef<[MessageContentBlock]>,
     {
-        match self {
-            Format::Chat => chat::encode_object(answer, request),
-            Format::Messages => messages::encode_object(answer, request),
-            Format::Responses => responses::encode_object(answer, request),
-        }
+        each_format!(self, F => F::encode_object(answer, request))
     }
 
     /// An error body in this format's shape, so the caller's SDK raises its own exception
     /// with the message in it.
     pub fn error_body(self, error: &ErrorInfo<'_>) -> serde_json::Value {
-        match self {
-            Format::Chat => chat::error_body(error),
-            Format::Messages => messages::error_body(error),
-            Format::Responses => responses::error_body(error),
-        }
+        each_format!(self, F => F::error_body(error))
     }
 }
+
+/// `$call` with `$f` standing for the [`WireFormat`] of `$format`: the one place a [`Format`]
+/// is turned into its module.
+macro_rules! each_format {
+    ($format:expr, $f:ident => $call:expr) => {
+        match $format {
+            Format::Chat => {
+                type $f = chat::Chat;
+                $call
+            }
+            Format::Messages => {
+                type $f = messages::Messages;
+                $call
+            }
+            Format::Responses => {
+                type $f = responses::Responses;
+                $call
+            }
+        }
+    };
+}
+use each_format;
+
+/// Everything one wire format is, as each format module fills it in: how a caller's request
+/// reads, how an answer (streamed or whole) decodes, how a recorded answer is sent again, and
+/// how an error looks. A new format is a module with the same four files (`request.rs`,
+/// `decode.rs` with its stream decoder and `decode_whole`, `encode.rs`, `tests.rs`), one impl
+/// of this trait and one arm in [`Format`]'s dispatch: the compiler names any part left out.
+pub trait WireFormat {
+    /// The format's stream decoder.
+    type Decoder: StreamDecoder + 'static;
+
+    /// Reads a caller's request body. `Err` says, in words, why it is not one.
+    fn parse_request(body: &[u8]) -> Result<WireRequest, String>;
+
+    /// A stream decoder at the start of a stream (see [`Format::decoder`]).
+    fn decoder(skipping_malformed: bool) -> Self::Decoder;
+
+    /// A non-streamed answer's blocks (in the order a stream of it delivers them) and summary.
+    fn decode_whole(body: &[u8]) -> Result<(Vec<MessageContentBlock>, StreamSummary), String>;
+
+    /// A recorded answer as the format's event stream, one event at a time as it is polled.
+    fn encode_stream<B>(
+        answer: RecordedAnswer<B>,
+        request: &WireRequest,
+    ) -> Box<dyn Iterator<Item = Bytes> + Send>
+    where
+        B: AsRef<[MessageContentBlock]> + Send + 'static;
+
+    /// A recorded answer as the format's whole (non-streamed) answer object.
+    fn encode_object<B>(answer: &RecordedAnswer<B>, request: &WireRequest) -> serde_json::Value
+    where
+        B: AsRef<[MessageContentBlock]>;
+
+    /// An error body in the format's shape.
+    fn error_body(error: &ErrorInfo<'_>) -> serde_json::Value;
+}
+
+/// A format module's [`WireFormat`] impl: each part is the module's function of that name.
+macro_rules! wire_format {
+    ($(#[$doc:meta])* $name:ident, $decoder:ty) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name;
+
+        impl $crate::WireFormat for $name {
+            type Decoder = $decoder;
+
+            fn parse_request(body: &[u8]) -> Result<$crate::WireRequest, String> {
+                parse_request(body)
+            }
+
+            fn decoder(skipping_malformed: bool) -> $decoder {
+                if skipping_malformed {
+                    <$decoder>::skipping_malformed()
+                } else {
+                    <$decoder>::new()
+                }
+            }
+
+            fn decode_whole(
+                body: &[u8],
+            ) -> Result<
+                (
+                    Vec<cuca_events::MessageContentBlock>,
+                    $crate::StreamSummary,
+                ),
+                String,
+            > {
+                decode_whole(body)
+            }
+
+            fn encode_stream<B>(
+                answer: $crate::RecordedAnswer<B>,
+                request: &$crate::WireRequest,
+            ) -> Box<dyn Iterator<Item = bytes::Bytes> + Send>
+            where
+                B: AsRef<[cuca_events::MessageContentBlock]> + Send + 'static,
+            {
+                Box::new(encode_stream(answer, request))
+            }
+
+            fn encode_object<B>(
+                answer: &$crate::RecordedAnswer<B>,
+                request: &$crate::WireRequest,
+            ) -> serde_json::Value
+            where
+                B: AsRef<[cuca_events::MessageContentBlock]>,
+            {
+                encode_object(answer, request)
+            }
+
+            fn error_body(error: &$crate::ErrorInfo<'_>) -> serde_json::Value {
+                error_body(error)
+            }
+        }
+    };
+}
+use wire_format;
 
 /// What a format's decoder does: bytes in, blocks and a summary out, pure (no I/O, no
 /// clock), so a test can feed it a transcript split at any byte.

@@ -45,6 +45,12 @@ pub use request::{estimate_input_tokens, parse_request};
 
 use crate::ErrorInfo;
 
+crate::wire_format!(
+    /// The Anthropic Messages API as a [`crate::WireFormat`]: this module's functions.
+    Messages,
+    MessagesStreamDecoder
+);
+
 /// The `format` value of this module's [`crate::StreamSummary::wire`] objects.
 pub const WIRE_FORMAT: &str = "messages";
 

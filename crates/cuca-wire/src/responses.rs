@@ -43,6 +43,12 @@ pub use request::parse_request;
 
 use crate::ErrorInfo;
 
+crate::wire_format!(
+    /// OpenAI Responses as a [`crate::WireFormat`]: this module's functions.
+    Responses,
+    ResponsesStreamDecoder
+);
+
 /// The `format` field of a Responses [`crate::StreamSummary::wire`].
 pub const WIRE_FORMAT: &str = "responses";
 
@@ -60,7 +66,7 @@ pub const WIRE_FORMAT: &str = "responses";
 /// assert_eq!(body["error"]["param"], "input");
 /// ```
 pub fn error_body(error: &ErrorInfo<'_>) -> serde_json::Value {
-    crate::chat::error_body(error)
+    crate::openai::error_body(error)
 }
 
 #[cfg(test)]

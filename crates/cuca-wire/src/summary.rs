@@ -37,9 +37,9 @@ pub struct StreamSummary {
     pub saw_done: bool,
     /// Events decoded, `[DONE]` included.
     pub n_events: u64,
-    /// Events that were not chat chunks and were passed over, counted only by a decoder
-    /// made with [`ChatStreamDecoder::skipping_malformed`] (a plain decoder refuses the
-    /// stream at the first one).
+    /// Events that were not the format's and were passed over, counted only by a decoder
+    /// made to skip them ([`crate::Format::decoder`] with `true`; a plain decoder refuses
+    /// the stream at the first one).
     pub n_skipped: u64,
     /// The first passed-over event's error, clipped.
     pub first_skipped: Option<String>,

@@ -2,11 +2,12 @@
 
 /// The longest piece of a server's bytes quoted in an error message: enough to recognise
 /// the payload, short enough to keep a log line readable.
-pub const CLIP_CHARS: usize = 240;
+pub const SERVER_WORDS_CHARS: usize = 240;
 
-/// `text` cut to [`CLIP_CHARS`] characters, marked when cut.
-pub fn clip(text: &str) -> String {
-    match text.char_indices().nth(CLIP_CHARS) {
+/// `text` (a server's words, or a cause's, quoted in an error message) cut to
+/// [`SERVER_WORDS_CHARS`] characters, marked `… (N bytes in all)` when cut.
+pub fn clip_server_words(text: &str) -> String {
+    match text.char_indices().nth(SERVER_WORDS_CHARS) {
         None => text.to_owned(),
         Some((cut, _)) => format!("{}… ({} bytes in all)", &text[..cut], text.len()),
     }
@@ -16,7 +17,7 @@ pub fn clip(text: &str) -> String {
 /// OpenAI both send `{"error":{"message":…}}`), the text of an HTML page with its tags
 /// stripped, or the body itself; whitespace-collapsed and clipped.
 pub fn server_message(body: &str) -> String {
-    clip(&server_text(body))
+    clip_server_words(&server_text(body))
 }
 
 /// [`server_message`] unclipped: what the call log clips once, its own way.

@@ -15,7 +15,7 @@ use crate::term::line;
 
 /// A one-line, clipped rendering of `text`: its first characters, every control character
 /// (newlines and tabs included) escaped.
-fn clip(text: &str) -> String {
+fn quoted_preview(text: &str) -> String {
     format!("\"{}\"", clipped(text))
 }
 
@@ -31,7 +31,11 @@ fn clipped(text: &str) -> String {
 }
 
 fn message_preview(message: &Message) -> String {
-    format!("{}: {}", line(message.role.as_str()), clip(&message.text()))
+    format!(
+        "{}: {}",
+        line(message.role.as_str()),
+        quoted_preview(&message.text())
+    )
 }
 
 /// What `cuca show` prints after the kind.
@@ -39,13 +43,18 @@ pub(crate) fn preview(event: &SessionEvent) -> String {
     match event {
         SessionEvent::SystemPrompt { text }
         | SessionEvent::Reasoning { text }
-        | SessionEvent::Output { text } => clip(text),
+        | SessionEvent::Output { text } => quoted_preview(text),
         SessionEvent::Message(message) => message_preview(message),
         SessionEvent::ToolCall {
             id,
             name,
             arguments,
-        } => format!("{} ({}) {}", line(name), line(id), clip(arguments)),
+        } => format!(
+            "{} ({}) {}",
+            line(name),
+            line(id),
+            quoted_preview(arguments)
+        ),
         SessionEvent::ToolResult {
             tool_call_id,
             content,
@@ -55,7 +64,11 @@ pub(crate) fn preview(event: &SessionEvent) -> String {
         } => {
             let status = if *is_error { "error" } else { "ok" };
             let exit = exit_code.map_or_else(String::new, |code| format!(", exit {code}"));
-            format!("{} {status}{exit} {}", line(tool_call_id), clip(content))
+            format!(
+                "{} {status}{exit} {}",
+                line(tool_call_id),
+                quoted_preview(content)
+            )
         }
         SessionEvent::Latency { duration_ms } => format!("{duration_ms} ms"),
         SessionEvent::TokenUsage {
@@ -63,7 +76,7 @@ pub(crate) fn preview(event: &SessionEvent) -> String {
             completion_tokens,
         } => format!("{prompt_tokens} prompt, {completion_tokens} completion tokens"),
         SessionEvent::ModelSwap { from, to, reason } => {
-            format!("{} -> {}: {}", line(from), line(to), clip(reason))
+            format!("{} -> {}: {}", line(from), line(to), quoted_preview(reason))
         }
         SessionEvent::Fork {
             from_point,
@@ -100,7 +113,7 @@ pub(crate) fn preview(event: &SessionEvent) -> String {
             ),
             line(model)
         ),
-        SessionEvent::CallIncomplete { reason } => clip(reason),
+        SessionEvent::CallIncomplete { reason } => quoted_preview(reason),
         SessionEvent::CallWire { format, wire } => format!("{} {}", line(format), clipped(wire)),
         SessionEvent::RequestDigest { sha256 } => format!("sha256 {sha256}"),
         // A kind added after this command was written still gets its line, without a preview.

@@ -119,7 +119,7 @@ fn empty_at_ceiling_needs_no_answer_a_length_finish_and_the_whole_ceiling() {
             max_tokens: 50,
             ..Record::default()
         };
-        finished_row(&mut row, &summary(finish, completion), answered);
+        summary(finish, completion).fill_end_row(&mut row, answered);
         assert_eq!(
             row.empty_at_ceiling, expected,
             "{finish} {completion} {answered}"
@@ -127,7 +127,7 @@ fn empty_at_ceiling_needs_no_answer_a_length_finish_and_the_whole_ceiling() {
     }
     // No ceiling travelled: nothing to have spent.
     let mut row = Record::default();
-    finished_row(&mut row, &summary("length", 50), false);
+    summary("length", 50).fill_end_row(&mut row, false);
     assert!(!row.empty_at_ceiling);
 }
 

@@ -1,4 +1,5 @@
-//! The chat-completions stream decoder: bytes in, content blocks and a summary out.
+//! The chat-completions stream decoder (bytes in, content blocks and a summary out) and the
+//! reader of a whole `chat.completion` answer.
 //!
 //! It is pure (no I/O, no clock), so a test can feed it a real transcript split at any
 //! byte and compare. What it maps:
@@ -17,45 +18,46 @@
 
 use std::borrow::Cow;
 
-use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage};
+use cuca_events::{Message, MessageContentBlock, PromptCacheUsage, ProviderUsage};
 use serde::Deserialize;
 
+use serde_json::Value;
+
+use super::request::message_of;
 use crate::error::WireError;
-use crate::sse::{SseDecoder, SseEvent};
+use crate::stream::{bounded, stream_decoder, Common, Events};
 use crate::summary::{LlamaTimings, StreamSummary};
-use crate::text::{clip, error_value_text, for_clip_error, server_text};
-use crate::StreamDecoder;
+use crate::text::{clip_server_words, error_value_text, for_clip_error};
 
-/// Decodes one chat-completions event stream.
-///
-/// ```
-/// use cuca_wire::chat::ChatStreamDecoder;
-/// use cuca_events::MessageContentBlock;
-///
-/// let mut decoder = ChatStreamDecoder::new();
-/// let mut blocks = Vec::new();
-/// decoder.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"no", &mut blocks).unwrap();
-/// decoder.feed(b"ted\"},\"finish_reason\":\"stop\"}]}\r\n\r\ndata: [DONE]\n\n", &mut blocks).unwrap();
-/// let summary = decoder.finish(&mut blocks).unwrap();
-/// assert_eq!(blocks, vec![MessageContentBlock::text("noted")]);
-/// assert_eq!(summary.finish_reason.as_deref(), Some("stop"));
-/// assert!(summary.saw_done);
-/// ```
-#[derive(Debug, Default)]
-pub struct ChatStreamDecoder {
-    sse: SseDecoder,
-    state: ChatState,
-}
+stream_decoder!(
+    /// Decodes one chat-completions event stream.
+    ///
+    /// A stream is complete when `[DONE]` arrived or, failing that, a `finish_reason` did: a
+    /// server that closes the body right after its last chunk lost nothing. Tool calls still
+    /// open at the end are pushed by [`ChatStreamDecoder::finish`].
+    ///
+    /// ```
+    /// use cuca_wire::chat::ChatStreamDecoder;
+    /// use cuca_events::MessageContentBlock;
+    ///
+    /// let mut decoder = ChatStreamDecoder::new();
+    /// let mut blocks = Vec::new();
+    /// decoder.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"no", &mut blocks).unwrap();
+    /// decoder.feed(b"ted\"},\"finish_reason\":\"stop\"}]}\r\n\r\ndata: [DONE]\n\n", &mut blocks).unwrap();
+    /// let summary = decoder.finish(&mut blocks).unwrap();
+    /// assert_eq!(blocks, vec![MessageContentBlock::text("noted")]);
+    /// assert_eq!(summary.finish_reason.as_deref(), Some("stop"));
+    /// assert!(summary.saw_done);
+    /// ```
+    ChatStreamDecoder,
+    ChatEvents
+);
 
+/// What the chat decoder keeps beside the shared state: the tool calls being assembled.
 #[derive(Debug, Default)]
-struct ChatState {
-    summary: StreamSummary,
-    /// Pass over an event that is not a chat chunk instead of failing the stream.
-    skip_malformed: bool,
+pub(crate) struct ChatEvents {
+    common: Common,
     tools: Vec<PartialToolCall>,
-    /// The last error's text with the server's bytes unclipped (see
-    /// [`ChatStreamDecoder::error_detail`]).
-    detail: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -66,148 +68,68 @@ struct PartialToolCall {
     arguments: String,
 }
 
-impl ChatStreamDecoder {
-    /// A decoder at the start of a stream.
-    pub fn new() -> Self {
-        ChatStreamDecoder::default()
+impl Events for ChatEvents {
+    fn common(&self) -> &Common {
+        &self.common
     }
 
-    /// A decoder that passes over an event that does not parse as a chat chunk, counting it
-    /// in [`StreamSummary::n_skipped`], instead of refusing the rest of the stream: for a
-    /// recorder that forwards every byte whatever it holds and must record all it can (the
-    /// proxy). An error the server sends in the stream still fails it.
-    pub fn skipping_malformed() -> Self {
-        let mut decoder = ChatStreamDecoder::default();
-        decoder.state.skip_malformed = true;
-        decoder
+    fn common_mut(&mut self) -> &mut Common {
+        &mut self.common
     }
 
-    /// Feeds the next bytes; the blocks they complete are pushed onto `out` in order.
-    ///
-    /// Bytes after `data: [DONE]` are ignored.
-    pub fn feed(
+    fn on_data(
         &mut self,
-        bytes: &[u8],
+        _event: &str,
+        data: &str,
         out: &mut Vec<MessageContentBlock>,
     ) -> Result<(), WireError> {
-        if self.state.summary.saw_done {
-            return Ok(());
-        }
-        let state = &mut self.state;
-        let fed = self
-            .sse
-            .feed(bytes, &mut |event| state.on_event(event, out));
-        match fed {
-            // Bytes after `[DONE]` are ignored also when they arrive in the same read as it:
-            // the SSE layer decodes the whole read before this decoder can stop it, so an
-            // error met once `[DONE]` was seen came from those bytes. (Found by fuzzing: the
-            // same stream was accepted or refused depending on where the network split it.)
-            Err(_) if self.state.summary.saw_done => Ok(()),
-            other => other,
-        }
+        self.on_chunk(data, out)
     }
 
-    /// The last error's text with the server's own bytes in it unclipped (up to what the call
-    /// log's `clip_error` needs), when the error quoted them: the in-stream error's message,
-    /// the chunk that did not parse, a nameless tool call's arguments. `None` for errors made
-    /// of the decoder's own words alone (offsets, counts).
-    pub fn error_detail(&self) -> Option<&str> {
-        self.state.detail.as_deref()
-    }
-
-    /// Whether `data: [DONE]` has arrived: the caller may stop reading.
-    pub fn is_done(&self) -> bool {
-        self.state.summary.saw_done
-    }
-
-    /// The summary so far.
-    pub fn summary(&self) -> &StreamSummary {
-        &self.state.summary
-    }
-
-    /// Ends the stream (the body ended), pushing any tool calls still open.
-    ///
-    /// A stream is complete when `[DONE]` arrived or, failing that, a `finish_reason` did:
-    /// a server that closes the body right after its last chunk lost nothing. A body that
-    /// ends before either is refused with [`WireError::Truncated`], because the answer
-    /// may have been cut anywhere.
-    pub fn finish(
+    fn end(
         &mut self,
+        tail: Result<(), WireError>,
         out: &mut Vec<MessageContentBlock>,
-    ) -> Result<StreamSummary, WireError> {
-        if !self.state.summary.saw_done {
-            let state = &mut self.state;
-            self.sse.finish(&mut |event| state.on_event(event, out))?;
-        }
-        self.state.flush_tools(out)?;
-        let summary = &self.state.summary;
+    ) -> Result<(), WireError> {
+        tail?;
+        self.flush_tools(out)?;
+        let summary = &self.common.summary;
         if !summary.saw_done && summary.finish_reason.is_none() {
-            return Err(WireError::Truncated {
-                n_events: summary.n_events,
-            });
+            return Err(self.common.truncated());
         }
-        Ok(summary.clone())
+        Ok(())
     }
 }
 
-impl ChatState {
-    fn on_event(
+impl ChatEvents {
+    fn on_chunk(
         &mut self,
-        event: SseEvent<'_>,
+        data: &str,
         out: &mut Vec<MessageContentBlock>,
     ) -> Result<(), WireError> {
-        if self.summary.saw_done {
-            return Ok(());
-        }
-        let data = event.data.trim();
-        if event.event == "error" {
-            let text = server_text(data);
-            let message = clip(&text);
-            self.detail = Some(for_clip_error(text));
-            return Err(WireError::StreamError { message });
-        }
-        if data.is_empty() {
-            return Ok(());
-        }
-        self.summary.n_events += 1;
         if data == "[DONE]" {
             self.flush_tools(out)?;
-            self.summary.saw_done = true;
+            self.common.summary.saw_done = true;
             return Ok(());
         }
         let chunk: WireChunk<'_> = match serde_json::from_str(data) {
             Ok(chunk) => chunk,
-            Err(e) if self.skip_malformed => {
-                self.summary.n_skipped += 1;
-                if self.summary.first_skipped.is_none() {
-                    self.summary.first_skipped = Some(format!(
-                        "event {} is not a chat.completion.chunk ({e}): {}",
-                        self.summary.n_events,
-                        clip(data)
-                    ));
-                }
-                return Ok(());
-            }
             Err(e) => {
-                let what = format!(
-                    "event {} is not a chat.completion.chunk ({e})",
-                    self.summary.n_events
-                );
-                self.detail = Some(for_clip_error(format!("{what}: {data}")));
-                return Err(WireError::Decode {
-                    message: format!("{what}: {}", clip(data)),
-                });
+                return self
+                    .common
+                    .malformed(&format!("not a chat.completion.chunk ({e})"), data)
             }
         };
         if let Some(error) = chunk.error {
             let text = error_value_text(&error).unwrap_or_else(|| data.to_owned());
-            let message = clip(&text);
-            self.detail = Some(for_clip_error(text));
-            return Err(WireError::StreamError { message });
+            return Err(self.common.stream_error(text));
         }
-        if self.summary.model.is_none() {
+        if let Err(why) = chunk.check_indices() {
+            return self.common.malformed(&why, data);
+        }
+        if self.common.summary.model.is_none() {
             if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
-                self.summary.model = Some(model.into_owned());
+                self.common.summary.model = Some(model.into_owned());
             }
         }
         for choice in chunk.choices.unwrap_or_default() {
@@ -228,18 +150,22 @@ impl ChatState {
                 for (position, piece) in
                     delta.tool_calls.unwrap_or_default().into_iter().enumerate()
                 {
-                    self.tool_piece(piece.index.unwrap_or(position), piece);
+                    let index = piece
+                        .index
+                        .and_then(|i| usize::try_from(i).ok())
+                        .unwrap_or(position);
+                    self.tool_piece(index, piece);
                 }
             }
             if let Some(reason) = choice.finish_reason {
                 self.flush_tools(out)?;
-                self.summary.finish_reason = Some(reason);
+                self.common.summary.finish_reason = Some(reason);
             }
         }
         if let Some(usage) = chunk.usage {
             let prompt_tokens = usage.prompt_tokens.unwrap_or(0);
             let completion_tokens = usage.completion_tokens.unwrap_or(0);
-            self.summary.usage = Some(ProviderUsage {
+            self.common.summary.usage = Some(ProviderUsage {
                 prompt_tokens,
                 completion_tokens,
                 reasoning_tokens: usage
@@ -248,11 +174,11 @@ impl ChatState {
                 cost: usage.cost,
             });
             if let Some(cached_tokens) = usage.prompt_tokens_details.and_then(|d| d.cached_tokens) {
-                self.summary.prompt_cache = Some(PromptCacheUsage { cached_tokens });
+                self.common.summary.prompt_cache = Some(PromptCacheUsage { cached_tokens });
             }
         }
         if let Some(timings) = chunk.timings {
-            self.summary.timings = Some(timings);
+            self.common.summary.timings = Some(timings);
         }
         Ok(())
     }
@@ -300,12 +226,12 @@ impl ChatState {
         for call in tools {
             if call.name.is_empty() {
                 let what = format!("tool call {} ended without a function name", call.index);
-                self.detail = Some(for_clip_error(format!(
+                self.common.detail = Some(for_clip_error(format!(
                     "{what} (arguments: {})",
                     call.arguments
                 )));
                 return Err(WireError::Decode {
-                    message: format!("{what} (arguments: {})", clip(&call.arguments)),
+                    message: format!("{what} (arguments: {})", clip_server_words(&call.arguments)),
                 });
             }
             let id = if call.id.is_empty() {
@@ -323,6 +249,59 @@ impl ChatState {
     }
 }
 
+/// A non-streamed `chat.completion` object's blocks (reasoning, then text, then tool calls,
+/// the order a stream of it delivers them) and summary.
+pub fn decode_whole(body: &[u8]) -> Result<(Vec<MessageContentBlock>, StreamSummary), String> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| format!("the upstream's answer is not JSON: {e}"))?;
+    let mut blocks = Vec::new();
+    let mut summary = StreamSummary {
+        model: value
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+            .map(str::to_owned),
+        ..StreamSummary::default()
+    };
+    let choice = value
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|choices| choices.first());
+    if let Some(choice) = choice {
+        summary.finish_reason = choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if let Some(message) = choice.get("message") {
+            if let Ok(Message { content, .. }) = message_of(message) {
+                // A stream yields nothing for an empty delta; neither does its whole form.
+                blocks = content
+                    .into_iter()
+                    .filter(|block| match block {
+                        MessageContentBlock::Text { text } => !text.is_empty(),
+                        MessageContentBlock::Thinking { thinking } => !thinking.is_empty(),
+                        _ => true,
+                    })
+                    .collect();
+            }
+        }
+    }
+    if let Some(usage) = value.get("usage") {
+        let count = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64);
+        summary.usage = Some(ProviderUsage {
+            prompt_tokens: count("/prompt_tokens").unwrap_or(0),
+            completion_tokens: count("/completion_tokens").unwrap_or(0),
+            reasoning_tokens: count("/completion_tokens_details/reasoning_tokens"),
+            cost: usage.get("cost").and_then(Value::as_f64),
+        });
+        if let Some(cached_tokens) = count("/prompt_tokens_details/cached_tokens") {
+            summary.prompt_cache = Some(PromptCacheUsage { cached_tokens });
+        }
+    }
+    summary.n_events = 1;
+    Ok((blocks, summary))
+}
+
 #[derive(Deserialize)]
 struct WireChunk<'a> {
     #[serde(borrow, default)]
@@ -337,10 +316,25 @@ struct WireChunk<'a> {
     error: Option<serde_json::Value>,
 }
 
+impl WireChunk<'_> {
+    /// Refuses a choice or tool call index past [`crate::MAX_INDEX`]: the decoder keeps one
+    /// tool call per index, so an index is memory the upstream would choose.
+    fn check_indices(&self) -> Result<(), String> {
+        for choice in self.choices.iter().flatten() {
+            bounded("choices[].index", choice.index.unwrap_or(0))?;
+            let pieces = choice.delta.as_ref().and_then(|d| d.tool_calls.as_ref());
+            for piece in pieces.into_iter().flatten() {
+                bounded("tool_calls[].index", piece.index.unwrap_or(0))?;
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Deserialize)]
 struct WireChoice {
     #[serde(default)]
-    index: Option<u32>,
+    index: Option<u64>,
     #[serde(default)]
     delta: Option<WireDelta>,
     #[serde(default)]
@@ -362,7 +356,7 @@ struct WireDelta {
 #[derive(Deserialize)]
 struct WireToolCall {
     #[serde(default)]
-    index: Option<usize>,
+    index: Option<u64>,
     #[serde(default)]
     id: Option<String>,
     #[serde(default)]
@@ -401,29 +395,4 @@ struct WirePromptDetails {
 struct WireCompletionDetails {
     #[serde(default)]
     reasoning_tokens: Option<u64>,
-}
-
-#[cfg(test)]
-mod tests;
-
-impl StreamDecoder for ChatStreamDecoder {
-    fn feed(&mut self, bytes: &[u8], out: &mut Vec<MessageContentBlock>) -> Result<(), WireError> {
-        ChatStreamDecoder::feed(self, bytes, out)
-    }
-
-    fn finish(&mut self, out: &mut Vec<MessageContentBlock>) -> Result<StreamSummary, WireError> {
-        ChatStreamDecoder::finish(self, out)
-    }
-
-    fn summary(&self) -> &StreamSummary {
-        ChatStreamDecoder::summary(self)
-    }
-
-    fn is_done(&self) -> bool {
-        ChatStreamDecoder::is_done(self)
-    }
-
-    fn error_detail(&self) -> Option<&str> {
-        ChatStreamDecoder::error_detail(self)
-    }
 }

@@ -5,6 +5,7 @@ use bytes::Bytes;
 use cuca_events::MessageContentBlock;
 use serde_json::{json, Value};
 
+use crate::encode::piece;
 use crate::{RecordedAnswer, WireRequest};
 
 /// Chat's finish reason for a recorded one: Chat's own words as they are, another format's
@@ -91,11 +92,6 @@ fn event(value: &Value) -> Bytes {
     Bytes::from(format!("data: {value}\n\n"))
 }
 
-/// The most bytes of text one streamed event carries. A recorded block longer than this (a
-/// non-streamed answer is one block) goes out in several deltas, as a provider streams it, so
-/// a stream holds one event of at most this much text at a time, however long the turn.
-pub const MAX_EVENT_TEXT: usize = 64 * 1024;
-
 /// Where an [`SseEvents`] is in the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
@@ -108,7 +104,7 @@ enum Stage {
 }
 
 /// The replayed stream, built one event at a time as the body is polled: one event per
-/// recorded block (a long text in pieces of [`MAX_EVENT_TEXT`]) — reasoning as
+/// recorded block (a long text in pieces of [`MAX_EVENT_TEXT`](crate::MAX_EVENT_TEXT)) — reasoning as
 /// `reasoning_content`, text as `content`, each tool call whole in one `tool_calls` delta —
 /// then the finish reason, the usage chunk when asked for, and `[DONE]`. Lazily, so a stream
 /// holds its turn (whose blocks every caller of the session shares) and one event, never the
@@ -131,28 +127,18 @@ impl<B: AsRef<[MessageContentBlock]>> SseEvents<B> {
         event(&chunk(&self.id, &self.model, delta, finish))
     }
 
-    /// The next piece of `text` from `offset`, at most [`MAX_EVENT_TEXT`] bytes cut at a
-    /// character boundary, and whether it is the last.
-    fn piece(text: &str, offset: usize) -> (&str, bool) {
-        let mut end = offset.saturating_add(MAX_EVENT_TEXT).min(text.len());
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        (text.get(offset..end).unwrap_or_default(), end >= text.len())
-    }
-
     fn next_block_event(&mut self) -> Option<Bytes> {
         while let Some(block) = self.blocks.as_ref().get(self.next_block) {
             let (delta, done) = match block {
                 MessageContentBlock::Thinking { thinking } => {
-                    let (piece, last) = Self::piece(thinking, self.offset);
+                    let (piece, last) = piece(thinking, self.offset);
                     let n = piece.len();
                     let delta = json!({"reasoning_content": piece});
                     self.offset += n;
                     (delta, last)
                 }
                 MessageContentBlock::Text { text } => {
-                    let (piece, last) = Self::piece(text, self.offset);
+                    let (piece, last) = piece(text, self.offset);
                     let n = piece.len();
                     let delta = json!({"content": piece});
                     self.offset += n;

@@ -1,15 +1,12 @@
-//! Reading a Chat Completions request (the caller's body as a [`WireRequest`]) and a whole
-//! `chat.completion` answer.
+//! Reading a Chat Completions request (the caller's body as a [`WireRequest`]).
 
-use cuca_events::{
-    Message, MessageContentBlock, PromptCacheUsage, ProviderUsage, Role, ToolChoice,
-    ToolDefinition, UnifiedRequest,
-};
+use cuca_events::{Message, MessageContentBlock, Role, ToolChoice, ToolDefinition, UnifiedRequest};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-use crate::{StreamSummary, WireRequest};
+use crate::body::{image_of, shallow_str, str_field};
+use crate::WireRequest;
 
 /// The fields recorded elsewhere (the messages, the model and the tools have records or
 /// fields of their own) or that only shape the transport, not the answer.
@@ -134,24 +131,6 @@ fn read_tools(tools: &RawValue, unified: &mut UnifiedRequest, unrecorded: &mut V
     }
 }
 
-/// The string at `path` (object keys) inside `raw`, read level by level as raw values.
-pub(crate) fn shallow_str(raw: &RawValue, path: &[&str]) -> Option<String> {
-    let mut at: Box<RawValue> = serde_json::from_str(raw.get()).ok()?;
-    for key in path {
-        let mut object: BTreeMap<String, Box<RawValue>> = serde_json::from_str(at.get()).ok()?;
-        at = object.remove(*key)?;
-    }
-    serde_json::from_str::<String>(at.get()).ok()
-}
-
-pub(crate) fn str_field(value: &Value, key: &str) -> String {
-    value
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// One wire message as a [`Message`]: text parts in order, images as
 /// [`MessageContentBlock::ImageBase64`] (a `data:` URL split into type and bytes; any other
 /// URL kept whole with the media type `text/uri-list`), an assistant's `reasoning_content`
@@ -222,21 +201,6 @@ pub(crate) fn message_of(wire: &Value) -> Result<Message, String> {
     Ok(Message { role, content })
 }
 
-pub(crate) fn image_of(url: &str) -> MessageContentBlock {
-    if let Some(rest) = url.strip_prefix("data:") {
-        if let Some((media_type, data)) = rest.split_once(";base64,") {
-            return MessageContentBlock::ImageBase64 {
-                media_type: media_type.to_owned(),
-                data: data.to_owned(),
-            };
-        }
-    }
-    MessageContentBlock::ImageBase64 {
-        media_type: "text/uri-list".into(),
-        data: url.to_owned(),
-    }
-}
-
 /// A message's text: a string, or the `text` of its text parts, joined.
 fn text_of(content: Option<&Value>) -> String {
     match content {
@@ -247,57 +211,4 @@ fn text_of(content: Option<&Value>) -> String {
             .collect(),
         _ => String::new(),
     }
-}
-
-/// A non-streamed `chat.completion` object's blocks (reasoning, then text, then tool calls,
-/// the order a stream of it delivers them) and summary.
-pub fn decode_whole(body: &[u8]) -> Result<(Vec<MessageContentBlock>, StreamSummary), String> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| format!("the upstream's answer is not JSON: {e}"))?;
-    let mut blocks = Vec::new();
-    let mut summary = StreamSummary {
-        model: value
-            .get("model")
-            .and_then(Value::as_str)
-            .filter(|m| !m.is_empty())
-            .map(str::to_owned),
-        ..StreamSummary::default()
-    };
-    let choice = value
-        .get("choices")
-        .and_then(Value::as_array)
-        .and_then(|choices| choices.first());
-    if let Some(choice) = choice {
-        summary.finish_reason = choice
-            .get("finish_reason")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        if let Some(message) = choice.get("message") {
-            if let Ok(Message { content, .. }) = message_of(message) {
-                // A stream yields nothing for an empty delta; neither does its whole form.
-                blocks = content
-                    .into_iter()
-                    .filter(|block| match block {
-                        MessageContentBlock::Text { text } => !text.is_empty(),
-                        MessageContentBlock::Thinking { thinking } => !thinking.is_empty(),
-                        _ => true,
-                    })
-                    .collect();
-            }
-        }
-    }
-    if let Some(usage) = value.get("usage") {
-        let count = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64);
-        summary.usage = Some(ProviderUsage {
-            prompt_tokens: count("/prompt_tokens").unwrap_or(0),
-            completion_tokens: count("/completion_tokens").unwrap_or(0),
-            reasoning_tokens: count("/completion_tokens_details/reasoning_tokens"),
-            cost: usage.get("cost").and_then(Value::as_f64),
-        });
-        if let Some(cached_tokens) = count("/prompt_tokens_details/cached_tokens") {
-            summary.prompt_cache = Some(PromptCacheUsage { cached_tokens });
-        }
-    }
-    summary.n_events = 1;
-    Ok((blocks, summary))
 }

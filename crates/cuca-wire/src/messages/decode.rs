@@ -24,40 +24,39 @@ use serde_json::{Map, Value};
 
 use super::WIRE_FORMAT;
 use crate::error::WireError;
-use crate::sse::{SseDecoder, SseEvent};
+use crate::stream::{bounded, stream_decoder, Common, Events};
 use crate::summary::StreamSummary;
-use crate::text::{clip, error_value_text, for_clip_error, server_text};
-use crate::StreamDecoder;
+use crate::text::{clip_server_words, error_value_text, server_text};
 
-/// Decodes one Messages event stream.
-///
-/// ```
-/// use cuca_wire::messages::MessagesStreamDecoder;
-/// use cuca_events::MessageContentBlock;
-///
-/// let mut decoder = MessagesStreamDecoder::new();
-/// let mut blocks = Vec::new();
-/// decoder.feed(b"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
-/// event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"no", &mut blocks).unwrap();
-/// decoder.feed(b"ted\"}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n", &mut blocks).unwrap();
-/// let summary = decoder.finish(&mut blocks).unwrap();
-/// assert_eq!(blocks, vec![MessageContentBlock::text("noted")]);
-/// assert_eq!(summary.finish_reason.as_deref(), Some("end_turn"));
-/// assert_eq!(summary.wire.unwrap()["blocks"][0]["records"], 1);
-/// ```
-#[derive(Debug, Default)]
-pub struct MessagesStreamDecoder {
-    sse: SseDecoder,
-    state: State,
-}
+stream_decoder!(
+    /// Decodes one Messages event stream.
+    ///
+    /// ```
+    /// use cuca_wire::messages::MessagesStreamDecoder;
+    /// use cuca_events::MessageContentBlock;
+    ///
+    /// let mut decoder = MessagesStreamDecoder::new();
+    /// let mut blocks = Vec::new();
+    /// decoder.feed(b"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
+    /// event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"no", &mut blocks).unwrap();
+    /// decoder.feed(b"ted\"}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n", &mut blocks).unwrap();
+    /// let summary = decoder.finish(&mut blocks).unwrap();
+    /// assert_eq!(blocks, vec![MessageContentBlock::text("noted")]);
+    /// assert_eq!(summary.finish_reason.as_deref(), Some("end_turn"));
+    /// assert_eq!(summary.wire.unwrap()["blocks"][0]["records"], 1);
+    /// ```
+    ///
+    /// A stream is complete when `message_stop` arrived or, failing that, a `stop_reason`
+    /// did; a block still open at the end (a tool call half assembled) is pushed as far as it
+    /// got, whatever the verdict.
+    MessagesStreamDecoder,
+    MessagesEvents
+);
 
+/// What the Messages decoder keeps beside the shared state.
 #[derive(Debug, Default)]
-struct State {
-    summary: StreamSummary,
-    /// Pass over an event that is not a Messages event instead of failing the stream.
-    skip_malformed: bool,
-    /// The last error's text with the server's bytes unclipped.
-    detail: Option<String>,
+pub(crate) struct MessagesEvents {
+    common: Common,
     /// The content blocks started and not yet stopped (Anthropic streams one at a time; a
     /// list costs nothing and keeps a server that interleaves them readable).
     open: Vec<Open>,
@@ -91,105 +90,49 @@ enum OpenKind {
     Kept,
 }
 
-impl MessagesStreamDecoder {
-    /// A decoder at the start of a stream.
-    pub fn new() -> Self {
-        MessagesStreamDecoder::default()
+impl Events for MessagesEvents {
+    fn common(&self) -> &Common {
+        &self.common
     }
 
-    /// A decoder that passes over an event that does not parse as a Messages event (or
-    /// refers to a block never started), counting it in [`StreamSummary::n_skipped`],
-    /// instead of refusing the rest of the stream: for a recorder that must record all it
-    /// can (the proxy). An error the server sends in the stream still fails it.
-    pub fn skipping_malformed() -> Self {
-        let mut decoder = MessagesStreamDecoder::default();
-        decoder.state.skip_malformed = true;
-        decoder
+    fn common_mut(&mut self) -> &mut Common {
+        &mut self.common
     }
 
-    /// Feeds the next bytes; the blocks they complete are pushed onto `out` in order. Bytes
-    /// after `message_stop` are ignored.
-    pub fn feed(
+    fn on_data(
         &mut self,
-        bytes: &[u8],
+        _event: &str,
+        data: &str,
         out: &mut Vec<MessageContentBlock>,
     ) -> Result<(), WireError> {
-        if self.state.summary.saw_done {
-            return Ok(());
-        }
-        let state = &mut self.state;
-        match self
-            .sse
-            .feed(bytes, &mut |event| state.on_event(event, out))
-        {
-            // Bytes after `message_stop` in the same read as it are ignored too, so the
-            // verdict does not depend on where the network split the stream.
-            Err(_) if self.state.summary.saw_done => Ok(()),
-            other => other,
+        let parsed: WireEvent<'_> = match serde_json::from_str(data) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                return self
+                    .common
+                    .malformed(&format!("not a Messages stream event ({e})"), data)
+            }
+        };
+        match self.apply(&parsed, data, out) {
+            Ok(()) => Ok(()),
+            Err(Applied::Malformed(why)) => self.common.malformed(&why, data),
+            Err(Applied::Fatal(error)) => Err(error),
         }
     }
 
-    /// Ends the stream (the body ended), pushing a tool call still being assembled. A stream
-    /// is complete when `message_stop` arrived or, failing that, a `stop_reason` did; one that
-    /// ends before either is refused with [`WireError::Truncated`] (its blocks and `wire` are
-    /// kept all the same).
-    pub fn finish(
+    fn end(
         &mut self,
+        tail: Result<(), WireError>,
         out: &mut Vec<MessageContentBlock>,
-    ) -> Result<StreamSummary, WireError> {
-        let mut ended = Ok(());
-        if !self.state.summary.saw_done {
-            let state = &mut self.state;
-            ended = self.sse.finish(&mut |event| state.on_event(event, out));
-        }
+    ) -> Result<(), WireError> {
         // What was assembled is pushed whatever the verdict, so a recorder keeps it.
-        self.state.close_all(out);
-        ended?;
-        let summary = &self.state.summary;
+        self.close_all(out);
+        tail?;
+        let summary = &self.common.summary;
         if !summary.saw_done && summary.finish_reason.is_none() {
-            return Err(WireError::Truncated {
-                n_events: summary.n_events,
-            });
+            return Err(self.common.truncated());
         }
-        Ok(summary.clone())
-    }
-
-    /// The summary so far, its `wire` included.
-    pub fn summary(&self) -> &StreamSummary {
-        &self.state.summary
-    }
-
-    /// Whether `message_stop` has arrived: the caller may stop reading.
-    pub fn is_done(&self) -> bool {
-        self.state.summary.saw_done
-    }
-
-    /// The last error's text with the server's own bytes in it unclipped (up to what the call
-    /// log's `clip_error` needs), when the error quoted them.
-    pub fn error_detail(&self) -> Option<&str> {
-        self.state.detail.as_deref()
-    }
-}
-
-impl StreamDecoder for MessagesStreamDecoder {
-    fn feed(&mut self, bytes: &[u8], out: &mut Vec<MessageContentBlock>) -> Result<(), WireError> {
-        MessagesStreamDecoder::feed(self, bytes, out)
-    }
-
-    fn finish(&mut self, out: &mut Vec<MessageContentBlock>) -> Result<StreamSummary, WireError> {
-        MessagesStreamDecoder::finish(self, out)
-    }
-
-    fn summary(&self) -> &StreamSummary {
-        MessagesStreamDecoder::summary(self)
-    }
-
-    fn is_done(&self) -> bool {
-        MessagesStreamDecoder::is_done(self)
-    }
-
-    fn error_detail(&self) -> Option<&str> {
-        MessagesStreamDecoder::error_detail(self)
+        Ok(())
     }
 }
 
@@ -259,40 +202,18 @@ struct BlockDelta<'a> {
     partial_json: Option<String>,
 }
 
-impl State {
-    fn on_event(
-        &mut self,
-        event: SseEvent<'_>,
-        out: &mut Vec<MessageContentBlock>,
-    ) -> Result<(), WireError> {
-        if self.summary.saw_done {
-            return Ok(());
-        }
-        let data = event.data.trim();
-        if event.event == "error" {
-            return Err(self.stream_error(data, None));
-        }
-        if data.is_empty() {
-            return Ok(());
-        }
-        self.summary.n_events += 1;
-        let parsed: WireEvent<'_> = match serde_json::from_str(data) {
-            Ok(parsed) => parsed,
-            Err(e) => return self.malformed(format!("not a Messages stream event ({e})"), data),
-        };
-        match self.apply(&parsed, data, out) {
-            Ok(()) => Ok(()),
-            Err(Applied::Malformed(why)) => self.malformed(why, data),
-            Err(Applied::Fatal(error)) => Err(error),
-        }
-    }
-
+impl MessagesEvents {
     fn apply(
         &mut self,
         event: &WireEvent<'_>,
         data: &str,
         out: &mut Vec<MessageContentBlock>,
     ) -> Result<(), Applied> {
+        if let Some(index) = event.index {
+            // The open blocks are looked up by index: bounded, so an upstream cannot make
+            // the list of open blocks as long as it likes.
+            bounded("index", index)?;
+        }
         match event.kind.as_ref() {
             "message_start" => {
                 let message: StartMessage = parse(event.message, "message")?;
@@ -306,7 +227,7 @@ impl State {
                     }
                 }
                 if let Some(model) = message.model.filter(|m| !m.is_empty()) {
-                    self.summary.model.get_or_insert(model);
+                    self.common.summary.model.get_or_insert(model);
                 }
                 if let Some(usage) = message.usage {
                     self.usage = usage;
@@ -318,6 +239,14 @@ impl State {
                 if self.open.iter().any(|o| o.index == index) {
                     return Err(format!("content block {index} started twice").into());
                 }
+                // Every block started has an entry in `wire` for the whole call: bounded, so a
+                // stream that starts blocks without end cannot grow it without end.
+                let n_started = self.wire_blocks().map_or(0, |blocks| blocks.len());
+                bounded("content block", n_started as u64).map_err(|why| {
+                    Applied::Fatal(WireError::Decode {
+                        message: format!("event {} is {why}", self.common.summary.n_events),
+                    })
+                })?;
                 let block: Map<String, Value> = parse(event.content_block, "content_block")?;
                 let (entry, kind, first) = start_entry(block);
                 let entry = match self.wire_blocks() {
@@ -366,7 +295,7 @@ impl State {
             "message_delta" => {
                 let delta: Map<String, Value> = parse(event.delta, "delta")?;
                 if let Some(reason) = delta.get("stop_reason").and_then(Value::as_str) {
-                    self.summary.finish_reason = Some(reason.to_owned());
+                    self.common.summary.finish_reason = Some(reason.to_owned());
                 }
                 if let (Some(sequence), Some(wire)) = (delta.get("stop_sequence"), self.wire()) {
                     wire.insert("stop_sequence".into(), sequence.clone());
@@ -379,7 +308,7 @@ impl State {
             }
             "message_stop" => {
                 self.close_all(out);
-                self.summary.saw_done = true;
+                self.common.summary.saw_done = true;
             }
             "error" => return Err(Applied::Fatal(self.stream_error(data, event.error))),
             // `ping`, and event types Anthropic may add: its docs ask clients to ignore them.
@@ -486,6 +415,7 @@ impl State {
     /// is made an object right here, but the type cannot say so).
     fn wire(&mut self) -> Option<&mut Map<String, Value>> {
         let wire = self
+            .common
             .summary
             .wire
             .get_or_insert_with(|| new_wire(Vec::new()));
@@ -515,9 +445,9 @@ impl State {
             wire.insert("usage".into(), usage);
         }
         let (usage, cache) = usage_of(&self.usage);
-        self.summary.usage = Some(usage);
+        self.common.summary.usage = Some(usage);
         if cache.is_some() {
-            self.summary.prompt_cache = cache;
+            self.common.summary.prompt_cache = cache;
         }
     }
 
@@ -526,28 +456,11 @@ impl State {
             .and_then(|e| serde_json::from_str::<Value>(e.get()).ok())
             .and_then(|e| error_value_text(&e))
             .unwrap_or_else(|| server_text(data));
-        let message = clip(&text);
-        self.detail = Some(for_clip_error(text));
-        WireError::StreamError { message }
-    }
-
-    fn malformed(&mut self, why: String, data: &str) -> Result<(), WireError> {
-        let what = format!("event {} is {why}", self.summary.n_events);
-        if self.skip_malformed {
-            self.summary.n_skipped += 1;
-            if self.summary.first_skipped.is_none() {
-                self.summary.first_skipped = Some(format!("{what}: {}", clip(data)));
-            }
-            return Ok(());
-        }
-        self.detail = Some(for_clip_error(format!("{what}: {data}")));
-        Err(WireError::Decode {
-            message: format!("{what}: {}", clip(data)),
-        })
+        self.common.stream_error(text)
     }
 }
 
-/// Why [`State::apply`] did not apply an event.
+/// Why [`MessagesEvents::apply`] did not apply an event.
 enum Applied {
     /// The event is not what a Messages server sends (skippable), in words.
     Malformed(String),
@@ -725,7 +638,10 @@ pub fn decode_whole(body: &[u8]) -> Result<(Vec<MessageContentBlock>, StreamSumm
             .get("error")
             .and_then(error_value_text)
             .unwrap_or_else(|| "an error without a message".to_owned());
-        return Err(format!("the upstream answered an error: {}", clip(&text)));
+        return Err(format!(
+            "the upstream answered an error: {}",
+            clip_server_words(&text)
+        ));
     }
     let mut summary = StreamSummary {
         n_events: 1,

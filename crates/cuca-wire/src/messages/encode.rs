@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::WIRE_FORMAT;
-use crate::chat::MAX_EVENT_TEXT;
+use crate::encode::piece;
 use crate::{RecordedAnswer, WireRequest};
 
 /// Anthropic's stop reason for a recorded one: its own words as they are, another format's
@@ -359,7 +359,7 @@ enum Stage {
 /// The replayed Messages stream, one event per `next()`: lazily, so a stream holds its turn
 /// (whose blocks every caller of the session shares), its layout (one small entry per
 /// content block) and one event, never the whole answer rendered. A recorded block longer
-/// than [`MAX_EVENT_TEXT`] goes out in several deltas of at most that much.
+/// than [`MAX_EVENT_TEXT`](crate::MAX_EVENT_TEXT) goes out in several deltas of at most that much.
 pub struct MessagesEvents<B> {
     head: Head,
     model: String,
@@ -423,16 +423,6 @@ struct MessageObject<'a> {
 fn sse<T: Serialize>(name: &str, data: &T) -> Bytes {
     let data = serde_json::to_string(data).unwrap_or_default();
     Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
-}
-
-/// The next piece of `text` from `offset`, at most [`MAX_EVENT_TEXT`] bytes cut at a
-/// character boundary, and whether it is the last.
-fn piece(text: &str, offset: usize) -> (&str, bool) {
-    let mut end = offset.saturating_add(MAX_EVENT_TEXT).min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    (text.get(offset..end).unwrap_or_default(), end >= text.len())
 }
 
 impl<B: AsRef<[MessageContentBlock]>> MessagesEvents<B> {

@@ -1,5 +1,6 @@
 //! Unit tests of the Messages module against the real llama-server transcripts and the
-//! shapes Anthropic documents (issue 29, items 2–5).
+//! shapes Anthropic documents: requests read into the session vocabulary, streams and whole
+//! messages decoded, replayed so the SDKs cannot tell, errors in Anthropic's shape.
 
 use bytes::Bytes;
 use cuca_events::{
@@ -407,7 +408,7 @@ fn stop_reasons_of_other_formats_are_mapped() {
 
 #[test]
 fn a_long_text_goes_out_in_pieces_of_at_most_max_event_text() {
-    let long = "ü".repeat(crate::chat::MAX_EVENT_TEXT); // two bytes a character
+    let long = "ü".repeat(crate::MAX_EVENT_TEXT); // two bytes a character
     let answer = RecordedAnswer {
         blocks: vec![MessageContentBlock::text(long.clone())],
         model: "m".into(),
@@ -424,9 +425,7 @@ fn a_long_text_goes_out_in_pieces_of_at_most_max_event_text() {
         .map(|(_, d)| d["delta"]["text"].as_str().unwrap())
         .collect();
     assert_eq!(pieces.len(), 2);
-    assert!(pieces
-        .iter()
-        .all(|p| p.len() <= crate::chat::MAX_EVENT_TEXT));
+    assert!(pieces.iter().all(|p| p.len() <= crate::MAX_EVENT_TEXT));
     assert_eq!(pieces.concat(), long);
 }
 

@@ -23,38 +23,38 @@ use serde_json::{json, Map, Value};
 
 use super::WIRE_FORMAT;
 use crate::error::WireError;
-use crate::sse::{SseDecoder, SseEvent};
+use crate::stream::{bounded, stream_decoder, Common, Events};
 use crate::summary::{LlamaTimings, StreamSummary};
-use crate::text::{clip, error_value_text, for_clip_error, server_text};
-use crate::StreamDecoder;
+use crate::text::{clip_server_words, error_value_text, for_clip_error, server_text};
 
-/// Decodes one Responses event stream.
-///
-/// ```
-/// use cuca_wire::responses::ResponsesStreamDecoder;
-/// use cuca_events::MessageContentBlock;
-///
-/// let mut decoder = ResponsesStreamDecoder::new();
-/// let mut blocks = Vec::new();
-/// decoder.feed(b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"no", &mut blocks).unwrap();
-/// decoder.feed(b"ted\"}\n\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"status\":\"completed\"}}\n\n", &mut blocks).unwrap();
-/// let summary = decoder.finish(&mut blocks).unwrap();
-/// assert_eq!(blocks, vec![MessageContentBlock::text("noted")]);
-/// assert_eq!(summary.finish_reason.as_deref(), Some("completed"));
-/// assert_eq!(summary.wire.unwrap()["id"], "resp_1");
-/// ```
-#[derive(Debug, Default)]
-pub struct ResponsesStreamDecoder {
-    sse: SseDecoder,
-    state: State,
-}
+stream_decoder!(
+    /// Decodes one Responses event stream.
+    ///
+    /// ```
+    /// use cuca_wire::responses::ResponsesStreamDecoder;
+    /// use cuca_events::MessageContentBlock;
+    ///
+    /// let mut decoder = ResponsesStreamDecoder::new();
+    /// let mut blocks = Vec::new();
+    /// decoder.feed(b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"no", &mut blocks).unwrap();
+    /// decoder.feed(b"ted\"}\n\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"status\":\"completed\"}}\n\n", &mut blocks).unwrap();
+    /// let summary = decoder.finish(&mut blocks).unwrap();
+    /// assert_eq!(blocks, vec![MessageContentBlock::text("noted")]);
+    /// assert_eq!(summary.finish_reason.as_deref(), Some("completed"));
+    /// assert_eq!(summary.wire.unwrap()["id"], "resp_1");
+    /// ```
+    ///
+    /// A stream is complete when `response.completed` or `response.incomplete` arrived; a
+    /// function call whose `output_item.done` never came is pushed at the end with the
+    /// arguments streamed so far, whatever the verdict.
+    ResponsesStreamDecoder,
+    ResponsesEvents
+);
 
+/// What the Responses decoder keeps beside the shared state.
 #[derive(Debug, Default)]
-struct State {
-    summary: StreamSummary,
-    skip_malformed: bool,
-    /// The last error's text with the server's bytes unclipped.
-    detail: Option<String>,
+pub(crate) struct ResponsesEvents {
+    common: Common,
     /// The output items, in the order they were opened; `summary.wire.items[i]` is item `i`.
     items: Vec<Item>,
 }
@@ -82,98 +82,39 @@ struct Item {
     done: bool,
 }
 
-impl ResponsesStreamDecoder {
-    /// A decoder at the start of a stream.
-    pub fn new() -> Self {
-        ResponsesStreamDecoder::default()
+impl Events for ResponsesEvents {
+    // Responses names its error events `error` and gives them a `type`: they are read as
+    // events, so the message is the one in the event.
+    const READS_ERROR_EVENTS: bool = true;
+
+    fn common(&self) -> &Common {
+        &self.common
     }
 
-    /// A decoder that passes over an event that does not parse, counting it in
-    /// [`StreamSummary::n_skipped`], instead of refusing the rest of the stream: for a
-    /// recorder that must record all it can. An error the server sends still fails it.
-    pub fn skipping_malformed() -> Self {
-        let mut decoder = ResponsesStreamDecoder::default();
-        decoder.state.skip_malformed = true;
-        decoder
+    fn common_mut(&mut self) -> &mut Common {
+        &mut self.common
     }
 
-    /// Feeds the next bytes; the blocks they complete are pushed onto `out` in order. Bytes
-    /// after `response.completed` (or `response.incomplete`) are ignored.
-    pub fn feed(
+    fn on_data(
         &mut self,
-        bytes: &[u8],
+        event: &str,
+        data: &str,
         out: &mut Vec<MessageContentBlock>,
     ) -> Result<(), WireError> {
-        if self.state.summary.saw_done {
-            return Ok(());
-        }
-        let state = &mut self.state;
-        let fed = self
-            .sse
-            .feed(bytes, &mut |event| state.on_event(event, out));
-        match fed {
-            // Bytes after the end in the same read are ignored too, wherever the split fell.
-            Err(_) if self.state.summary.saw_done => Ok(()),
-            other => other,
-        }
+        self.on_event(event, data, out)
     }
 
-    /// The last error's text with the server's own bytes in it unclipped.
-    pub fn error_detail(&self) -> Option<&str> {
-        self.state.detail.as_deref()
-    }
-
-    /// Whether `response.completed` (or `response.incomplete`) has arrived.
-    pub fn is_done(&self) -> bool {
-        self.state.summary.saw_done
-    }
-
-    /// The summary so far, `wire` included.
-    pub fn summary(&self) -> &StreamSummary {
-        &self.state.summary
-    }
-
-    /// Ends the stream, pushing a function call whose `output_item.done` never came (with the
-    /// arguments streamed so far). A stream that ended before `response.completed` or
-    /// `response.incomplete` is refused with [`WireError::Truncated`], after that push.
-    pub fn finish(
+    fn end(
         &mut self,
+        tail: Result<(), WireError>,
         out: &mut Vec<MessageContentBlock>,
-    ) -> Result<StreamSummary, WireError> {
-        if !self.state.summary.saw_done {
-            let state = &mut self.state;
-            self.sse.finish(&mut |event| state.on_event(event, out))?;
+    ) -> Result<(), WireError> {
+        tail?;
+        let flushed = self.flush_calls(out);
+        if !self.common.summary.saw_done {
+            return Err(self.common.truncated());
         }
-        let flushed = self.state.flush_calls(out);
-        if !self.state.summary.saw_done {
-            return Err(WireError::Truncated {
-                n_events: self.state.summary.n_events,
-            });
-        }
-        flushed?;
-        Ok(self.state.summary.clone())
-    }
-}
-
-impl StreamDecoder for ResponsesStreamDecoder {
-    fn feed(&mut self, bytes: &[u8], out: &mut Vec<MessageContentBlock>) -> Result<(), WireError> {
-        ResponsesStreamDecoder::feed(self, bytes, out)
-    }
-
-    fn finish(&mut self, out: &mut Vec<MessageContentBlock>) -> Result<StreamSummary, WireError> {
-        ResponsesStreamDecoder::finish(self, out)
-    }
-
-    fn summary(&self) -> &StreamSummary {
-        ResponsesStreamDecoder::summary(self)
-    }
-
-    fn is_done(&self) -> bool {
-        ResponsesStreamDecoder::is_done(self)
-    }
-
-    fn error_detail(&self) -> Option<&str> {
-        ResponsesStreamDecoder::error_detail(self)
+        flushed
     }
 }
 
@@ -186,15 +127,15 @@ pub fn decode_whole(body: &[u8]) -> Result<(Vec<MessageContentBlock>, StreamSumm
     if !value.is_object() {
         return Err("the upstream's answer is not a response object".into());
     }
-    let mut state = State::default();
+    let mut state = ResponsesEvents::default();
     let mut blocks = Vec::new();
-    state.summary.n_events = 1;
+    state.common.summary.n_events = 1;
     state
         .on_response(&value, true, &mut blocks)
         .and_then(|()| state.flush_calls(&mut blocks))
         .map_err(|e| e.to_string())?;
     state.end(&value);
-    Ok((blocks, state.summary))
+    Ok((blocks, state.common.summary))
 }
 
 /// One event's fields, as far as the decoder reads them.
@@ -228,6 +169,24 @@ struct WireEvent<'a> {
     timings: Option<LlamaTimings>,
 }
 
+impl WireEvent<'_> {
+    /// Refuses an output, content or summary index past [`crate::MAX_INDEX`]: the decoder
+    /// keeps a count per part, so an index is memory the upstream would choose.
+    fn check_indices(&self) -> Result<(), String> {
+        for (field, index) in [
+            ("output_index", self.output_index),
+            ("content_index", self.content_index),
+            ("summary_index", self.summary_index),
+        ] {
+            if let Some(index) = index {
+                bounded(field, index)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An index of the event, within [`crate::MAX_INDEX`] (checked when the event was read).
 fn index(i: Option<u64>) -> usize {
     i.and_then(|i| usize::try_from(i).ok()).unwrap_or(0)
 }
@@ -246,56 +205,27 @@ fn grow<T: Default + Clone>(list: &mut Vec<T>, at: usize) {
     }
 }
 
-impl State {
-    fn stream_error(&mut self, text: String) -> WireError {
-        let message = clip(&text);
-        self.detail = Some(for_clip_error(text));
-        WireError::StreamError { message }
-    }
-
+impl ResponsesEvents {
     fn on_event(
         &mut self,
-        event: SseEvent<'_>,
+        event: &str,
+        data: &str,
         out: &mut Vec<MessageContentBlock>,
     ) -> Result<(), WireError> {
-        if self.summary.saw_done {
-            return Ok(());
-        }
-        let data = event.data.trim();
-        if event.event == "error" && !data.starts_with('{') {
-            return Err(self.stream_error(server_text(data)));
-        }
-        if data.is_empty() {
-            return Ok(());
-        }
-        self.summary.n_events += 1;
         let wire: WireEvent<'_> = match serde_json::from_str(data) {
             Ok(wire) => wire,
-            Err(e) if self.skip_malformed => {
-                self.summary.n_skipped += 1;
-                if self.summary.first_skipped.is_none() {
-                    self.summary.first_skipped = Some(format!(
-                        "event {} is not a Responses event ({e}): {}",
-                        self.summary.n_events,
-                        clip(data)
-                    ));
-                }
-                return Ok(());
-            }
             Err(e) => {
-                let what = format!(
-                    "event {} is not a Responses event ({e})",
-                    self.summary.n_events
-                );
-                self.detail = Some(for_clip_error(format!("{what}: {data}")));
-                return Err(WireError::Decode {
-                    message: format!("{what}: {}", clip(data)),
-                });
+                return self
+                    .common
+                    .malformed(&format!("not a Responses event ({e})"), data)
             }
         };
-        let kind = wire.kind.as_deref().unwrap_or(event.event);
+        if let Err(why) = wire.check_indices() {
+            return self.common.malformed(&why, data);
+        }
+        let kind = wire.kind.as_deref().unwrap_or(event);
         if let Some(timings) = wire.timings {
-            self.summary.timings = Some(timings);
+            self.common.summary.timings = Some(timings);
         }
         match kind {
             "error" => {
@@ -304,7 +234,7 @@ impl State {
                     .clone()
                     .or_else(|| wire.error.as_ref().and_then(error_value_text))
                     .unwrap_or_else(|| server_text(data));
-                return Err(self.stream_error(text));
+                return Err(self.common.stream_error(text));
             }
             "response.failed" => {
                 let text = wire
@@ -316,13 +246,13 @@ impl State {
                 if let Some(response) = &wire.response {
                     self.on_response(response, false, out)?;
                 }
-                return Err(self.stream_error(text));
+                return Err(self.common.stream_error(text));
             }
             _ => {}
         }
         if let Some(error) = wire.error.as_ref().filter(|e| !e.is_null()) {
             let text = error_value_text(error).unwrap_or_else(|| data.to_owned());
-            return Err(self.stream_error(text));
+            return Err(self.common.stream_error(text));
         }
         match kind {
             "response.created" | "response.in_progress" | "response.queued" => {
@@ -338,7 +268,7 @@ impl State {
             }
             "response.output_item.added" => {
                 if let Some(item) = &wire.item {
-                    self.add_item(wire.output_index, item, out);
+                    self.add_item(wire.output_index, item, out)?;
                 }
             }
             "response.output_item.done" => {
@@ -347,7 +277,7 @@ impl State {
                 }
             }
             "response.content_part.added" => {
-                let at = self.item_for(&wire, &["message", "reasoning"], out);
+                let at = self.item_for(&wire, &["message", "reasoning"], out)?;
                 let part_kind = wire
                     .part
                     .as_ref()
@@ -358,23 +288,22 @@ impl State {
                 let content = index(wire.content_index);
                 if item.kind == "reasoning" {
                     grow(&mut item.content_records, content);
+                    self.sync_part(at, false, content);
                 } else {
                     grow(&mut item.parts, content);
                     item.parts[content].0 = part_kind.to_owned();
+                    self.sync_records(at);
                 }
-                self.sync(at);
             }
             "response.reasoning_summary_part.added" => {
-                let at = self.item_for(&wire, &["reasoning"], out);
-                grow(
-                    &mut self.items[at].summary_records,
-                    index(wire.summary_index),
-                );
-                self.sync(at);
+                let at = self.item_for(&wire, &["reasoning"], out)?;
+                let summary = index(wire.summary_index);
+                grow(&mut self.items[at].summary_records, summary);
+                self.sync_part(at, true, summary);
             }
             "response.output_text.delta" | "response.refusal.delta" => {
                 if let Some(text) = delta_text(&wire) {
-                    let at = self.item_for(&wire, &["message"], out);
+                    let at = self.item_for(&wire, &["message"], out)?;
                     let item = &mut self.items[at];
                     let content = index(wire.content_index);
                     grow(&mut item.parts, content);
@@ -391,33 +320,42 @@ impl State {
                     item.records += 1;
                     item.streamed = true;
                     out.push(MessageContentBlock::Text { text });
-                    self.sync(at);
+                    self.sync_records(at);
                 }
             }
             "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
                 if let Some(thinking) = delta_text(&wire) {
-                    let at = self.item_for(&wire, &["reasoning"], out);
+                    let at = self.item_for(&wire, &["reasoning"], out)?;
                     let item = &mut self.items[at];
-                    if kind == "response.reasoning_text.delta" {
-                        bump(&mut item.content_records, index(wire.content_index));
+                    let summary = kind == "response.reasoning_summary_text.delta";
+                    let part = if summary {
+                        index(wire.summary_index)
                     } else {
-                        bump(&mut item.summary_records, index(wire.summary_index));
-                    }
+                        index(wire.content_index)
+                    };
+                    bump(
+                        if summary {
+                            &mut item.summary_records
+                        } else {
+                            &mut item.content_records
+                        },
+                        part,
+                    );
                     item.records += 1;
                     item.streamed = true;
                     out.push(MessageContentBlock::Thinking { thinking });
-                    self.sync(at);
+                    self.sync_part(at, summary, part);
                 }
             }
             "response.function_call_arguments.delta" => {
                 if let Some(piece) = delta_text(&wire) {
-                    let at = self.item_for(&wire, &["function_call"], out);
+                    let at = self.item_for(&wire, &["function_call"], out)?;
                     self.items[at].arguments.push_str(&piece);
                 }
             }
             "response.function_call_arguments.done" => {
                 if let Some(arguments) = &wire.arguments {
-                    let at = self.item_for(&wire, &["function_call"], out);
+                    let at = self.item_for(&wire, &["function_call"], out)?;
                     self.items[at].arguments = arguments.clone();
                 }
             }
@@ -430,35 +368,76 @@ impl State {
 
     /// The wire object, made on first use.
     fn wire(&mut self) -> Option<&mut Map<String, Value>> {
-        if !matches!(self.summary.wire, Some(Value::Object(_))) {
-            self.summary.wire = Some(json!({"format": WIRE_FORMAT, "items": []}));
+        if !matches!(self.common.summary.wire, Some(Value::Object(_))) {
+            self.common.summary.wire = Some(json!({"format": WIRE_FORMAT, "items": []}));
         }
-        self.summary.wire.as_mut().and_then(Value::as_object_mut)
-    }
-
-    fn wire_item(&mut self, at: usize) -> Option<&mut Map<String, Value>> {
-        self.wire()?
-            .get_mut("items")
-            .and_then(Value::as_array_mut)
-            .and_then(|items| items.get_mut(at))
+        self.common
+            .summary
+            .wire
+            .as_mut()
             .and_then(Value::as_object_mut)
     }
 
-    /// Writes item `at`'s counts into its wire entry.
+    fn wire_item(&mut self, at: usize) -> Option<&mut Map<String, Value>> {
+        self.wire();
+        wire_entry(&mut self.common.summary.wire, at)
+    }
+
+    /// Writes item `at`'s counts into its wire entry: the block count, and a reasoning item's
+    /// part counts, each list brought up to date in place (at an item's end; a delta writes
+    /// only what it changed, with [`ResponsesEvents::sync_part`]).
     fn sync(&mut self, at: usize) {
-        let item = &self.items[at];
-        let records = item.records;
-        // Only a reasoning item has part counts; the lists are a few numbers long.
-        let lists = (item.kind == "reasoning")
-            .then(|| (item.summary_records.clone(), item.content_records.clone()));
+        self.sync_records(at);
+        let Some(item) = self.items.get(at) else {
+            return;
+        };
+        if item.kind != "reasoning" {
+            return;
+        }
+        if let Some(entry) = wire_entry(&mut self.common.summary.wire, at) {
+            for (key, counts) in [
+                ("summary_records", &item.summary_records),
+                ("content_records", &item.content_records),
+            ] {
+                if let Some(list) = counts_list(entry, key, counts) {
+                    list.truncate(counts.len());
+                    for (slot, &n) in list.iter_mut().zip(counts) {
+                        *slot = n.into();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes item `at`'s block count into its wire entry.
+    fn sync_records(&mut self, at: usize) {
+        let records = self.items.get(at).map_or(0, |item| item.records);
         if let Some(entry) = self.wire_item(at) {
             entry.insert("records".into(), records.into());
-            if let Some((summary_records, content_records)) = lists {
-                if !summary_records.is_empty() {
-                    entry.insert("summary_records".into(), summary_records.into());
-                }
-                if !content_records.is_empty() {
-                    entry.insert("content_records".into(), content_records.into());
+        }
+    }
+
+    /// Writes item `at`'s block count and its reasoning part `part`'s count (in
+    /// `summary_records` or `content_records`) into its wire entry, changing nothing else: a
+    /// delta costs the same however many parts came before it (cloning the list on every
+    /// delta made a stream of many parts quadratic).
+    fn sync_part(&mut self, at: usize, summary: bool, part: usize) {
+        self.sync_records(at);
+        self.wire();
+        let Some(item) = self.items.get(at) else {
+            return;
+        };
+        let (key, counts) = if summary {
+            ("summary_records", &item.summary_records)
+        } else {
+            ("content_records", &item.content_records)
+        };
+        if let Some(list) = wire_entry(&mut self.common.summary.wire, at)
+            .and_then(|entry| counts_list(entry, key, counts))
+        {
+            if let Some(&n) = counts.get(part) {
+                if let Some(slot) = list.get_mut(part) {
+                    *slot = n.into();
                 }
             }
         }
@@ -472,7 +451,7 @@ impl State {
         wire: &WireEvent<'_>,
         kinds: &[&str],
         out: &mut Vec<MessageContentBlock>,
-    ) -> usize {
+    ) -> Result<usize, WireError> {
         let found = wire
             .output_index
             .and_then(|i| self.items.iter().position(|it| it.output_index == Some(i)))
@@ -490,7 +469,7 @@ impl State {
                 !item.done && kinds.contains(&item.kind.as_str())
             });
         match found {
-            Some(at) => at,
+            Some(at) => Ok(at),
             None => {
                 let mut item = json!({"type": kinds.first().copied().unwrap_or("message")});
                 if let Some(id) = wire.item_id.as_deref() {
@@ -502,13 +481,21 @@ impl State {
     }
 
     /// Opens an item. Items stream one after another, so a function call still open is over:
-    /// its ToolCall goes before the new item's blocks.
+    /// its ToolCall goes before the new item's blocks. An item past [`crate::MAX_INDEX`]
+    /// refuses the stream: every event looks its item up among those opened, so an upstream
+    /// that opens items without end would make each event cost more than the last.
     fn add_item(
         &mut self,
         output_index: Option<u64>,
         item: &Value,
         out: &mut Vec<MessageContentBlock>,
-    ) -> usize {
+    ) -> Result<usize, WireError> {
+        let n_items = self.items.len() as u64;
+        if let Err(why) = bounded("output item", n_items) {
+            return Err(WireError::Decode {
+                message: format!("event {} is {why}", self.common.summary.n_events),
+            });
+        }
         for at in 0..self.items.len() {
             let open = &self.items[at];
             if open.kind == "function_call" && !open.done && !open.name.is_empty() {
@@ -558,7 +545,7 @@ impl State {
         {
             items.push(Value::Object(wire));
         }
-        self.items.len() - 1
+        Ok(self.items.len() - 1)
     }
 
     /// An item as done: a function call's one ToolCall; the blocks of a message or reasoning
@@ -576,7 +563,7 @@ impl State {
             .filter(|&at| !self.items[at].done);
         let at = match found {
             Some(at) => at,
-            None => self.add_item(output_index, item, out),
+            None => self.add_item(output_index, item, out)?,
         };
         let kind = item
             .get("type")
@@ -721,12 +708,15 @@ impl State {
                     &entry.call_id
                 }
             );
-            self.detail = Some(for_clip_error(format!(
+            self.common.detail = Some(for_clip_error(format!(
                 "{what} (arguments: {})",
                 entry.arguments
             )));
             return Err(WireError::Decode {
-                message: format!("{what} (arguments: {})", clip(&entry.arguments)),
+                message: format!(
+                    "{what} (arguments: {})",
+                    clip_server_words(&entry.arguments)
+                ),
             });
         }
         out.push(MessageContentBlock::ToolCall {
@@ -765,8 +755,8 @@ impl State {
         out: &mut Vec<MessageContentBlock>,
     ) -> Result<(), WireError> {
         if let Some(model) = str_of(response, "model").filter(|m| !m.is_empty()) {
-            if self.summary.model.is_none() || last {
-                self.summary.model = Some(model.to_owned());
+            if self.common.summary.model.is_none() || last {
+                self.common.summary.model = Some(model.to_owned());
             }
         }
         let mut fields: Vec<(&str, Value)> = ["id", "created_at", "completed_at", "status"]
@@ -776,14 +766,14 @@ impl State {
         if let Some(usage) = response.get("usage").filter(|u| u.is_object()) {
             fields.push(("usage", usage.clone()));
             let count = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64);
-            self.summary.usage = Some(ProviderUsage {
+            self.common.summary.usage = Some(ProviderUsage {
                 prompt_tokens: count("/input_tokens").unwrap_or(0),
                 completion_tokens: count("/output_tokens").unwrap_or(0),
                 reasoning_tokens: count("/output_tokens_details/reasoning_tokens"),
                 cost: usage.get("cost").and_then(Value::as_f64),
             });
             if let Some(cached_tokens) = count("/input_tokens_details/cached_tokens") {
-                self.summary.prompt_cache = Some(PromptCacheUsage { cached_tokens });
+                self.common.summary.prompt_cache = Some(PromptCacheUsage { cached_tokens });
             }
         }
         if let Some(wire) = self.wire() {
@@ -816,9 +806,41 @@ impl State {
         } else {
             status
         };
-        self.summary.finish_reason = Some(reason.to_owned());
-        self.summary.saw_done = true;
+        self.common.summary.finish_reason = Some(reason.to_owned());
+        self.common.summary.saw_done = true;
     }
+}
+
+/// Item `at`'s entry in a `wire` object.
+fn wire_entry(wire: &mut Option<Value>, at: usize) -> Option<&mut Map<String, Value>> {
+    wire.as_mut()?
+        .get_mut("items")
+        .and_then(Value::as_array_mut)
+        .and_then(|items| items.get_mut(at))
+        .and_then(Value::as_object_mut)
+}
+
+/// `entry[key]`, the JSON list of `counts`, made (for a list not empty) and grown to its
+/// length with the new counts: a list only ever grows by the parts an event adds, so this
+/// pushes what is new and copies nothing already there. `None` for empty `counts` (an empty
+/// list is left out of `wire`, and a list written before is left as it is).
+fn counts_list<'e>(
+    entry: &'e mut Map<String, Value>,
+    key: &str,
+    counts: &[u64],
+) -> Option<&'e mut Vec<Value>> {
+    if counts.is_empty() {
+        return None;
+    }
+    let slot = entry.entry(key).or_insert_with(|| Value::Array(Vec::new()));
+    if !slot.is_array() {
+        *slot = Value::Array(Vec::new());
+    }
+    let list = slot.as_array_mut()?;
+    for &n in counts.iter().skip(list.len()) {
+        list.push(n.into());
+    }
+    Some(list)
 }
 
 fn str_of<'v>(value: &'v Value, key: &str) -> Option<&'v str> {

@@ -17,7 +17,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 use super::WIRE_FORMAT;
-use crate::chat::MAX_EVENT_TEXT;
+use crate::encode::piece;
 use crate::{RecordedAnswer, WireRequest};
 
 /// The answer as a Responses event stream, built one event at a time as it is polled:
@@ -693,22 +693,12 @@ enum Stage {
 
 /// The replayed stream, built one event at a time as the body is polled, holding the
 /// answer's blocks (shared by every caller of the session) and one event, never the whole
-/// answer rendered; a text longer than [`MAX_EVENT_TEXT`] goes out in several deltas.
+/// answer rendered; a text longer than [`MAX_EVENT_TEXT`](crate::MAX_EVENT_TEXT) goes out in several deltas.
 pub struct ResponsesEvents<B> {
     blocks: B,
     plan: Plan,
     sequence: u64,
     stage: Stage,
-}
-
-/// The next piece of `text` from `offset`, at most [`MAX_EVENT_TEXT`] bytes cut at a
-/// character boundary, and whether it is the last.
-fn piece(text: &str, offset: usize) -> (&str, bool) {
-    let mut end = offset.saturating_add(MAX_EVENT_TEXT).min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    (text.get(offset..end).unwrap_or_default(), end >= text.len())
 }
 
 /// One event, `type` and the next `sequence_number` set: `event: TYPE\ndata: JSON\n\n`.

@@ -4,7 +4,7 @@ use cuca_events::{Message, MessageContentBlock, Role, ToolChoice, ToolDefinition
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::chat::request::{image_of, shallow_str, str_field};
+use crate::body::{image_of, shallow_str, str_field};
 use crate::WireRequest;
 
 /// The fields recorded elsewhere (the conversation, the model and the tools have records of

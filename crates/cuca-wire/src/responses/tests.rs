@@ -115,8 +115,8 @@ fn the_format_is_dispatched_by_name_and_path() {
 
 #[test]
 fn a_request_with_every_item_kind_reads_as_chat_positions_and_keeps_its_parameters_exact() {
-    // Issue 29: "Responses' `instructions` and system/developer input items are
-    // `SystemPrompt`s; … reasoning items are `Reasoning`; … `function_call` are `ToolCall`s".
+    // `instructions` and system/developer input items are system prompts, reasoning items are
+    // reasoning, `function_call`s are tool calls: every item kind has its session record.
     let body = br#"{"model":"gpt-5","instructions":"Be terse.","store":false,
         "reasoning":{"effort":"high","summary":"auto"},"include":["reasoning.encrypted_content"],
         "text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"}},"verbosity":"low"},
@@ -304,9 +304,9 @@ fn a_tool_nested_past_the_value_limit_keeps_its_name_and_json_text() {
 
 #[test]
 fn every_fixture_round_trips_through_the_stream_encoder() {
-    // Issue 29: "Replay answers in the wire format the request came in … such that the client
-    // cannot tell it from the recorded answer: the same text, the same tool-call ids and
-    // arguments, … the same stop reason and usage".
+    // A replay answers in the request's wire format so the client cannot tell it from the
+    // recorded answer: the same text, the same tool-call ids and arguments, the same stop
+    // reason and usage.
     let request = plain_request();
     for body in streams() {
         let first = decode(&body).unwrap();
@@ -536,7 +536,7 @@ fn a_wire_that_does_not_fit_the_blocks_falls_back_to_grouping_but_keeps_the_resp
 
 #[test]
 fn a_long_text_goes_out_in_pieces_and_decodes_to_the_same_text() {
-    let text = "é".repeat(crate::chat::MAX_EVENT_TEXT);
+    let text = "é".repeat(crate::MAX_EVENT_TEXT);
     let recorded = recorded(
         vec![MessageContentBlock::text(text.clone())],
         None,
@@ -552,7 +552,7 @@ fn a_long_text_goes_out_in_pieces_and_decodes_to_the_same_text() {
     assert_eq!(deltas.len(), 2);
     assert!(deltas
         .iter()
-        .all(|d| d["delta"].as_str().unwrap().len() <= crate::chat::MAX_EVENT_TEXT));
+        .all(|d| d["delta"].as_str().unwrap().len() <= crate::MAX_EVENT_TEXT));
     let (blocks, _) = decode(&body).unwrap();
     assert_eq!(blocks.len(), 2);
     let joined: String = blocks

@@ -186,7 +186,7 @@ pub(crate) fn openai_function_call_stream() -> Vec<u8> {
 
 #[test]
 fn an_openai_function_call_stream_records_one_tool_call_with_its_call_id_and_exact_arguments() {
-    // Issue 29: "`tool_use` / `function_call` are `ToolCall`s with their ids".
+    // A `function_call` is one tool call, with its call id.
     let (blocks, summary) = decode(&openai_function_call_stream()).unwrap();
     assert_eq!(
         blocks,

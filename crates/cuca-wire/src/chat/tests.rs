@@ -1,15 +1,15 @@
-//! Unit tests of the chat-stream decoder, against the real llama-server transcripts.
+//! Unit tests of the chat format: the stream decoder against the real llama-server transcripts.
 
 use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage};
 use proptest::prelude::*;
 
 use super::*;
-use crate::text::{server_message, CLIP_CHARS};
+use crate::text::{server_message, SERVER_WORDS_CHARS};
+use crate::{StreamSummary, WireError};
 
-const BASIC: &[u8] = include_bytes!("../../../tests/fixtures/llama-server/stream-basic.body");
-const REASONING: &[u8] =
-    include_bytes!("../../../tests/fixtures/llama-server/stream-reasoning.body");
-const NO_USAGE: &[u8] = include_bytes!("../../../tests/fixtures/llama-server/stream-no-usage.body");
+const BASIC: &[u8] = include_bytes!("../../tests/fixtures/llama-server/stream-basic.body");
+const REASONING: &[u8] = include_bytes!("../../tests/fixtures/llama-server/stream-reasoning.body");
+const NO_USAGE: &[u8] = include_bytes!("../../tests/fixtures/llama-server/stream-no-usage.body");
 
 fn decode_chunks(chunks: &[&[u8]]) -> Result<(Vec<MessageContentBlock>, StreamSummary), WireError> {
     let mut decoder = ChatStreamDecoder::new();
@@ -273,7 +273,7 @@ fn bytes_after_done_are_ignored() {
 
 #[test]
 fn server_message_reads_json_errors_and_clips_html() {
-    let llama = include_str!("../../../tests/fixtures/llama-server/error-no-messages.body");
+    let llama = include_str!("../../tests/fixtures/llama-server/error-no-messages.body");
     assert_eq!(server_message(llama), "'messages' is required");
     let html = format!(
         "<html><head><title>500 Internal Server Error</title></head><body>{}</body></html>",
@@ -286,7 +286,7 @@ fn server_message_reads_json_errors_and_clips_html() {
     );
     // The tag-stripped text is "500 Internal Server Error" and 100 " stack frame"s.
     assert!(message.ends_with("… (1225 bytes in all)"), "{message}");
-    assert!(message.chars().count() < CLIP_CHARS + 40);
+    assert!(message.chars().count() < SERVER_WORDS_CHARS + 40);
 }
 
 proptest! {
@@ -327,7 +327,8 @@ proptest! {
     }
 }
 
-/// A decoder made to skip malformed events (the proxy's, issue 28.5) passes over an event
+/// A decoder made to skip malformed events (the proxy's, which must record all it can) passes
+/// over an event
 /// that is not a chat chunk, counts it, and decodes the rest; a plain one refuses the stream.
 #[test]
 fn a_skipping_decoder_passes_over_a_malformed_event_and_counts_it() {
