@@ -348,7 +348,7 @@ impl Recorder {
                 });
             }
         }
-        let token_usage = summary.map_or_else(TokenUsage::default, token_usage);
+        let token_usage = summary.map_or_else(TokenUsage::default, StreamSummary::token_usage);
         let response = UnifiedResponse {
             model: summary
                 .and_then(|s| s.model.clone())
@@ -377,21 +377,6 @@ impl Recorder {
             self.slot.needs_close();
         }
         failure
-    }
-}
-
-/// Without a usage chunk, llama.cpp's timings count the tokens, as in the client.
-fn token_usage(summary: &StreamSummary) -> TokenUsage {
-    match (&summary.usage, &summary.timings) {
-        (Some(usage), _) => TokenUsage {
-            prompt_tokens: usage.prompt_tokens,
-            completion_tokens: usage.completion_tokens,
-        },
-        (None, Some(timings)) => TokenUsage {
-            prompt_tokens: timings.prompt_n.unwrap_or(0) + timings.cache_n.unwrap_or(0),
-            completion_tokens: timings.predicted_n.unwrap_or(0),
-        },
-        (None, None) => TokenUsage::default(),
     }
 }
 

@@ -168,36 +168,15 @@ impl Upstream {
     }
 }
 
-/// `{base}/v1/{tail}`, or `{base}/{tail}` when the base already ends in `/v1`.
+/// `{base}/v1/{tail}`, or `{base}/{tail}` when the base already ends in `/v1`: the one
+/// check and join of a base URL the client makes too.
 fn upstream_url(base: &str, tail: &str) -> Result<reqwest::Url, ProxyError> {
-    let invalid = |message: String| ProxyError::InvalidUpstream {
-        url: base.to_owned(),
-        message,
-    };
-    let mut url = reqwest::Url::parse(base.trim())
-        .map_err(|e| invalid(format!("{e}; an upstream looks like http://127.0.0.1:8080")))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(invalid(format!(
-            "the scheme is {:?}; only http and https are spoken",
-            url.scheme()
-        )));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(invalid("it names no host".into()));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(invalid(
-            "an upstream url carries no query or fragment".into(),
-        ));
-    }
-    let path = url.path().trim_end_matches('/').to_owned();
-    let path = if path.ends_with("/v1") {
-        format!("{path}/{tail}")
-    } else {
-        format!("{path}/v1/{tail}")
-    };
-    url.set_path(&path);
-    Ok(url)
+    cuca_wire::api_url(base, tail, "http://127.0.0.1:8080").map_err(|error| {
+        ProxyError::InvalidUpstream {
+            url: base.to_owned(),
+            message: error.to_string(),
+        }
+    })
 }
 
 /// The innermost cause of a transport error: "connection refused" rather than reqwest's
