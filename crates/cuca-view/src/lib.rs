@@ -42,6 +42,7 @@ pub mod calls;
 pub mod compare;
 mod error;
 pub mod index;
+mod marks;
 mod pages;
 mod routes;
 pub mod runs;

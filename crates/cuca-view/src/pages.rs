@@ -819,16 +819,18 @@ pub(crate) fn run(id: &str, s: &RecordSummary) -> Markup {
 ///
 /// Besides the text, each record says what the page needs to place it as a reload would:
 /// `at` (its time), `role` for a message, `latency_ms` and `tokens` for the records that close
-/// a turn, `error` when it is one. `forks` lists the session's forks (id, point, its page
+/// a turn, `error` when it is one, `clipped` (bytes left out) when its text was cut to
+/// [`crate::sessions::MAX_LIVE_RECORD_BYTES`]. `forks` lists the session's forks (id, point, its page
 /// and its comparison) so a fork made while the page is open appears.
 pub(crate) fn live_json(
-    records: &[RecordView],
-    full: bool,
+    batch: &crate::sessions::LiveBatch,
     forks: &[(String, String)],
 ) -> serde_json::Value {
-    let items: Vec<serde_json::Value> = records
+    let items: Vec<serde_json::Value> = batch
+        .records
         .iter()
-        .map(|r| {
+        .map(|live| {
+            let r = &live.record;
             let mut item = serde_json::json!({
                 "sequence": r.sequence,
                 "kind": r.event.kind(),
@@ -853,6 +855,9 @@ pub(crate) fn live_json(
             if let Some(error) = crate::index::error_of(&r.event) {
                 item["error"] = error.into();
             }
+            if live.clipped_bytes > 0 {
+                item["clipped"] = live.clipped_bytes.into();
+            }
             item
         })
         .collect();
@@ -865,7 +870,7 @@ pub(crate) fn live_json(
             })
         })
         .collect();
-    serde_json::json!({ "records": items, "full": full, "forks": forks })
+    serde_json::json!({ "records": items, "full": batch.full, "forks": forks })
 }
 
 /// One line of text for a record, for the live view.

@@ -277,29 +277,35 @@ struct AfterQuery {
     after: Option<u64>,
 }
 
+/// Live polls reading at once, at most. A read holds the frame it is decoding and the decoded
+/// record (each up to `cuca_store_file::MAX_FRAME_LEN`, 32 MiB) before it clips it: four polls
+/// of 31 MiB records at once took the process to 300 MB, two keep it under 256 MiB. A poll
+/// from a mark is a few records, so waiting here is short.
+static LIVE_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
 /// The live poll: records after `after`, as JSON.
 async fn records(
     State(config): State<Config>,
     Path(id): Path<String>,
     Query(query): Query<AfterQuery>,
 ) -> Response {
+    // The semaphore is never closed, so acquiring fails only in theory; a poll then reads
+    // without waiting rather than failing.
+    let _permit = LIVE_READS.acquire().await.ok();
     let read = blocking(move || {
         let backend = sessions::locate(&config, &id)?;
-        let records = sessions::records_after(&backend, &id, query.after)?;
+        let batch = sessions::live_poll(&backend, &id, query.after)?;
         // The forks too, so a fork made while the page is open appears in its list.
         let forks = sessions::children(&config, &id)?;
-        Ok((records, forks))
+        Ok((batch, forks))
     })
     .await;
     match read {
-        Ok((records, forks)) => {
-            let full = records.len() >= sessions::MAX_LIVE_BATCH;
-            (
-                [(header::CONTENT_TYPE, "application/json")],
-                pages::live_json(&records, full, &forks).to_string(),
-            )
-                .into_response()
-        }
+        Ok((batch, forks)) => (
+            [(header::CONTENT_TYPE, "application/json")],
+            pages::live_json(&batch, &forks).to_string(),
+        )
+            .into_response(),
         Err(response) => response,
     }
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cuca_events::{PluginError, ReplayedRecord, SessionBackend, SessionEvent};
+use cuca_events::{PluginError, ReadAfter, ReadMark, ReplayedRecord, SessionBackend, SessionEvent};
 use cuca_store_file::{FileBackend, Verdict};
 
 use crate::error::ViewError;
@@ -21,6 +21,16 @@ pub const TURNS_PER_PAGE: usize = 20;
 /// How many records one live poll returns at most, so a poll after a long pause stays small;
 /// the page asks again straight away when it got a full batch.
 pub const MAX_LIVE_BATCH: usize = 500;
+
+/// The bytes of recorded text one live poll answers with, at most (plus one record's
+/// [`MAX_LIVE_RECORD_BYTES`], the record that crossed it): a record may be 32 MiB, and 500 of
+/// them answered whole were a 325 MB answer that took the viewer to 1.34 GB. 1 MiB is a
+/// page's worth of new text; the page asks again straight away for the rest.
+pub const MAX_LIVE_BYTES: usize = 1024 * 1024;
+
+/// The bytes of text one record keeps in a live answer, as a session page keeps of a turn
+/// ([`MAX_TURN_TEXT_BYTES`]); the rest is counted and the page says how much was cut.
+pub const MAX_LIVE_RECORD_BYTES: usize = MAX_TURN_TEXT_BYTES;
 
 /// One row of the sessions list.
 #[derive(Debug, Clone, PartialEq)]
@@ -392,6 +402,17 @@ impl SessionBackend for Located {
         self.0.replay_each(session_id, visit)
     }
 
+    // Forwarded, so a directory's session is read from a mark's byte offset (the trait's
+    // default would count from the start).
+    fn replay_after(
+        &self,
+        session_id: &str,
+        after: &ReadMark,
+        visit: &mut dyn FnMut(ReplayedRecord<'_>, &ReadMark) -> Result<(), PluginError>,
+    ) -> Result<ReadAfter, PluginError> {
+        self.0.replay_after(session_id, after, visit)
+    }
+
     fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {
         self.0.fork(session_id, point_id)
     }
@@ -677,30 +698,107 @@ pub fn turn_of(
     Ok(found)
 }
 
-/// Records after `after` (all records when `None`), at most [`MAX_LIVE_BATCH`]: what a live
-/// page polls for.
+/// One record of a live poll's answer, clipped to [`MAX_LIVE_RECORD_BYTES`] of text.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct LiveRecord {
+    /// The record, its text clipped.
+    pub record: RecordView,
+    /// Bytes of its text the answer left out (the page says so under it).
+    pub clipped_bytes: u64,
+}
+
+/// What one live poll answers ([`records_after`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct LiveBatch {
+    /// The records after the one asked for, in order.
+    pub records: Vec<LiveRecord>,
+    /// Whether the answer stopped at a bound ([`MAX_LIVE_BATCH`] records or
+    /// [`MAX_LIVE_BYTES`] of text) with more to come: the page asks again straight away.
+    pub full: bool,
+    /// Bytes of text the answer holds.
+    pub text_bytes: u64,
+    /// Where the next poll resumes: the mark after the last record returned (or skipped as
+    /// not newer than the one asked for).
+    pub mark: ReadMark,
+    /// Records the backend handed over to answer: what shows that a poll from a mark reads
+    /// only what was appended since.
+    pub records_read: u64,
+}
+
+/// Records after `after` (all records when `None`), read on from `from` (a mark at or before
+/// `after`, or [`ReadMark::START`]): what a live page polls for.
+///
+/// The answer is bounded in records ([`MAX_LIVE_BATCH`]) and in bytes: each record keeps at
+/// most [`MAX_LIVE_RECORD_BYTES`] of text ([`LiveRecord::clipped_bytes`] says how much was
+/// cut), and the answer stops once it holds [`MAX_LIVE_BYTES`]. A session of 31 MiB records is
+/// followed one clipped record a poll, never answered whole. Memory is the answer plus the
+/// one record being decoded. A mark that no longer describes the file (it was replaced) is
+/// dropped and the session read from its start.
 pub fn records_after(
     backend: &dyn SessionBackend,
     session: &str,
     after: Option<u64>,
-) -> Result<Vec<RecordView>, ViewError> {
-    let mut out = Vec::new();
-    let mut full = false;
-    let result = backend.replay_each(session, &mut |record| {
-        if after.is_none_or(|after| record.sequence > after) {
-            out.push(RecordView::from(record));
-            if out.len() >= MAX_LIVE_BATCH {
-                full = true;
+    from: &ReadMark,
+) -> Result<LiveBatch, ViewError> {
+    let mut from = *from;
+    loop {
+        let mut batch = LiveBatch {
+            records: Vec::new(),
+            full: false,
+            text_bytes: 0,
+            mark: from,
+            records_read: 0,
+        };
+        let result = backend.replay_after(session, &from, &mut |record, mark| {
+            batch.records_read += 1;
+            batch.mark = *mark;
+            if after.is_some_and(|after| record.sequence <= after) {
+                return Ok(());
+            }
+            let mut view = RecordView::from(record);
+            let mut budget = MAX_LIVE_RECORD_BYTES;
+            let clipped_bytes = clip::clip_event(&mut view.event, &mut budget);
+            batch.text_bytes += (MAX_LIVE_RECORD_BYTES - budget) as u64;
+            batch.records.push(LiveRecord {
+                record: view,
+                clipped_bytes,
+            });
+            if batch.records.len() >= MAX_LIVE_BATCH || batch.text_bytes >= MAX_LIVE_BYTES as u64 {
+                batch.full = true;
                 return Err(stop());
             }
+            Ok(())
+        });
+        match result {
+            Ok(ReadAfter::Read(mark)) => {
+                batch.mark = mark;
+                return Ok(batch);
+            }
+            Ok(ReadAfter::Stale) if from != ReadMark::START => from = ReadMark::START,
+            // A read from the start is never stale (nor anything newer the store may say):
+            // what was read is what there is.
+            Ok(_) => return Ok(batch),
+            Err(_) if batch.full => return Ok(batch),
+            Err(error) => return Err(error.into()),
         }
-        Ok(())
-    });
-    match result {
-        Err(_) if full => {}
-        other => other?,
     }
-    Ok(out)
+}
+
+/// [`records_after`] for a live page: it resumes where this session's previous poll (or its
+/// last page) stopped, so a poll costs what was appended since, not the session
+/// ([`crate::marks`]).
+pub fn live_poll(
+    located: &Located,
+    session: &str,
+    after: Option<u64>,
+) -> Result<LiveBatch, ViewError> {
+    let key = crate::marks::key(&located.place(), session);
+    let from = crate::marks::live_from(&key, after);
+    let batch = records_after(located, session, after, &from)?;
+    crate::marks::remember_live(&key, batch.mark);
+    Ok(batch)
 }
 
 /// The refusal a visitor returns to end a read early; the caller knows it asked for it.

@@ -1,6 +1,7 @@
 //! The session pages' reads: segmentation, early stop, fork parents.
 
 use super::*;
+use cuca_events::ReadMark;
 use cuca_testkit::{append_all, demo_turn, record};
 
 fn session_of_turns(backend: &FileBackend, id: &str, turns: u64) {
@@ -71,14 +72,107 @@ fn records_after_returns_only_newer_records_in_bounded_batches() {
     let dir = tempfile::tempdir().unwrap();
     let backend = FileBackend::new(dir.path()).unwrap();
     session_of_turns(&backend, "s", 200);
-    let newer = records_after(&backend, "s", Some(1395)).unwrap();
+    let newer = records_after(&backend, "s", Some(1395), &ReadMark::START).unwrap();
     assert_eq!(
-        newer.iter().map(|r| r.sequence).collect::<Vec<_>>(),
+        newer
+            .records
+            .iter()
+            .map(|r| r.record.sequence)
+            .collect::<Vec<_>>(),
         vec![1396, 1397, 1398, 1399]
     );
-    let first = records_after(&backend, "s", None).unwrap();
-    assert_eq!(first.len(), MAX_LIVE_BATCH);
-    assert_eq!(first[0].sequence, 0);
+    assert!(!newer.full);
+    let first = records_after(&backend, "s", None, &ReadMark::START).unwrap();
+    assert_eq!(first.records.len(), MAX_LIVE_BATCH);
+    assert!(first.full);
+    assert_eq!(first.records[0].record.sequence, 0);
+}
+
+#[test]
+fn a_live_poll_from_a_mark_reads_only_what_was_appended_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    session_of_turns(&backend, "s", 200);
+    let first = records_after(&backend, "s", Some(1399), &ReadMark::START).unwrap();
+    assert_eq!(
+        first.records_read, 1400,
+        "without a mark the poll reads it all"
+    );
+    assert!(first.records.is_empty());
+    for sequence in 1400..1403 {
+        backend
+            .append(cuca_testkit::record(
+                "s",
+                sequence,
+                SessionEvent::Output { text: "new".into() },
+            ))
+            .unwrap();
+    }
+    let next = records_after(&backend, "s", Some(1399), &first.mark).unwrap();
+    assert_eq!(next.records_read, 3);
+    assert_eq!(
+        next.records
+            .iter()
+            .map(|r| r.record.sequence)
+            .collect::<Vec<_>>(),
+        vec![1400, 1401, 1402]
+    );
+    // A mark into a file replaced since is not trusted: the read starts over.
+    let copy = tempfile::tempdir().unwrap();
+    let other = FileBackend::new(copy.path()).unwrap();
+    session_of_turns(&other, "s", 300);
+    drop(other);
+    let path = backend.session_path("s").unwrap();
+    backend.close("s");
+    // Copied beside it first, so the copy is a file of its own (another inode), then moved over.
+    let beside = path.with_extension("copy");
+    std::fs::copy(copy.path().join(path.file_name().unwrap()), &beside).unwrap();
+    std::fs::rename(&beside, &path).unwrap();
+    let replaced = records_after(&backend, "s", Some(1399), &next.mark).unwrap();
+    assert_eq!(replaced.records_read, 1400 + MAX_LIVE_BATCH as u64);
+    assert!(replaced.full);
+    assert_eq!(replaced.records[0].record.sequence, 1400);
+}
+
+#[test]
+fn a_live_answer_is_bounded_in_bytes_and_clips_a_record_over_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let big = "x".repeat(MAX_LIVE_RECORD_BYTES * 3);
+    let small = "y".repeat(MAX_LIVE_RECORD_BYTES / 2);
+    let mut texts = vec![&big];
+    texts.extend([&small; 8]);
+    texts.push(&big);
+    for (sequence, text) in texts.iter().enumerate() {
+        backend
+            .append(cuca_testkit::record(
+                "b",
+                sequence as u64,
+                SessionEvent::Output {
+                    text: (*text).clone(),
+                },
+            ))
+            .unwrap();
+    }
+    let first = records_after(&backend, "b", None, &ReadMark::START).unwrap();
+    // The big record clipped to its share, then small ones until the budget is spent.
+    assert_eq!(
+        first.records[0].clipped_bytes,
+        (MAX_LIVE_RECORD_BYTES * 2) as u64
+    );
+    let n_small = (MAX_LIVE_BYTES - MAX_LIVE_RECORD_BYTES) / (MAX_LIVE_RECORD_BYTES / 2);
+    assert_eq!(first.records.len(), 1 + n_small);
+    assert!(first.full);
+    assert!(first.text_bytes <= (MAX_LIVE_BYTES + MAX_LIVE_RECORD_BYTES) as u64);
+    let last = first.records.last().unwrap().record.sequence;
+    let rest = records_after(&backend, "b", Some(last), &first.mark).unwrap();
+    assert_eq!(rest.records[0].record.sequence, last + 1);
+    assert_eq!(rest.records.len(), texts.len() - first.records.len());
+    assert!(!rest.full);
+    assert_eq!(
+        rest.records.last().unwrap().clipped_bytes,
+        (MAX_LIVE_RECORD_BYTES * 2) as u64
+    );
 }
 
 #[test]
