@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use cuca_events::{SessionBackend, SessionEvent};
+use cuca_events::{ReadAfter, ReadMark, SessionBackend, SessionEvent};
 
 use crate::error::ViewError;
 
@@ -58,6 +58,11 @@ pub struct SessionIndex {
     pub end_ms: Option<u64>,
     /// The file's length when this index was made: a longer file is read again.
     pub(crate) bytes: u64,
+    /// Where a deep page's read starts: for each turn just before a page's first turn, its
+    /// index and the read mark before its first record. A page read from there warms its
+    /// echo detection on that one turn and reads only its own turns after it, instead of the
+    /// session from the start (one mark per page: 32 bytes for 20 turns).
+    pub(crate) page_marks: Vec<(usize, ReadMark)>,
 }
 
 impl SessionIndex {
@@ -81,6 +86,17 @@ impl SessionIndex {
         self.turns
             .iter()
             .find(|t| t.number > after && t.error.is_some())
+    }
+
+    /// Where to read the page whose first turn is `first_turn` (0-based) from: the turn the
+    /// read starts at and the mark before it; `None` to read from the start.
+    pub(crate) fn page_mark(&self, first_turn: usize) -> Option<(usize, ReadMark)> {
+        let before = first_turn.checked_sub(1)?;
+        let at = self
+            .page_marks
+            .binary_search_by_key(&before, |(turn_idx, _)| *turn_idx)
+            .ok()?;
+        self.page_marks.get(at).copied()
     }
 
     /// The turn numbers sorted by `key`, largest first, ties by number.
@@ -197,7 +213,7 @@ pub fn build(backend: &dyn SessionBackend, session: &str) -> Result<SessionIndex
     let mut index = SessionIndex::default();
     let mut open = Open::default();
     let mut last_was_latency = false;
-    backend.replay_each(session, &mut |record| {
+    let read = backend.replay_after(session, &ReadMark::START, &mut |record, mark| {
         index.n_records += 1;
         let at = record.timestamp_ms;
         index.start_ms = Some(index.start_ms.map_or(at, |s| s.min(at)));
@@ -241,9 +257,19 @@ pub fn build(backend: &dyn SessionBackend, session: &str) -> Result<SessionIndex
             index
                 .turns
                 .push(std::mem::take(&mut open).close(number, true));
+            // The next turn's index is `number`; a page starts after it when `number + 1` is a
+            // multiple of the page length.
+            if (number + 1) % crate::sessions::TURNS_PER_PAGE == 0 {
+                index.page_marks.push((number, *mark));
+            }
         }
         Ok(())
     })?;
+    if !matches!(read, ReadAfter::Read(_)) {
+        // A read from the start is never stale; a store that says otherwise has no marks
+        // worth keeping.
+        index.page_marks.clear();
+    }
     if open.first_sequence.is_some() {
         if open.content {
             let number = index.turns.len() + 1;

@@ -126,7 +126,12 @@ async fn session(
         let index = crate::index::of(&backend, &id)?;
         // A turn past the end goes to the last page, not to an empty one.
         let first_turn = first_turn.min(page_start(index.turns.len().max(1)));
-        let page = sessions::page(&backend, &id, first_turn, TURNS_PER_PAGE)?;
+        let from = index.page_mark(first_turn);
+        let page = sessions::page_from(&backend, &id, first_turn, TURNS_PER_PAGE, from)?;
+        if let Some(end) = page.end {
+            // The last page: its live poll reads on from here.
+            crate::marks::remember_live(&crate::marks::key(&backend.place(), &id), end);
+        }
         let children = sessions::children(&config, &id)?;
         let tree = sessions::fork_tree(&config, &id)?;
         let failures = match &config.call_log {

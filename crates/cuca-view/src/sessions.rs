@@ -565,6 +565,14 @@ pub struct TurnView {
     pub echoes: Vec<u64>,
 }
 
+impl TurnView {
+    /// Whether this is a final block of notes only (a fork audit, a model swap after the last
+    /// call): shown after the turns, never counted as one.
+    pub fn is_notes(&self) -> bool {
+        !self.complete && self.records.iter().all(|r| crate::index::is_note(&r.event))
+    }
+}
+
 /// A window of a session's turns.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page {
@@ -577,6 +585,9 @@ pub struct Page {
     /// Records the backend handed over to build this page (at most one past the page):
     /// what shows that a page never reads the whole of a long session.
     pub records_read: u64,
+    /// The read mark after the session's last record, when the page read to the end (it is
+    /// the last page): where the page's live poll reads on from.
+    pub end: Option<ReadMark>,
 }
 
 impl Page {
@@ -603,14 +614,53 @@ pub fn page(
     first_turn: usize,
     n_turns: usize,
 ) -> Result<Page, ViewError> {
+    page_from(backend, session, first_turn, n_turns, None)
+}
+
+/// [`page`], read from `from`: the index of a turn at or before `first_turn` and the read
+/// mark before that turn's first record (what the session's index keeps for every page), so
+/// a deep page reads its own turns, not the session up to them. A mark the store no longer
+/// recognises (the file was replaced) is dropped and the session read from its start.
+pub fn page_from(
+    backend: &dyn SessionBackend,
+    session: &str,
+    first_turn: usize,
+    n_turns: usize,
+    from: Option<(usize, ReadMark)>,
+) -> Result<Page, ViewError> {
+    if let Some(from) = from.filter(|(turn_idx, _)| *turn_idx <= first_turn) {
+        if let Some(page) = read_page(backend, session, first_turn, n_turns, from)? {
+            return Ok(page);
+        }
+    }
+    let page = read_page(backend, session, first_turn, n_turns, (0, ReadMark::START))?;
+    // A read from the start is never stale.
+    Ok(page.unwrap_or_else(|| Page {
+        session: session.to_owned(),
+        turns: Vec::new(),
+        more: false,
+        records_read: 0,
+        end: None,
+    }))
+}
+
+/// One read of a page from `(turn_idx, mark)`; `None` when the mark is stale.
+fn read_page(
+    backend: &dyn SessionBackend,
+    session: &str,
+    first_turn: usize,
+    n_turns: usize,
+    (start_turn, from): (usize, ReadMark),
+) -> Result<Option<Page>, ViewError> {
     let mut page = Page {
         session: session.to_owned(),
         turns: Vec::new(),
         more: false,
         records_read: 0,
+        end: None,
     };
     let end_turn = first_turn.saturating_add(n_turns);
-    let mut turn_idx = 0usize;
+    let mut turn_idx = start_turn;
     let mut current: Vec<RecordView> = Vec::new();
     let mut segmenter = Segmenter::default();
     let mut stopped = false;
@@ -618,7 +668,7 @@ pub fn page(
     let mut clipped = Clipped::default();
     let mut echo = echo::Echoes::default();
     let mut echoes = Vec::new();
-    let result = backend.replay_each(session, &mut |record| {
+    let result = backend.replay_after(session, &from, &mut |record, _| {
         page.records_read += 1;
         if turn_idx >= end_turn {
             // One record past the page: there is more, and nothing else is needed.
@@ -658,7 +708,9 @@ pub fn page(
     });
     match result {
         Err(_) if stopped => {}
-        other => other?,
+        Err(error) => return Err(error.into()),
+        Ok(ReadAfter::Read(mark)) => page.end = Some(mark),
+        Ok(_) => return Ok(None),
     }
     if !current.is_empty() {
         page.turns.push(TurnView {
@@ -669,7 +721,7 @@ pub fn page(
             echoes,
         });
     }
-    Ok(page)
+    Ok(Some(page))
 }
 
 /// The 0-based turn that holds `sequence`, or `None` when no record has it.

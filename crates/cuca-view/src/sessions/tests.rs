@@ -440,3 +440,32 @@ fn an_answer_echoed_back_as_the_next_request_is_marked_once() {
     let later = super::page(&backend, "p", 1, TURNS_PER_PAGE).unwrap();
     assert_eq!(later.turns[0].echoes, [6, 7]);
 }
+
+#[test]
+fn a_deep_page_reads_from_its_index_mark_and_shows_what_a_read_from_the_start_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    session_of_turns(&backend, "s", 200);
+    let index = crate::index::build(&backend, "s").unwrap();
+    let first_turn = 180;
+    let from = index.page_mark(first_turn);
+    assert_eq!(from.map(|(turn_idx, _)| turn_idx), Some(first_turn - 1));
+    let seeked = page_from(&backend, "s", first_turn, TURNS_PER_PAGE, from).unwrap();
+    let whole = page(&backend, "s", first_turn, TURNS_PER_PAGE).unwrap();
+    // The turn before the page and the page's own twenty: 21 turns of 7 records.
+    assert_eq!(seeked.records_read, 21 * 7);
+    assert_eq!(whole.records_read, 200 * 7);
+    assert_eq!(seeked.turns, whole.turns);
+    assert_eq!(seeked.more, whole.more);
+    assert!(seeked.end.is_some(), "the last page read to the end");
+    // The end mark is where a live poll reads on from: nothing new, nothing read.
+    let poll = records_after(&backend, "s", Some(1399), &seeked.end.unwrap()).unwrap();
+    assert_eq!((poll.records_read, poll.records.len()), (0, 0));
+    // A middle page reads its own turns and one record more.
+    let middle = page_from(&backend, "s", 100, TURNS_PER_PAGE, index.page_mark(100)).unwrap();
+    assert_eq!(middle.records_read, 21 * 7 + 1);
+    assert_eq!(
+        middle.turns,
+        page(&backend, "s", 100, TURNS_PER_PAGE).unwrap().turns
+    );
+}
