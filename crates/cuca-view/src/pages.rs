@@ -273,8 +273,11 @@ pub(crate) fn session(page: &Page, context: &SessionContext<'_>) -> Markup {
     let session = &page.session;
     let last_page = !page.more;
     let marks = error_marks(context);
+    // A final block of notes (a fork audit) is shown after the turns but is not a turn: the
+    // pager and the failures' places count calls only.
+    let n_shown = page.turns.iter().filter(|t| !t.is_notes()).count();
     let page_first = context.first_turn + 1;
-    let page_last = context.first_turn + page.turns.len();
+    let page_last = context.first_turn + n_shown;
     let failures_before = |number: usize| {
         context
             .failures
@@ -305,7 +308,7 @@ pub(crate) fn session(page: &Page, context: &SessionContext<'_>) -> Markup {
                 }
             }
         }
-        (pager(session, context.first_turn, page.turns.len(), n_turns, &marks, page_last))
+        (pager(session, context.first_turn, n_shown, n_turns, &marks, page_last))
         @if page.turns.is_empty() {
             p.muted { "No records on this page." }
         }
@@ -321,7 +324,7 @@ pub(crate) fn session(page: &Page, context: &SessionContext<'_>) -> Markup {
                 data-next-turn=(n_turns + 1) {}
             p #live-status {}
         }
-        (pager(session, context.first_turn, page.turns.len(), n_turns, &marks, page_last))
+        (pager(session, context.first_turn, n_shown, n_turns, &marks, page_last))
     }
 }
 
@@ -443,7 +446,7 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
     // Seed 001 makes the records after the last pair a final turn; when they are only notes
     // (a fork audit, a model swap) no call is open, so they are shown as notes, not as a call
     // that never finished, and not counted as a turn.
-    let notes_only = !turn.complete && turn.records.iter().all(|r| crate::index::is_note(&r.event));
+    let notes_only = turn.is_notes();
     let anchor = if notes_only {
         "notes-after".to_owned()
     } else {

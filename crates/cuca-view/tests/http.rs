@@ -437,3 +437,26 @@ async fn search_reads_the_stores_that_are_not_directories_too() {
     let (_, _, body) = get(&format!("{base}/search?q=Lisbon")).await;
     assert!(body.contains(r#"href="/points/hostile%3A5""#), "{body}");
 }
+
+#[tokio::test]
+async fn the_pager_of_a_forked_parent_counts_its_turns_not_its_notes_block() {
+    // Forking `demo` appends a fork audit to it: a notes block after its last turn, shown but
+    // never counted as a turn.
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let (status, _, body) = get(&format!("{base}/sessions/demo")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(r#"id="notes-after""#), "{body}");
+    let turns: usize = between(&body, r#"id="summary-turns">"#, " ")
+        .parse()
+        .unwrap();
+    let page_of = between(&body, r#"class="muted page-of">"#, "<");
+    assert_eq!(page_of, format!("page 1 of 1 · turns 1–{turns} of {turns}"));
+}
+
+/// The text of `body` after the first `start` up to the next `end`.
+fn between<'a>(body: &'a str, start: &str, end: &str) -> &'a str {
+    let from = body.find(start).unwrap() + start.len();
+    let len = body[from..].find(end).unwrap();
+    &body[from..from + len]
+}
