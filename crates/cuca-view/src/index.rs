@@ -30,6 +30,10 @@ pub struct TurnStat {
     pub prompt_tokens: u64,
     /// Completion tokens.
     pub completion_tokens: u64,
+    /// Whether the turn's token counts are known: false when no `TokenUsage` was recorded,
+    /// or when a call cut short was closed with a zero `TokenUsage` (the recorder never
+    /// learned them). Pages leave unknown counts off rather than show "0 / 0".
+    pub tokens_known: bool,
     /// The model asked for or answering, when call metadata says.
     pub model: Option<String>,
     /// What went wrong in it, in words, when something did (an incomplete call, a failed
@@ -172,6 +176,13 @@ pub(crate) fn error_of(event: &SessionEvent) -> Option<String> {
     }
 }
 
+/// Whether a turn's token counts are known: it recorded a `TokenUsage`, and it is not a call
+/// cut short whose counts are zero (the recorder closes such a call with a zero `TokenUsage`
+/// because it never learned them).
+pub(crate) fn tokens_known(token_usage: bool, incomplete: bool, total: u64) -> bool {
+    token_usage && !(incomplete && total == 0)
+}
+
 /// The turn being read.
 #[derive(Debug, Default)]
 struct Open {
@@ -182,6 +193,8 @@ struct Open {
     latency: Option<(u64, u64)>,
     prompt_tokens: u64,
     completion_tokens: u64,
+    token_usage: bool,
+    incomplete: bool,
     model: Option<String>,
     error: Option<String>,
     content: bool,
@@ -200,6 +213,11 @@ impl Open {
             latency_ms: self.latency.map(|(_, ms)| ms),
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
+            tokens_known: tokens_known(
+                self.token_usage,
+                self.incomplete,
+                self.prompt_tokens + self.completion_tokens,
+            ),
             model: self.model,
             error: self.error,
             complete,
@@ -234,7 +252,9 @@ pub fn build(backend: &dyn SessionBackend, session: &str) -> Result<SessionIndex
             } => {
                 open.prompt_tokens += prompt_tokens;
                 open.completion_tokens += completion_tokens;
+                open.token_usage = true;
             }
+            SessionEvent::CallIncomplete { .. } => open.incomplete = true,
             SessionEvent::CallRequest { model, .. } | SessionEvent::CallFinish { model, .. }
                 if !model.is_empty() =>
             {

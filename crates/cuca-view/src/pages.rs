@@ -194,6 +194,36 @@ fn copy_button(text: &str, label: &str) -> Markup {
     html! { button.copy type="button" data-copy=(text) title=(text) { (label) } }
 }
 
+/// How far apart (ms) a call-log row's times and a turn's record times may be and still be the
+/// same call: both clocks are the recording machine's, the row's to the millisecond.
+const SAME_CALL_SLACK_MS: u64 = 50;
+
+/// The turn (its number) that recorded the failed call `failure`, when one did: a call cut
+/// short mid-stream has its records in the session (ending in a `CallIncomplete`) and a
+/// call-log row, one call, shown once in its turn. It is the turn whose time overlaps the
+/// row's, one with an error of its own first. A call that failed before the upstream
+/// answered left no record and has no turn.
+fn failure_turn(index: &SessionIndex, failure: &CallRow) -> Option<usize> {
+    let (start, end) = (failure.start_ms()?, failure.end_ms?);
+    let overlaps = |t: &&crate::index::TurnStat| {
+        t.start_ms <= end.saturating_add(SAME_CALL_SLACK_MS)
+            && t.end_ms.saturating_add(SAME_CALL_SLACK_MS) >= start
+    };
+    // Turns are in start order: only those starting before the row ends can overlap it.
+    let before = index
+        .turns
+        .partition_point(|t| t.start_ms <= end.saturating_add(SAME_CALL_SLACK_MS));
+    let candidates = index.turns.get(..before).unwrap_or_default();
+    // The latest few are enough: a call overlaps the turns around its own time.
+    let overlapping: Vec<&crate::index::TurnStat> =
+        candidates.iter().rev().take(64).filter(overlaps).collect();
+    overlapping
+        .iter()
+        .find(|t| t.error.is_some())
+        .or(overlapping.first())
+        .map(|t| t.number)
+}
+
 /// Where a failed call from the call log goes: after the turns that started before it.
 fn failure_slot(index: &SessionIndex, failure: &CallRow) -> usize {
     let start = failure.start_ms().unwrap_or(0);
@@ -207,14 +237,24 @@ fn failure_slot(index: &SessionIndex, failure: &CallRow) -> usize {
 /// Errors in page order: (the turn number whose page shows it, its anchor).
 fn error_marks(context: &SessionContext<'_>) -> Vec<(usize, String)> {
     let n_turns = context.index.turns.len().max(1);
+    let with_failure: std::collections::BTreeSet<usize> = context
+        .failures
+        .iter()
+        .filter_map(|f| failure_turn(context.index, f))
+        .collect();
+    // One mark a call: a turn with an error of its own or a failed call-log row of its own
+    // is one error, and a row with no turn is one more.
     let mut marks: Vec<(usize, u8, String)> = context
         .index
         .turns
         .iter()
-        .filter(|t| t.error.is_some())
+        .filter(|t| t.error.is_some() || with_failure.contains(&t.number))
         .map(|t| (t.number, 1, format!("turn-{}", t.number)))
         .collect();
     for failure in context.failures {
+        if failure_turn(context.index, failure).is_some() {
+            continue;
+        }
         let slot = failure_slot(context.index, failure);
         marks.push(((slot + 1).min(n_turns), 0, format!("call-{}", failure.id)));
     }
@@ -278,10 +318,16 @@ pub(crate) fn session(page: &Page, context: &SessionContext<'_>) -> Markup {
     let n_shown = page.turns.iter().filter(|t| !t.is_notes()).count();
     let page_first = context.first_turn + 1;
     let page_last = context.first_turn + n_shown;
+    // Failed calls that recorded no turn get a box of their own, at their place.
+    let standalone: Vec<&CallRow> = context
+        .failures
+        .iter()
+        .filter(|f| failure_turn(context.index, f).is_none())
+        .collect();
     let failures_before = |number: usize| {
-        context
-            .failures
+        standalone
             .iter()
+            .copied()
             .filter(move |f| failure_slot(context.index, f) + 1 == number)
     };
     let n_turns = context.index.turns.len();
@@ -317,7 +363,7 @@ pub(crate) fn session(page: &Page, context: &SessionContext<'_>) -> Markup {
             (turn_box(session, turn, context))
         }
         @if last_page {
-            @for failure in context.failures.iter().filter(|f| failure_slot(context.index, f) >= page_last.max(page_first)) {
+            @for failure in standalone.iter().copied().filter(|f| failure_slot(context.index, f) >= page_last.max(page_first)) {
                 (failed_call(failure))
             }
             div #live data-session=(session) data-after=(page.last_sequence().map(|s| s.to_string()).unwrap_or_default())
@@ -334,13 +380,22 @@ fn failed_call(failure: &CallRow) -> Markup {
         section.failed-call id=(format!("call-{}", failure.id)) {
             div.turn-head {
                 strong { "Failed call" }
-                span.badge.error { @if failure.status == 0 { "no response" } @else { "HTTP " (failure.status) } }
+                span.badge.error { (status_words(failure.status)) }
                 span { (failure.ms) " ms" }
                 @if !failure.model.is_empty() { span { code { (failure.model) } } }
                 span.muted { (failure.ts) }
             }
             div.rec { div.who { "call log · " (failure.id) } div.text { (failure.error) } }
         }
+    }
+}
+
+/// A call-log status as people read it: "no response" where none came back (the log writes 0).
+fn status_words(status: u16) -> String {
+    if status == 0 {
+        "no response".to_owned()
+    } else {
+        format!("HTTP {status}")
     }
 }
 
@@ -437,12 +492,29 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
         }
         _ => None,
     });
-    let errors: Vec<String> = turn
+    let mut errors: Vec<String> = turn
         .records
         .iter()
         .filter_map(|r| crate::index::error_of(&r.event))
         .collect();
     let number = turn.turn_idx + 1;
+    // The call log's rows for this very call: shown in the turn, one error with its own.
+    let logged: Vec<&CallRow> = context
+        .failures
+        .iter()
+        .filter(|f| failure_turn(context.index, f) == Some(number))
+        .collect();
+    if errors.is_empty() {
+        errors.extend(logged.iter().map(|f| f.error.clone()).take(1));
+    }
+    errors.truncate(1);
+    let incomplete = turn
+        .records
+        .iter()
+        .any(|r| matches!(r.event, SessionEvent::CallIncomplete { .. }));
+    let tokens = tokens.filter(|(prompt, completion)| {
+        crate::index::tokens_known(true, incomplete, prompt + completion)
+    });
     // Seed 001 makes the records after the last pair a final turn; when they are only notes
     // (a fork audit, a model swap) no call is open, so they are shown as notes, not as a call
     // that never finished, and not counted as a turn.
@@ -478,7 +550,12 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
                 @if let Some(model) = call_model { span { code { (model) } } }
                 @if let Some(finish) = finish { span { "finish: " (finish) } }
                 @if !turn.complete && !notes_only { span.pill { "unfinished" } }
-                @for error in &errors { span.badge.error title=(error) { "error" } }
+                // One badge a call: the call log's status when it has the call, else "error".
+                @if let Some(error) = errors.first() {
+                    span.badge.error title=(error) {
+                        @if let Some(failure) = logged.first() { (status_words(failure.status)) } @else { "error" }
+                    }
+                }
                 @if let Some(point) = &last_point {
                     span.copies {
                         (copy_button(point, "copy point"))
@@ -490,8 +567,16 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
             @for group in groups(&turn.records) {
                 @if group.iter().all(|r| turn.echoes.contains(&r.sequence)) {
                     (echo_group(group))
+                } @else if tokens.is_none() && matches!(group[0].event, SessionEvent::TokenUsage { .. }) {
+                    div.rec.meta { (anchors(group)) "tokens not known (the call was cut short) · #" (group[0].sequence) }
                 } @else {
                     (record_group(group))
+                }
+            }
+            @for failure in &logged {
+                div.rec.note.call-log-failure id=(format!("call-{}", failure.id)) {
+                    div.who { "call log · " (failure.id) " · " (status_words(failure.status)) " · " (failure.ms) " ms" }
+                    div.text { (failure.error) }
                 }
             }
             @if turn.clipped.any() {
@@ -950,7 +1035,7 @@ pub(crate) fn sorted_turns(
                         td.num { a.turn-link href=(turn_href(session, turn.number)) { (turn.number) } }
                         td { (when(Some(turn.start_ms))) }
                         td.num { (opt(turn.latency_ms)) }
-                        td.num { (turn.prompt_tokens) " / " (turn.completion_tokens) }
+                        td.num { @if turn.tokens_known { (turn.prompt_tokens) " / " (turn.completion_tokens) } }
                         td { @if let Some(model) = &turn.model { code { (model) } } }
                         td.error { (turn.error.clone().unwrap_or_default()) }
                     }

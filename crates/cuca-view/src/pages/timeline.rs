@@ -76,7 +76,7 @@ pub(crate) fn page(session: &str, lanes: &[Lane]) -> Markup {
                         td.num { a href=(turn_href(&lane.session, call.number)) { (call.number) } }
                         td { (when_ms(call.start_ms)) }
                         td.num { (super::opt(call.latency_ms)) }
-                        td.num { (call.prompt_tokens) " / " (call.completion_tokens) }
+                        td.num { @if call.tokens_known { (call.prompt_tokens) " / " (call.completion_tokens) } }
                     }
                 }
             }
