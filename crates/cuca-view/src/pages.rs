@@ -92,7 +92,20 @@ fn when(ms: Option<u64>) -> String {
 }
 
 fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
+    format!("{} {}", thousands(n), if n == 1 { one } else { many })
+}
+
+/// A count with thousands separators: `12,392`, read at a glance.
+pub(crate) fn thousands(n: impl Into<u64>) -> String {
+    let digits = n.into().to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The sessions list.
@@ -107,18 +120,23 @@ pub(crate) fn sessions(rows: &[SessionSummary]) -> Markup {
                 input #filter .filter type="search" placeholder="Filter by id or status" aria-label="Filter sessions";
                 table #sessions {
                     thead { tr {
-                        th { "Session" } th { "Status" } th.num { "Records" } th.num { "Turns" }
-                        th.num { "Tokens in / out" } th { "Last activity" } th { "Forked from" }
+                        th { "Session" }
+                        th title="What cuca verify says of the file's bytes; failed calls are the Errors column" { "File" }
+                        th.num { "Records" } th.num { "Turns" } th.num { "Errors" } th.num { "Duration" }
+                        th { "Models" } th.num { "Tokens in / out" } th { "Last activity" } th { "Forked from" }
                     } }
                     tbody {
                         @for row in rows {
                             tr data-filter=(format!("{} {}", row.id, row.status.word())) {
                                 td.id { a.session-link href=(session_href(&row.id)) { (row.id) } }
                                 td { (status_cell(&row.status)) }
-                                td.num { (row.n_records) }
-                                td.num { (row.n_turns) }
-                                td.num { (row.prompt_tokens) " / " (row.completion_tokens) }
-                                td { (when(row.last_activity_ms)) }
+                                td.num { (thousands(row.n_records)) }
+                                td.num { (thousands(row.n_turns)) }
+                                td.num.errors { @if row.n_errors > 0 { span.error { (thousands(row.n_errors)) } } @else { "0" } }
+                                td.num.when { @if let (Some(first), Some(last)) = (row.first_activity_ms, row.last_activity_ms) { (duration_words(last.saturating_sub(first))) } @else { "—" } }
+                                td.models { @for (i, model) in row.models.iter().enumerate() { @if i > 0 { ", " } code { (model) } } }
+                                td.num { (thousands(row.prompt_tokens)) " / " (thousands(row.completion_tokens)) }
+                                td.when { (when(row.last_activity_ms)) }
                                 td.id {
                                     @if let Some((parent, point)) = &row.parent {
                                         a href=(point_href(point)) { (point) }
@@ -137,7 +155,7 @@ pub(crate) fn sessions(rows: &[SessionSummary]) -> Markup {
 fn status_cell(status: &Status) -> Markup {
     let class = format!("status-{}", status.word());
     html! {
-        span class=(class) { (status.word()) }
+        span class=(class) { (status.file_words()) }
         @match status {
             Status::Refused { offset, reason } => { span.muted { " at byte " (offset) ": " (reason) } }
             Status::Unreadable { reason } => { span.muted { " " (reason) } }
@@ -284,17 +302,17 @@ fn summary(session: &str, context: &SessionContext<'_>, marks: &[(usize, String)
             div { dt { "Models" } dd #summary-models {
                 @if index.models.is_empty() { span.muted { "not recorded" } }
                 @for (i, model) in index.models.iter().enumerate() { @if i > 0 { ", " } code { (model) } } } }
-            div { dt { "Tokens in / out" } dd #summary-tokens { (index.prompt_tokens()) " / " (index.completion_tokens()) } }
+            div { dt { "Tokens in / out" } dd #summary-tokens { (thousands(index.prompt_tokens())) " / " (thousands(index.completion_tokens())) } }
             div { dt { "Duration" } dd #summary-duration { (duration) } }
             div { dt { "Start" } dd #summary-start { (when(index.start_ms)) } }
             div { dt { "End" } dd #summary-end { (when(index.end_ms)) } }
-            div { dt { "Turns" } dd #summary-turns { (index.turns.len()) " · " (plural(index.n_records, "record", "records")) } }
+            div { dt { "Turns" } dd #summary-turns { (thousands(index.turns.len() as u64)) " · " (plural(index.n_records, "record", "records")) } }
             div { dt { "Errors" } dd #summary-errors {
-                (marks.len())
+                (thousands(marks.len() as u64))
                 @if let Some((turn, anchor)) = marks.first() {
                     " · " a href=(format!("{}?turn={turn}#{anchor}", session_href(session))) { "first" }
                 } } }
-            div { dt { "Forks" } dd #summary-forks { (context.children.len()) } }
+            div { dt { "Forks" } dd #summary-forks { (thousands(context.children.len() as u64)) } }
         }
         nav.views {
             a #timeline-link href=(format!("{}/timeline", session_href(session))) { "Timeline" }
@@ -420,8 +438,8 @@ fn pager(
                 a.prev href=(href(first_turn + 1 - per.min(first_turn))) { "← earlier" }
             }
             span.muted.page-of {
-                "page " (this_page) " of " (pages)
-                @if n_shown > 0 { " · turns " (first_turn + 1) "–" (first_turn + n_shown) " of " (n_turns) }
+                "page " (thousands(this_page as u64)) " of " (thousands(pages as u64))
+                @if n_shown > 0 { " · turns " (thousands((first_turn + 1) as u64)) "–" (thousands((first_turn + n_shown) as u64)) " of " (thousands(n_turns as u64)) }
             }
             @if this_page < pages {
                 a.next href=(href(first_turn + n_shown + 1)) { "later →" }
@@ -813,7 +831,7 @@ pub(crate) fn calls(summary: &CallsSummary, table: &CallTable, filter: &CallFilt
             @if summary.in_flight.is_empty() { p.muted { "No call is in flight." } } @else {
                 table #in-flight { thead { tr { th { "Call" } th { "Model" } th { "Run" } th { "Started" } th.num { "Age" } } }
                     tbody { @for call in &summary.in_flight { tr {
-                        td { code { (call.id) } } td { (call.model) } td { (call.run) } td { (call.started) }
+                        td { code { (call.id) } } td { (call.model) } td { (call.run) } td.when { (call.started) }
                         td.num { @if let Some(age) = call.age_s { (humantime::format_duration(Duration::from_secs(age)).to_string()) } @else { "—" } }
                     } } } }
             }
@@ -821,18 +839,20 @@ pub(crate) fn calls(summary: &CallsSummary, table: &CallTable, filter: &CallFilt
             @if summary.failures_by_status.is_empty() { p.muted { "No failed call." } } @else {
                 table #failures-by-status { thead { tr { th { "Status" } th.num { "Calls" } } }
                     tbody { @for (status, n) in &summary.failures_by_status { tr {
-                        td { @if *status == 0 { "no response" } @else { (status) } } td.num { (n) } } } } }
+                        td { (status_text(*status)) } td.num { (thousands(*n as u64)) } } } } }
                 h2 { "Recent failures" }
-                table #recent-failures { thead { tr { th { "When" } th { "Model" } th.num { "Status" } th { "Ended" } th { "Error" } } }
+                table #recent-failures { thead { tr { th { "When" } th { "Session" } th { "Model" } th.num { "Status" } th { "Ended" } th { "Error" } } }
                     tbody { @for f in &summary.recent_failures { tr {
-                        td { (f.ts) } td { (f.model) } td.num { (f.status) } td { (f.ended) } td { (f.error) } } } } }
+                        td.when { (f.ts) }
+                        td.id { @if f.session.is_empty() { span.muted { "—" } } @else { a.session-link href=(session_href(&f.session)) { (f.session) } } }
+                        td { (f.model) } td.num { (status_text(f.status)) } td { (f.ended) } td { (f.error) } } } } }
             }
             (call_table(table, filter))
             h2 { "Latency per model" }
             @if summary.per_model.is_empty() { p.muted { "No call has ended." } } @else {
                 table #per-model { thead { tr { th { "Model" } th.num { "Calls" } th.num { "Failed" } th.num { "p50 ms" } th.num { "p90 ms" } th.num { "p99 ms" } } }
                     tbody { @for m in &summary.per_model { tr {
-                        td { (m.model) } td.num { (m.calls) } td.num { (m.failures) }
+                        td { (m.model) } td.num { (thousands(m.calls as u64)) } td.num { (thousands(m.failures as u64)) }
                         td.num { (opt(m.p50_ms)) } td.num { (opt(m.p90_ms)) } td.num { (opt(m.p99_ms)) } } } } }
             }
         },
@@ -840,7 +860,17 @@ pub(crate) fn calls(summary: &CallsSummary, table: &CallTable, filter: &CallFilt
 }
 
 fn opt(value: Option<u64>) -> String {
-    value.map_or_else(|| "—".to_owned(), |v| v.to_string())
+    value.map_or_else(|| "—".to_owned(), thousands)
+}
+
+/// A call-log status in a table: the code, or "no response" where none came back (the log
+/// writes 0).
+fn status_text(status: u16) -> String {
+    if status == 0 {
+        "no response".to_owned()
+    } else {
+        status.to_string()
+    }
 }
 
 /// The journal runs list.
@@ -1035,7 +1065,7 @@ pub(crate) fn sorted_turns(
                         td.num { a.turn-link href=(turn_href(session, turn.number)) { (turn.number) } }
                         td { (when(Some(turn.start_ms))) }
                         td.num { (opt(turn.latency_ms)) }
-                        td.num { @if turn.tokens_known { (turn.prompt_tokens) " / " (turn.completion_tokens) } }
+                        td.num { @if turn.tokens_known { (thousands(turn.prompt_tokens)) " / " (thousands(turn.completion_tokens)) } }
                         td { @if let Some(model) = &turn.model { code { (model) } } }
                         td.error { (turn.error.clone().unwrap_or_default()) }
                     }
@@ -1146,11 +1176,11 @@ fn call_table(table: &CallTable, filter: &CallFilter) -> Markup {
             @if table.rows.len() < table.n_matched { "; the newest " (table.rows.len()) " are listed" } }
         table #call-rows { thead { tr { th { "When" } th { "Run" } th { "Session" } th { "Model" } th.num { "Status" } th.num { "ms" } th { "Error" } } }
             tbody { @for row in &table.rows { tr class=(if row.failed { "failed" } else { "ok" }) {
-                td { (row.ts) } td { (row.run) }
+                td.when { (row.ts) } td { (row.run) }
                 td.id { @if !row.session.is_empty() { a.session-link href=(session_href(&row.session)) { (row.session) } } }
                 td { (row.model) }
-                td.num { @if row.failed { span.error { (row.status) } } @else { (row.status) } }
-                td.num { (row.ms) } td { (row.error) }
+                td.num { @if row.failed { span.error { (status_text(row.status)) } } @else { (status_text(row.status)) } }
+                td.num { (thousands(row.ms)) } td { (row.error) }
             } } } }
     }
 }

@@ -51,11 +51,21 @@ pub struct SessionSummary {
     pub completion_tokens: u64,
     /// The newest record's timestamp, milliseconds since the Unix epoch.
     pub last_activity_ms: Option<u64>,
+    /// The oldest record's timestamp: with the newest, how long the session ran.
+    pub first_activity_ms: Option<u64>,
+    /// Turns with an error (an incomplete call, a failed tool result).
+    pub n_errors: u64,
+    /// The models its calls named, sorted (at most [`MAX_LIST_MODELS`]).
+    pub models: Vec<String>,
     /// What `cuca verify` says about the file.
     pub status: Status,
     /// The session this one was forked from, and the point, when its id says so.
     pub parent: Option<(String, String)>,
 }
+
+/// Most models a list row names: a session switches models a few times at most, and a row
+/// stays one line.
+pub const MAX_LIST_MODELS: usize = 4;
 
 /// A session file's verify status, as the list shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +90,17 @@ pub enum Status {
 }
 
 impl Status {
+    /// What the list says of the file, in words that say it is about the file's bytes (a
+    /// session whose calls failed can still be an intact file).
+    pub fn file_words(&self) -> &'static str {
+        match self {
+            Status::Clean => "file intact",
+            Status::Recovered => "file recovered",
+            Status::Refused { .. } => "file refused",
+            Status::Unreadable { .. } => "file unreadable",
+        }
+    }
+
     /// The word the list shows.
     pub fn word(&self) -> &'static str {
         match self {
@@ -195,6 +216,9 @@ fn summarise(backend: &FileBackend, dir: &Path, id: String) -> SessionSummary {
         prompt_tokens: 0,
         completion_tokens: 0,
         last_activity_ms: None,
+        first_activity_ms: None,
+        n_errors: 0,
+        models: Vec::new(),
         status: Status::Clean,
     };
     // A streaming scan: each record is skimmed (its text left in the read buffer) and only
@@ -202,7 +226,18 @@ fn summarise(backend: &FileBackend, dir: &Path, id: String) -> SessionSummary {
     // concurrent lists cost one frame each, never a whole session each (issue 28 item 11).
     let mut tally = Tally::default();
     let summary = match backend.skim_each(&row.id, &mut |record| {
-        tally.take(record.timestamp_ms, &record.hollow_event());
+        let event = record.hollow_event();
+        if matches!(
+            event,
+            SessionEvent::CallRequest { .. } | SessionEvent::CallFinish { .. }
+        ) {
+            record.each_text(|field, _, text| {
+                if field == "model" {
+                    tally.model(text);
+                }
+            });
+        }
+        tally.take(record.timestamp_ms, &event);
         Ok(())
     }) {
         Ok(summary) => summary,
@@ -233,8 +268,7 @@ fn summarise(backend: &FileBackend, dir: &Path, id: String) -> SessionSummary {
     row.last_activity_ms = tally.last_activity_ms;
     row.prompt_tokens = tally.prompt_tokens;
     row.completion_tokens = tally.completion_tokens;
-    let segmenter = tally.segmenter;
-    row.n_turns = segmenter.turns();
+    tally.fill(&mut row);
     row
 }
 
@@ -243,6 +277,11 @@ fn summarise(backend: &FileBackend, dir: &Path, id: String) -> SessionSummary {
 fn summarise_stored(backend: &dyn SessionBackend, name: &Path, id: String) -> SessionSummary {
     let mut tally = Tally::default();
     let read = backend.replay_each(&id, &mut |record| {
+        if let SessionEvent::CallRequest { model, .. } | SessionEvent::CallFinish { model, .. } =
+            &record.event
+        {
+            tally.model(model);
+        }
         tally.take(record.timestamp_ms, &record.event);
         Ok(())
     });
@@ -255,6 +294,9 @@ fn summarise_stored(backend: &dyn SessionBackend, name: &Path, id: String) -> Se
         prompt_tokens: 0,
         completion_tokens: 0,
         last_activity_ms: None,
+        first_activity_ms: None,
+        n_errors: 0,
+        models: Vec::new(),
         status: Status::Clean,
     };
     if let Err(error) = read {
@@ -267,7 +309,7 @@ fn summarise_stored(backend: &dyn SessionBackend, name: &Path, id: String) -> Se
     row.last_activity_ms = tally.last_activity_ms;
     row.prompt_tokens = tally.prompt_tokens;
     row.completion_tokens = tally.completion_tokens;
-    row.n_turns = tally.segmenter.turns();
+    tally.fill(&mut row);
     row
 }
 
@@ -288,18 +330,46 @@ fn all_ids(config: &ViewConfig) -> Result<Vec<String>, ViewError> {
 struct Tally {
     n_records: u64,
     last_activity_ms: Option<u64>,
+    first_activity_ms: Option<u64>,
     prompt_tokens: u64,
     completion_tokens: u64,
     segmenter: Segmenter,
+    /// Turns closed with an error, and whether the open turn has one.
+    n_errors: u64,
+    open_error: bool,
+    models: std::collections::BTreeSet<String>,
 }
 
 impl Tally {
+    /// Notes a model a call named.
+    fn model(&mut self, model: &str) {
+        if !model.is_empty() && self.models.len() < MAX_LIST_MODELS && !self.models.contains(model)
+        {
+            let mut name = model.to_owned();
+            clip::clip_label(&mut name);
+            self.models.insert(name);
+        }
+    }
+
+    /// Writes what was counted beyond the record and token totals into `row`.
+    fn fill(self, row: &mut SessionSummary) {
+        row.first_activity_ms = self.first_activity_ms;
+        row.n_turns = self.segmenter.turns();
+        row.n_errors = self.n_errors + u64::from(self.open_error && self.segmenter.open_content);
+        row.models = self.models.into_iter().collect();
+    }
+
     fn take(&mut self, timestamp_ms: u64, event: &SessionEvent) {
         self.n_records += 1;
         self.last_activity_ms = Some(
             self.last_activity_ms
                 .map_or(timestamp_ms, |t| t.max(timestamp_ms)),
         );
+        self.first_activity_ms = Some(
+            self.first_activity_ms
+                .map_or(timestamp_ms, |t| t.min(timestamp_ms)),
+        );
+        self.open_error |= crate::index::error_of(event).is_some();
         if let SessionEvent::TokenUsage {
             prompt_tokens,
             completion_tokens,
@@ -308,7 +378,9 @@ impl Tally {
             self.prompt_tokens += prompt_tokens;
             self.completion_tokens += completion_tokens;
         }
-        self.segmenter.push(event);
+        if self.segmenter.push(event) {
+            self.n_errors += u64::from(std::mem::take(&mut self.open_error));
+        }
     }
 }
 

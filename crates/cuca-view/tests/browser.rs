@@ -238,7 +238,7 @@ async fn a_person_finds_the_slowest_turn_the_failed_call_and_watches_a_call_stre
     let out: u64 = (1..=AGENT_TURNS as u64).map(|t| 10 + t).sum();
     assert_eq!(
         text_of(&client, "#summary-tokens").await,
-        format!("{tokens} / {out}")
+        format!("{} / {}", thousands(tokens), thousands(out))
     );
     // One failed tool, one failed call from the call log.
     assert!(text_of(&client, "#summary-errors").await.starts_with("2"));
@@ -503,4 +503,17 @@ async fn a_person_finds_the_slowest_turn_the_failed_call_and_watches_a_call_stre
     assert_eq!(reloaded.trim_end(), streamed.trim_end());
 
     client.close().await.unwrap();
+}
+
+/// `n` as the pages print counts: `5,828`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

@@ -198,7 +198,7 @@ async fn the_call_log_page_shows_calls_in_flight_failures_and_latency_per_model(
     // sorted [12,100,…]), p90 900, p99 1000.
     assert!(
         body.contains(
-            "<td>gemma</td><td class=\"num\">11</td><td class=\"num\">1</td><td class=\"num\">500</td><td class=\"num\">900</td><td class=\"num\">1000</td>"
+            "<td>gemma</td><td class=\"num\">11</td><td class=\"num\">1</td><td class=\"num\">500</td><td class=\"num\">900</td><td class=\"num\">1,000</td>"
         ),
         "{body}"
     );
@@ -567,4 +567,63 @@ async fn a_call_cut_short_is_one_call_and_one_error_in_its_turn_with_unknown_tok
     assert!(body.contains("12 prompt / 3 completion"), "{body}");
     let (_, _, sorted) = get(&format!("{base}/sessions/cut/turns?sort=tokens")).await;
     assert!(!sorted.contains("0 / 0"), "{sorted}");
+}
+
+#[tokio::test]
+async fn recent_failures_name_their_session_and_say_no_response_on_one_line() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let (_, _, body) = get(&format!("{base}/calls")).await;
+    let table = between(&body, r#"id="recent-failures""#, "</table>");
+    assert!(table.contains("<th>Session</th>"), "{table}");
+    // The proxy's failed call links to the session it was recorded in.
+    assert!(
+        table.contains(&format!(
+            r#"<a class="session-link" href="/sessions/{0}">{0}</a>"#,
+            support::AGENT
+        )),
+        "{table}"
+    );
+    // A call that got no answer says so, never status 0.
+    assert!(
+        table.contains(r#"<td class="num">no response</td>"#),
+        "{table}"
+    );
+    assert!(!table.contains(r#"<td class="num">0</td>"#), "{table}");
+    // Timestamps are cells that do not wrap.
+    assert!(table.contains(r#"<td class="when">"#), "{table}");
+    assert!(body.contains(r#"<td class="num">no response</td>"#));
+}
+
+#[tokio::test]
+async fn the_sessions_list_has_errors_duration_and_models_and_says_file_integrity_as_such() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let (_, _, body) = get(&format!("{base}/")).await;
+    for header in ["Errors", "Duration", "Models"] {
+        assert!(
+            body.contains(&format!(">{header}</th>")),
+            "{header}: {body}"
+        );
+    }
+    assert!(body.contains(">File</th>"), "{body}");
+    let row = between(
+        &body,
+        &format!(r#"data-filter="{} clean""#, support::AGENT),
+        "</tr>",
+    );
+    assert!(row.contains("file intact"), "{row}");
+    // One turn's tool result failed (exit code 2).
+    assert!(
+        row.contains(r#"<td class="num errors"><span class="error">1</span></td>"#),
+        "{row}"
+    );
+    // 47 turns a second apart, the last taking 200 + 47·7 % 300 ms.
+    assert!(
+        row.contains(">46s 229ms<") || row.contains(">46s<"),
+        "{row}"
+    );
+    assert!(row.contains("<code>qwen-small</code>"), "{row}");
+    // Numbers have thousands separators: 47 turns of 100 + n prompt tokens.
+    assert!(row.contains("5,828 / "), "{row}");
 }
