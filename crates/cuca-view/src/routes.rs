@@ -199,13 +199,32 @@ async fn turns(
     }
 }
 
-/// `/sessions/{id}/timeline`: the calls of a session and of its conversations on one
-/// timeline.
-async fn timeline(State(config): State<Config>, Path(id): Path<String>) -> Response {
+#[derive(Debug, Deserialize)]
+struct TimelineQuery {
+    /// A window of the run, milliseconds since the Unix epoch.
+    from: Option<u64>,
+    to: Option<u64>,
+    /// The page of the calls table, from 1.
+    page: Option<usize>,
+}
+
+/// `/sessions/{id}/timeline?from=MS&to=MS&page=P`: the calls of a session and of its
+/// conversations on one timeline (the whole run, or a window of it), the table a page at a
+/// time.
+async fn timeline(
+    State(config): State<Config>,
+    Path(id): Path<String>,
+    Query(query): Query<TimelineQuery>,
+) -> Response {
     let title = id.clone();
+    let view = pages::timeline::View {
+        from: query.from,
+        to: query.to,
+        page: query.page.unwrap_or(1),
+    };
     match blocking(move || crate::timeline::lanes(&config, &id)).await {
         Ok(lanes) => {
-            Html(pages::layout(&title, pages::timeline::page(&title, &lanes)).into_string())
+            Html(pages::layout(&title, pages::timeline::page(&title, &lanes, view)).into_string())
                 .into_response()
         }
         Err(response) => response,

@@ -335,11 +335,11 @@ async fn the_timeline_holds_every_conversation_of_the_session() {
         let (status, _, body) = get(&format!("{base}/sessions/{id}/timeline")).await;
         assert_eq!(status, 200);
         assert!(
-            body.contains(r#"<g class="lane" data-session="agent">"#),
+            body.contains(r#"<g class="lane" data-session="agent" "#),
             "{body}"
         );
         assert!(
-            body.contains(r#"<g class="lane" data-session="agent:conv:2">"#),
+            body.contains(r#"<g class="lane" data-session="agent:conv:2" "#),
             "{body}"
         );
         assert!(body.contains("2 conversations"), "{body}");
@@ -626,4 +626,65 @@ async fn the_sessions_list_has_errors_duration_and_models_and_says_file_integrit
     assert!(row.contains("<code>qwen-small</code>"), "{row}");
     // Numbers have thousands separators: 47 turns of 100 + n prompt tokens.
     assert!(row.contains("5,828 / "), "{row}");
+}
+
+#[tokio::test]
+async fn a_big_run_s_timeline_draws_every_call_by_columns_and_pages_its_table() {
+    const TURNS: usize = 3_000;
+    let root = tempfile::tempdir().unwrap();
+    let backend = cuca_store_file::FileBackend::new(root.path()).unwrap();
+    cuca_testkit::append_all(
+        &backend,
+        &support::agent_session("big", TURNS, support::AGENT_T0, 0),
+    );
+    let base = support::serve(cuca_view::ViewConfig::new(vec![root.path().to_owned()])).await;
+    let (status, _, body) = get(&format!("{base}/sessions/big/timeline")).await;
+    assert_eq!(status, 200);
+    assert!(!body.contains("not drawn"), "{body}");
+    let lane = between(&body, r#"<g class="lane" data-session="big""#, "</g>");
+    assert!(
+        lane.starts_with(&format!(r#" data-calls="{TURNS}""#)),
+        "{lane}"
+    );
+    // Denser than the drawing: columns, never more than the plot is wide, and the last column
+    // holds the last call.
+    let n_columns = lane.matches("<rect").count();
+    assert!(n_columns > 0 && n_columns <= 820, "{n_columns}");
+    assert!(
+        lane.contains(&format!(r#"data-last-turn="{TURNS}""#)),
+        "the last call is drawn"
+    );
+    assert!(
+        lane.contains(r#"class="bar column error""#),
+        "a failed tool shows"
+    );
+    // The axis ends at the run's end: the last call starts at (TURNS - 1) s and takes
+    // 200 + TURNS·7 % 300 ms.
+    let end_ms = (TURNS as u64 - 1) * support::TURN_MS + 200 + (TURNS as u64 * 7) % 300;
+    let end_words =
+        humantime::format_duration(std::time::Duration::from_millis(end_ms - end_ms % 1000))
+            .to_string();
+    assert!(
+        body.contains(&format!(r#"text-anchor="end">{end_words}</text>"#)),
+        "{end_words}: {body}"
+    );
+    // The table is a page of 100 calls, and the last page holds the last call.
+    let table = between(&body, r#"id="timeline-calls""#, "</table>");
+    assert_eq!(table.matches("<tr data-session").count(), 100);
+    assert!(
+        body.contains("page 1 of 30 · calls 1–100 of 3,000"),
+        "{body}"
+    );
+    let (_, _, last) = get(&format!("{base}/sessions/big/timeline?page=30")).await;
+    let table = between(&last, r#"id="timeline-calls""#, "</table>");
+    assert_eq!(table.matches("<tr data-session").count(), 100);
+    assert!(table.contains(">3,000</a>"), "{table}");
+    // A column's link opens a window where the calls are drawn one by one.
+    let window = between(lane, r#"<a href=""#, r#"""#).replace("&amp;", "&");
+    let (status, _, zoomed) = get(&format!("{base}{window}")).await;
+    assert_eq!(status, 200);
+    assert!(zoomed.contains("a window of the run"), "{zoomed}");
+    let lane = between(&zoomed, r#"<g class="lane" data-session="big""#, "</g>");
+    assert!(lane.contains(r#"<rect class="bar""#), "{lane}");
+    assert!(!lane.contains("column"), "{lane}");
 }
