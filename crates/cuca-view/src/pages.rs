@@ -561,9 +561,9 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
                 @if let Some(ms) = started {
                     time.at title=(when(Some(ms))) { (clock(ms)) }
                 }
-                @if let Some(ms) = latency { span.latency { (ms) " ms" } }
+                @if let Some(ms) = latency { span.latency { (thousands(ms)) " ms" } }
                 @if let Some((prompt, completion)) = tokens {
-                    span.tokens { (prompt) " prompt / " (completion) " completion tokens" }
+                    span.tokens { (thousands(prompt)) " prompt / " (thousands(completion)) " completion tokens" }
                 }
                 @if let Some(model) = call_model { span { code { (model) } } }
                 @if let Some(finish) = finish { span { "finish: " (finish) } }

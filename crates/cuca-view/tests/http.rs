@@ -463,88 +463,8 @@ fn between<'a>(body: &'a str, start: &str, end: &str) -> &'a str {
 
 #[tokio::test]
 async fn a_call_cut_short_is_one_call_and_one_error_in_its_turn_with_unknown_tokens_left_off() {
-    use cuca_events::{Message, SessionBackend, SessionEvent};
     let root = tempfile::tempdir().unwrap();
-    let sessions = root.path().join("sessions");
-    std::fs::create_dir_all(&sessions).unwrap();
-    let t0: u64 = 1_800_000_000_000;
-    let backend = cuca_store_file::FileBackend::new(&sessions).unwrap();
-    let events = [
-        (0, SessionEvent::Message(Message::user("first"))),
-        (0, SessionEvent::Output { text: "one".into() }),
-        (300, SessionEvent::Latency { duration_ms: 300 }),
-        (
-            300,
-            SessionEvent::TokenUsage {
-                prompt_tokens: 12,
-                completion_tokens: 3,
-            },
-        ),
-        // The second call: its stream was cut, the recorder closed it with zero tokens.
-        (1_000, SessionEvent::Message(Message::user("second"))),
-        (
-            1_000,
-            SessionEvent::CallRequest {
-                model: "qwen".into(),
-                parameters: "{}".into(),
-                tools: "[]".into(),
-                messages: 3,
-            },
-        ),
-        (
-            1_200,
-            SessionEvent::Output {
-                text: "half an ans".into(),
-            },
-        ),
-        (
-            1_250,
-            SessionEvent::CallIncomplete {
-                reason: "the upstream closed the stream".into(),
-            },
-        ),
-        (
-            1_250,
-            SessionEvent::CallFinish {
-                finish_reason: None,
-                model: "qwen".into(),
-            },
-        ),
-        (1_250, SessionEvent::Latency { duration_ms: 250 }),
-        (
-            1_250,
-            SessionEvent::TokenUsage {
-                prompt_tokens: 0,
-                completion_tokens: 0,
-            },
-        ),
-    ];
-    for (sequence, (offset, event)) in events.into_iter().enumerate() {
-        let mut r = cuca_testkit::record("cut", sequence as u64, event);
-        r.timestamp_ms = t0 + offset;
-        backend.append(r).unwrap();
-    }
-    // The call log's row for the same call, as `cuca proxy` writes it.
-    let at = |ms: u64| {
-        humantime::format_rfc3339_millis(
-            std::time::UNIX_EPOCH + std::time::Duration::from_millis(t0 + ms),
-        )
-        .to_string()
-    };
-    let row = cuca_calllog::Record {
-        ts: at(1_260),
-        id: "cut00001".into(),
-        run: "run-c".into(),
-        node: "cut".into(),
-        tag: "proxy".into(),
-        model: "qwen".into(),
-        status: 0,
-        ms: 265,
-        error: "upstream stream ended early".into(),
-        ..Default::default()
-    };
-    let calls = root.path().join("calls.jsonl");
-    std::fs::write(&calls, serde_json::to_string(&row).unwrap() + "\n").unwrap();
+    let (sessions, calls) = support::cut_call(root.path());
     let config = cuca_view::ViewConfig::new(vec![sessions]).with_call_log(&calls);
     let base = support::serve(config).await;
     let (status, _, body) = get(&format!("{base}/sessions/cut")).await;
