@@ -279,7 +279,7 @@ pub fn build(backend: &dyn SessionBackend, session: &str) -> Result<SessionIndex
                 .push(std::mem::take(&mut open).close(number, true));
             // The next turn's index is `number`; a page starts after it when `number + 1` is a
             // multiple of the page length.
-            if (number + 1) % crate::sessions::TURNS_PER_PAGE == 0 {
+            if (number + 1).is_multiple_of(crate::sessions::TURNS_PER_PAGE) {
                 index.page_marks.push((number, *mark));
             }
         }
