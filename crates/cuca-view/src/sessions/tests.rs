@@ -469,3 +469,33 @@ fn a_deep_page_reads_from_its_index_mark_and_shows_what_a_read_from_the_start_sh
         page(&backend, "s", 100, TURNS_PER_PAGE).unwrap().turns
     );
 }
+
+#[test]
+fn a_grown_session_s_index_reads_only_what_was_appended_and_equals_a_fresh_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    session_of_turns(&backend, "g", 200);
+    let config = crate::ViewConfig::new(vec![dir.path().to_owned()]);
+    let located = locate(&config, "g").unwrap();
+    let (first, n_read) = crate::index::of_counting(&located, "g").unwrap();
+    assert_eq!((first.turns.len(), n_read), (200, 1400));
+    let (_, n_read) = crate::index::of_counting(&located, "g").unwrap();
+    assert_eq!(n_read, 0, "an unchanged file is answered from the cache");
+    // Half a turn, then the rest of it and one more: each refresh reads only what is new,
+    // and the half turn read first is finished where it was left.
+    let next = demo_turn("g", 1400);
+    append_all(&backend, &next[..3]);
+    let (half, n_read) = crate::index::of_counting(&located, "g").unwrap();
+    assert_eq!((half.turns.len(), n_read), (201, 3));
+    assert!(!half.turns[200].complete);
+    let mut rest = next[3..].to_vec();
+    rest.extend(demo_turn("g", 1407));
+    append_all(&backend, &rest);
+    let (grown, n_read) = crate::index::of_counting(&located, "g").unwrap();
+    assert_eq!(n_read, rest.len() as u64);
+    let mut fresh = crate::index::build(&backend, "g").unwrap();
+    fresh.bytes = grown.bytes;
+    assert_eq!(*grown, fresh);
+    assert_eq!(grown.turns.len(), 202);
+    assert!(grown.turns[200].complete);
+}
