@@ -960,13 +960,18 @@ pub(crate) fn live_json(
                     item["role"] = message.role.as_str().into();
                 }
                 SessionEvent::Latency { duration_ms } => item["latency_ms"] = (*duration_ms).into(),
+                // Zero counts are what a recorder closes a call cut short with: not known, so
+                // the turn's head leaves them off, as a reload does.
                 SessionEvent::TokenUsage {
                     prompt_tokens,
                     completion_tokens,
-                } => {
-                    item["tokens"] =
-                        format!("{prompt_tokens} prompt / {completion_tokens} completion tokens")
-                            .into();
+                } if prompt_tokens + completion_tokens > 0 => {
+                    item["tokens"] = format!(
+                        "{} prompt / {} completion tokens",
+                        thousands(*prompt_tokens),
+                        thousands(*completion_tokens)
+                    )
+                    .into();
                 }
                 _ => {}
             }
@@ -1003,6 +1008,10 @@ fn event_text(event: &SessionEvent) -> String {
         } => format!("{name}({arguments})"),
         SessionEvent::ToolResult { content, .. } => content.clone(),
         SessionEvent::Latency { duration_ms } => format!("{duration_ms} ms"),
+        SessionEvent::TokenUsage {
+            prompt_tokens: 0,
+            completion_tokens: 0,
+        } => "tokens not known".to_owned(),
         SessionEvent::TokenUsage {
             prompt_tokens,
             completion_tokens,

@@ -487,6 +487,13 @@ async fn a_call_cut_short_is_one_call_and_one_error_in_its_turn_with_unknown_tok
     assert!(body.contains("12 prompt / 3 completion"), "{body}");
     let (_, _, sorted) = get(&format!("{base}/sessions/cut/turns?sort=tokens")).await;
     assert!(!sorted.contains("0 / 0"), "{sorted}");
+    // The live view leaves them off too.
+    let (_, _, live) = get(&format!("{base}/api/sessions/cut/records?after=9")).await;
+    let live: serde_json::Value = serde_json::from_str(&live).unwrap();
+    let usage = &live["records"][0];
+    assert_eq!(usage["kind"], "TokenUsage");
+    assert!(usage.get("tokens").is_none(), "{usage}");
+    assert_eq!(usage["text"], "tokens not known");
 }
 
 #[tokio::test]
