@@ -312,7 +312,7 @@ async fn summary_page(client: &reqwest::Client, base: &str) {
         .await
         .expect("body");
     assert!(
-        body.contains("turns 1–20 of 2000"),
+        body.contains("turns 1–20 of 2,000"),
         "the summary counts every turn"
     );
 }
