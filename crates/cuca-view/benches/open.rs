@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use cuca_events::{SessionBackend, SessionEvent};
+use cuca_events::{ReadAfter, ReadMark, SessionBackend, SessionEvent};
 use cuca_store_file::FileBackend;
 
 const RECORDS: u64 = 1_000_000;
@@ -87,6 +87,205 @@ fn open(c: &mut Criterion) {
         })
     });
     group.finish();
+    // The last page first: the live rows append to the session.
+    last_page(c, &runtime, &client, dir.path());
+    live(c, &runtime, &client, &base, dir.path());
+}
+
+/// Records appended before each live poll: a second of a streaming model.
+const NEW_PER_POLL: u64 = 10;
+
+/// The live poll at the end of the 1M-record session: each sample appends
+/// [`NEW_PER_POLL`] records and times one poll for them (what a live page does once a
+/// second), against a whole read of the session (what a poll cost when it read from the start)
+/// and a bare read of only the new records from a mark (the floor).
+fn live(
+    c: &mut Criterion,
+    runtime: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    base: &str,
+    dir: &std::path::Path,
+) {
+    let writer = FileBackend::new(dir).expect("backend");
+    let mut next = RECORDS;
+    let mut group = c.benchmark_group("live_1M");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(10));
+    // The page the poll belongs to: the last one (it leaves the mark the first poll reads on
+    // from).
+    runtime.block_on(async {
+        client
+            .get(format!("{base}/sessions/long?turn={}", RECORDS / 100))
+            .send()
+            .await
+            .expect("send")
+            .text()
+            .await
+            .expect("body")
+    });
+    group.bench_function("poll_10_new", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let after = next - 1;
+                for _ in 0..NEW_PER_POLL {
+                    writer
+                        .append(cuca_testkit::record(
+                            "long",
+                            next,
+                            SessionEvent::Output {
+                                text: " token".into(),
+                            },
+                        ))
+                        .expect("append");
+                    next += 1;
+                }
+                let started = std::time::Instant::now();
+                let body = runtime.block_on(async {
+                    client
+                        .get(format!("{base}/api/sessions/long/records?after={after}"))
+                        .send()
+                        .await
+                        .expect("send")
+                        .text()
+                        .await
+                        .expect("body")
+                });
+                total += started.elapsed();
+                assert_eq!(body.matches("\"sequence\"").count() as u64, NEW_PER_POLL);
+            }
+            total
+        })
+    });
+    let reader = FileBackend::new(dir).expect("backend");
+    group.bench_function("full_read_baseline", |b| {
+        b.iter(|| {
+            let mut n = 0u64;
+            reader
+                .replay_each("long", &mut |_| {
+                    n += 1;
+                    Ok(())
+                })
+                .expect("read");
+            assert!(n >= RECORDS);
+        })
+    });
+    // The floor: a bare read of only the new records, from the mark before them.
+    let mut mark = ReadMark::START;
+    let mut seen = 0u64;
+    let _ = reader.replay_after("long", &ReadMark::START, &mut |_, at| {
+        mark = *at;
+        seen += 1;
+        Ok(())
+    });
+    group.bench_function("new_records_read_baseline", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                for _ in 0..NEW_PER_POLL {
+                    writer
+                        .append(cuca_testkit::record(
+                            "long",
+                            next,
+                            SessionEvent::Output {
+                                text: " token".into(),
+                            },
+                        ))
+                        .expect("append");
+                    next += 1;
+                }
+                let started = std::time::Instant::now();
+                let mut n = 0u64;
+                let read = reader
+                    .replay_after("long", &mark, &mut |_, _| {
+                        n += 1;
+                        Ok(())
+                    })
+                    .expect("read");
+                total += started.elapsed();
+                let ReadAfter::Read(after) = read else {
+                    panic!("the mark is the file's own")
+                };
+                mark = after;
+                assert_eq!(n, NEW_PER_POLL);
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+/// The last page of a 1M-record session: the first request (the session's index is made, one
+/// read of the whole session, each sample on a fresh copy so no cache answers) and every later
+/// one (from the index's mark for that page), against a whole read of the session.
+fn last_page(
+    c: &mut Criterion,
+    runtime: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    source: &std::path::Path,
+) {
+    let file = session_file(source);
+    let last = format!("/sessions/long?turn={}", RECORDS / 100);
+    let fetch = |base: &str| {
+        runtime.block_on(async {
+            let body = client
+                .get(format!("{base}{last}"))
+                .send()
+                .await
+                .expect("send")
+                .text()
+                .await
+                .expect("body");
+            assert!(
+                body.contains(&format!("Turn {}", RECORDS / 100)),
+                "the last page"
+            );
+        })
+    };
+    let mut group = c.benchmark_group("last_page_1M");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
+    group.bench_function("first", |b| {
+        b.iter_batched(
+            || {
+                let dir = tempfile::tempdir().expect("tempdir");
+                std::fs::copy(&file, dir.path().join(file.file_name().expect("name")))
+                    .expect("copy");
+                let base = serve(runtime, dir.path());
+                (dir, base)
+            },
+            |(_dir, base)| fetch(&base),
+            criterion::BatchSize::PerIteration,
+        )
+    });
+    let base = serve(runtime, source);
+    fetch(&base);
+    group.bench_function("warm", |b| b.iter(|| fetch(&base)));
+    let backend = FileBackend::new(source).expect("backend");
+    group.bench_function("full_read_baseline", |b| {
+        b.iter(|| {
+            let mut n = 0u64;
+            backend
+                .replay_each("long", &mut |_| {
+                    n += 1;
+                    Ok(())
+                })
+                .expect("read");
+            assert!(n >= RECORDS);
+        })
+    });
+    group.finish();
+}
+
+fn session_file(dir: &std::path::Path) -> std::path::PathBuf {
+    std::fs::read_dir(dir)
+        .expect("list")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|e| e == "cslog"))
+        .expect("the session file")
 }
 
 const SUMMARY_RECORDS: u64 = 200_000;
@@ -113,7 +312,7 @@ async fn summary_page(client: &reqwest::Client, base: &str) {
         .await
         .expect("body");
     assert!(
-        body.contains("turns 1–20 of 2000"),
+        body.contains("turns 1–20 of 2,000"),
         "the summary counts every turn"
     );
 }
@@ -121,12 +320,7 @@ async fn summary_page(client: &reqwest::Client, base: &str) {
 fn summary(c: &mut Criterion) {
     let source = tempfile::tempdir().expect("tempdir");
     session_of(source.path(), SUMMARY_RECORDS);
-    let file = std::fs::read_dir(source.path())
-        .expect("list")
-        .filter_map(Result::ok)
-        .map(|entry| entry.path())
-        .find(|path| path.extension().is_some_and(|e| e == "cslog"))
-        .expect("the session file");
+    let file = session_file(source.path());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -53,6 +53,8 @@ pub struct InFlight {
 pub struct Failure {
     /// The end row's timestamp as written.
     pub ts: String,
+    /// The session it was recorded in (the row's `node`); empty when the caller named none.
+    pub session: String,
     /// The model asked for.
     pub model: String,
     /// The HTTP status (0 when none came back).
@@ -147,6 +149,7 @@ pub fn summarise(path: &Path, now: SystemTime) -> Result<CallsSummary, ViewError
         .take(RECENT_FAILURES)
         .map(|row| Failure {
             ts: row.ts.clone(),
+            session: row.node.clone(),
             model: row.model.clone(),
             status: row.status,
             ended: row.ended.clone(),

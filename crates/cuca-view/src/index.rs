@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use cuca_events::{SessionBackend, SessionEvent};
+use cuca_events::{ReadAfter, ReadMark, SessionBackend, SessionEvent};
 
 use crate::error::ViewError;
 
@@ -30,6 +30,10 @@ pub struct TurnStat {
     pub prompt_tokens: u64,
     /// Completion tokens.
     pub completion_tokens: u64,
+    /// Whether the turn's token counts are known: false when no `TokenUsage` was recorded,
+    /// or when a call cut short was closed with a zero `TokenUsage` (the recorder never
+    /// learned them). Pages leave unknown counts off rather than show "0 / 0".
+    pub tokens_known: bool,
     /// The model asked for or answering, when call metadata says.
     pub model: Option<String>,
     /// What went wrong in it, in words, when something did (an incomplete call, a failed
@@ -58,6 +62,11 @@ pub struct SessionIndex {
     pub end_ms: Option<u64>,
     /// The file's length when this index was made: a longer file is read again.
     pub(crate) bytes: u64,
+    /// Where a deep page's read starts: for each turn just before a page's first turn, its
+    /// index and the read mark before its first record. A page read from there warms its
+    /// echo detection on that one turn and reads only its own turns after it, instead of the
+    /// session from the start (one mark per page: 32 bytes for 20 turns).
+    pub(crate) page_marks: Vec<(usize, ReadMark)>,
 }
 
 impl SessionIndex {
@@ -81,6 +90,17 @@ impl SessionIndex {
         self.turns
             .iter()
             .find(|t| t.number > after && t.error.is_some())
+    }
+
+    /// Where to read the page whose first turn is `first_turn` (0-based) from: the turn the
+    /// read starts at and the mark before it; `None` to read from the start.
+    pub(crate) fn page_mark(&self, first_turn: usize) -> Option<(usize, ReadMark)> {
+        let before = first_turn.checked_sub(1)?;
+        let at = self
+            .page_marks
+            .binary_search_by_key(&before, |(turn_idx, _)| *turn_idx)
+            .ok()?;
+        self.page_marks.get(at).copied()
     }
 
     /// The turn numbers sorted by `key`, largest first, ties by number.
@@ -156,8 +176,15 @@ pub(crate) fn error_of(event: &SessionEvent) -> Option<String> {
     }
 }
 
+/// Whether a turn's token counts are known: it recorded a `TokenUsage`, and it is not a call
+/// cut short whose counts are zero (the recorder closes such a call with a zero `TokenUsage`
+/// because it never learned them).
+pub(crate) fn tokens_known(token_usage: bool, incomplete: bool, total: u64) -> bool {
+    token_usage && !(incomplete && total == 0)
+}
+
 /// The turn being read.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Open {
     first_sequence: Option<u64>,
     last_sequence: u64,
@@ -166,6 +193,8 @@ struct Open {
     latency: Option<(u64, u64)>,
     prompt_tokens: u64,
     completion_tokens: u64,
+    token_usage: bool,
+    incomplete: bool,
     model: Option<String>,
     error: Option<String>,
     content: bool,
@@ -184,6 +213,11 @@ impl Open {
             latency_ms: self.latency.map(|(_, ms)| ms),
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
+            tokens_known: tokens_known(
+                self.token_usage,
+                self.incomplete,
+                self.prompt_tokens + self.completion_tokens,
+            ),
             model: self.model,
             error: self.error,
             complete,
@@ -194,100 +228,189 @@ impl Open {
 /// Reads the whole of `session` once and indexes its turns (seed 001's segmentation: a turn
 /// ends at a Latency immediately followed by a TokenUsage).
 pub fn build(backend: &dyn SessionBackend, session: &str) -> Result<SessionIndex, ViewError> {
-    let mut index = SessionIndex::default();
-    let mut open = Open::default();
-    let mut last_was_latency = false;
-    backend.replay_each(session, &mut |record| {
-        index.n_records += 1;
-        let at = record.timestamp_ms;
-        index.start_ms = Some(index.start_ms.map_or(at, |s| s.min(at)));
-        index.end_ms = Some(index.end_ms.map_or(at, |e| e.max(at)));
-        let event = &record.event;
-        if open.first_sequence.is_none() {
-            open.first_sequence = Some(record.sequence);
-            open.first_ms = at;
-        }
-        open.last_sequence = record.sequence;
-        open.end_ms = at;
-        open.content |= !is_note(event);
-        match event {
-            SessionEvent::Latency { duration_ms } => open.latency = Some((at, *duration_ms)),
-            SessionEvent::TokenUsage {
-                prompt_tokens,
-                completion_tokens,
-            } => {
-                open.prompt_tokens += prompt_tokens;
-                open.completion_tokens += completion_tokens;
+    let mut builder = Builder::default();
+    // A read from the start is never stale; a store that says otherwise has no marks worth
+    // keeping.
+    if !builder.extend(backend, session)? {
+        builder.index.page_marks.clear();
+    }
+    Ok(builder.finish())
+}
+
+/// An index being built, kept so that a session that grew is indexed on from where the last
+/// read stopped (its read mark) instead of from its start: the turns closed so far, the turn
+/// still open, and the mark.
+#[derive(Debug, Default, Clone)]
+struct Builder {
+    /// Closed turns and totals; `notes_after` is left to [`Builder::finish`].
+    index: SessionIndex,
+    open: Open,
+    last_was_latency: bool,
+    mark: ReadMark,
+    /// Records the last [`Builder::extend`] read.
+    records_read: u64,
+}
+
+impl Builder {
+    /// Reads the records after the builder's mark into it. False when the mark no longer
+    /// describes the session (the file was replaced): nothing was read, and the builder is to
+    /// be dropped for a new one.
+    fn extend(&mut self, backend: &dyn SessionBackend, session: &str) -> Result<bool, ViewError> {
+        let Builder {
+            index,
+            open,
+            last_was_latency,
+            mark: from,
+            records_read,
+        } = self;
+        *records_read = 0;
+        let read = backend.replay_after(session, from, &mut |record, mark| {
+            *records_read += 1;
+            index.n_records += 1;
+            let at = record.timestamp_ms;
+            index.start_ms = Some(index.start_ms.map_or(at, |s| s.min(at)));
+            index.end_ms = Some(index.end_ms.map_or(at, |e| e.max(at)));
+            let event = &record.event;
+            if open.first_sequence.is_none() {
+                open.first_sequence = Some(record.sequence);
+                open.first_ms = at;
             }
-            SessionEvent::CallRequest { model, .. } | SessionEvent::CallFinish { model, .. }
-                if !model.is_empty() =>
-            {
-                if !index.models.contains(model) {
-                    index.models.insert(model.clone());
+            open.last_sequence = record.sequence;
+            open.end_ms = at;
+            open.content |= !is_note(event);
+            match event {
+                SessionEvent::Latency { duration_ms } => open.latency = Some((at, *duration_ms)),
+                SessionEvent::TokenUsage {
+                    prompt_tokens,
+                    completion_tokens,
+                } => {
+                    open.prompt_tokens += prompt_tokens;
+                    open.completion_tokens += completion_tokens;
+                    open.token_usage = true;
                 }
-                if open.model.is_none() {
-                    open.model = Some(model.clone());
+                SessionEvent::CallIncomplete { .. } => open.incomplete = true,
+                SessionEvent::CallRequest { model, .. }
+                | SessionEvent::CallFinish { model, .. }
+                    if !model.is_empty() =>
+                {
+                    if !index.models.contains(model) {
+                        index.models.insert(model.clone());
+                    }
+                    if open.model.is_none() {
+                        open.model = Some(model.clone());
+                    }
+                }
+                _ => {}
+            }
+            if let Some(error) = error_of(event) {
+                open.error.get_or_insert(error);
+            }
+            let closes = *last_was_latency && matches!(event, SessionEvent::TokenUsage { .. });
+            *last_was_latency = matches!(event, SessionEvent::Latency { .. });
+            if closes {
+                let number = index.turns.len() + 1;
+                index.turns.push(std::mem::take(open).close(number, true));
+                // The next turn's index is `number`; a page starts after it when `number + 1`
+                // is a multiple of the page length.
+                if (number + 1).is_multiple_of(crate::sessions::TURNS_PER_PAGE) {
+                    index.page_marks.push((number, *mark));
                 }
             }
-            _ => {}
-        }
-        if let Some(error) = error_of(event) {
-            open.error.get_or_insert(error);
-        }
-        let closes = last_was_latency && matches!(event, SessionEvent::TokenUsage { .. });
-        last_was_latency = matches!(event, SessionEvent::Latency { .. });
-        if closes {
-            let number = index.turns.len() + 1;
-            index
-                .turns
-                .push(std::mem::take(&mut open).close(number, true));
-        }
-        Ok(())
-    })?;
-    if open.first_sequence.is_some() {
-        if open.content {
-            let number = index.turns.len() + 1;
-            index.turns.push(open.close(number, false));
-        } else {
-            index.notes_after = open.first_sequence;
+            Ok(())
+        })?;
+        match read {
+            ReadAfter::Read(mark) => {
+                *from = mark;
+                Ok(true)
+            }
+            _ => Ok(false),
         }
     }
-    Ok(index)
+
+    /// The index as of the records read: the closed turns, then the open one (or a final
+    /// block of notes, which is no turn).
+    fn finish(&self) -> SessionIndex {
+        let mut index = self.index.clone();
+        if self.open.first_sequence.is_some() {
+            if self.open.content {
+                let number = index.turns.len() + 1;
+                index.turns.push(self.open.clone().close(number, false));
+            } else {
+                index.notes_after = self.open.first_sequence;
+            }
+        }
+        index
+    }
 }
 
 /// How many indexes the process keeps: a few sessions being read at once.
 const CACHED: usize = 8;
 
-/// The indexes made most recently, newest last: a session being paged through is read once,
-/// not once per page, and read again when its file has grown.
-static CACHE: Mutex<Vec<(String, Arc<SessionIndex>)>> = Mutex::new(Vec::new());
+/// The indexes made most recently, newest last, each with the builder that made it: a
+/// session being paged through is read once, not once per page, and when its file has grown
+/// only what was appended is read.
+static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
 
-/// The index of `session` in `backend`, from the cache when the file has not changed length.
+/// One cached index: its key (directory and session), the index, the builder to extend it.
+#[derive(Debug)]
+struct Cached {
+    key: String,
+    index: Arc<SessionIndex>,
+    builder: Builder,
+}
+
+/// The index of `session` in `backend`, from the cache when the file has not changed length,
+/// extended by the records appended since when it grew.
 pub fn of(
     located: &crate::sessions::Located,
     session: &str,
 ) -> Result<Arc<SessionIndex>, ViewError> {
+    Ok(of_counting(located, session)?.0)
+}
+
+/// [`of`], with the records it read to answer (none from the cache; what was appended when the
+/// file grew; the session when it was first read or replaced).
+pub(crate) fn of_counting(
+    located: &crate::sessions::Located,
+    session: &str,
+) -> Result<(Arc<SessionIndex>, u64), ViewError> {
     // A store that is not a directory has no cheap way to say a session grew: its index is
     // built on every request (one read of the session).
     let Some(backend) = located.file() else {
-        return Ok(Arc::new(build(located, session)?));
+        let index = build(located, session)?;
+        let n_records = index.n_records;
+        return Ok((Arc::new(index), n_records));
     };
     let bytes = backend.bytes_on_disk(session)?;
     let key = format!("{}\u{0}{session}", backend.dir().display());
-    {
+    let mut builder = {
         let cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, index)) = cache.iter().find(|(k, i)| *k == key && i.bytes == bytes) {
-            return Ok(Arc::clone(index));
+        match cache.iter().find(|c| c.key == key) {
+            Some(c) if c.index.bytes == bytes => return Ok((Arc::clone(&c.index), 0)),
+            // Grown: read on from where the cached read stopped.
+            Some(c) if c.index.bytes < bytes => c.builder.clone(),
+            _ => Builder::default(),
+        }
+    };
+    if !builder.extend(backend, session)? {
+        builder = Builder::default();
+        if !builder.extend(backend, session)? {
+            builder.index.page_marks.clear();
         }
     }
-    let mut index = build(backend, session)?;
+    let mut index = builder.finish();
     index.bytes = bytes;
     let index = Arc::new(index);
+    let n_read = builder.records_read;
     let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
-    cache.retain(|(k, _)| *k != key);
+    cache.retain(|c| c.key != key);
     if cache.len() >= CACHED {
         cache.remove(0);
     }
-    cache.push((key, Arc::clone(&index)));
-    Ok(index)
+    cache.push(Cached {
+        key,
+        index: Arc::clone(&index),
+        builder,
+    });
+    Ok((index, n_read))
 }

@@ -23,8 +23,13 @@
 //! reading stops at the page's last turn ([`sessions::page`]). Its summary header, pager
 //! totals, sorted turns and timeline come from the session's [`index`]: one read of the whole
 //! session keeping a few numbers per turn and no text, cached for the sessions read most
-//! recently and made again when a file grows. The list verifies every session in full, once
-//! per request. A search ([`search`]) reads every session again.
+//! recently and extended from where its read stopped when a file grows. The index also keeps one read mark per page of
+//! turns, so a deep page is read from its mark, not from the session's start. A live poll
+//! ([`sessions::live_poll`]) reads on from the read mark its page's previous poll stopped at,
+//! so it costs what was appended since, and its answer is bounded in records and in bytes
+//! (each record clipped to [`sessions::MAX_LIVE_RECORD_BYTES`], the answer to about
+//! [`sessions::MAX_LIVE_BYTES`]). The list verifies every session in full, once per request.
+//! A search ([`search`]) reads every session again.
 //!
 //! # What it does not do
 //!
@@ -42,6 +47,7 @@ pub mod calls;
 pub mod compare;
 mod error;
 pub mod index;
+mod marks;
 mod pages;
 mod routes;
 pub mod runs;

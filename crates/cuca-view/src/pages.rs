@@ -92,7 +92,20 @@ fn when(ms: Option<u64>) -> String {
 }
 
 fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
+    format!("{} {}", thousands(n), if n == 1 { one } else { many })
+}
+
+/// A count with thousands separators: `12,392`, read at a glance.
+pub(crate) fn thousands(n: impl Into<u64>) -> String {
+    let digits = n.into().to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The sessions list.
@@ -107,18 +120,23 @@ pub(crate) fn sessions(rows: &[SessionSummary]) -> Markup {
                 input #filter .filter type="search" placeholder="Filter by id or status" aria-label="Filter sessions";
                 table #sessions {
                     thead { tr {
-                        th { "Session" } th { "Status" } th.num { "Records" } th.num { "Turns" }
-                        th.num { "Tokens in / out" } th { "Last activity" } th { "Forked from" }
+                        th { "Session" }
+                        th title="What cuca verify says of the file's bytes; failed calls are the Errors column" { "File" }
+                        th.num { "Records" } th.num { "Turns" } th.num { "Errors" } th.num { "Duration" }
+                        th { "Models" } th.num { "Tokens in / out" } th { "Last activity" } th { "Forked from" }
                     } }
                     tbody {
                         @for row in rows {
                             tr data-filter=(format!("{} {}", row.id, row.status.word())) {
                                 td.id { a.session-link href=(session_href(&row.id)) { (row.id) } }
                                 td { (status_cell(&row.status)) }
-                                td.num { (row.n_records) }
-                                td.num { (row.n_turns) }
-                                td.num { (row.prompt_tokens) " / " (row.completion_tokens) }
-                                td { (when(row.last_activity_ms)) }
+                                td.num { (thousands(row.n_records)) }
+                                td.num { (thousands(row.n_turns)) }
+                                td.num.errors { @if row.n_errors > 0 { span.error { (thousands(row.n_errors)) } } @else { "0" } }
+                                td.num.when { @if let (Some(first), Some(last)) = (row.first_activity_ms, row.last_activity_ms) { (duration_words(last.saturating_sub(first))) } @else { "—" } }
+                                td.models { @for (i, model) in row.models.iter().enumerate() { @if i > 0 { ", " } code { (model) } } }
+                                td.num { (thousands(row.prompt_tokens)) " / " (thousands(row.completion_tokens)) }
+                                td.when { (when(row.last_activity_ms)) }
                                 td.id {
                                     @if let Some((parent, point)) = &row.parent {
                                         a href=(point_href(point)) { (point) }
@@ -137,7 +155,7 @@ pub(crate) fn sessions(rows: &[SessionSummary]) -> Markup {
 fn status_cell(status: &Status) -> Markup {
     let class = format!("status-{}", status.word());
     html! {
-        span class=(class) { (status.word()) }
+        span class=(class) { (status.file_words()) }
         @match status {
             Status::Refused { offset, reason } => { span.muted { " at byte " (offset) ": " (reason) } }
             Status::Unreadable { reason } => { span.muted { " " (reason) } }
@@ -194,6 +212,36 @@ fn copy_button(text: &str, label: &str) -> Markup {
     html! { button.copy type="button" data-copy=(text) title=(text) { (label) } }
 }
 
+/// How far apart (ms) a call-log row's times and a turn's record times may be and still be the
+/// same call: both clocks are the recording machine's, the row's to the millisecond.
+const SAME_CALL_SLACK_MS: u64 = 50;
+
+/// The turn (its number) that recorded the failed call `failure`, when one did: a call cut
+/// short mid-stream has its records in the session (ending in a `CallIncomplete`) and a
+/// call-log row, one call, shown once in its turn. It is the turn whose time overlaps the
+/// row's, one with an error of its own first. A call that failed before the upstream
+/// answered left no record and has no turn.
+fn failure_turn(index: &SessionIndex, failure: &CallRow) -> Option<usize> {
+    let (start, end) = (failure.start_ms()?, failure.end_ms?);
+    let overlaps = |t: &&crate::index::TurnStat| {
+        t.start_ms <= end.saturating_add(SAME_CALL_SLACK_MS)
+            && t.end_ms.saturating_add(SAME_CALL_SLACK_MS) >= start
+    };
+    // Turns are in start order: only those starting before the row ends can overlap it.
+    let before = index
+        .turns
+        .partition_point(|t| t.start_ms <= end.saturating_add(SAME_CALL_SLACK_MS));
+    let candidates = index.turns.get(..before).unwrap_or_default();
+    // The latest few are enough: a call overlaps the turns around its own time.
+    let overlapping: Vec<&crate::index::TurnStat> =
+        candidates.iter().rev().take(64).filter(overlaps).collect();
+    overlapping
+        .iter()
+        .find(|t| t.error.is_some())
+        .or(overlapping.first())
+        .map(|t| t.number)
+}
+
 /// Where a failed call from the call log goes: after the turns that started before it.
 fn failure_slot(index: &SessionIndex, failure: &CallRow) -> usize {
     let start = failure.start_ms().unwrap_or(0);
@@ -207,14 +255,24 @@ fn failure_slot(index: &SessionIndex, failure: &CallRow) -> usize {
 /// Errors in page order: (the turn number whose page shows it, its anchor).
 fn error_marks(context: &SessionContext<'_>) -> Vec<(usize, String)> {
     let n_turns = context.index.turns.len().max(1);
+    let with_failure: std::collections::BTreeSet<usize> = context
+        .failures
+        .iter()
+        .filter_map(|f| failure_turn(context.index, f))
+        .collect();
+    // One mark a call: a turn with an error of its own or a failed call-log row of its own
+    // is one error, and a row with no turn is one more.
     let mut marks: Vec<(usize, u8, String)> = context
         .index
         .turns
         .iter()
-        .filter(|t| t.error.is_some())
+        .filter(|t| t.error.is_some() || with_failure.contains(&t.number))
         .map(|t| (t.number, 1, format!("turn-{}", t.number)))
         .collect();
     for failure in context.failures {
+        if failure_turn(context.index, failure).is_some() {
+            continue;
+        }
         let slot = failure_slot(context.index, failure);
         marks.push(((slot + 1).min(n_turns), 0, format!("call-{}", failure.id)));
     }
@@ -244,17 +302,17 @@ fn summary(session: &str, context: &SessionContext<'_>, marks: &[(usize, String)
             div { dt { "Models" } dd #summary-models {
                 @if index.models.is_empty() { span.muted { "not recorded" } }
                 @for (i, model) in index.models.iter().enumerate() { @if i > 0 { ", " } code { (model) } } } }
-            div { dt { "Tokens in / out" } dd #summary-tokens { (index.prompt_tokens()) " / " (index.completion_tokens()) } }
+            div { dt { "Tokens in / out" } dd #summary-tokens { (thousands(index.prompt_tokens())) " / " (thousands(index.completion_tokens())) } }
             div { dt { "Duration" } dd #summary-duration { (duration) } }
             div { dt { "Start" } dd #summary-start { (when(index.start_ms)) } }
             div { dt { "End" } dd #summary-end { (when(index.end_ms)) } }
-            div { dt { "Turns" } dd #summary-turns { (index.turns.len()) " · " (plural(index.n_records, "record", "records")) } }
+            div { dt { "Turns" } dd #summary-turns { (thousands(index.turns.len() as u64)) " · " (plural(index.n_records, "record", "records")) } }
             div { dt { "Errors" } dd #summary-errors {
-                (marks.len())
+                (thousands(marks.len() as u64))
                 @if let Some((turn, anchor)) = marks.first() {
                     " · " a href=(format!("{}?turn={turn}#{anchor}", session_href(session))) { "first" }
                 } } }
-            div { dt { "Forks" } dd #summary-forks { (context.children.len()) } }
+            div { dt { "Forks" } dd #summary-forks { (thousands(context.children.len() as u64)) } }
         }
         nav.views {
             a #timeline-link href=(format!("{}/timeline", session_href(session))) { "Timeline" }
@@ -273,12 +331,21 @@ pub(crate) fn session(page: &Page, context: &SessionContext<'_>) -> Markup {
     let session = &page.session;
     let last_page = !page.more;
     let marks = error_marks(context);
+    // A final block of notes (a fork audit) is shown after the turns but is not a turn: the
+    // pager and the failures' places count calls only.
+    let n_shown = page.turns.iter().filter(|t| !t.is_notes()).count();
     let page_first = context.first_turn + 1;
-    let page_last = context.first_turn + page.turns.len();
+    let page_last = context.first_turn + n_shown;
+    // Failed calls that recorded no turn get a box of their own, at their place.
+    let standalone: Vec<&CallRow> = context
+        .failures
+        .iter()
+        .filter(|f| failure_turn(context.index, f).is_none())
+        .collect();
     let failures_before = |number: usize| {
-        context
-            .failures
+        standalone
             .iter()
+            .copied()
             .filter(move |f| failure_slot(context.index, f) + 1 == number)
     };
     let n_turns = context.index.turns.len();
@@ -305,7 +372,7 @@ pub(crate) fn session(page: &Page, context: &SessionContext<'_>) -> Markup {
                 }
             }
         }
-        (pager(session, context.first_turn, page.turns.len(), n_turns, &marks, page_last))
+        (pager(session, context.first_turn, n_shown, n_turns, &marks, page_last))
         @if page.turns.is_empty() {
             p.muted { "No records on this page." }
         }
@@ -314,14 +381,14 @@ pub(crate) fn session(page: &Page, context: &SessionContext<'_>) -> Markup {
             (turn_box(session, turn, context))
         }
         @if last_page {
-            @for failure in context.failures.iter().filter(|f| failure_slot(context.index, f) >= page_last.max(page_first)) {
+            @for failure in standalone.iter().copied().filter(|f| failure_slot(context.index, f) >= page_last.max(page_first)) {
                 (failed_call(failure))
             }
             div #live data-session=(session) data-after=(page.last_sequence().map(|s| s.to_string()).unwrap_or_default())
                 data-next-turn=(n_turns + 1) {}
             p #live-status {}
         }
-        (pager(session, context.first_turn, page.turns.len(), n_turns, &marks, page_last))
+        (pager(session, context.first_turn, n_shown, n_turns, &marks, page_last))
     }
 }
 
@@ -331,13 +398,22 @@ fn failed_call(failure: &CallRow) -> Markup {
         section.failed-call id=(format!("call-{}", failure.id)) {
             div.turn-head {
                 strong { "Failed call" }
-                span.badge.error { @if failure.status == 0 { "no response" } @else { "HTTP " (failure.status) } }
+                span.badge.error { (status_words(failure.status)) }
                 span { (failure.ms) " ms" }
                 @if !failure.model.is_empty() { span { code { (failure.model) } } }
                 span.muted { (failure.ts) }
             }
             div.rec { div.who { "call log · " (failure.id) } div.text { (failure.error) } }
         }
+    }
+}
+
+/// A call-log status as people read it: "no response" where none came back (the log writes 0).
+fn status_words(status: u16) -> String {
+    if status == 0 {
+        "no response".to_owned()
+    } else {
+        format!("HTTP {status}")
     }
 }
 
@@ -362,8 +438,8 @@ fn pager(
                 a.prev href=(href(first_turn + 1 - per.min(first_turn))) { "← earlier" }
             }
             span.muted.page-of {
-                "page " (this_page) " of " (pages)
-                @if n_shown > 0 { " · turns " (first_turn + 1) "–" (first_turn + n_shown) " of " (n_turns) }
+                "page " (thousands(this_page as u64)) " of " (thousands(pages as u64))
+                @if n_shown > 0 { " · turns " (thousands((first_turn + 1) as u64)) "–" (thousands((first_turn + n_shown) as u64)) " of " (thousands(n_turns as u64)) }
             }
             @if this_page < pages {
                 a.next href=(href(first_turn + n_shown + 1)) { "later →" }
@@ -434,16 +510,33 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
         }
         _ => None,
     });
-    let errors: Vec<String> = turn
+    let mut errors: Vec<String> = turn
         .records
         .iter()
         .filter_map(|r| crate::index::error_of(&r.event))
         .collect();
     let number = turn.turn_idx + 1;
+    // The call log's rows for this very call: shown in the turn, one error with its own.
+    let logged: Vec<&CallRow> = context
+        .failures
+        .iter()
+        .filter(|f| failure_turn(context.index, f) == Some(number))
+        .collect();
+    if errors.is_empty() {
+        errors.extend(logged.iter().map(|f| f.error.clone()).take(1));
+    }
+    errors.truncate(1);
+    let incomplete = turn
+        .records
+        .iter()
+        .any(|r| matches!(r.event, SessionEvent::CallIncomplete { .. }));
+    let tokens = tokens.filter(|(prompt, completion)| {
+        crate::index::tokens_known(true, incomplete, prompt + completion)
+    });
     // Seed 001 makes the records after the last pair a final turn; when they are only notes
     // (a fork audit, a model swap) no call is open, so they are shown as notes, not as a call
     // that never finished, and not counted as a turn.
-    let notes_only = !turn.complete && turn.records.iter().all(|r| crate::index::is_note(&r.event));
+    let notes_only = turn.is_notes();
     let anchor = if notes_only {
         "notes-after".to_owned()
     } else {
@@ -468,14 +561,19 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
                 @if let Some(ms) = started {
                     time.at title=(when(Some(ms))) { (clock(ms)) }
                 }
-                @if let Some(ms) = latency { span.latency { (ms) " ms" } }
+                @if let Some(ms) = latency { span.latency { (thousands(ms)) " ms" } }
                 @if let Some((prompt, completion)) = tokens {
-                    span.tokens { (prompt) " prompt / " (completion) " completion tokens" }
+                    span.tokens { (thousands(prompt)) " prompt / " (thousands(completion)) " completion tokens" }
                 }
                 @if let Some(model) = call_model { span { code { (model) } } }
                 @if let Some(finish) = finish { span { "finish: " (finish) } }
                 @if !turn.complete && !notes_only { span.pill { "unfinished" } }
-                @for error in &errors { span.badge.error title=(error) { "error" } }
+                // One badge a call: the call log's status when it has the call, else "error".
+                @if let Some(error) = errors.first() {
+                    span.badge.error title=(error) {
+                        @if let Some(failure) = logged.first() { (status_words(failure.status)) } @else { "error" }
+                    }
+                }
                 @if let Some(point) = &last_point {
                     span.copies {
                         (copy_button(point, "copy point"))
@@ -487,8 +585,16 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
             @for group in groups(&turn.records) {
                 @if group.iter().all(|r| turn.echoes.contains(&r.sequence)) {
                     (echo_group(group))
+                } @else if tokens.is_none() && matches!(group[0].event, SessionEvent::TokenUsage { .. }) {
+                    div.rec.meta { (anchors(group)) "tokens not known (the call was cut short) · #" (group[0].sequence) }
                 } @else {
                     (record_group(group))
+                }
+            }
+            @for failure in &logged {
+                div.rec.note.call-log-failure id=(format!("call-{}", failure.id)) {
+                    div.who { "call log · " (failure.id) " · " (status_words(failure.status)) " · " (failure.ms) " ms" }
+                    div.text { (failure.error) }
                 }
             }
             @if turn.clipped.any() {
@@ -725,7 +831,7 @@ pub(crate) fn calls(summary: &CallsSummary, table: &CallTable, filter: &CallFilt
             @if summary.in_flight.is_empty() { p.muted { "No call is in flight." } } @else {
                 table #in-flight { thead { tr { th { "Call" } th { "Model" } th { "Run" } th { "Started" } th.num { "Age" } } }
                     tbody { @for call in &summary.in_flight { tr {
-                        td { code { (call.id) } } td { (call.model) } td { (call.run) } td { (call.started) }
+                        td { code { (call.id) } } td { (call.model) } td { (call.run) } td.when { (call.started) }
                         td.num { @if let Some(age) = call.age_s { (humantime::format_duration(Duration::from_secs(age)).to_string()) } @else { "—" } }
                     } } } }
             }
@@ -733,18 +839,20 @@ pub(crate) fn calls(summary: &CallsSummary, table: &CallTable, filter: &CallFilt
             @if summary.failures_by_status.is_empty() { p.muted { "No failed call." } } @else {
                 table #failures-by-status { thead { tr { th { "Status" } th.num { "Calls" } } }
                     tbody { @for (status, n) in &summary.failures_by_status { tr {
-                        td { @if *status == 0 { "no response" } @else { (status) } } td.num { (n) } } } } }
+                        td { (status_text(*status)) } td.num { (thousands(*n as u64)) } } } } }
                 h2 { "Recent failures" }
-                table #recent-failures { thead { tr { th { "When" } th { "Model" } th.num { "Status" } th { "Ended" } th { "Error" } } }
+                table #recent-failures { thead { tr { th { "When" } th { "Session" } th { "Model" } th.num { "Status" } th { "Ended" } th { "Error" } } }
                     tbody { @for f in &summary.recent_failures { tr {
-                        td { (f.ts) } td { (f.model) } td.num { (f.status) } td { (f.ended) } td { (f.error) } } } } }
+                        td.when { (f.ts) }
+                        td.id { @if f.session.is_empty() { span.muted { "—" } } @else { a.session-link href=(session_href(&f.session)) { (f.session) } } }
+                        td { (f.model) } td.num { (status_text(f.status)) } td { (f.ended) } td { (f.error) } } } } }
             }
             (call_table(table, filter))
             h2 { "Latency per model" }
             @if summary.per_model.is_empty() { p.muted { "No call has ended." } } @else {
                 table #per-model { thead { tr { th { "Model" } th.num { "Calls" } th.num { "Failed" } th.num { "p50 ms" } th.num { "p90 ms" } th.num { "p99 ms" } } }
                     tbody { @for m in &summary.per_model { tr {
-                        td { (m.model) } td.num { (m.calls) } td.num { (m.failures) }
+                        td { (m.model) } td.num { (thousands(m.calls as u64)) } td.num { (thousands(m.failures as u64)) }
                         td.num { (opt(m.p50_ms)) } td.num { (opt(m.p90_ms)) } td.num { (opt(m.p99_ms)) } } } } }
             }
         },
@@ -752,7 +860,17 @@ pub(crate) fn calls(summary: &CallsSummary, table: &CallTable, filter: &CallFilt
 }
 
 fn opt(value: Option<u64>) -> String {
-    value.map_or_else(|| "—".to_owned(), |v| v.to_string())
+    value.map_or_else(|| "—".to_owned(), thousands)
+}
+
+/// A call-log status in a table: the code, or "no response" where none came back (the log
+/// writes 0).
+fn status_text(status: u16) -> String {
+    if status == 0 {
+        "no response".to_owned()
+    } else {
+        status.to_string()
+    }
 }
 
 /// The journal runs list.
@@ -819,16 +937,18 @@ pub(crate) fn run(id: &str, s: &RecordSummary) -> Markup {
 ///
 /// Besides the text, each record says what the page needs to place it as a reload would:
 /// `at` (its time), `role` for a message, `latency_ms` and `tokens` for the records that close
-/// a turn, `error` when it is one. `forks` lists the session's forks (id, point, its page
+/// a turn, `error` when it is one, `clipped` (bytes left out) when its text was cut to
+/// [`crate::sessions::MAX_LIVE_RECORD_BYTES`]. `forks` lists the session's forks (id, point, its page
 /// and its comparison) so a fork made while the page is open appears.
 pub(crate) fn live_json(
-    records: &[RecordView],
-    full: bool,
+    batch: &crate::sessions::LiveBatch,
     forks: &[(String, String)],
 ) -> serde_json::Value {
-    let items: Vec<serde_json::Value> = records
+    let items: Vec<serde_json::Value> = batch
+        .records
         .iter()
-        .map(|r| {
+        .map(|live| {
+            let r = &live.record;
             let mut item = serde_json::json!({
                 "sequence": r.sequence,
                 "kind": r.event.kind(),
@@ -840,18 +960,26 @@ pub(crate) fn live_json(
                     item["role"] = message.role.as_str().into();
                 }
                 SessionEvent::Latency { duration_ms } => item["latency_ms"] = (*duration_ms).into(),
+                // Zero counts are what a recorder closes a call cut short with: not known, so
+                // the turn's head leaves them off, as a reload does.
                 SessionEvent::TokenUsage {
                     prompt_tokens,
                     completion_tokens,
-                } => {
-                    item["tokens"] =
-                        format!("{prompt_tokens} prompt / {completion_tokens} completion tokens")
-                            .into();
+                } if prompt_tokens + completion_tokens > 0 => {
+                    item["tokens"] = format!(
+                        "{} prompt / {} completion tokens",
+                        thousands(*prompt_tokens),
+                        thousands(*completion_tokens)
+                    )
+                    .into();
                 }
                 _ => {}
             }
             if let Some(error) = crate::index::error_of(&r.event) {
                 item["error"] = error.into();
+            }
+            if live.clipped_bytes > 0 {
+                item["clipped"] = live.clipped_bytes.into();
             }
             item
         })
@@ -865,7 +993,7 @@ pub(crate) fn live_json(
             })
         })
         .collect();
-    serde_json::json!({ "records": items, "full": full, "forks": forks })
+    serde_json::json!({ "records": items, "full": batch.full, "forks": forks })
 }
 
 /// One line of text for a record, for the live view.
@@ -880,6 +1008,10 @@ fn event_text(event: &SessionEvent) -> String {
         } => format!("{name}({arguments})"),
         SessionEvent::ToolResult { content, .. } => content.clone(),
         SessionEvent::Latency { duration_ms } => format!("{duration_ms} ms"),
+        SessionEvent::TokenUsage {
+            prompt_tokens: 0,
+            completion_tokens: 0,
+        } => "tokens not known".to_owned(),
         SessionEvent::TokenUsage {
             prompt_tokens,
             completion_tokens,
@@ -942,7 +1074,7 @@ pub(crate) fn sorted_turns(
                         td.num { a.turn-link href=(turn_href(session, turn.number)) { (turn.number) } }
                         td { (when(Some(turn.start_ms))) }
                         td.num { (opt(turn.latency_ms)) }
-                        td.num { (turn.prompt_tokens) " / " (turn.completion_tokens) }
+                        td.num { @if turn.tokens_known { (thousands(turn.prompt_tokens)) " / " (thousands(turn.completion_tokens)) } }
                         td { @if let Some(model) = &turn.model { code { (model) } } }
                         td.error { (turn.error.clone().unwrap_or_default()) }
                     }
@@ -1053,11 +1185,11 @@ fn call_table(table: &CallTable, filter: &CallFilter) -> Markup {
             @if table.rows.len() < table.n_matched { "; the newest " (table.rows.len()) " are listed" } }
         table #call-rows { thead { tr { th { "When" } th { "Run" } th { "Session" } th { "Model" } th.num { "Status" } th.num { "ms" } th { "Error" } } }
             tbody { @for row in &table.rows { tr class=(if row.failed { "failed" } else { "ok" }) {
-                td { (row.ts) } td { (row.run) }
+                td.when { (row.ts) } td { (row.run) }
                 td.id { @if !row.session.is_empty() { a.session-link href=(session_href(&row.session)) { (row.session) } } }
                 td { (row.model) }
-                td.num { @if row.failed { span.error { (row.status) } } @else { (row.status) } }
-                td.num { (row.ms) } td { (row.error) }
+                td.num { @if row.failed { span.error { (status_text(row.status)) } } @else { (status_text(row.status)) } }
+                td.num { (thousands(row.ms)) } td { (row.error) }
             } } } }
     }
 }

@@ -126,7 +126,12 @@ async fn session(
         let index = crate::index::of(&backend, &id)?;
         // A turn past the end goes to the last page, not to an empty one.
         let first_turn = first_turn.min(page_start(index.turns.len().max(1)));
-        let page = sessions::page(&backend, &id, first_turn, TURNS_PER_PAGE)?;
+        let from = index.page_mark(first_turn);
+        let page = sessions::page_from(&backend, &id, first_turn, TURNS_PER_PAGE, from)?;
+        if let Some(end) = page.end {
+            // The last page: its live poll reads on from here.
+            crate::marks::remember_live(&crate::marks::key(&backend.place(), &id), end);
+        }
         let children = sessions::children(&config, &id)?;
         let tree = sessions::fork_tree(&config, &id)?;
         let failures = match &config.call_log {
@@ -194,13 +199,32 @@ async fn turns(
     }
 }
 
-/// `/sessions/{id}/timeline`: the calls of a session and of its conversations on one
-/// timeline.
-async fn timeline(State(config): State<Config>, Path(id): Path<String>) -> Response {
+#[derive(Debug, Deserialize)]
+struct TimelineQuery {
+    /// A window of the run, milliseconds since the Unix epoch.
+    from: Option<u64>,
+    to: Option<u64>,
+    /// The page of the calls table, from 1.
+    page: Option<usize>,
+}
+
+/// `/sessions/{id}/timeline?from=MS&to=MS&page=P`: the calls of a session and of its
+/// conversations on one timeline (the whole run, or a window of it), the table a page at a
+/// time.
+async fn timeline(
+    State(config): State<Config>,
+    Path(id): Path<String>,
+    Query(query): Query<TimelineQuery>,
+) -> Response {
     let title = id.clone();
+    let view = pages::timeline::View {
+        from: query.from,
+        to: query.to,
+        page: query.page.unwrap_or(1),
+    };
     match blocking(move || crate::timeline::lanes(&config, &id)).await {
         Ok(lanes) => {
-            Html(pages::layout(&title, pages::timeline::page(&title, &lanes)).into_string())
+            Html(pages::layout(&title, pages::timeline::page(&title, &lanes, view)).into_string())
                 .into_response()
         }
         Err(response) => response,
@@ -277,29 +301,35 @@ struct AfterQuery {
     after: Option<u64>,
 }
 
+/// Live polls reading at once, at most. A read holds the frame it is decoding and the decoded
+/// record (each up to `cuca_store_file::MAX_FRAME_LEN`, 32 MiB) before it clips it: four polls
+/// of 31 MiB records at once took the process to 300 MB, two keep it under 256 MiB. A poll
+/// from a mark is a few records, so waiting here is short.
+static LIVE_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
 /// The live poll: records after `after`, as JSON.
 async fn records(
     State(config): State<Config>,
     Path(id): Path<String>,
     Query(query): Query<AfterQuery>,
 ) -> Response {
+    // The semaphore is never closed, so acquiring fails only in theory; a poll then reads
+    // without waiting rather than failing.
+    let _permit = LIVE_READS.acquire().await.ok();
     let read = blocking(move || {
         let backend = sessions::locate(&config, &id)?;
-        let records = sessions::records_after(&backend, &id, query.after)?;
+        let batch = sessions::live_poll(&backend, &id, query.after)?;
         // The forks too, so a fork made while the page is open appears in its list.
         let forks = sessions::children(&config, &id)?;
-        Ok((records, forks))
+        Ok((batch, forks))
     })
     .await;
     match read {
-        Ok((records, forks)) => {
-            let full = records.len() >= sessions::MAX_LIVE_BATCH;
-            (
-                [(header::CONTENT_TYPE, "application/json")],
-                pages::live_json(&records, full, &forks).to_string(),
-            )
-                .into_response()
-        }
+        Ok((batch, forks)) => (
+            [(header::CONTENT_TYPE, "application/json")],
+            pages::live_json(&batch, &forks).to_string(),
+        )
+            .into_response(),
         Err(response) => response,
     }
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cuca_events::{PluginError, ReplayedRecord, SessionBackend, SessionEvent};
+use cuca_events::{PluginError, ReadAfter, ReadMark, ReplayedRecord, SessionBackend, SessionEvent};
 use cuca_store_file::{FileBackend, Verdict};
 
 use crate::error::ViewError;
@@ -21,6 +21,16 @@ pub const TURNS_PER_PAGE: usize = 20;
 /// How many records one live poll returns at most, so a poll after a long pause stays small;
 /// the page asks again straight away when it got a full batch.
 pub const MAX_LIVE_BATCH: usize = 500;
+
+/// The bytes of recorded text one live poll answers with, at most (plus one record's
+/// [`MAX_LIVE_RECORD_BYTES`], the record that crossed it): a record may be 32 MiB, and 500 of
+/// them answered whole were a 325 MB answer that took the viewer to 1.34 GB. 1 MiB is a
+/// page's worth of new text; the page asks again straight away for the rest.
+pub const MAX_LIVE_BYTES: usize = 1024 * 1024;
+
+/// The bytes of text one record keeps in a live answer, as a session page keeps of a turn
+/// ([`MAX_TURN_TEXT_BYTES`]); the rest is counted and the page says how much was cut.
+pub const MAX_LIVE_RECORD_BYTES: usize = MAX_TURN_TEXT_BYTES;
 
 /// One row of the sessions list.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,11 +51,21 @@ pub struct SessionSummary {
     pub completion_tokens: u64,
     /// The newest record's timestamp, milliseconds since the Unix epoch.
     pub last_activity_ms: Option<u64>,
+    /// The oldest record's timestamp: with the newest, how long the session ran.
+    pub first_activity_ms: Option<u64>,
+    /// Turns with an error (an incomplete call, a failed tool result).
+    pub n_errors: u64,
+    /// The models its calls named, sorted (at most [`MAX_LIST_MODELS`]).
+    pub models: Vec<String>,
     /// What `cuca verify` says about the file.
     pub status: Status,
     /// The session this one was forked from, and the point, when its id says so.
     pub parent: Option<(String, String)>,
 }
+
+/// Most models a list row names: a session switches models a few times at most, and a row
+/// stays one line.
+pub const MAX_LIST_MODELS: usize = 4;
 
 /// A session file's verify status, as the list shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +90,17 @@ pub enum Status {
 }
 
 impl Status {
+    /// What the list says of the file, in words that say it is about the file's bytes (a
+    /// session whose calls failed can still be an intact file).
+    pub fn file_words(&self) -> &'static str {
+        match self {
+            Status::Clean => "file intact",
+            Status::Recovered => "file recovered",
+            Status::Refused { .. } => "file refused",
+            Status::Unreadable { .. } => "file unreadable",
+        }
+    }
+
     /// The word the list shows.
     pub fn word(&self) -> &'static str {
         match self {
@@ -185,6 +216,9 @@ fn summarise(backend: &FileBackend, dir: &Path, id: String) -> SessionSummary {
         prompt_tokens: 0,
         completion_tokens: 0,
         last_activity_ms: None,
+        first_activity_ms: None,
+        n_errors: 0,
+        models: Vec::new(),
         status: Status::Clean,
     };
     // A streaming scan: each record is skimmed (its text left in the read buffer) and only
@@ -192,7 +226,18 @@ fn summarise(backend: &FileBackend, dir: &Path, id: String) -> SessionSummary {
     // concurrent lists cost one frame each, never a whole session each.
     let mut tally = Tally::default();
     let summary = match backend.skim_each(&row.id, &mut |record| {
-        tally.take(record.timestamp_ms, &record.hollow_event());
+        let event = record.hollow_event();
+        if matches!(
+            event,
+            SessionEvent::CallRequest { .. } | SessionEvent::CallFinish { .. }
+        ) {
+            record.each_text(|field, _, text| {
+                if field == "model" {
+                    tally.model(text);
+                }
+            });
+        }
+        tally.take(record.timestamp_ms, &event);
         Ok(())
     }) {
         Ok(summary) => summary,
@@ -223,8 +268,7 @@ fn summarise(backend: &FileBackend, dir: &Path, id: String) -> SessionSummary {
     row.last_activity_ms = tally.last_activity_ms;
     row.prompt_tokens = tally.prompt_tokens;
     row.completion_tokens = tally.completion_tokens;
-    let segmenter = tally.segmenter;
-    row.n_turns = segmenter.turns();
+    tally.fill(&mut row);
     row
 }
 
@@ -233,6 +277,11 @@ fn summarise(backend: &FileBackend, dir: &Path, id: String) -> SessionSummary {
 fn summarise_stored(backend: &dyn SessionBackend, name: &Path, id: String) -> SessionSummary {
     let mut tally = Tally::default();
     let read = backend.replay_each(&id, &mut |record| {
+        if let SessionEvent::CallRequest { model, .. } | SessionEvent::CallFinish { model, .. } =
+            &record.event
+        {
+            tally.model(model);
+        }
         tally.take(record.timestamp_ms, &record.event);
         Ok(())
     });
@@ -245,6 +294,9 @@ fn summarise_stored(backend: &dyn SessionBackend, name: &Path, id: String) -> Se
         prompt_tokens: 0,
         completion_tokens: 0,
         last_activity_ms: None,
+        first_activity_ms: None,
+        n_errors: 0,
+        models: Vec::new(),
         status: Status::Clean,
     };
     if let Err(error) = read {
@@ -257,7 +309,7 @@ fn summarise_stored(backend: &dyn SessionBackend, name: &Path, id: String) -> Se
     row.last_activity_ms = tally.last_activity_ms;
     row.prompt_tokens = tally.prompt_tokens;
     row.completion_tokens = tally.completion_tokens;
-    row.n_turns = tally.segmenter.turns();
+    tally.fill(&mut row);
     row
 }
 
@@ -278,18 +330,46 @@ fn all_ids(config: &ViewConfig) -> Result<Vec<String>, ViewError> {
 struct Tally {
     n_records: u64,
     last_activity_ms: Option<u64>,
+    first_activity_ms: Option<u64>,
     prompt_tokens: u64,
     completion_tokens: u64,
     segmenter: Segmenter,
+    /// Turns closed with an error, and whether the open turn has one.
+    n_errors: u64,
+    open_error: bool,
+    models: std::collections::BTreeSet<String>,
 }
 
 impl Tally {
+    /// Notes a model a call named.
+    fn model(&mut self, model: &str) {
+        if !model.is_empty() && self.models.len() < MAX_LIST_MODELS && !self.models.contains(model)
+        {
+            let mut name = model.to_owned();
+            clip::clip_label(&mut name);
+            self.models.insert(name);
+        }
+    }
+
+    /// Writes what was counted beyond the record and token totals into `row`.
+    fn fill(self, row: &mut SessionSummary) {
+        row.first_activity_ms = self.first_activity_ms;
+        row.n_turns = self.segmenter.turns();
+        row.n_errors = self.n_errors + u64::from(self.open_error && self.segmenter.open_content);
+        row.models = self.models.into_iter().collect();
+    }
+
     fn take(&mut self, timestamp_ms: u64, event: &SessionEvent) {
         self.n_records += 1;
         self.last_activity_ms = Some(
             self.last_activity_ms
                 .map_or(timestamp_ms, |t| t.max(timestamp_ms)),
         );
+        self.first_activity_ms = Some(
+            self.first_activity_ms
+                .map_or(timestamp_ms, |t| t.min(timestamp_ms)),
+        );
+        self.open_error |= crate::index::error_of(event).is_some();
         if let SessionEvent::TokenUsage {
             prompt_tokens,
             completion_tokens,
@@ -298,7 +378,9 @@ impl Tally {
             self.prompt_tokens += prompt_tokens;
             self.completion_tokens += completion_tokens;
         }
-        self.segmenter.push(event);
+        if self.segmenter.push(event) {
+            self.n_errors += u64::from(std::mem::take(&mut self.open_error));
+        }
     }
 }
 
@@ -389,6 +471,17 @@ impl SessionBackend for Located {
         visit: &mut dyn FnMut(ReplayedRecord<'_>) -> Result<(), PluginError>,
     ) -> Result<(), PluginError> {
         self.0.replay_each(session_id, visit)
+    }
+
+    // Forwarded, so a directory's session is read from a mark's byte offset (the trait's
+    // default would count from the start).
+    fn replay_after(
+        &self,
+        session_id: &str,
+        after: &ReadMark,
+        visit: &mut dyn FnMut(ReplayedRecord<'_>, &ReadMark) -> Result<(), PluginError>,
+    ) -> Result<ReadAfter, PluginError> {
+        self.0.replay_after(session_id, after, visit)
     }
 
     fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {
@@ -543,6 +636,14 @@ pub struct TurnView {
     pub echoes: Vec<u64>,
 }
 
+impl TurnView {
+    /// Whether this is a final block of notes only (a fork audit, a model swap after the last
+    /// call): shown after the turns, never counted as one.
+    pub fn is_notes(&self) -> bool {
+        !self.complete && self.records.iter().all(|r| crate::index::is_note(&r.event))
+    }
+}
+
 /// A window of a session's turns.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page {
@@ -555,6 +656,9 @@ pub struct Page {
     /// Records the backend handed over to build this page (at most one past the page):
     /// what shows that a page never reads the whole of a long session.
     pub records_read: u64,
+    /// The read mark after the session's last record, when the page read to the end (it is
+    /// the last page): where the page's live poll reads on from.
+    pub end: Option<ReadMark>,
 }
 
 impl Page {
@@ -581,14 +685,53 @@ pub fn page(
     first_turn: usize,
     n_turns: usize,
 ) -> Result<Page, ViewError> {
+    page_from(backend, session, first_turn, n_turns, None)
+}
+
+/// [`page`], read from `from`: the index of a turn at or before `first_turn` and the read
+/// mark before that turn's first record (what the session's index keeps for every page), so
+/// a deep page reads its own turns, not the session up to them. A mark the store no longer
+/// recognises (the file was replaced) is dropped and the session read from its start.
+pub fn page_from(
+    backend: &dyn SessionBackend,
+    session: &str,
+    first_turn: usize,
+    n_turns: usize,
+    from: Option<(usize, ReadMark)>,
+) -> Result<Page, ViewError> {
+    if let Some(from) = from.filter(|(turn_idx, _)| *turn_idx <= first_turn) {
+        if let Some(page) = read_page(backend, session, first_turn, n_turns, from)? {
+            return Ok(page);
+        }
+    }
+    let page = read_page(backend, session, first_turn, n_turns, (0, ReadMark::START))?;
+    // A read from the start is never stale.
+    Ok(page.unwrap_or_else(|| Page {
+        session: session.to_owned(),
+        turns: Vec::new(),
+        more: false,
+        records_read: 0,
+        end: None,
+    }))
+}
+
+/// One read of a page from `(turn_idx, mark)`; `None` when the mark is stale.
+fn read_page(
+    backend: &dyn SessionBackend,
+    session: &str,
+    first_turn: usize,
+    n_turns: usize,
+    (start_turn, from): (usize, ReadMark),
+) -> Result<Option<Page>, ViewError> {
     let mut page = Page {
         session: session.to_owned(),
         turns: Vec::new(),
         more: false,
         records_read: 0,
+        end: None,
     };
     let end_turn = first_turn.saturating_add(n_turns);
-    let mut turn_idx = 0usize;
+    let mut turn_idx = start_turn;
     let mut current: Vec<RecordView> = Vec::new();
     let mut segmenter = Segmenter::default();
     let mut stopped = false;
@@ -596,7 +739,7 @@ pub fn page(
     let mut clipped = Clipped::default();
     let mut echo = echo::Echoes::default();
     let mut echoes = Vec::new();
-    let result = backend.replay_each(session, &mut |record| {
+    let result = backend.replay_after(session, &from, &mut |record, _| {
         page.records_read += 1;
         if turn_idx >= end_turn {
             // One record past the page: there is more, and nothing else is needed.
@@ -636,7 +779,9 @@ pub fn page(
     });
     match result {
         Err(_) if stopped => {}
-        other => other?,
+        Err(error) => return Err(error.into()),
+        Ok(ReadAfter::Read(mark)) => page.end = Some(mark),
+        Ok(_) => return Ok(None),
     }
     if !current.is_empty() {
         page.turns.push(TurnView {
@@ -647,7 +792,7 @@ pub fn page(
             echoes,
         });
     }
-    Ok(page)
+    Ok(Some(page))
 }
 
 /// The 0-based turn that holds `sequence`, or `None` when no record has it.
@@ -676,30 +821,107 @@ pub fn turn_of(
     Ok(found)
 }
 
-/// Records after `after` (all records when `None`), at most [`MAX_LIVE_BATCH`]: what a live
-/// page polls for.
+/// One record of a live poll's answer, clipped to [`MAX_LIVE_RECORD_BYTES`] of text.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct LiveRecord {
+    /// The record, its text clipped.
+    pub record: RecordView,
+    /// Bytes of its text the answer left out (the page says so under it).
+    pub clipped_bytes: u64,
+}
+
+/// What one live poll answers ([`records_after`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct LiveBatch {
+    /// The records after the one asked for, in order.
+    pub records: Vec<LiveRecord>,
+    /// Whether the answer stopped at a bound ([`MAX_LIVE_BATCH`] records or
+    /// [`MAX_LIVE_BYTES`] of text) with more to come: the page asks again straight away.
+    pub full: bool,
+    /// Bytes of text the answer holds.
+    pub text_bytes: u64,
+    /// Where the next poll resumes: the mark after the last record returned (or skipped as
+    /// not newer than the one asked for).
+    pub mark: ReadMark,
+    /// Records the backend handed over to answer: what shows that a poll from a mark reads
+    /// only what was appended since.
+    pub records_read: u64,
+}
+
+/// Records after `after` (all records when `None`), read on from `from` (a mark at or before
+/// `after`, or [`ReadMark::START`]): what a live page polls for.
+///
+/// The answer is bounded in records ([`MAX_LIVE_BATCH`]) and in bytes: each record keeps at
+/// most [`MAX_LIVE_RECORD_BYTES`] of text ([`LiveRecord::clipped_bytes`] says how much was
+/// cut), and the answer stops once it holds [`MAX_LIVE_BYTES`]. A session of 31 MiB records is
+/// followed one clipped record a poll, never answered whole. Memory is the answer plus the
+/// one record being decoded. A mark that no longer describes the file (it was replaced) is
+/// dropped and the session read from its start.
 pub fn records_after(
     backend: &dyn SessionBackend,
     session: &str,
     after: Option<u64>,
-) -> Result<Vec<RecordView>, ViewError> {
-    let mut out = Vec::new();
-    let mut full = false;
-    let result = backend.replay_each(session, &mut |record| {
-        if after.is_none_or(|after| record.sequence > after) {
-            out.push(RecordView::from(record));
-            if out.len() >= MAX_LIVE_BATCH {
-                full = true;
+    from: &ReadMark,
+) -> Result<LiveBatch, ViewError> {
+    let mut from = *from;
+    loop {
+        let mut batch = LiveBatch {
+            records: Vec::new(),
+            full: false,
+            text_bytes: 0,
+            mark: from,
+            records_read: 0,
+        };
+        let result = backend.replay_after(session, &from, &mut |record, mark| {
+            batch.records_read += 1;
+            batch.mark = *mark;
+            if after.is_some_and(|after| record.sequence <= after) {
+                return Ok(());
+            }
+            let mut view = RecordView::from(record);
+            let mut budget = MAX_LIVE_RECORD_BYTES;
+            let clipped_bytes = clip::clip_event(&mut view.event, &mut budget);
+            batch.text_bytes += (MAX_LIVE_RECORD_BYTES - budget) as u64;
+            batch.records.push(LiveRecord {
+                record: view,
+                clipped_bytes,
+            });
+            if batch.records.len() >= MAX_LIVE_BATCH || batch.text_bytes >= MAX_LIVE_BYTES as u64 {
+                batch.full = true;
                 return Err(stop());
             }
+            Ok(())
+        });
+        match result {
+            Ok(ReadAfter::Read(mark)) => {
+                batch.mark = mark;
+                return Ok(batch);
+            }
+            Ok(ReadAfter::Stale) if from != ReadMark::START => from = ReadMark::START,
+            // A read from the start is never stale (nor anything newer the store may say):
+            // what was read is what there is.
+            Ok(_) => return Ok(batch),
+            Err(_) if batch.full => return Ok(batch),
+            Err(error) => return Err(error.into()),
         }
-        Ok(())
-    });
-    match result {
-        Err(_) if full => {}
-        other => other?,
     }
-    Ok(out)
+}
+
+/// [`records_after`] for a live page: it resumes where this session's previous poll (or its
+/// last page) stopped, so a poll costs what was appended since, not the session
+/// ([`crate::marks`]).
+pub fn live_poll(
+    located: &Located,
+    session: &str,
+    after: Option<u64>,
+) -> Result<LiveBatch, ViewError> {
+    let key = crate::marks::key(&located.place(), session);
+    let from = crate::marks::live_from(&key, after);
+    let batch = records_after(located, session, after, &from)?;
+    crate::marks::remember_live(&key, batch.mark);
+    Ok(batch)
 }
 
 /// The refusal a visitor returns to end a read early; the caller knows it asked for it.

@@ -2,16 +2,14 @@
 //! its `{base}:conv:{n}` conversations), each call a bar from its start to
 //! its end.
 
+use std::sync::Arc;
+
 use cuca_events::SessionBackend;
 use cuca_store_file::FileBackend;
 
 use crate::error::ViewError;
-use crate::index::{self, TurnStat};
+use crate::index::{self, SessionIndex, TurnStat};
 use crate::{sessions, ViewConfig};
-
-/// Most calls one lane draws: a 12,392-turn session stays one page; the lane says how many
-/// it left out.
-pub const MAX_BARS: usize = 5_000;
 
 /// One conversation's calls.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,10 +17,15 @@ pub const MAX_BARS: usize = 5_000;
 pub struct Lane {
     /// The session id the conversation is recorded under.
     pub session: String,
-    /// Its calls, in order (at most [`MAX_BARS`]).
-    pub calls: Vec<TurnStat>,
-    /// Calls left out past [`MAX_BARS`].
-    pub n_left_out: usize,
+    /// Its index: every call, in order (shared with the session pages' cache, never copied).
+    pub index: Arc<SessionIndex>,
+}
+
+impl Lane {
+    /// Its calls, in order: all of them (the page aggregates what it cannot draw one by one).
+    pub fn calls(&self) -> &[TurnStat] {
+        &self.index.turns
+    }
 }
 
 /// The base session `id` belongs to: the base of a conversation id, or `id` itself.
@@ -56,12 +59,7 @@ pub fn lanes(config: &ViewConfig, id: &str) -> Result<Vec<Lane>, ViewError> {
     for (_, session) in members {
         let backend = sessions::locate(config, &session)?;
         let index = index::of(&backend, &session)?;
-        let n_left_out = index.turns.len().saturating_sub(MAX_BARS);
-        lanes.push(Lane {
-            calls: index.turns.iter().take(MAX_BARS).cloned().collect(),
-            session,
-            n_left_out,
-        });
+        lanes.push(Lane { session, index });
     }
     Ok(lanes)
 }

@@ -238,7 +238,7 @@ async fn a_person_finds_the_slowest_turn_the_failed_call_and_watches_a_call_stre
     let out: u64 = (1..=AGENT_TURNS as u64).map(|t| 10 + t).sum();
     assert_eq!(
         text_of(&client, "#summary-tokens").await,
-        format!("{tokens} / {out}")
+        format!("{} / {}", thousands(tokens), thousands(out))
     );
     // One failed tool, one failed call from the call log.
     assert!(text_of(&client, "#summary-errors").await.starts_with("2"));
@@ -359,10 +359,10 @@ async fn a_person_finds_the_slowest_turn_the_failed_call_and_watches_a_call_stre
     click(&client, "#slowest-link").await;
     let first = text_of(&client, "#sorted-turns tbody tr:first-child").await;
     assert!(first.starts_with(&format!("{SLOWEST_TURN} ")), "{first}");
-    assert!(first.contains("9000"), "{first}");
+    assert!(first.contains("9,000"), "{first}");
     shot(&client, "sorted").await;
     click(&client, "#sorted-turns tbody tr:first-child a.turn-link").await;
-    assert!(text_of(&client, &format!("#turn-{SLOWEST_TURN} .latency")).await == "9000 ms");
+    assert!(text_of(&client, &format!("#turn-{SLOWEST_TURN} .latency")).await == "9,000 ms");
 
     // The timeline: the session and its second conversation side by side.
     click(&client, "#timeline-link").await;
@@ -503,4 +503,134 @@ async fn a_person_finds_the_slowest_turn_the_failed_call_and_watches_a_call_stre
     assert_eq!(reloaded.trim_end(), streamed.trim_end());
 
     client.close().await.unwrap();
+}
+
+/// `n` as the pages print counts: `5,828`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A big run drawn whole (a 12,392-turn session: every call in the drawing, by columns, the
+/// table a page at a time, a column opening a window drawn call by call), a call cut short
+/// shown once in its turn, and the call log's recent failures naming their session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_reads_a_big_run_whole_and_a_call_cut_short_once() {
+    const TURNS: usize = 12_392;
+    if !browser_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let (sessions, calls) = support::cut_call(root.path());
+    let backend = cuca_store_file::FileBackend::new(&sessions).unwrap();
+    cuca_testkit::append_all(
+        &backend,
+        &support::agent_session("big", TURNS, support::AGENT_T0, 0),
+    );
+    let config = cuca_view::ViewConfig::new(vec![sessions]).with_call_log(&calls);
+    let base = support::serve(config).await;
+    let profile = tempfile::tempdir().unwrap();
+    let (_driver, client) = start_browser(profile.path()).await;
+
+    client
+        .goto(&format!("{base}/sessions/big/timeline"))
+        .await
+        .unwrap();
+    let lane = client
+        .find(Locator::Css("svg#timeline g.lane"))
+        .await
+        .unwrap();
+    assert_eq!(
+        lane.attr("data-calls").await.unwrap().unwrap(),
+        TURNS.to_string()
+    );
+    let columns = client
+        .find_all(Locator::Css("svg#timeline rect.column"))
+        .await
+        .unwrap();
+    assert!(
+        !columns.is_empty() && columns.len() <= 820,
+        "{}",
+        columns.len()
+    );
+    let last = columns.last().unwrap();
+    assert_eq!(
+        last.attr("data-last-turn").await.unwrap().unwrap(),
+        TURNS.to_string()
+    );
+    assert!(text_of(&client, "#timeline-density")
+        .await
+        .contains("denser"));
+    assert_eq!(
+        text_of(&client, ".timeline-pager .page-of").await,
+        "page 1 of 124 · calls 1–100 of 12,392"
+    );
+    let rows = client
+        .find_all(Locator::Css("#timeline-calls tbody tr"))
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 100);
+    shot(&client, "timeline-big").await;
+    click(&client, ".timeline-pager a.last").await;
+    let last_row = text_of(&client, "#timeline-calls tbody tr:last-child").await;
+    assert!(last_row.contains("12,392"), "{last_row}");
+    // A column opens a window of the run where each call is a bar of its own.
+    client
+        .goto(&format!("{base}/sessions/big/timeline"))
+        .await
+        .unwrap();
+    click(&client, "svg#timeline a:nth-of-type(40)").await;
+    assert!(text_of(&client, "#timeline-span")
+        .await
+        .contains("a window of the run"));
+    let bars = client
+        .find_all(Locator::Css("svg#timeline rect.bar"))
+        .await
+        .unwrap();
+    let columns = client
+        .find_all(Locator::Css("svg#timeline rect.column"))
+        .await
+        .unwrap();
+    assert!(!bars.is_empty() && columns.is_empty());
+    shot(&client, "timeline-window").await;
+
+    // The call cut short: one call, one error, in its turn; its unknown tokens left off.
+    client.goto(&format!("{base}/sessions/cut")).await.unwrap();
+    assert!(client
+        .find_all(Locator::Css("section.failed-call"))
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(text_of(&client, "#summary-errors").await.starts_with("1 "));
+    assert_eq!(
+        text_of(&client, "#turn-2 .turn-head .badge.error").await,
+        "no response"
+    );
+    assert!(text_of(&client, "#turn-2 .call-log-failure")
+        .await
+        .contains("upstream stream ended early"));
+    assert!(!text_of(&client, "#turn-2")
+        .await
+        .contains("0 prompt / 0 completion"));
+    shot(&client, "cut-call").await;
+
+    // Recent failures name their session; no status 0.
+    client.goto(&format!("{base}/calls")).await.unwrap();
+    let row = text_of(&client, "#recent-failures tbody tr").await;
+    assert!(row.contains("cut") && row.contains("no response"), "{row}");
+    click(&client, "#recent-failures a.session-link").await;
+    assert_eq!(text_of(&client, "#session-id").await, "cut");
+
+    // The list: errors, duration and models, and the file's integrity in words.
+    client.goto(&format!("{base}/")).await.unwrap();
+    let row = text_of(&client, "#sessions tbody tr[data-filter='cut clean']").await;
+    assert!(row.contains("file intact") && row.contains("qwen"), "{row}");
+    shot(&client, "sessions-list").await;
 }

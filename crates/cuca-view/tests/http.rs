@@ -197,7 +197,7 @@ async fn the_call_log_page_shows_calls_in_flight_failures_and_latency_per_model(
     // sorted [12,100,…]), p90 900, p99 1000.
     assert!(
         body.contains(
-            "<td>gemma</td><td class=\"num\">11</td><td class=\"num\">1</td><td class=\"num\">500</td><td class=\"num\">900</td><td class=\"num\">1000</td>"
+            "<td>gemma</td><td class=\"num\">11</td><td class=\"num\">1</td><td class=\"num\">500</td><td class=\"num\">900</td><td class=\"num\">1,000</td>"
         ),
         "{body}"
     );
@@ -333,11 +333,11 @@ async fn the_timeline_holds_every_conversation_of_the_session() {
         let (status, _, body) = get(&format!("{base}/sessions/{id}/timeline")).await;
         assert_eq!(status, 200);
         assert!(
-            body.contains(r#"<g class="lane" data-session="agent">"#),
+            body.contains(r#"<g class="lane" data-session="agent" "#),
             "{body}"
         );
         assert!(
-            body.contains(r#"<g class="lane" data-session="agent:conv:2">"#),
+            body.contains(r#"<g class="lane" data-session="agent:conv:2" "#),
             "{body}"
         );
         assert!(body.contains("2 conversations"), "{body}");
@@ -434,4 +434,182 @@ async fn search_reads_the_stores_that_are_not_directories_too() {
     assert!(body.contains("<mark>zebra</mark>"), "{body}");
     let (_, _, body) = get(&format!("{base}/search?q=Lisbon")).await;
     assert!(body.contains(r#"href="/points/hostile%3A5""#), "{body}");
+}
+
+#[tokio::test]
+async fn the_pager_of_a_forked_parent_counts_its_turns_not_its_notes_block() {
+    // Forking `demo` appends a fork audit to it: a notes block after its last turn, shown but
+    // never counted as a turn.
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let (status, _, body) = get(&format!("{base}/sessions/demo")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(r#"id="notes-after""#), "{body}");
+    let turns: usize = between(&body, r#"id="summary-turns">"#, " ")
+        .parse()
+        .unwrap();
+    let page_of = between(&body, r#"class="muted page-of">"#, "<");
+    assert_eq!(page_of, format!("page 1 of 1 · turns 1–{turns} of {turns}"));
+}
+
+/// The text of `body` after the first `start` up to the next `end`.
+fn between<'a>(body: &'a str, start: &str, end: &str) -> &'a str {
+    let from = body.find(start).unwrap() + start.len();
+    let len = body[from..].find(end).unwrap();
+    &body[from..from + len]
+}
+
+#[tokio::test]
+async fn a_call_cut_short_is_one_call_and_one_error_in_its_turn_with_unknown_tokens_left_off() {
+    let root = tempfile::tempdir().unwrap();
+    let (sessions, calls) = support::cut_call(root.path());
+    let config = cuca_view::ViewConfig::new(vec![sessions]).with_call_log(&calls);
+    let base = support::serve(config).await;
+    let (status, _, body) = get(&format!("{base}/sessions/cut")).await;
+    assert_eq!(status, 200);
+    assert!(
+        !body.contains(r#"class="failed-call""#),
+        "shown twice: {body}"
+    );
+    assert_eq!(
+        between(&body, r#"id="summary-errors">"#, " "),
+        "1",
+        "{body}"
+    );
+    // The call log's words are in the turn itself.
+    let turn = between(&body, r#"id="turn-2""#, "</section>");
+    assert!(turn.contains("upstream stream ended early"), "{turn}");
+    assert!(turn.contains("no response"), "{turn}");
+    assert_eq!(turn.matches(r#"class="badge error""#).count(), 1, "{turn}");
+    assert!(!body.contains("0 prompt / 0 completion"), "{body}");
+    assert!(body.contains("12 prompt / 3 completion"), "{body}");
+    let (_, _, sorted) = get(&format!("{base}/sessions/cut/turns?sort=tokens")).await;
+    assert!(!sorted.contains("0 / 0"), "{sorted}");
+    // The live view leaves them off too.
+    let (_, _, live) = get(&format!("{base}/api/sessions/cut/records?after=9")).await;
+    let live: serde_json::Value = serde_json::from_str(&live).unwrap();
+    let usage = &live["records"][0];
+    assert_eq!(usage["kind"], "TokenUsage");
+    assert!(usage.get("tokens").is_none(), "{usage}");
+    assert_eq!(usage["text"], "tokens not known");
+}
+
+#[tokio::test]
+async fn recent_failures_name_their_session_and_say_no_response_on_one_line() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let (_, _, body) = get(&format!("{base}/calls")).await;
+    let table = between(&body, r#"id="recent-failures""#, "</table>");
+    assert!(table.contains("<th>Session</th>"), "{table}");
+    // The proxy's failed call links to the session it was recorded in.
+    assert!(
+        table.contains(&format!(
+            r#"<a class="session-link" href="/sessions/{0}">{0}</a>"#,
+            support::AGENT
+        )),
+        "{table}"
+    );
+    // A call that got no answer says so, never status 0.
+    assert!(
+        table.contains(r#"<td class="num">no response</td>"#),
+        "{table}"
+    );
+    assert!(!table.contains(r#"<td class="num">0</td>"#), "{table}");
+    // Timestamps are cells that do not wrap.
+    assert!(table.contains(r#"<td class="when">"#), "{table}");
+    assert!(body.contains(r#"<td class="num">no response</td>"#));
+}
+
+#[tokio::test]
+async fn the_sessions_list_has_errors_duration_and_models_and_says_file_integrity_as_such() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    let (_, _, body) = get(&format!("{base}/")).await;
+    for header in ["Errors", "Duration", "Models"] {
+        assert!(
+            body.contains(&format!(">{header}</th>")),
+            "{header}: {body}"
+        );
+    }
+    assert!(body.contains(">File</th>"), "{body}");
+    let row = between(
+        &body,
+        &format!(r#"data-filter="{} clean""#, support::AGENT),
+        "</tr>",
+    );
+    assert!(row.contains("file intact"), "{row}");
+    // One turn's tool result failed (exit code 2).
+    assert!(
+        row.contains(r#"<td class="num errors"><span class="error">1</span></td>"#),
+        "{row}"
+    );
+    // 47 turns a second apart, the last taking 200 + 47·7 % 300 ms.
+    assert!(
+        row.contains(">46s 229ms<") || row.contains(">46s<"),
+        "{row}"
+    );
+    assert!(row.contains("<code>qwen-small</code>"), "{row}");
+    // Numbers have thousands separators: 47 turns of 100 + n prompt tokens.
+    assert!(row.contains("5,828 / "), "{row}");
+}
+
+#[tokio::test]
+async fn a_big_run_s_timeline_draws_every_call_by_columns_and_pages_its_table() {
+    const TURNS: usize = 3_000;
+    let root = tempfile::tempdir().unwrap();
+    let backend = cuca_store_file::FileBackend::new(root.path()).unwrap();
+    cuca_testkit::append_all(
+        &backend,
+        &support::agent_session("big", TURNS, support::AGENT_T0, 0),
+    );
+    let base = support::serve(cuca_view::ViewConfig::new(vec![root.path().to_owned()])).await;
+    let (status, _, body) = get(&format!("{base}/sessions/big/timeline")).await;
+    assert_eq!(status, 200);
+    assert!(!body.contains("not drawn"), "{body}");
+    let lane = between(&body, r#"<g class="lane" data-session="big""#, "</g>");
+    assert!(
+        lane.starts_with(&format!(r#" data-calls="{TURNS}""#)),
+        "{lane}"
+    );
+    // Denser than the drawing: columns, never more than the plot is wide, and the last column
+    // holds the last call.
+    let n_columns = lane.matches("<rect").count();
+    assert!(n_columns > 0 && n_columns <= 820, "{n_columns}");
+    assert!(
+        lane.contains(&format!(r#"data-last-turn="{TURNS}""#)),
+        "the last call is drawn"
+    );
+    assert!(
+        lane.contains(r#"class="bar column error""#),
+        "a failed tool shows"
+    );
+    // The axis ends at the run's end: the last call starts at (TURNS - 1) s and takes
+    // 200 + TURNS·7 % 300 ms.
+    let end_ms = (TURNS as u64 - 1) * support::TURN_MS + 200 + (TURNS as u64 * 7) % 300;
+    let end_words =
+        humantime::format_duration(std::time::Duration::from_millis(end_ms - end_ms % 1000))
+            .to_string();
+    assert!(
+        body.contains(&format!(r#"text-anchor="end">{end_words}</text>"#)),
+        "{end_words}: {body}"
+    );
+    // The table is a page of 100 calls, and the last page holds the last call.
+    let table = between(&body, r#"id="timeline-calls""#, "</table>");
+    assert_eq!(table.matches("<tr data-session").count(), 100);
+    assert!(
+        body.contains("page 1 of 30 · calls 1–100 of 3,000"),
+        "{body}"
+    );
+    let (_, _, last) = get(&format!("{base}/sessions/big/timeline?page=30")).await;
+    let table = between(&last, r#"id="timeline-calls""#, "</table>");
+    assert_eq!(table.matches("<tr data-session").count(), 100);
+    assert!(table.contains(">3,000</a>"), "{table}");
+    // A column's link opens a window where the calls are drawn one by one.
+    let window = between(lane, r#"<a href=""#, r#"""#).replace("&amp;", "&");
+    let (status, _, zoomed) = get(&format!("{base}{window}")).await;
+    assert_eq!(status, 200);
+    assert!(zoomed.contains("a window of the run"), "{zoomed}");
+    let lane = between(&zoomed, r#"<g class="lane" data-session="big""#, "</g>");
+    assert!(lane.contains(r#"<rect class="bar""#), "{lane}");
+    assert!(!lane.contains("column"), "{lane}");
 }

@@ -141,6 +141,10 @@
       div.appendChild(el("div", "text", record.text));
       turn.appendChild(div);
     }
+    if (record.clipped) {
+      // The answer clipped this record's text; a reload pages it, `cuca show` prints it whole.
+      turn.appendChild(el("p", "clipped", "… " + record.clipped + " more bytes of #" + record.sequence + " not shown live"));
+    }
     const head = turn.querySelector(".turn-head");
     if (record.error && head) head.appendChild(el("span", "badge error", "error"));
     if (record.latency_ms !== undefined && head) head.appendChild(el("span", "latency", record.latency_ms + " ms"));

@@ -75,6 +75,11 @@ fn clip_to(text: &mut String, limit: usize) -> u64 {
     removed as u64
 }
 
+/// Shortens a label (a model's name, an id) to [`MAX_LABEL_BYTES`].
+pub(crate) fn clip_label(text: &mut String) {
+    clip_to(text, MAX_LABEL_BYTES);
+}
+
 /// Shortens a text field to what is left of the turn's `budget`, spending it; returns the bytes
 /// cut.
 fn clip_text(text: &mut String, budget: &mut usize) -> u64 {

@@ -1,6 +1,7 @@
 //! The session pages' reads: segmentation, early stop, fork parents.
 
 use super::*;
+use cuca_events::ReadMark;
 use cuca_testkit::{append_all, demo_turn, record};
 
 fn session_of_turns(backend: &FileBackend, id: &str, turns: u64) {
@@ -71,14 +72,107 @@ fn records_after_returns_only_newer_records_in_bounded_batches() {
     let dir = tempfile::tempdir().unwrap();
     let backend = FileBackend::new(dir.path()).unwrap();
     session_of_turns(&backend, "s", 200);
-    let newer = records_after(&backend, "s", Some(1395)).unwrap();
+    let newer = records_after(&backend, "s", Some(1395), &ReadMark::START).unwrap();
     assert_eq!(
-        newer.iter().map(|r| r.sequence).collect::<Vec<_>>(),
+        newer
+            .records
+            .iter()
+            .map(|r| r.record.sequence)
+            .collect::<Vec<_>>(),
         vec![1396, 1397, 1398, 1399]
     );
-    let first = records_after(&backend, "s", None).unwrap();
-    assert_eq!(first.len(), MAX_LIVE_BATCH);
-    assert_eq!(first[0].sequence, 0);
+    assert!(!newer.full);
+    let first = records_after(&backend, "s", None, &ReadMark::START).unwrap();
+    assert_eq!(first.records.len(), MAX_LIVE_BATCH);
+    assert!(first.full);
+    assert_eq!(first.records[0].record.sequence, 0);
+}
+
+#[test]
+fn a_live_poll_from_a_mark_reads_only_what_was_appended_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    session_of_turns(&backend, "s", 200);
+    let first = records_after(&backend, "s", Some(1399), &ReadMark::START).unwrap();
+    assert_eq!(
+        first.records_read, 1400,
+        "without a mark the poll reads it all"
+    );
+    assert!(first.records.is_empty());
+    for sequence in 1400..1403 {
+        backend
+            .append(cuca_testkit::record(
+                "s",
+                sequence,
+                SessionEvent::Output { text: "new".into() },
+            ))
+            .unwrap();
+    }
+    let next = records_after(&backend, "s", Some(1399), &first.mark).unwrap();
+    assert_eq!(next.records_read, 3);
+    assert_eq!(
+        next.records
+            .iter()
+            .map(|r| r.record.sequence)
+            .collect::<Vec<_>>(),
+        vec![1400, 1401, 1402]
+    );
+    // A mark into a file replaced since is not trusted: the read starts over.
+    let copy = tempfile::tempdir().unwrap();
+    let other = FileBackend::new(copy.path()).unwrap();
+    session_of_turns(&other, "s", 300);
+    drop(other);
+    let path = backend.session_path("s").unwrap();
+    backend.close("s");
+    // Copied beside it first, so the copy is a file of its own (another inode), then moved over.
+    let beside = path.with_extension("copy");
+    std::fs::copy(copy.path().join(path.file_name().unwrap()), &beside).unwrap();
+    std::fs::rename(&beside, &path).unwrap();
+    let replaced = records_after(&backend, "s", Some(1399), &next.mark).unwrap();
+    assert_eq!(replaced.records_read, 1400 + MAX_LIVE_BATCH as u64);
+    assert!(replaced.full);
+    assert_eq!(replaced.records[0].record.sequence, 1400);
+}
+
+#[test]
+fn a_live_answer_is_bounded_in_bytes_and_clips_a_record_over_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let big = "x".repeat(MAX_LIVE_RECORD_BYTES * 3);
+    let small = "y".repeat(MAX_LIVE_RECORD_BYTES / 2);
+    let mut texts = vec![&big];
+    texts.extend([&small; 8]);
+    texts.push(&big);
+    for (sequence, text) in texts.iter().enumerate() {
+        backend
+            .append(cuca_testkit::record(
+                "b",
+                sequence as u64,
+                SessionEvent::Output {
+                    text: (*text).clone(),
+                },
+            ))
+            .unwrap();
+    }
+    let first = records_after(&backend, "b", None, &ReadMark::START).unwrap();
+    // The big record clipped to its share, then small ones until the budget is spent.
+    assert_eq!(
+        first.records[0].clipped_bytes,
+        (MAX_LIVE_RECORD_BYTES * 2) as u64
+    );
+    let n_small = (MAX_LIVE_BYTES - MAX_LIVE_RECORD_BYTES) / (MAX_LIVE_RECORD_BYTES / 2);
+    assert_eq!(first.records.len(), 1 + n_small);
+    assert!(first.full);
+    assert!(first.text_bytes <= (MAX_LIVE_BYTES + MAX_LIVE_RECORD_BYTES) as u64);
+    let last = first.records.last().unwrap().record.sequence;
+    let rest = records_after(&backend, "b", Some(last), &first.mark).unwrap();
+    assert_eq!(rest.records[0].record.sequence, last + 1);
+    assert_eq!(rest.records.len(), texts.len() - first.records.len());
+    assert!(!rest.full);
+    assert_eq!(
+        rest.records.last().unwrap().clipped_bytes,
+        (MAX_LIVE_RECORD_BYTES * 2) as u64
+    );
 }
 
 #[test]
@@ -345,4 +439,63 @@ fn an_answer_echoed_back_as_the_next_request_is_marked_once() {
     // The same holds on a page that starts at the second turn.
     let later = super::page(&backend, "p", 1, TURNS_PER_PAGE).unwrap();
     assert_eq!(later.turns[0].echoes, [6, 7]);
+}
+
+#[test]
+fn a_deep_page_reads_from_its_index_mark_and_shows_what_a_read_from_the_start_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    session_of_turns(&backend, "s", 200);
+    let index = crate::index::build(&backend, "s").unwrap();
+    let first_turn = 180;
+    let from = index.page_mark(first_turn);
+    assert_eq!(from.map(|(turn_idx, _)| turn_idx), Some(first_turn - 1));
+    let seeked = page_from(&backend, "s", first_turn, TURNS_PER_PAGE, from).unwrap();
+    let whole = page(&backend, "s", first_turn, TURNS_PER_PAGE).unwrap();
+    // The turn before the page and the page's own twenty: 21 turns of 7 records.
+    assert_eq!(seeked.records_read, 21 * 7);
+    assert_eq!(whole.records_read, 200 * 7);
+    assert_eq!(seeked.turns, whole.turns);
+    assert_eq!(seeked.more, whole.more);
+    assert!(seeked.end.is_some(), "the last page read to the end");
+    // The end mark is where a live poll reads on from: nothing new, nothing read.
+    let poll = records_after(&backend, "s", Some(1399), &seeked.end.unwrap()).unwrap();
+    assert_eq!((poll.records_read, poll.records.len()), (0, 0));
+    // A middle page reads its own turns and one record more.
+    let middle = page_from(&backend, "s", 100, TURNS_PER_PAGE, index.page_mark(100)).unwrap();
+    assert_eq!(middle.records_read, 21 * 7 + 1);
+    assert_eq!(
+        middle.turns,
+        page(&backend, "s", 100, TURNS_PER_PAGE).unwrap().turns
+    );
+}
+
+#[test]
+fn a_grown_session_s_index_reads_only_what_was_appended_and_equals_a_fresh_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    session_of_turns(&backend, "g", 200);
+    let config = crate::ViewConfig::new(vec![dir.path().to_owned()]);
+    let located = locate(&config, "g").unwrap();
+    let (first, n_read) = crate::index::of_counting(&located, "g").unwrap();
+    assert_eq!((first.turns.len(), n_read), (200, 1400));
+    let (_, n_read) = crate::index::of_counting(&located, "g").unwrap();
+    assert_eq!(n_read, 0, "an unchanged file is answered from the cache");
+    // Half a turn, then the rest of it and one more: each refresh reads only what is new,
+    // and the half turn read first is finished where it was left.
+    let next = demo_turn("g", 1400);
+    append_all(&backend, &next[..3]);
+    let (half, n_read) = crate::index::of_counting(&located, "g").unwrap();
+    assert_eq!((half.turns.len(), n_read), (201, 3));
+    assert!(!half.turns[200].complete);
+    let mut rest = next[3..].to_vec();
+    rest.extend(demo_turn("g", 1407));
+    append_all(&backend, &rest);
+    let (grown, n_read) = crate::index::of_counting(&located, "g").unwrap();
+    assert_eq!(n_read, rest.len() as u64);
+    let mut fresh = crate::index::build(&backend, "g").unwrap();
+    fresh.bytes = grown.bytes;
+    assert_eq!(*grown, fresh);
+    assert_eq!(grown.turns.len(), 202);
+    assert!(grown.turns[200].complete);
 }

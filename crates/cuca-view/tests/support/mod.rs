@@ -487,3 +487,84 @@ pub fn agent_session(
     }
     out
 }
+
+/// A session `cut` of two turns whose second call was cut short mid-stream (closed by the
+/// recorder with a `CallIncomplete` and zero tokens), and a call log holding that call's row
+/// (`cut00001`, no response): one call, recorded in both. Returns the sessions directory and
+/// the call log's path under `root`.
+pub fn cut_call(root: &Path) -> (PathBuf, PathBuf) {
+    let sessions = root.join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let t0: u64 = 1_800_000_000_000;
+    let backend = FileBackend::new(&sessions).unwrap();
+    let events = [
+        (0, SessionEvent::Message(Message::user("first"))),
+        (0, SessionEvent::Output { text: "one".into() }),
+        (300, SessionEvent::Latency { duration_ms: 300 }),
+        (
+            300,
+            SessionEvent::TokenUsage {
+                prompt_tokens: 12,
+                completion_tokens: 3,
+            },
+        ),
+        (1_000, SessionEvent::Message(Message::user("second"))),
+        (
+            1_000,
+            SessionEvent::CallRequest {
+                model: "qwen".into(),
+                parameters: "{}".into(),
+                tools: "[]".into(),
+                messages: 3,
+            },
+        ),
+        (
+            1_200,
+            SessionEvent::Output {
+                text: "half an ans".into(),
+            },
+        ),
+        (
+            1_250,
+            SessionEvent::CallIncomplete {
+                reason: "the upstream closed the stream".into(),
+            },
+        ),
+        (
+            1_250,
+            SessionEvent::CallFinish {
+                finish_reason: None,
+                model: "qwen".into(),
+            },
+        ),
+        (1_250, SessionEvent::Latency { duration_ms: 250 }),
+        (
+            1_250,
+            SessionEvent::TokenUsage {
+                prompt_tokens: 0,
+                completion_tokens: 0,
+            },
+        ),
+    ];
+    for (sequence, (offset, event)) in events.into_iter().enumerate() {
+        let mut r = record("cut", sequence as u64, event);
+        r.timestamp_ms = t0 + offset;
+        backend.append(r).unwrap();
+    }
+    // The call log's row for the same call, as `cuca proxy` writes it.
+    let row = cuca_calllog::Record {
+        ts: ts(UNIX_EPOCH + Duration::from_millis(t0 + 1_260)),
+        id: "cut00001".into(),
+        run: "run-c".into(),
+        node: "cut".into(),
+        tag: "proxy".into(),
+        model: "qwen".into(),
+        status: 0,
+        ms: 265,
+        error: "upstream stream ended early".into(),
+        ..Default::default()
+    };
+    let calls = root.join("calls.jsonl");
+    std::fs::write(&calls, serde_json::to_string(&row).unwrap() + "\n").unwrap();
+    (sessions, calls)
+}
