@@ -182,6 +182,12 @@ pub struct RequestMetadata {
     /// A per-call id the client mints before `on_request`, echoed on the response, so a
     /// plugin can pair the two hooks of one call when calls run concurrently.
     pub call_id: Option<String>,
+    /// When the call began, in milliseconds since the Unix epoch, where its recorder knows
+    /// it: a session log stamps the call's request records with it rather than with the time
+    /// they are written, which for a call recorded once its answer came back (a proxy's
+    /// non-streamed call) is the end of the call, not its start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<u64>,
 }
 
 /// One request to a model, as every provider sees it.

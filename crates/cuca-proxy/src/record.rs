@@ -55,6 +55,15 @@ pub(crate) async fn forward(
     request: Result<WireRequest, String>,
     mut recording: Recording,
 ) -> Response {
+    // The call begins now, its writer held: its request records are stamped with this time
+    // and its latency counts from it, whenever its answer comes (a non-streamed answer comes
+    // whole, at the end, and a call timed from it would take 0 ms).
+    let started = Instant::now();
+    let started_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        });
     let parsed = request.as_ref().ok();
     let mut rows = CallRows::start(
         &shared.call_log,
@@ -152,6 +161,7 @@ pub(crate) async fn forward(
         let mut unified = request.unified;
         unified.metadata.run = Some(shared.run_id.clone());
         unified.metadata.tag = Some("proxy".into());
+        unified.metadata.started_ms = Some(started_ms);
         unified.metadata.call_id = Some(format!("{:016x}", rand::random::<u64>()));
         // The point is the first record this call actually wrote: another writer's records
         // may have come first, and the plugin continues after them.
@@ -246,7 +256,7 @@ pub(crate) async fn forward(
         include_usage,
         stall: shared.config.caller_stall_timeout,
         ok: status.is_success(),
-        started: Instant::now(),
+        started,
         shutdown,
         _recording: recording,
     };

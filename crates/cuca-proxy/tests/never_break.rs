@@ -439,3 +439,38 @@ async fn a_divergence_late_in_a_long_prompt_shows_where_it_differs() {
         "{message}"
     );
 }
+
+/// A non-streamed call's answer comes whole, at its end: its request is still stamped with
+/// when the call began, and its latency is the call's, not 0 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_streamed_call_records_when_it_began_and_how_long_it_took() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = scripted().await;
+    let proxy = recording_at(&upstream.url, dir.path()).await;
+    let url = proxy.chat_url(Some("slow"));
+    assert_eq!(
+        send(&url, &asking("Name a colour.", Some(300))).await.0,
+        200
+    );
+    proxy.proxy.settled_all().await;
+    let records = proxy.records("slow");
+    let latency = records
+        .iter()
+        .find_map(|r| match r.event {
+            cuca_events::SessionEvent::Latency { duration_ms } => Some(duration_ms),
+            _ => None,
+        })
+        .unwrap();
+    assert!(latency >= 300, "latency {latency} ms for a 300 ms call");
+    let request_at = records
+        .iter()
+        .find(|r| r.event.kind() == "CallRequest")
+        .unwrap()
+        .timestamp_ms;
+    let finished_at = records.last().unwrap().timestamp_ms;
+    assert!(
+        finished_at - request_at >= 300,
+        "the request is stamped {} ms before the call's end",
+        finished_at - request_at
+    );
+}

@@ -64,6 +64,9 @@ struct Cursor {
     seen_tool_positions: BTreeSet<usize>,
     /// `ToolResult` records found on resume that no position has been matched to yet.
     unplaced_tool_results: usize,
+    /// The time the records being written are stamped with instead of now: the call's start,
+    /// while its request is written (`RequestMetadata::started_ms`).
+    stamp_at: Option<u64>,
 }
 
 impl Cursor {
@@ -313,7 +316,8 @@ impl SessionLogPlugin {
         Ok(SessionRecord {
             session_id: self.session_id.clone(),
             sequence,
-            timestamp_ms: now_ms(),
+            // A start in the future is a clock that moved back: now is the nearer truth.
+            timestamp_ms: cursor.stamp_at.map_or_else(now_ms, |at| at.min(now_ms())),
             event,
         })
     }
@@ -469,9 +473,28 @@ impl SessionLogPlugin {
     ) -> Result<Option<u64>, PluginError> {
         // One lock for the whole request keeps its records contiguous in the session.
         let mut cursor = self.lock();
+        let written = self.record_request_locked(&mut cursor, request, sent, fresh);
+        cursor.stamp_at = None;
+        written
+    }
+
+    /// [`Self::record_request`] under the cursor's lock: its records are stamped with the
+    /// call's start when the request says when it began.
+    fn record_request_locked(
+        &self,
+        cursor: &mut Cursor,
+        request: &UnifiedRequest,
+        sent: Option<&str>,
+        fresh: bool,
+    ) -> Result<Option<u64>, PluginError> {
+        let at = request.metadata.started_ms;
+        cursor.stamp_at = at;
         if fresh {
-            *cursor = Cursor::default();
-            let next = self.sync(&mut cursor)?;
+            *cursor = Cursor {
+                stamp_at: at,
+                ..Cursor::default()
+            };
+            let next = self.sync(cursor)?;
             if next > 0 {
                 return Err(PluginError::SequenceTaken {
                     session_id: self.session_id.clone(),
@@ -482,15 +505,18 @@ impl SessionLogPlugin {
         }
         // What the session holds is read before the messages are matched to it: a plugin
         // new to a session that has records must know which of them are recorded already.
-        self.sync(&mut cursor)?;
-        match self.write_request(&mut cursor, request, sent, true)? {
+        self.sync(cursor)?;
+        match self.write_request(cursor, request, sent, true)? {
             Ok(first) => Ok(first),
             Err(taken) if fresh => Err(taken),
             Err(_) => {
                 tracing::debug!(session = %self.session_id, "another writer appended to the session; reading it anew before the request");
-                *cursor = Cursor::default();
-                self.sync(&mut cursor)?;
-                self.write_request(&mut cursor, request, sent, false)?
+                *cursor = Cursor {
+                    stamp_at: at,
+                    ..Cursor::default()
+                };
+                self.sync(cursor)?;
+                self.write_request(cursor, request, sent, false)?
             }
         }
     }
