@@ -387,6 +387,11 @@ const ROWS: &[Row] = &[
     // session, first request (cold: the session read once and indexed) and next (warm).
     row("cuca view: summary page of a 200k-record session, first request", C("summary_200k/first_page_cold"), "a full read of the session", C("summary_200k/full_read_baseline"), Cost, Below(1e9)),
     row("cuca view: summary page of a 200k-record session, next request", C("summary_200k/first_page_warm"), "a full read of the session", C("summary_200k/full_read_baseline"), Cost, Info),
+    // The viewer O(new): a live poll near the end of a 1M-record session under 5 ms, and its
+    // last page under 10 ms once the session's page marks are known.
+    row("cuca view: live poll of 10 new records, 1M-record session", C("live_1M/poll_10_new"), "a full read of the session", C("live_1M/full_read_baseline"), Cost, Below(5e6)),
+    row("cuca view: last page of a 1M-record session, next request", C("last_page_1M/warm"), "a full read of the session", C("last_page_1M/full_read_baseline"), Cost, Below(1e7)),
+    row("cuca view: last page of a 1M-record session, first request", C("last_page_1M/first"), "a full read of the session", C("last_page_1M/full_read_baseline"), Cost, Info),
     // The CLI on a million-record session: ≥ 3× the JSONL reader, peak RSS under 64 MiB.
     row("cuca verify, 1M records", CliScale("verifyNs"), "serde_json JSONL read", CliScale("jsonlReadNs"), Speed, AtLeast(3.0)),
     row("cuca replay --turn 1, 1M records", CliScale("replayTurn0Ns"), "serde_json JSONL read", CliScale("jsonlReadNs"), Speed, AtLeast(3.0)),
