@@ -9,13 +9,16 @@
 //! if it still is one once held, so concurrent re-runs never share a branch unless their
 //! calls match it), and otherwise the node it matched longest is forked at the call's own
 //! divergence point — so an id grows with how deeply a divergence is nested, never with how
-//! many variants were tried.
+//! many variants were tried. The tree holds the forks the store holds as well as those this
+//! process made, so a changed run another process (or this one before a restart) recorded
+//! replays from its branch, free.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, PoisonError};
 
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
+use cuca_events::fork_parent;
 
 use crate::headers::FORKED_FROM_HEADER;
 use crate::index::TurnIndex;
@@ -77,11 +80,15 @@ pub(crate) async fn fork_mode(shared: Arc<Shared>, call: Call) -> Result<Respons
         }
         (Lookup::Diverged(error), conversation) => (error.message, conversation),
     };
+    // The forks in the store (another process's, or this one's before a restart) belong to
+    // the tree as much as the branches this process made: a changed run already recorded
+    // replays from its branch whichever process asks.
+    let stored = stored_forks(&shared).await?;
     let mut best: Option<Node> = None;
     for _ in 0..MAX_TRIES {
         let mut open = None;
         best = None;
-        for (id, depth) in tree(&shared, &original) {
+        for (id, depth) in tree(&shared, &original, &stored) {
             let index = index(&shared, &id).await?;
             let matched = replay::matched_turns(&index, parsed, &shared.matching);
             if id != original {
@@ -222,22 +229,57 @@ pub(crate) async fn fork_mode(shared: Arc<Shared>, call: Call) -> Result<Respons
     Ok(response)
 }
 
-/// The recorded conversation `root` and every branch this proxy made of it, breadth first
-/// (each with its depth), in the order they were made.
-fn tree(shared: &Shared, root: &str) -> Vec<(String, usize)> {
+/// The recorded conversation `root` and every branch of it, breadth first (each with its
+/// depth): those this proxy made, in the order it made them, then the forks `stored` holds
+/// that it did not make.
+fn tree(shared: &Shared, root: &str, stored: &[String]) -> Vec<(String, usize)> {
     let branches = shared
         .branches
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    let mut out = Vec::new();
+    let mut out: Vec<(String, usize)> = Vec::new();
     let mut queue = VecDeque::from([(root.to_owned(), 0)]);
     while let Some((id, depth)) = queue.pop_front() {
-        if let Some(children) = branches.get(&id) {
-            queue.extend(children.iter().map(|child| (child.clone(), depth + 1)));
+        let made = branches.get(&id).into_iter().flatten();
+        let found = stored
+            .iter()
+            .filter(|fork| fork_parent(fork).is_some_and(|(parent, _)| parent == id));
+        for child in made.chain(found) {
+            let known = out
+                .iter()
+                .chain(queue.iter())
+                .any(|(seen, _)| seen == child);
+            if !known {
+                queue.push_back((child.clone(), depth + 1));
+            }
         }
         out.push((id, depth));
     }
     out
+}
+
+/// Every fork the store holds (`{parent}:fork:{point}:{n}`), sorted; on a blocking thread,
+/// as listing may read a directory or a database.
+async fn stored_forks(shared: &Shared) -> Result<Vec<String>, ApiError> {
+    let backend = Arc::clone(&shared.backend);
+    let listed = tokio::task::spawn_blocking(move || backend.sessions())
+        .await
+        .map_err(|join| join.to_string())
+        .and_then(|listed| listed.map_err(|error| error.to_string()));
+    let mut forks: Vec<String> = listed
+        .map_err(|message| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "cuca_replay_failed",
+                format!("cannot list the store's sessions to find the recorded forks: {message}"),
+            )
+        })?
+        .into_iter()
+        .filter(|id| fork_parent(id).is_some())
+        .collect();
+    forks.sort();
+    Ok(forks)
 }
 
 /// A session's replay index, refreshed, or the 500 of a store that cannot be read.

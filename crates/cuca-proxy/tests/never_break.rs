@@ -369,11 +369,39 @@ async fn fork_mode_keeps_each_variant_in_a_branch_of_its_own() {
         run.await.unwrap();
     }
     // A variant run again replays its branch: the upstream is asked nothing more.
-    let asked = upstream.asked.lock().unwrap().values().sum::<usize>();
+    let asked = || upstream.asked.lock().unwrap().values().sum::<usize>();
+    let before = asked();
     variant(3).await;
+    assert_eq!(asked(), before);
+    proxy.proxy.settled_all().await;
+    assert_each_branch_is_one_conversation(&proxy);
+    drop(proxy);
+
+    // So does a new process: the forks in the store are the tree's as much as its own.
+    let config =
+        cuca_proxy::ProxyConfig::new(cuca_proxy::Mode::Fork, Some(upstream.url.clone())).unwrap();
+    let proxy = support::start(config, dir.path()).await;
+    let url = proxy.chat_url(Some("run"));
+    let variant = |v: usize| {
+        let url = url.clone();
+        async move {
+            for k in 0..3 {
+                assert_eq!(send(&url, &run_call(k, Some((1, v)))).await.0, 200);
+            }
+        }
+    };
+    variant(5).await;
+    variant(24).await;
     assert_eq!(
-        upstream.asked.lock().unwrap().values().sum::<usize>(),
-        asked
+        asked(),
+        before,
+        "re-runs recorded by another process replay, free"
+    );
+    variant(99).await;
+    assert_eq!(
+        asked(),
+        before + 2,
+        "a new variant goes live from its change on"
     );
     proxy.proxy.settled_all().await;
     assert_each_branch_is_one_conversation(&proxy);
