@@ -2,7 +2,7 @@
 //! database) searched (`cuca-search`), one hit a line, with the point and the turn that reach
 //! it; exit status as grep's.
 
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, Write};
 use std::ops::ControlFlow;
 
 use cuca_search::{Hit, Search, SearchError};
@@ -65,7 +65,7 @@ fn search(args: &GrepArgs, schema: Option<&str>) -> Result<(), CliError> {
     if let Some(limit) = args.limit {
         search = search.limit(limit);
     }
-    let highlight = !args.json && stdout_colour();
+    let highlight = !args.json && ui::stdout_color();
     let typed = store.command_form().to_owned();
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut failed: Option<CliError> = None;
@@ -120,12 +120,6 @@ fn usage(error: SearchError) -> CliError {
         SearchError::Store(error) => error.into(),
         other => CliError::Usage(other.to_string()),
     }
-}
-
-/// Whether stdout may be coloured: a terminal, and `NO_COLOR` unset or empty.
-fn stdout_colour() -> bool {
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
-    !no_color && std::io::stdout().is_terminal()
 }
 
 /// `demo:14  turn 2  Output  "… the vault is in Lisbon …"  (cuca replay STORE demo --turn 2)`:

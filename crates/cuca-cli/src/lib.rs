@@ -295,6 +295,9 @@ where
             return usage_error(&error, &command);
         }
     };
+    // Before a pager takes stdout: whether it is a terminal decides colour, its width the
+    // width of `cuca diff`.
+    ui::note_terminal();
     let pager = if cli.command.pages() {
         pager::start(cli.no_pager)
     } else {
