@@ -96,13 +96,26 @@ pub(crate) fn error(message: &str) {
     }
 }
 
-/// `n` and the noun, singular for one: "1 turn", "2 turns".
+/// `n` with a comma every three digits, as people read counts: `1,000,000`.
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// `n` and the noun, singular for one: "1 turn", "2 turns", "1,000 records".
 pub(crate) fn count(n: impl Into<u64>, singular: &str, plural: &str) -> String {
     let n = n.into();
     if n == 1 {
         format!("1 {singular}")
     } else {
-        format!("{n} {plural}")
+        format!("{} {plural}", thousands(n))
     }
 }
 
