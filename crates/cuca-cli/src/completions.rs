@@ -3,15 +3,12 @@
 
 use std::io::Write;
 
-use clap::CommandFactory;
-
 use crate::error::CliError;
-use crate::Cli;
 
 /// Writes `shell`'s completion script for `cuca` to stdout (`cuca completions bash >
 /// ~/.local/share/bash-completion/completions/cuca`).
 pub(crate) fn write(shell: clap_complete::Shell) -> Result<(), CliError> {
-    let mut command = Cli::command();
+    let mut command = crate::command();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut command, "cuca", &mut script);
     let mut out = std::io::stdout().lock();
