@@ -249,6 +249,14 @@ enum Command {
         /// The shell to complete for.
         shell: clap_complete::Shell,
     },
+    /// The session ids of STORE, one a line: what the bash and fish completion scripts
+    /// offer where a command takes a session.
+    #[command(name = "complete-sessions", hide = true)]
+    CompleteSessions {
+        /// A directory of `.cslog` files, or a PostgreSQL URL (`postgres://…`).
+        #[arg(value_name = "STORE")]
+        store: store::StoreArg,
+    },
 }
 
 impl Command {
@@ -322,7 +330,7 @@ where
 
 /// The subcommands whose output never pages (servers, data, one-line results): their help
 /// does not offer `--no-pager`, which the command line still accepts everywhere.
-const NEVER_PAGED: [&str; 12] = [
+const NEVER_PAGED: [&str; 13] = [
     "fork",
     "compact",
     "repair",
@@ -335,6 +343,7 @@ const NEVER_PAGED: [&str; 12] = [
     "serve",
     "view",
     "completions",
+    "complete-sessions",
 ];
 
 /// The command line's definition: [`Cli`]'s, with `--no-pager` hidden from the help of the
@@ -431,6 +440,7 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
         Command::Proxy(args) => proxy::run(&args, schema),
         Command::Run(args) => run::run(args, schema),
         Command::Completions { shell } => completions::write(shell),
+        Command::CompleteSessions { store } => completions::sessions(&open(&store)?),
     }
 }
 
