@@ -1,7 +1,8 @@
 //! The CLI's small things: a directory with no cuca data is an error, not an empty store; a
 //! point given as a session is told as a point; `cuca proxy --help` does not offer
 //! `--no-pager`; `cuca run` takes `--listen` as `cuca proxy` does; a fork refused because
-//! another process holds the session names that process and how to fork anyway.
+//! another process holds the session names that process and how to fork anyway; the proxy's
+//! log lines sent to a file hold no colour escapes.
 
 #![allow(clippy::unwrap_used)]
 
@@ -172,4 +173,58 @@ fn a_fork_refused_while_another_process_holds_the_session_names_it_and_how_to_fo
         refused.stderr
     );
     drop(holder);
+}
+
+/// An upstream that answers every request with an empty JSON object, on a thread of its own.
+fn answering_upstream() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+            );
+        }
+    });
+    address
+}
+
+#[test]
+fn the_proxys_log_lines_in_a_file_hold_no_colour_escapes() {
+    use std::io::{Read, Write};
+    let upstream = answering_upstream();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stderr.log");
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("cuca"));
+    command
+        .args(["proxy", "--store"])
+        .arg(dir.path().join("sessions"))
+        .args(["--listen", "127.0.0.1:0", "--upstream"])
+        .arg(format!("http://{upstream}"))
+        .env_remove("NO_COLOR")
+        .env("CUCA_CALL_LOG", "off")
+        .stderr(std::fs::File::create(&log).unwrap());
+    let (mut proxy, address, _lines) = common::serving_with(command, "listening on http://");
+    // A body the proxy cannot read as a request: forwarded, and a warning says it is not
+    // recorded.
+    let mut stream = std::net::TcpStream::connect(&address).unwrap();
+    write!(
+        stream,
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: 8\r\nconnection: close\r\n\r\nnot json"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let _ = std::process::Command::new("kill")
+        .arg(proxy.0.id().to_string())
+        .status();
+    let _ = proxy.0.wait();
+    let written = std::fs::read_to_string(&log).unwrap();
+    assert!(written.contains("not recorded"), "{written}");
+    assert!(!written.contains('\u{1b}'), "{written:?}");
 }
