@@ -214,11 +214,14 @@ fn call_log(
     }
     let matcher = search.matcher().map_err(usage)?;
     // Torn and skipped lines are `cuca logs`'s to report; the search reads the rows it can.
-    let report = cuca::calllog::read_rows(path).map_err(|error| {
-        CliError::Usage(format!("call log {}: {error}", path.display()))
-    })?;
+    let report = cuca::calllog::read_rows(path)
+        .map_err(|error| CliError::Usage(format!("call log {}: {error}", path.display())))?;
     let mut skipped = 0;
-    for row in report.rows.iter().filter(|row| !row.is_start() && !row.error.is_empty()) {
+    for row in report
+        .rows
+        .iter()
+        .filter(|row| !row.is_start() && !row.error.is_empty())
+    {
         let Some(found) = matcher.find(&row.error) else {
             continue;
         };

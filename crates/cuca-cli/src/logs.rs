@@ -173,7 +173,9 @@ pub(crate) fn run(args: &LogsArgs) -> Result<(), CliError> {
                 writeln!(out, "{line}")?;
             } else {
                 let rest = row_line(row);
-                let rest = rest.strip_prefix(&line(&row.ts).to_string()).unwrap_or(&rest);
+                let rest = rest
+                    .strip_prefix(&line(&row.ts).to_string())
+                    .unwrap_or(&rest);
                 let status = if row.status == 0 { "  no response" } else { "" };
                 writeln!(
                     out,

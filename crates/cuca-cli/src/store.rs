@@ -166,7 +166,10 @@ impl StoreArg {
 /// session, compacted or live, or one kept aside by a repair) makes it a store.
 fn holds_cuca_data(dir: &Path) -> Result<(), CliError> {
     let entries = std::fs::read_dir(dir).map_err(|error| {
-        CliError::Usage(format!("directory {} cannot be read: {error}", dir.display()))
+        CliError::Usage(format!(
+            "directory {} cannot be read: {error}",
+            dir.display()
+        ))
     })?;
     let mut others = 0u64;
     for entry in entries.flatten() {

@@ -28,7 +28,11 @@ fn store() -> (tempfile::TempDir, String) {
 
 /// What bash offers for the command line `line`, the cursor at its end.
 fn offered(line: &str) -> Option<Vec<String>> {
-    let script = cuca().args(["completions", "bash"]).output().unwrap().stdout;
+    let script = cuca()
+        .args(["completions", "bash"])
+        .output()
+        .unwrap()
+        .stdout;
     let bin = assert_cmd::cargo::cargo_bin("cuca");
     let path = format!(
         "{}:{}",

@@ -193,7 +193,10 @@ fn diff_joins_streamed_blocks_and_fills_the_terminal_width() {
             .map(str::to_owned)
             .collect()
     };
-    assert!(table(&text).iter().all(|l| l.chars().count() <= 200), "{text}");
+    assert!(
+        table(&text).iter().all(|l| l.chars().count() <= 200),
+        "{text}"
+    );
     // Piped: no colour, whatever the rows.
     assert!(!text.contains('\u{1b}'), "{text:?}");
 
@@ -204,7 +207,10 @@ fn diff_joins_streamed_blocks_and_fills_the_terminal_width() {
         .output()
         .unwrap();
     let narrow = String::from_utf8(narrow.stdout).unwrap();
-    assert!(table(&narrow).iter().all(|l| l.chars().count() <= 60), "{narrow}");
+    assert!(
+        table(&narrow).iter().all(|l| l.chars().count() <= 60),
+        "{narrow}"
+    );
     assert!(narrow.contains('…'), "{narrow}");
 }
 

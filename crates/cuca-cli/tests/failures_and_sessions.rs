@@ -129,7 +129,9 @@ fn sessions_has_error_duration_and_model_columns_and_says_integrity() {
     // The CallIncomplete record and the call log's refused call.
     assert!(row.contains("  2  clean"), "{listed}");
     // The file is over a thousand bytes: written 1,xxx.
-    let bytes = std::fs::metadata(dir.path().join("agent.cslog")).unwrap().len();
+    let bytes = std::fs::metadata(dir.path().join("agent.cslog"))
+        .unwrap()
+        .len();
     assert!(bytes >= 1_000);
     let written = format!("{},{:03}", bytes / 1_000, bytes % 1_000);
     assert!(row.contains(&written), "{written} in {listed}");

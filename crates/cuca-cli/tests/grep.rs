@@ -286,7 +286,9 @@ fn grep_shows_a_hit_in_a_forks_copied_prefix_once_and_pages_with_an_offset() {
     assert_eq!(found.code, 0, "{}", found.stderr);
     assert_eq!(found.stdout.lines().count(), 1, "{}", found.stdout);
     assert!(
-        found.stdout.starts_with("agent:2  turn 1  ToolCall arguments")
+        found
+            .stdout
+            .starts_with("agent:2  turn 1  ToolCall arguments")
             && found.stdout.contains("\"  also in 1 fork  (cuca replay"),
         "{}",
         found.stdout
@@ -301,7 +303,11 @@ fn grep_shows_a_hit_in_a_forks_copied_prefix_once_and_pages_with_an_offset() {
     assert!(every.len() > 2, "{}", all.stdout);
     let page = grep(&[d, "vault", "--offset", "1", "--limit", "1"]);
     assert_eq!(page.stdout.lines().collect::<Vec<_>>(), [every[1]]);
-    assert!(page.stderr.contains("--offset 2 shows the next"), "{}", page.stderr);
+    assert!(
+        page.stderr.contains("--offset 2 shows the next"),
+        "{}",
+        page.stderr
+    );
 }
 
 #[test]
@@ -320,7 +326,9 @@ fn grep_kind_tool_call_finds_the_tool_calls_a_proxy_records_inside_messages() {
         }),
     ];
     for (sequence, event) in events.into_iter().enumerate() {
-        backend.append(record("proxied", sequence as u64, event)).unwrap();
+        backend
+            .append(record("proxied", sequence as u64, event))
+            .unwrap();
     }
     drop(backend);
     let found = grep(&[p(dir.path()), "lookup_vault", "--kind", "ToolCall"]);
@@ -367,8 +375,14 @@ fn grep_finds_the_errors_of_failed_calls_in_the_call_log() {
     assert_eq!(row["session"], "agent");
     assert_eq!(row["match"]["text"], "Connection refused");
     // A record kind leaves the call log out; --no-calls too.
-    assert_eq!(grep(&[d, "Connection refused", "--calls", c, "--kind", "Output"]).code, 1);
-    assert_eq!(grep(&[d, "Connection refused", "--calls", c, "--no-calls"]).code, 2);
+    assert_eq!(
+        grep(&[d, "Connection refused", "--calls", c, "--kind", "Output"]).code,
+        1
+    );
+    assert_eq!(
+        grep(&[d, "Connection refused", "--calls", c, "--no-calls"]).code,
+        2
+    );
     let only = grep(&[d, "refused|vault", "--calls", c, "--kind", "CallLog"]);
     assert_eq!(only.stdout.lines().count(), 1, "{}", only.stdout);
 }

@@ -104,7 +104,13 @@ fn one_turn_replay_shows_the_same_tool_lines() {
     append(&backend, "agent", tool_loop());
     drop(backend);
     let output = cuca()
-        .args(["replay", dir.path().to_str().unwrap(), "agent", "--turn", "1"])
+        .args([
+            "replay",
+            dir.path().to_str().unwrap(),
+            "agent",
+            "--turn",
+            "1",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8(output.stdout).unwrap();
@@ -112,5 +118,8 @@ fn one_turn_replay_shows_the_same_tool_lines() {
         stdout.contains("  tool: tool result: call_1 error: error[E0425]"),
         "{stdout}"
     );
-    assert!(stdout.contains(", exit status 101: tests failed"), "{stdout}");
+    assert!(
+        stdout.contains(", exit status 101: tests failed"),
+        "{stdout}"
+    );
 }

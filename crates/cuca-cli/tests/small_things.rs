@@ -29,7 +29,11 @@ fn run(args: &[&str]) -> Run {
 /// A directory of files that are not sessions, as `/etc` is.
 fn not_a_store() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("passwd"), "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+    std::fs::write(
+        dir.path().join("passwd"),
+        "root:x:0:0:root:/root:/bin/bash\n",
+    )
+    .unwrap();
     std::fs::write(dir.path().join("hosts"), "127.0.0.1 localhost\n").unwrap();
     dir
 }
@@ -87,7 +91,11 @@ fn a_point_given_as_a_session_is_told_as_a_point() {
         shown.stderr
     );
     let replayed = run(&["replay", d, "demo:1"]);
-    assert!(replayed.stderr.contains("is a point"), "{}", replayed.stderr);
+    assert!(
+        replayed.stderr.contains("is a point"),
+        "{}",
+        replayed.stderr
+    );
     // A session that does not exist, and is no point of one, is still "not found".
     let missing = run(&["show", d, "nope:1"]);
     assert!(missing.stderr.contains("not found"), "{}", missing.stderr);
@@ -99,7 +107,11 @@ fn proxy_help_does_not_offer_no_pager_and_run_takes_listen() {
     assert_eq!(proxy.code, 0);
     assert!(!proxy.stdout.contains("--no-pager"), "{}", proxy.stdout);
     let sessions = run(&["sessions", "--help"]);
-    assert!(sessions.stdout.contains("--no-pager"), "{}", sessions.stdout);
+    assert!(
+        sessions.stdout.contains("--no-pager"),
+        "{}",
+        sessions.stdout
+    );
     let help = run(&["run", "--help"]);
     assert!(help.stdout.contains("--listen <ADDR>"), "{}", help.stdout);
     assert!(!help.stdout.contains("--no-pager"), "{}", help.stdout);

@@ -353,7 +353,14 @@ impl Search {
         let mut outcome = Outcome::default();
         // One session shown on its own: its whole record, copied prefix included.
         let copies = Copies::default();
-        self.session(&regex, backend, session_id, &copies, &mut visit, &mut outcome);
+        self.session(
+            &regex,
+            backend,
+            session_id,
+            &copies,
+            &mut visit,
+            &mut outcome,
+        );
         Ok(outcome)
     }
 
@@ -905,7 +912,10 @@ impl Copies {
 
     /// How many forks hold a copy of the record at `sequence`.
     fn forks_holding(&self, sequence: u64) -> usize {
-        self.held_by.iter().filter(|last| sequence <= **last).count()
+        self.held_by
+            .iter()
+            .filter(|last| sequence <= **last)
+            .count()
     }
 }
 

@@ -56,7 +56,9 @@ fn held(store: &Store, session: &str, point_id: &str, path: &Path) -> CliError {
                     .as_ref()
                     .map_or_else(String::new, |command| format!(" (`{}`)", line(command)))
             ),
-            format!("stop it (`kill {pid}`: a proxy closes its recordings on SIGTERM) and fork again"),
+            format!(
+                "stop it (`kill {pid}`: a proxy closes its recordings on SIGTERM) and fork again"
+            ),
         ),
         None => (
             "another process".to_owned(),

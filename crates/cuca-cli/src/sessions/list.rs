@@ -153,8 +153,7 @@ fn failed_calls() -> HashMap<String, u64> {
         return counts;
     };
     for row in report.rows {
-        if !row.is_start() && !row.node.is_empty() && (row.status >= 400 || !row.error.is_empty())
-        {
+        if !row.is_start() && !row.node.is_empty() && (row.status >= 400 || !row.error.is_empty()) {
             *counts.entry(row.node).or_insert(0) += 1;
         }
     }

@@ -143,7 +143,11 @@ fn block_words(block: &MessageContentBlock, detail: Option<&ToolDetail>) -> Stri
             words
         }
         MessageContentBlock::ImageBase64 { media_type, data } => {
-            format!("image: {}, {} bytes of base64", line(media_type), data.len())
+            format!(
+                "image: {}, {} bytes of base64",
+                line(media_type),
+                data.len()
+            )
         }
     }
 }
