@@ -190,7 +190,7 @@ struct CallLogOutcome {
 }
 
 /// A hit in the call log: the matched row and the snippet around the match in its error.
-type CallHit<'a> = (String, std::ops::Range<usize>);
+type CallHit = (String, std::ops::Range<usize>);
 
 /// Searches the error of every failed call in the call log at `path` (a call that failed
 /// before the upstream answered left no record in any session, only this row), handing each
@@ -200,7 +200,7 @@ fn call_log(
     path: &std::path::Path,
     named: bool,
     page: Page,
-    write: &mut dyn FnMut(&cuca::calllog::Record, &CallHit<'_>) -> std::io::Result<()>,
+    write: &mut dyn FnMut(&cuca::calllog::Record, &CallHit) -> std::io::Result<()>,
 ) -> Result<CallLogOutcome, CliError> {
     let mut outcome = CallLogOutcome::default();
     if !path.exists() {
@@ -244,7 +244,7 @@ fn call_log(
 fn write_call_text(
     out: &mut impl Write,
     row: &cuca::calllog::Record,
-    (snippet, matched): &CallHit<'_>,
+    (snippet, matched): &CallHit,
     highlight: bool,
 ) -> std::io::Result<()> {
     let (on, off) = if highlight {
@@ -285,7 +285,7 @@ fn write_call_text(
 fn write_call_json(
     out: &mut impl Write,
     row: &cuca::calllog::Record,
-    (snippet, matched): &CallHit<'_>,
+    (snippet, matched): &CallHit,
 ) -> std::io::Result<()> {
     let value = json!({
         "source": "call_log",
