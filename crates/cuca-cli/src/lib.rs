@@ -49,7 +49,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 mod completions;
 mod error;
@@ -249,6 +249,14 @@ enum Command {
         /// The shell to complete for.
         shell: clap_complete::Shell,
     },
+    /// The session ids of STORE, one a line: what the bash and fish completion scripts
+    /// offer where a command takes a session.
+    #[command(name = "complete-sessions", hide = true)]
+    CompleteSessions {
+        /// A directory of `.cslog` files, or a PostgreSQL URL (`postgres://…`).
+        #[arg(value_name = "STORE")]
+        store: store::StoreArg,
+    },
 }
 
 impl Command {
@@ -283,7 +291,10 @@ where
     T: Into<OsString> + Clone,
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    let cli = match Cli::try_parse_from(&args) {
+    let parsed = command()
+        .try_get_matches_from(&args)
+        .and_then(|mut matches| Cli::from_arg_matches_mut(&mut matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(error) => {
             // The subcommand as typed, for the `--help` a refusal without a usage points to.
@@ -295,6 +306,9 @@ where
             return usage_error(&error, &command);
         }
     };
+    // Before a pager takes stdout: whether it is a terminal decides colour, its width the
+    // width of `cuca diff`.
+    ui::note_terminal();
     let pager = if cli.command.pages() {
         pager::start(cli.no_pager)
     } else {
@@ -312,6 +326,44 @@ where
             error.exit_code()
         }
     }
+}
+
+/// The subcommands whose output never pages (servers, data, one-line results): their help
+/// does not offer `--no-pager`, which the command line still accepts everywhere.
+const NEVER_PAGED: [&str; 13] = [
+    "fork",
+    "compact",
+    "repair",
+    "export",
+    "import",
+    "journal",
+    "export-otlp",
+    "proxy",
+    "run",
+    "serve",
+    "view",
+    "completions",
+    "complete-sessions",
+];
+
+/// The command line's definition: [`Cli`]'s, with `--no-pager` hidden from the help of the
+/// commands that never page (it is a global flag, so clap would list it on every one).
+pub(crate) fn command() -> clap::Command {
+    let mut command = Cli::command();
+    for name in NEVER_PAGED {
+        // The subcommand's own hidden `--no-pager` stands in for the global one, which clap
+        // then does not copy into it: still accepted, no longer listed.
+        command = command.mut_subcommand(name, |sub| {
+            sub.arg(
+                clap::Arg::new("no_pager")
+                    .long("no-pager")
+                    .action(clap::ArgAction::SetTrue)
+                    .global(true)
+                    .hide(true),
+            )
+        });
+    }
+    command
 }
 
 /// Why `cuca compact` has nothing to do on a database.
@@ -388,6 +440,7 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
         Command::Proxy(args) => proxy::run(&args, schema),
         Command::Run(args) => run::run(args, schema),
         Command::Completions { shell } => completions::write(shell),
+        Command::CompleteSessions { store } => completions::sessions(&open(&store)?),
     }
 }
 

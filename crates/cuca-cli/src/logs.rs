@@ -88,6 +88,16 @@ fn row_line(row: &Record) -> String {
     parts.join("  ")
 }
 
+/// The session column of a failed call: `session NAME`, or `session -` when the row names
+/// none (a call made through the client, not the proxy).
+fn session_cell(row: &Record) -> String {
+    if row.node.is_empty() {
+        "session -".to_owned()
+    } else {
+        format!("session {}", line(&row.node))
+    }
+}
+
 fn age_words(row: &Record, now: SystemTime) -> String {
     humantime::parse_rfc3339_weak(&row.ts)
         .ok()
@@ -148,13 +158,31 @@ pub(crate) fn run(args: &LogsArgs) -> Result<(), CliError> {
             }
         }
     } else if args.failed {
-        for row in rows.iter().filter(|row| is_failure(row)) {
+        let failed: Vec<&Record> = rows.iter().filter(|row| is_failure(row)).collect();
+        // The session a call was recorded for (the row's `node`, as `cuca proxy` writes it),
+        // in a column of its own: a failure is looked for by session.
+        let width = failed
+            .iter()
+            .map(|row| session_cell(row).chars().count())
+            .max()
+            .unwrap_or(0);
+        for row in failed {
             if args.json {
                 let line = serde_json::to_string(row)
                     .map_err(|error| CliError::Failed(format!("encode row: {error}")))?;
                 writeln!(out, "{line}")?;
             } else {
-                writeln!(out, "{}", row_line(row))?;
+                let rest = row_line(row);
+                let rest = rest
+                    .strip_prefix(&line(&row.ts).to_string())
+                    .unwrap_or(&rest);
+                let status = if row.status == 0 { "  no response" } else { "" };
+                writeln!(
+                    out,
+                    "{}  {:<width$}{rest}{status}",
+                    line(&row.ts),
+                    session_cell(row)
+                )?;
             }
         }
     } else {
@@ -240,7 +268,13 @@ struct RunTotals {
     prompt_tokens: u64,
     completion_tokens: u64,
     failures: u64,
+    /// The sessions the run's calls were recorded for (rows' `node`), in first-seen order:
+    /// a proxy's run id is a random hex word, its sessions are what a person knows it by.
+    sessions: Vec<String>,
 }
+
+/// Sessions a run's line names at most; past them it says how many more.
+const MAX_RUN_SESSIONS: usize = 3;
 
 fn summary(
     out: &mut impl Write,
@@ -258,6 +292,9 @@ fn summary(
     let mut ttft: Vec<u64> = Vec::new();
     for row in rows.iter().filter(|row| !row.is_start()) {
         let totals = runs.entry(row.run.as_str()).or_default();
+        if !row.node.is_empty() && !totals.sessions.contains(&row.node) {
+            totals.sessions.push(row.node.clone());
+        }
         totals.prompt_tokens += row.prompt_tokens;
         totals.completion_tokens += row.completion_tokens;
         if is_failure(row) {
@@ -273,7 +310,7 @@ fn summary(
     if as_json {
         let runs_json: Vec<_> = runs
             .iter()
-            .map(|(run, t)| json!({"run": run, "calls": t.calls, "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens, "failures": t.failures}))
+            .map(|(run, t)| json!({"run": run, "sessions": t.sessions, "calls": t.calls, "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens, "failures": t.failures}))
             .collect();
         let failures_json: serde_json::Map<String, serde_json::Value> = failures
             .iter()
@@ -306,18 +343,33 @@ fn summary(
     }
     writeln!(out, "runs: {}", runs.len())?;
     for (run, t) in &runs {
-        let name = if run.is_empty() {
+        let id = if run.is_empty() {
             "(no run id)".to_owned()
         } else {
             line(run).to_string()
+        };
+        // A run known by its sessions is named by them, its id after them.
+        let name = if t.sessions.is_empty() {
+            id
+        } else {
+            let mut shown: Vec<String> = t
+                .sessions
+                .iter()
+                .take(MAX_RUN_SESSIONS)
+                .map(|session| line(session).to_string())
+                .collect();
+            if t.sessions.len() > MAX_RUN_SESSIONS {
+                shown.push(format!("{} more", t.sessions.len() - MAX_RUN_SESSIONS));
+            }
+            format!("{} (run {id})", shown.join(", "))
         };
         writeln!(
             out,
             "  {name}: {}, {} prompt + {} completion tokens, {} failed",
             ui::count(t.calls, "call", "calls"),
-            t.prompt_tokens,
-            t.completion_tokens,
-            t.failures
+            ui::thousands(t.prompt_tokens),
+            ui::thousands(t.completion_tokens),
+            ui::thousands(t.failures)
         )?;
     }
     if failures.is_empty() {
@@ -327,9 +379,9 @@ fn summary(
             .iter()
             .map(|(status, n)| {
                 if *status == 0 {
-                    format!("no status {n}")
+                    format!("no response {}", ui::thousands(*n))
                 } else {
-                    format!("{status} {n}")
+                    format!("{status} {}", ui::thousands(*n))
                 }
             })
             .collect();

@@ -217,6 +217,9 @@ pub(crate) fn report_to_stderr() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour escapes only on a terminal, and never under `NO_COLOR`: a stderr sent to a
+        // file keeps plain words.
+        .with_ansi(crate::ui::color())
         .with_target(false)
         .without_time()
         .try_init();

@@ -52,6 +52,10 @@ pub(crate) struct RunArgs {
     /// need it.
     #[arg(long)]
     upstream: Option<String>,
+    /// The address the proxy listens on, as `cuca proxy --listen` takes it (default: a free
+    /// loopback port); a fixed port lets another process reach the same proxy.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    listen: String,
     /// The agent to run and its arguments.
     #[arg(required = true, last = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -141,12 +145,19 @@ pub(crate) fn run(args: RunArgs, schema: Option<&str>) -> Result<(), CliError> {
     let proxy = crate::proxy::open_store(config, &store)?;
     let runtime = crate::proxy::runtime()?;
     let status = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        let listen = &args.listen;
+        let listener = tokio::net::TcpListener::bind(listen)
             .await
-            .map_err(|error| CliError::Failed(format!("listen on 127.0.0.1:0: {error}")))?;
+            .map_err(|error| CliError::Failed(format!("listen on {listen}: {error}")))?;
         let address = listener
             .local_addr()
-            .map_err(|error| CliError::Failed(format!("listen on 127.0.0.1:0: {error}")))?;
+            .map_err(|error| CliError::Failed(format!("listen on {listen}: {error}")))?;
+        if cuca_serve::LocalOrigin::for_address(address).is_open() {
+            eprintln!(
+                "{}",
+                crate::view::open_warning("cuca run", address, "record into and replay")
+            );
+        }
         let base = format!("http://{address}");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let serving = tokio::spawn(proxy.serve(listener, async {

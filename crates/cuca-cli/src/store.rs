@@ -138,6 +138,9 @@ impl StoreArg {
                         }
                     }
                 }
+                if !create {
+                    holds_cuca_data(dir)?;
+                }
                 let backend = FileBackend::new(dir).map_err(|error| {
                     CliError::Usage(format!("sessions directory {}: {error}", dir.display()))
                 })?;
@@ -154,6 +157,35 @@ impl StoreArg {
             StoreArg::Postgres(url) => open_postgres(url, schema, recording),
         }
     }
+}
+
+/// Refuses a directory that holds files but no cuca data (`/etc`, a typo that names the
+/// project instead of its sessions): reading it as an empty store would say "0 sessions"
+/// (or, to `cuca grep`, "nothing matched") about a directory that was never one. An empty
+/// directory is a store with nothing recorded yet; any entry with `.cslog` in its name (a
+/// session, compacted or live, or one kept aside by a repair) makes it a store.
+fn holds_cuca_data(dir: &Path) -> Result<(), CliError> {
+    let entries = std::fs::read_dir(dir).map_err(|error| {
+        CliError::Usage(format!(
+            "directory {} cannot be read: {error}",
+            dir.display()
+        ))
+    })?;
+    let mut others = 0u64;
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().contains(".cslog") {
+            return Ok(());
+        }
+        others += 1;
+    }
+    if others == 0 {
+        return Ok(());
+    }
+    Err(CliError::Usage(format!(
+        "{} is not a store: none of its {} is a session (`.cslog` file); give the directory cuca records into (`cuca proxy --store DIR`, `cuca run --store DIR`)",
+        dir.display(),
+        crate::ui::count(others, "entry", "entries")
+    )))
 }
 
 /// An open store.

@@ -129,3 +129,125 @@ fn diff_shows_the_shared_records_the_first_difference_and_both_tails() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("\"nope\""));
 }
+
+/// A fork whose tail streams its answer token by token, as the parent's does, the two answers
+/// differing only past the 50th character.
+fn streamed_fork(dir: &std::path::Path) -> String {
+    let backend = FileBackend::new(dir).unwrap();
+    append(
+        &backend,
+        "run",
+        0,
+        vec![SessionEvent::SystemPrompt {
+            text: "Answer at length.".into(),
+        }],
+    );
+    let fork = backend.fork("run", "run:0").unwrap();
+    let answer = |last: &str| {
+        let text = format!("The vault is in the old town of Lisbon, behind the {last} door.");
+        let mut events: Vec<SessionEvent> = text
+            .split_inclusive(' ')
+            .map(|token| SessionEvent::Output {
+                text: token.to_owned(),
+            })
+            .collect();
+        events.push(SessionEvent::Latency { duration_ms: 5 });
+        events.push(SessionEvent::TokenUsage {
+            prompt_tokens: 10,
+            completion_tokens: 13,
+        });
+        events
+    };
+    append(&backend, "run", 2, answer("green"));
+    append(&backend, &fork, 1, answer("yellow"));
+    fork
+}
+
+#[test]
+fn diff_joins_streamed_blocks_and_fills_the_terminal_width() {
+    let dir = tempfile::tempdir().unwrap();
+    let fork = streamed_fork(dir.path());
+    let output = cuca()
+        .args(["diff", dir.path().to_str().unwrap(), "run", &fork])
+        .env("COLUMNS", "200")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(output.status.success(), "{text}");
+    // The 13 Output records of each answer are one row, from the answer's start (the shared
+    // tokens included), the whole difference in view.
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("Output") && l.contains(" | "))
+        .collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    assert!(rows[0].contains("Output ×13"), "{text}");
+    assert!(rows[0].contains("\"The vault is in"), "{text}");
+    assert!(
+        rows[0].contains("behind the green door.") && rows[0].contains("behind the yellow door."),
+        "{text}"
+    );
+    let table = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains(" | "))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert!(
+        table(&text).iter().all(|l| l.chars().count() <= 200),
+        "{text}"
+    );
+    // Piped: no colour, whatever the rows.
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+
+    // A narrow terminal clips each side to its half.
+    let narrow = cuca()
+        .args(["diff", dir.path().to_str().unwrap(), "run", &fork])
+        .env("COLUMNS", "60")
+        .output()
+        .unwrap();
+    let narrow = String::from_utf8(narrow.stdout).unwrap();
+    assert!(
+        table(&narrow).iter().all(|l| l.chars().count() <= 60),
+        "{narrow}"
+    );
+    assert!(narrow.contains('…'), "{narrow}");
+}
+
+#[test]
+fn diff_dims_equal_rows_on_a_colour_terminal_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let fork = streamed_fork(dir.path());
+    let command = format!(
+        "{} diff {} run {fork}",
+        assert_cmd::cargo::cargo_bin("cuca").display(),
+        dir.path().display()
+    );
+    let on_a_terminal = |no_color: &str| {
+        std::process::Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .env("NO_COLOR", no_color)
+            .env("PAGER", "")
+            .env("COLUMNS", "160")
+            .env("TERM", "xterm")
+            .output()
+    };
+    let Ok(shown) = on_a_terminal("") else {
+        eprintln!("skipping: script(1) cannot run; it makes the terminal");
+        return;
+    };
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    // The Latency rows are equal (5 ms each side): dimmed; the answers differ: not.
+    let latency = shown.lines().find(|l| l.contains("Latency")).unwrap();
+    assert!(latency.starts_with("\u{1b}[2m"), "{shown:?}");
+    let answer = shown
+        .lines()
+        .find(|l| l.contains("Output") && l.contains(" | "))
+        .unwrap();
+    assert!(!answer.contains("\u{1b}[2m"), "{shown:?}");
+    let plain = on_a_terminal("1").unwrap();
+    assert!(
+        !String::from_utf8_lossy(&plain.stdout).contains("\u{1b}[2m"),
+        "NO_COLOR set"
+    );
+}

@@ -235,7 +235,7 @@ fn grep_limit_stops_and_says_so() {
     assert_eq!(found.stdout.lines().count(), 2);
     assert_eq!(
         found.stderr,
-        "cuca: warning: stopped at 2 hits (--limit); there may be more\n"
+        "cuca: warning: stopped at 2 hits (--limit); there may be more (--offset 2 shows the next)\n"
     );
 }
 
@@ -272,4 +272,117 @@ fn grep_escapes_what_a_recording_holds() {
         found.stdout
     );
     assert!(!found.stdout.contains('\u{1b}'));
+}
+
+#[test]
+fn grep_shows_a_hit_in_a_forks_copied_prefix_once_and_pages_with_an_offset() {
+    let dir = sessions();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    // The agent's first turn (records 0..=5) is copied into the fork.
+    let fork = backend.fork("agent", "agent:5").unwrap();
+    drop(backend);
+    let d = p(dir.path());
+    let found = grep(&[d, "vault", "--kind", "ToolCall"]);
+    assert_eq!(found.code, 0, "{}", found.stderr);
+    assert_eq!(found.stdout.lines().count(), 1, "{}", found.stdout);
+    assert!(
+        found
+            .stdout
+            .starts_with("agent:2  turn 1  ToolCall arguments")
+            && found.stdout.contains("\"  also in 1 fork  (cuca replay"),
+        "{}",
+        found.stdout
+    );
+    assert!(!found.stdout.contains(&fork), "{}", found.stdout);
+    let json = grep(&[d, "vault", "--kind", "ToolCall", "--json"]);
+    let row: serde_json::Value = serde_json::from_str(json.stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(row["also_in_forks"], 1);
+
+    let all = grep(&[d, "vault"]);
+    let every: Vec<&str> = all.stdout.lines().collect();
+    assert!(every.len() > 2, "{}", all.stdout);
+    let page = grep(&[d, "vault", "--offset", "1", "--limit", "1"]);
+    assert_eq!(page.stdout.lines().collect::<Vec<_>>(), [every[1]]);
+    assert!(
+        page.stderr.contains("--offset 2 shows the next"),
+        "{}",
+        page.stderr
+    );
+}
+
+#[test]
+fn grep_kind_tool_call_finds_the_tool_calls_a_proxy_records_inside_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let events = [
+        SessionEvent::Message(Message::user("look it up")),
+        SessionEvent::Message(cuca::Message {
+            role: cuca::Role::Assistant,
+            content: vec![cuca::MessageContentBlock::ToolCall {
+                id: "call_9".into(),
+                name: "lookup_vault".into(),
+                arguments: "{}".into(),
+            }],
+        }),
+    ];
+    for (sequence, event) in events.into_iter().enumerate() {
+        backend
+            .append(record("proxied", sequence as u64, event))
+            .unwrap();
+    }
+    drop(backend);
+    let found = grep(&[p(dir.path()), "lookup_vault", "--kind", "ToolCall"]);
+    assert_eq!(found.code, 0, "{}", found.stderr);
+    assert!(
+        found
+            .stdout
+            .starts_with("proxied:1  turn 1  ToolCall assistant name  \"lookup_vault\""),
+        "{}",
+        found.stdout
+    );
+}
+
+#[test]
+fn grep_finds_the_errors_of_failed_calls_in_the_call_log() {
+    let dir = sessions();
+    let d = p(dir.path());
+    let calls = dir.path().join("calls.jsonl");
+    std::fs::write(
+        &calls,
+        concat!(
+            "{\"ts\":\"2026-12-02T10:00:00.000Z\",\"id\":\"c1\",\"run\":\"1a2b3c4d\",\"phase\":\"start\",\"tag\":\"proxy\",\"node\":\"agent\"}\n",
+            "{\"ts\":\"2026-12-02T10:00:00.004Z\",\"id\":\"c1\",\"run\":\"1a2b3c4d\",\"tag\":\"proxy\",\"node\":\"agent\",\"ms\":4,\"error\":\"the upstream http://127.0.0.1:9 did not answer: Connection refused (os error 111)\"}\n",
+        ),
+    )
+    .unwrap();
+    let c = calls.to_str().unwrap();
+    let found = grep(&[d, "Connection refused", "--calls", c]);
+    assert_eq!(found.code, 0, "{}", found.stderr);
+    assert_eq!(
+        found.stdout,
+        "call log  2026-12-02T10:00:00.004Z  session agent  run 1a2b3c4d  no response  CallLog error  \"…ream http://127.0.0.1:9 did not answer: Connection refused (os error 111)\"  (cuca logs --failed --run 1a2b3c4d)\n"
+    );
+    // This machine's call log (CUCA_CALL_LOG) is searched when none is named.
+    let output = cuca()
+        .args(["grep", d, "Connection refused", "--json"])
+        .env("CUCA_CALL_LOG", c)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let row: serde_json::Value =
+        serde_json::from_str(String::from_utf8(output.stdout).unwrap().trim()).unwrap();
+    assert_eq!(row["source"], "call_log");
+    assert_eq!(row["session"], "agent");
+    assert_eq!(row["match"]["text"], "Connection refused");
+    // A record kind leaves the call log out; --no-calls too.
+    assert_eq!(
+        grep(&[d, "Connection refused", "--calls", c, "--kind", "Output"]).code,
+        1
+    );
+    assert_eq!(
+        grep(&[d, "Connection refused", "--calls", c, "--no-calls"]).code,
+        2
+    );
+    let only = grep(&[d, "refused|vault", "--calls", c, "--kind", "CallLog"]);
+    assert_eq!(only.stdout.lines().count(), 1, "{}", only.stdout);
 }

@@ -70,7 +70,7 @@ fn sessions_sizes_its_columns_sorts_by_activity_and_prints_the_last_id() {
     assert_eq!(rows.len(), 5);
     // Every column starts where its header does, whatever the id's length.
     let first_at = header.find("FIRST").unwrap();
-    let status_at = header.find("STATUS").unwrap();
+    let status_at = header.find("INTEGRITY").unwrap();
     let records_end = header.find("RECORDS").unwrap() + "RECORDS".len();
     for row in rows {
         assert_eq!(row.find("1970-"), Some(first_at), "{}", listed.stdout);

@@ -131,7 +131,7 @@ fn a_million_record_session_replays_verifies_shows_and_exports_in_bounded_memory
     assert_small(&turn, "replay --turn 1");
     assert_eq!(
         turn.head[0],
-        "Session \"long\": 1000 turns, 1000000 records, 997000 blocks"
+        "Session \"long\": 1,000 turns, 1,000,000 records, 997,000 blocks"
     );
     assert_eq!(turn.head[1], "Turn 1 (records 0..=999, complete)");
     assert_eq!(turn.head[2], "  user: question 0");
@@ -158,7 +158,7 @@ fn a_million_record_session_replays_verifies_shows_and_exports_in_bounded_memory
     assert_small(&at, "replay --at");
     assert_eq!(
         at.head[0],
-        "Session \"long\": 501 turns, 500501 records, 499000 blocks (prefix through long:500500)"
+        "Session \"long\": 501 turns, 500,501 records, 499,000 blocks (prefix through long:500500)"
     );
 
     let verify = measured(&["verify", d]);
@@ -166,7 +166,7 @@ fn a_million_record_session_replays_verifies_shows_and_exports_in_bounded_memory
     assert_eq!(
         verify.head[0],
         format!(
-            "long: clean (1000000 records, {} bytes)",
+            "long: clean (1,000,000 records, {} bytes)",
             file_len(dir.path())
         )
     );
@@ -174,7 +174,7 @@ fn a_million_record_session_replays_verifies_shows_and_exports_in_bounded_memory
     let sessions = measured(&["sessions", d]);
     assert_small(&sessions, "sessions");
     assert!(
-        sessions.head[1].contains(" 1000000 "),
+        sessions.head[1].contains(" 1,000,000 "),
         "{:?}",
         sessions.head
     );
@@ -183,7 +183,7 @@ fn a_million_record_session_replays_verifies_shows_and_exports_in_bounded_memory
     assert_small(&kinds, "show --kinds");
     assert_eq!(
         kinds.head[0],
-        "long: 1000000 records: Message 1000, Reasoning 600000, Output 397000, Latency 1000, TokenUsage 1000"
+        "long: 1,000,000 records: Message 1000, Reasoning 600000, Output 397000, Latency 1000, TokenUsage 1000"
     );
 
     let show = measured(&["show", d, "long"]);

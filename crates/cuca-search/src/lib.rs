@@ -14,7 +14,15 @@
 //! the models of `CallRequest` and `CallFinish` records and a finish reason, and why a call
 //! is incomplete (`CallIncomplete`). Consecutive `Output` records (and consecutive
 //! `Reasoning` records) are searched as the one text they stream, so a word split across
-//! tokens is found; the hit names the record where the match starts.
+//! tokens is found; the hit names the record where the match starts. A kind filter of
+//! `ToolCall` (or `ToolResult`) also finds the tool calls (results) inside `Message` records,
+//! where a proxy records an assistant's calls and the results sent back.
+//!
+//! A fork holds its parent's records through its fork point: when both are searched, a hit
+//! in that copied prefix is handed over once, the parent's, and [`Hit::also_in_forks`] counts
+//! the forks holding it too ([`Search::fold_forks`]). [`Search::offset`] and
+//! [`Search::limit`] page through the hits; [`Search::matcher`] finds the same pattern in texts
+//! outside sessions (a call log's error sentences, which the caller reads).
 //!
 //! ```
 //! use std::ops::ControlFlow;
@@ -115,6 +123,8 @@ pub struct Search {
     /// Bit `i` set: kind `SessionEvent::KINDS[i]` is searched.
     kinds: u32,
     limit: Option<usize>,
+    offset: usize,
+    fold_forks: bool,
 }
 
 /// One match: where it is, and a snippet of the text around it.
@@ -142,6 +152,10 @@ pub struct Hit {
     pub snippet: String,
     /// The match's byte range within [`Hit::snippet`] (clipped to [`MAX_MATCH_BYTES`]).
     pub matched: Range<usize>,
+    /// How many forks searched with it hold this record too, in the prefix a fork copies
+    /// from its parent: their copies of the hit are not handed over again
+    /// ([`Search::fold_forks`]).
+    pub also_in_forks: usize,
 }
 
 impl Hit {
@@ -162,6 +176,11 @@ pub struct Outcome {
     pub records: u64,
     /// Hits handed to the visitor.
     pub hits: usize,
+    /// Hits passed over before the first one handed to the visitor ([`Search::offset`]).
+    pub skipped: usize,
+    /// Hits in a fork's copied prefix, not handed over: the same record's hit in the parent
+    /// was, with [`Hit::also_in_forks`] counting them ([`Search::fold_forks`]).
+    pub folded: usize,
     /// Whether the search stopped at its limit (more hits may exist).
     pub limited: bool,
     /// Whether the visitor stopped the search.
@@ -194,7 +213,34 @@ impl Search {
                 .filter_map(|kind| kind_index(kind))
                 .fold(0, |mask, index| mask | 1 << index),
             limit: None,
+            offset: 0,
+            fold_forks: true,
         }
+    }
+
+    /// Passes over the first `n` hits (counted in [`Outcome::skipped`]) and hands over those
+    /// after them: the next page of a search whose first page held `n`. The limit counts
+    /// from there.
+    pub fn offset(mut self, n: usize) -> Self {
+        self.offset = n;
+        self
+    }
+
+    /// Whether a hit in a fork's copied prefix (the records through its fork point, which
+    /// are its parent's) is left out when the parent is searched too, the parent's hit
+    /// counting it in [`Hit::also_in_forks`]. On by default: a fork of a long session would
+    /// otherwise repeat every hit of the parent's prefix.
+    pub fn fold_forks(mut self, yes: bool) -> Self {
+        self.fold_forks = yes;
+        self
+    }
+
+    /// A matcher of this search's pattern, for texts that are not in sessions (a call log's
+    /// error sentences): the same pattern, options and snippets as a session's hits.
+    pub fn matcher(&self) -> Result<Matcher, SearchError> {
+        Ok(Matcher {
+            regex: self.regex()?,
+        })
     }
 
     /// Whether the pattern is a fixed string to find as written (no regex syntax).
@@ -284,9 +330,11 @@ impl Search {
         let backend = FileBackend::new(dir)?;
         let mut ids = cuca_events::SessionBackend::sessions(&backend)?;
         ids.sort();
+        let forks = self.forks(&ids);
         let mut outcome = Outcome::default();
-        for id in ids {
-            if self.session(&regex, &backend, &id, &mut visit, &mut outcome) {
+        for id in &ids {
+            let copies = forks.of(id);
+            if self.session(&regex, &backend, id, &copies, &mut visit, &mut outcome) {
                 break;
             }
         }
@@ -303,7 +351,16 @@ impl Search {
     ) -> Result<Outcome, SearchError> {
         let regex = self.regex()?;
         let mut outcome = Outcome::default();
-        self.session(&regex, backend, session_id, &mut visit, &mut outcome);
+        // One session shown on its own: its whole record, copied prefix included.
+        let copies = Copies::default();
+        self.session(
+            &regex,
+            backend,
+            session_id,
+            &copies,
+            &mut visit,
+            &mut outcome,
+        );
         Ok(outcome)
     }
 
@@ -322,13 +379,24 @@ impl Search {
         let regex = self.regex()?;
         let mut ids = backend.sessions()?;
         ids.sort();
+        let forks = self.forks(&ids);
         let mut outcome = Outcome::default();
-        for id in ids {
-            if self.stored_session(&regex, backend, &id, &mut visit, &mut outcome) {
+        for id in &ids {
+            let copies = forks.of(id);
+            if self.stored_session(&regex, backend, id, &copies, &mut visit, &mut outcome) {
                 break;
             }
         }
         Ok(outcome)
+    }
+
+    /// The fork relations among `ids`, when hits in copied prefixes are folded.
+    fn forks(&self, ids: &[String]) -> Forks {
+        if self.fold_forks {
+            Forks::among(ids)
+        } else {
+            Forks::default()
+        }
     }
 
     /// [`Search::session`] through the trait: each record as the store hands it over.
@@ -337,10 +405,11 @@ impl Search {
         regex: &Regex,
         backend: &dyn SessionBackend,
         session_id: &str,
+        copies: &Copies,
         visit: &mut dyn FnMut(Hit) -> ControlFlow<()>,
         outcome: &mut Outcome,
     ) -> bool {
-        let Some(mut reader) = self.reader(regex, session_id, visit, outcome) else {
+        let Some(mut reader) = self.reader(regex, session_id, copies, visit, outcome) else {
             return true;
         };
         let result = backend.replay_each(session_id, &mut |record| {
@@ -371,6 +440,7 @@ impl Search {
         &'s self,
         regex: &'s Regex,
         session_id: &'s str,
+        copies: &'s Copies,
         visit: &'s mut dyn FnMut(Hit) -> ControlFlow<()>,
         outcome: &'s mut Outcome,
     ) -> Option<SessionReader<'s>> {
@@ -383,6 +453,7 @@ impl Search {
             search: self,
             regex,
             session_id,
+            copies,
             visit,
             outcome,
             turn: 1,
@@ -399,10 +470,11 @@ impl Search {
         regex: &Regex,
         backend: &FileBackend,
         session_id: &str,
+        copies: &Copies,
         visit: &mut dyn FnMut(Hit) -> ControlFlow<()>,
         outcome: &mut Outcome,
     ) -> bool {
-        let Some(mut reader) = self.reader(regex, session_id, visit, outcome) else {
+        let Some(mut reader) = self.reader(regex, session_id, copies, visit, outcome) else {
             return true;
         };
         let result = backend.skim_each(session_id, &mut |record| {
@@ -439,8 +511,11 @@ impl Search {
 }
 
 /// Indices in [`SessionEvent::KINDS`] the reader tells apart.
+const MESSAGE: usize = 1;
 const REASONING: usize = 2;
 const OUTPUT: usize = 3;
+const TOOL_CALL: usize = 4;
+const TOOL_RESULT: usize = 5;
 const LATENCY: usize = 6;
 const TOKEN_USAGE: usize = 7;
 
@@ -489,6 +564,9 @@ struct SessionReader<'s> {
     search: &'s Search,
     regex: &'s Regex,
     session_id: &'s str,
+    /// Which of this session's records are copies a parent's hits stand for, and which
+    /// forks hold copies of its own.
+    copies: &'s Copies,
     visit: &'s mut dyn FnMut(Hit) -> ControlFlow<()>,
     outcome: &'s mut Outcome,
     turn: u64,
@@ -613,7 +691,9 @@ impl SessionReader<'_> {
         if !streamed || index != self.run.kind_index {
             self.flush_run();
         }
-        let wanted = self.search.kinds & (1 << index) != 0;
+        let kinds = self.search.kinds;
+        let wanted = kinds & (1 << index) != 0
+            || (index == MESSAGE && kinds & (1 << TOOL_CALL | 1 << TOOL_RESULT) != 0);
         let closes_turn = self.last_was_latency && index == TOKEN_USAGE;
         self.last_was_latency = index == LATENCY;
         if wanted && !self.over {
@@ -627,13 +707,29 @@ impl SessionReader<'_> {
                 record.each_text(&mut |_, _, text| self.stream(&at, index, text));
             } else {
                 record.each_text(&mut |field, role, text| {
-                    if let Some(field) = searched(index, field) {
-                        let at = At {
-                            role: role.map(|role| role.as_str()),
-                            ..at
-                        };
-                        self.field(&at, field, text);
-                    }
+                    let Some(field) = searched(index, field) else {
+                        return;
+                    };
+                    // A message's tool calls and results are searched as such when their kind
+                    // is asked for and Message is not: a proxy records an assistant's tool
+                    // calls, and the results sent back, inside Message records.
+                    let kind = match (index, field) {
+                        (MESSAGE, _) if kinds & (1 << MESSAGE) != 0 => at.kind,
+                        (MESSAGE, "name" | "arguments") if kinds & (1 << TOOL_CALL) != 0 => {
+                            SessionEvent::KINDS[TOOL_CALL]
+                        }
+                        (MESSAGE, "content") if kinds & (1 << TOOL_RESULT) != 0 => {
+                            SessionEvent::KINDS[TOOL_RESULT]
+                        }
+                        (MESSAGE, _) => return,
+                        _ => at.kind,
+                    };
+                    let at = At {
+                        role: role.map(|role| role.as_str()),
+                        kind,
+                        ..at
+                    };
+                    self.field(&at, field, text);
                 });
             }
         }
@@ -711,10 +807,19 @@ impl SessionReader<'_> {
             role: at.role,
             snippet,
             matched,
+            also_in_forks: self.copies.forks_holding(at.sequence),
         }
     }
 
     fn hand(&mut self, hit: Hit) {
+        if self.copies.is_copied(hit.sequence) {
+            self.outcome.folded += 1;
+            return;
+        }
+        if self.outcome.skipped < self.search.offset {
+            self.outcome.skipped += 1;
+            return;
+        }
         self.outcome.hits += 1;
         if (self.visit)(hit).is_break() {
             self.outcome.stopped = true;
@@ -737,4 +842,95 @@ struct At {
     timestamp_ms: u64,
     kind: &'static str,
     role: Option<&'static str>,
+}
+
+/// Which sessions among those searched are forks of which, by [`cuca_events::fork_parent`]:
+/// a fork holds its parent's records through its fork point, relabelled.
+#[derive(Debug, Default)]
+struct Forks {
+    /// For a fork whose parent is searched: the last sequence it copied.
+    copied_through: std::collections::HashMap<String, u64>,
+    /// For a session forked from (directly or through forks of forks): for each fork below
+    /// it, the last of its sequences that fork holds a copy of.
+    held_by: std::collections::HashMap<String, Vec<u64>>,
+}
+
+impl Forks {
+    fn among(ids: &[String]) -> Forks {
+        let searched: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let mut forks = Forks::default();
+        for id in ids {
+            // Up the chain: a fork of a fork holds the root's records through the lower of the
+            // two fork points.
+            let mut shared = u64::MAX;
+            let mut current = id.as_str();
+            while let Some((parent, point)) = cuca_events::fork_parent(current) {
+                let Ok((_, sequence)) = cuca_events::parse_point_id(point) else {
+                    break;
+                };
+                if !searched.contains(parent) {
+                    break;
+                }
+                if current == id {
+                    forks.copied_through.insert(id.clone(), sequence);
+                }
+                shared = shared.min(sequence);
+                forks
+                    .held_by
+                    .entry(parent.to_owned())
+                    .or_default()
+                    .push(shared);
+                current = parent;
+            }
+        }
+        forks
+    }
+
+    /// What the search needs of them while it reads `id`.
+    fn of(&self, id: &str) -> Copies {
+        Copies {
+            copied_through: self.copied_through.get(id).copied(),
+            held_by: self.held_by.get(id).cloned().unwrap_or_default(),
+        }
+    }
+}
+
+/// One session's part in its fork relations.
+#[derive(Debug, Default)]
+struct Copies {
+    /// When it is a fork of a searched session: the last sequence it copied from it.
+    copied_through: Option<u64>,
+    /// For each fork of it that is searched: the last of its sequences that fork holds.
+    held_by: Vec<u64>,
+}
+
+impl Copies {
+    /// Whether the record at `sequence` is a copy of the parent's, whose hit stands for it.
+    fn is_copied(&self, sequence: u64) -> bool {
+        self.copied_through.is_some_and(|last| sequence <= last)
+    }
+
+    /// How many forks hold a copy of the record at `sequence`.
+    fn forks_holding(&self, sequence: u64) -> usize {
+        self.held_by
+            .iter()
+            .filter(|last| sequence <= **last)
+            .count()
+    }
+}
+
+/// A search's pattern for texts outside sessions ([`Search::matcher`]).
+#[derive(Debug, Clone)]
+pub struct Matcher {
+    regex: Regex,
+}
+
+impl Matcher {
+    /// The first match in `text`: its snippet (cut as a hit's is) and the match's byte range
+    /// in the snippet; `None` when the pattern does not match.
+    pub fn find(&self, text: &str) -> Option<(String, Range<usize>)> {
+        self.regex
+            .find(text)
+            .map(|found| snippet::clip(text, found.range()))
+    }
 }

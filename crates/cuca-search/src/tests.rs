@@ -432,3 +432,176 @@ fn a_session_a_store_refuses_is_listed_and_the_others_searched() {
     assert_eq!(outcome.unreadable[0].session_id, "bad");
     assert!(!outcome.unreadable[0].reason.is_empty());
 }
+
+/// A parent with a hit in the prefix its fork copies and one after it, and a fork with a hit
+/// of its own after the fork point.
+fn forked(backend: &FileBackend) -> String {
+    write(
+        backend,
+        "demo",
+        vec![
+            SessionEvent::Message(Message::user("where is the needle?")),
+            SessionEvent::Output {
+                text: "the needle is here".into(),
+            },
+            SessionEvent::Latency { duration_ms: 5 },
+            SessionEvent::TokenUsage {
+                prompt_tokens: 3,
+                completion_tokens: 1,
+            },
+        ],
+    );
+    let fork = backend.fork("demo", "demo:3").expect("fork");
+    let fork_of_fork = backend.fork(&fork, &format!("{fork}:3")).expect("fork");
+    // Sequence 4 of the fork is the audit record of the fork taken from it.
+    backend
+        .append(cuca_testkit::record(
+            &fork,
+            5,
+            SessionEvent::Message(Message::user("a needle of the fork's own")),
+        ))
+        .expect("append");
+    fork_of_fork
+}
+
+#[test]
+fn a_hit_in_a_forks_copied_prefix_is_shown_once_with_the_forks_that_hold_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = FileBackend::new(dir.path()).expect("backend");
+    let fork_of_fork = forked(&backend);
+    let found: Vec<(String, usize)> = hits(&Search::new("needle"), dir.path())
+        .into_iter()
+        .map(|hit| (hit.point_id(), hit.also_in_forks))
+        .collect();
+    let fork = fork_of_fork.split(":fork:demo:fork:").next().expect("id");
+    assert_eq!(
+        found,
+        [
+            ("demo:0".to_owned(), 2),
+            ("demo:1".to_owned(), 2),
+            (format!("{fork}:5"), 0),
+        ]
+    );
+    let (outcome_folded, outcome_hits) = {
+        let outcome = Search::new("needle")
+            .run(dir.path(), |_| ControlFlow::Continue(()))
+            .expect("runs");
+        (outcome.folded, outcome.hits)
+    };
+    assert_eq!((outcome_folded, outcome_hits), (4, 3));
+    // Through the trait, the same.
+    let (through_trait, _) = backend_hits(&Search::new("needle"), &backend);
+    assert_eq!(through_trait.len(), 3);
+    // Unfolded, every copy is a hit of its own.
+    assert_eq!(
+        hits(&Search::new("needle").fold_forks(false), dir.path()).len(),
+        7
+    );
+}
+
+#[test]
+fn an_offset_pages_past_the_hits_already_shown() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = FileBackend::new(dir.path()).expect("backend");
+    for id in ["a", "b", "c"] {
+        write(
+            &backend,
+            id,
+            (0..4)
+                .map(|_| SessionEvent::Message(Message::user("match me")))
+                .collect(),
+        );
+    }
+    let mut seen = Vec::new();
+    let outcome = Search::new("match")
+        .offset(5)
+        .limit(4)
+        .run(dir.path(), |hit| {
+            seen.push(hit.point_id());
+            ControlFlow::Continue(())
+        })
+        .expect("runs");
+    assert_eq!(seen, ["b:1", "b:2", "b:3", "c:0"]);
+    assert_eq!((outcome.skipped, outcome.hits), (5, 4));
+    assert!(outcome.limited);
+    let last_page = hits(&Search::new("match").offset(10).limit(4), dir.path());
+    assert_eq!(last_page.len(), 2);
+}
+
+#[test]
+fn tool_calls_and_results_inside_messages_are_found_by_their_kind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = FileBackend::new(dir.path()).expect("backend");
+    write(
+        &backend,
+        "proxied",
+        vec![
+            SessionEvent::Message(Message {
+                role: Role::Assistant,
+                content: vec![MessageContentBlock::ToolCall {
+                    id: "call_1".into(),
+                    name: "read_file".into(),
+                    arguments: "{\"path\":\"vault.txt\"}".into(),
+                }],
+            }),
+            SessionEvent::Message(Message {
+                role: Role::Tool,
+                content: vec![MessageContentBlock::ToolResult {
+                    tool_call_id: "call_1".into(),
+                    content: "the vault is in Lisbon".into(),
+                    is_error: false,
+                }],
+            }),
+            SessionEvent::Message(Message::user("read vault.txt for me")),
+        ],
+    );
+    let calls = hits(
+        &Search::new("vault").kinds(["ToolCall"]).expect("kind"),
+        dir.path(),
+    );
+    let seen: Vec<_> = calls
+        .iter()
+        .map(|hit| (hit.point_id(), hit.kind, hit.role, hit.field))
+        .collect();
+    assert_eq!(
+        seen,
+        [(
+            "proxied:0".to_owned(),
+            "ToolCall",
+            Some("assistant"),
+            "arguments"
+        )]
+    );
+    let results = hits(
+        &Search::new("vault").kinds(["tool-result"]).expect("kind"),
+        dir.path(),
+    );
+    let seen: Vec<_> = results
+        .iter()
+        .map(|hit| (hit.point_id(), hit.kind, hit.field))
+        .collect();
+    assert_eq!(seen, [("proxied:1".to_owned(), "ToolResult", "content")]);
+    let (through_trait, _) = backend_hits(
+        &Search::new("vault").kinds(["ToolCall"]).expect("kind"),
+        &backend,
+    );
+    assert_eq!(through_trait.len(), 1);
+    // Message itself still finds every block, as a Message hit.
+    let all = hits(&Search::new("vault"), dir.path());
+    assert!(all.iter().all(|hit| hit.kind == "Message"), "{all:?}");
+    assert_eq!(all.len(), 3);
+}
+
+#[test]
+fn a_matcher_finds_the_pattern_in_a_text_outside_sessions() {
+    let matcher = Search::new("connection refused")
+        .ignore_case(true)
+        .matcher()
+        .expect("pattern");
+    let (snippet, matched) = matcher
+        .find("the upstream http://127.0.0.1:9 did not answer: Connection refused (os error 111)")
+        .expect("found");
+    assert_eq!(&snippet[matched], "Connection refused");
+    assert!(matcher.find("all good").is_none());
+    assert!(Search::new("(").matcher().is_err());
+}

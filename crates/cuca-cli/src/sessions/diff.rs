@@ -3,6 +3,7 @@
 //! tails side by side.
 
 use std::io::Write;
+use std::sync::mpsc::Receiver;
 
 use cuca::{PluginError, SessionBackend, SessionEvent, SessionRecord};
 use serde_json::json;
@@ -12,9 +13,14 @@ use super::stdout;
 use crate::error::CliError;
 use crate::store::Store;
 use crate::term::line;
+use crate::ui;
 
-/// How wide one side's preview is in the text table.
-const SIDE_CHARS: usize = 48;
+/// The bytes of a joined run's text kept for its preview: more than the widest terminal
+/// shows of one side, so a run of any length previews in bounded memory.
+const MAX_PREVIEW_BYTES: usize = 4096;
+
+/// Between the two sides of a row.
+const SEPARATOR: &str = " | ";
 
 /// What a tail cost: its tokens and its calls' wall time.
 fn totals(tail: &[SessionRecord]) -> (u64, u64, u64) {
@@ -35,22 +41,171 @@ fn totals(tail: &[SessionRecord]) -> (u64, u64, u64) {
     (prompt, completion, ms)
 }
 
-fn cell(record: Option<&SessionRecord>) -> String {
-    match record {
-        None => String::new(),
-        Some(record) => {
-            let text = format!(
-                "{:>5} {:<12} {}",
-                record.sequence,
-                record.event.kind(),
-                preview(&record.event)
-            );
-            let text = line(&text).to_string();
-            match text.char_indices().nth(SIDE_CHARS) {
-                Some((cut, _)) => format!("{}…", &text[..cut]),
-                None => text,
-            }
+/// `text` cut to `width` characters, with `…` as its last when cut.
+fn clip_to(text: &str, width: usize) -> String {
+    match text.char_indices().nth(width.saturating_sub(1)) {
+        Some((cut, _)) if text.chars().count() > width => format!("{}…", &text[..cut]),
+        _ => text.to_owned(),
+    }
+}
+
+/// The text a streamed record adds to its run, and the run's kind; `None` for a record that
+/// is not streamed.
+fn streamed(event: &SessionEvent) -> Option<(&'static str, &str)> {
+    match event {
+        SessionEvent::Output { text } => Some(("Output", text)),
+        SessionEvent::Reasoning { text } => Some(("Reasoning", text)),
+        _ => None,
+    }
+}
+
+/// FNV-1a, 64 bits: a run's text is compared by length and digest, fed piece by piece, so a
+/// run of any length is compared without being kept.
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+fn fnv(mut digest: u64, bytes: &[u8]) -> u64 {
+    for byte in bytes {
+        digest ^= u64::from(*byte);
+        digest = digest.wrapping_mul(FNV_PRIME);
+    }
+    digest
+}
+
+/// What makes two rows equal: the record's event, or a run's kind and text.
+#[derive(Debug, PartialEq)]
+enum Key {
+    Event(SessionEvent),
+    Run {
+        kind: &'static str,
+        bytes: usize,
+        digest: u64,
+    },
+}
+
+/// One row of a tail in the text table: a record, or consecutive streamed records of one
+/// kind (an answer's tokens) joined into the one text they stream, as `replay` joins them.
+#[derive(Debug)]
+struct Entry {
+    first: u64,
+    records: u64,
+    kind: &'static str,
+    preview: String,
+    key: Key,
+}
+
+impl Entry {
+    /// `   12 Output ×29 "The tool returned: ALPHA"`, cut to `width` characters.
+    fn cell(&self, width: usize) -> String {
+        let kind = if self.records > 1 {
+            format!("{} ×{}", self.kind, self.records)
+        } else {
+            self.kind.to_owned()
+        };
+        clip_to(
+            &format!("{:>5} {:<12} {}", self.first, kind, self.preview),
+            width,
+        )
+    }
+}
+
+/// A streamed run being joined: its kind, first record, record count, the start of its text
+/// (up to [`MAX_PREVIEW_BYTES`]) and the length and digest of all of it.
+#[derive(Debug, Clone)]
+struct Run {
+    kind: &'static str,
+    first: u64,
+    records: u64,
+    preview: String,
+    bytes: usize,
+    digest: u64,
+}
+
+impl Run {
+    fn new(kind: &'static str, first: u64) -> Run {
+        Run {
+            kind,
+            first,
+            records: 0,
+            preview: String::new(),
+            bytes: 0,
+            digest: FNV_OFFSET,
         }
+    }
+
+    fn add(&mut self, text: &str) {
+        self.records += 1;
+        self.bytes += text.len();
+        self.digest = fnv(self.digest, text.as_bytes());
+        for c in text.chars() {
+            if self.preview.len() + c.len_utf8() > MAX_PREVIEW_BYTES {
+                break;
+            }
+            self.preview.push(c);
+        }
+    }
+
+    fn entry(self) -> Entry {
+        Entry {
+            first: self.first,
+            records: self.records,
+            kind: self.kind,
+            preview: format!("\"{}\"", line(&self.preview)),
+            key: Key::Run {
+                kind: self.kind,
+                bytes: self.bytes,
+                digest: self.digest,
+            },
+        }
+    }
+}
+
+/// One session's tail, read entry by entry, with what it cost.
+struct Side<'r> {
+    records: &'r Receiver<SessionRecord>,
+    next: Option<SessionRecord>,
+    /// The shared start of the streamed run the first difference is in: the tail's first row
+    /// is that whole run, not the part of it after the shared records.
+    seed: Option<Run>,
+    totals: Totals,
+}
+
+impl Side<'_> {
+    fn take(&mut self) -> Option<SessionRecord> {
+        let record = self.next.take()?;
+        self.next = self.records.recv().ok();
+        self.totals.add(Some(&record));
+        Some(record)
+    }
+
+    /// The next row: one record, or a run of streamed records joined.
+    fn entry(&mut self) -> Option<Entry> {
+        let mut run = match self.seed.take() {
+            Some(seed) => seed,
+            None => {
+                let record = self.take()?;
+                let Some((kind, text)) = streamed(&record.event) else {
+                    return Some(Entry {
+                        first: record.sequence,
+                        records: 1,
+                        kind: record.event.kind(),
+                        preview: line(&preview(&record.event)).to_string(),
+                        key: Key::Event(record.event),
+                    });
+                };
+                let mut run = Run::new(kind, record.sequence);
+                run.add(text);
+                run
+            }
+        };
+        while let Some(next) = &self.next {
+            match streamed(&next.event) {
+                Some((kind, text)) if kind == run.kind => run.add(text),
+                _ => break,
+            }
+            self.take();
+        }
+        Some(run.entry())
     }
 }
 
@@ -152,12 +307,26 @@ fn compare(
     right: &std::sync::mpsc::Receiver<SessionRecord>,
 ) -> Result<(), CliError> {
     let mut common = 0u64;
+    // The streamed run the shared records end in, as each side numbers it.
+    let mut shared_run: Option<(Run, u64)> = None;
     let (mut x, mut y) = (left.recv().ok(), right.recv().ok());
     while let (Some(p), Some(q)) = (&x, &y) {
         if p.event != q.event {
             break;
         }
         common += 1;
+        shared_run = match (streamed(&p.event), shared_run.take()) {
+            (Some((kind, text)), Some((mut run, first_b))) if run.kind == kind => {
+                run.add(text);
+                Some((run, first_b))
+            }
+            (Some((kind, text)), _) => {
+                let mut run = Run::new(kind, p.sequence);
+                run.add(text);
+                Some((run, q.sequence))
+            }
+            (None, _) => None,
+        };
         x = left.recv().ok();
         y = right.recv().ok();
     }
@@ -189,26 +358,25 @@ fn compare(
             (Some(_), None) => writeln!(out, "{} ends there; {} goes on", line(b), line(a))?,
             (None, Some(_)) => writeln!(out, "{} ends there; {} goes on", line(a), line(b))?,
         }
-        writeln!(out, "{:<w$} | {}", line(a), line(b), w = SIDE_CHARS + 1)?;
     }
-    let (mut left_totals, mut right_totals) = (Totals::default(), Totals::default());
-    while x.is_some() || y.is_some() {
-        left_totals.add(x.as_ref());
-        right_totals.add(y.as_ref());
-        if as_json {
+    let (left_totals, right_totals) = if as_json {
+        let (mut left_totals, mut right_totals) = (Totals::default(), Totals::default());
+        while x.is_some() || y.is_some() {
+            left_totals.add(x.as_ref());
+            right_totals.add(y.as_ref());
             writeln!(out, "{}", json!({"a": x, "b": y}))?;
-        } else {
-            writeln!(
-                out,
-                "{:<w$} | {}",
-                cell(x.as_ref()),
-                cell(y.as_ref()),
-                w = SIDE_CHARS + 1
-            )?;
+            x = x.and_then(|_| left.recv().ok());
+            y = y.and_then(|_| right.recv().ok());
         }
-        x = x.and_then(|_| left.recv().ok());
-        y = y.and_then(|_| right.recv().ok());
-    }
+        (left_totals, right_totals)
+    } else {
+        let seeds = shared_run.map(|(run, first_b)| {
+            let mut b = run.clone();
+            b.first = first_b;
+            (run, b)
+        });
+        table(out, (a, b), (x, y), (left, right), seeds)?
+    };
     for (id, side, t) in [(a, "a_tail", &left_totals), (b, "b_tail", &right_totals)] {
         if as_json {
             writeln!(
@@ -229,4 +397,64 @@ fn compare(
         }
     }
     Ok(())
+}
+
+/// The text tails side by side, as wide as the terminal (`ui::columns`): a row per record,
+/// streamed runs joined (the run the first difference is in from its start, shared records
+/// included), and rows whose two sides are equal dimmed on a colour terminal so
+/// the difference stands out. Returns what each tail cost.
+fn table(
+    out: &mut dyn Write,
+    (a, b): (&str, &str),
+    (x, y): (Option<SessionRecord>, Option<SessionRecord>),
+    (left, right): (&Receiver<SessionRecord>, &Receiver<SessionRecord>),
+    seeds: Option<(Run, Run)>,
+) -> Result<(Totals, Totals), CliError> {
+    let side = ui::columns().saturating_sub(SEPARATOR.len()) / 2;
+    let (dim, undim) = if ui::stdout_color() {
+        ("\x1b[2m", "\x1b[0m")
+    } else {
+        ("", "")
+    };
+    let pad = |text: String| {
+        let n = text.chars().count();
+        format!("{text}{}", " ".repeat(side.saturating_sub(n)))
+    };
+    writeln!(
+        out,
+        "{}{SEPARATOR}{}",
+        pad(clip_to(&line(a).to_string(), side)),
+        clip_to(&line(b).to_string(), side)
+    )?;
+    let (seed_a, seed_b) = seeds.unzip();
+    let mut left = Side {
+        records: left,
+        next: x,
+        seed: seed_a,
+        totals: Totals::default(),
+    };
+    let mut right = Side {
+        records: right,
+        next: y,
+        seed: seed_b,
+        totals: Totals::default(),
+    };
+    loop {
+        let (p, q) = (left.entry(), right.entry());
+        if p.is_none() && q.is_none() {
+            break;
+        }
+        let equal = matches!((&p, &q), (Some(p), Some(q)) if p.key == q.key);
+        let row = format!(
+            "{}{SEPARATOR}{}",
+            pad(p.map_or_else(String::new, |p| p.cell(side))),
+            q.map_or_else(String::new, |q| q.cell(side))
+        );
+        if equal {
+            writeln!(out, "{dim}{}{undim}", row.trim_end())?;
+        } else {
+            writeln!(out, "{}", row.trim_end())?;
+        }
+    }
+    Ok((left.totals, right.totals))
 }

@@ -31,7 +31,17 @@ struct Row {
     compacted: bool,
     /// The file's bytes on disk; `None` in a database, which does not tell it per session.
     bytes_on_disk: Option<u64>,
+    /// Calls that went wrong: the session's `CallIncomplete` records (cut short, not recorded
+    /// whole) and the call log's failed calls in it (a refusal or an upstream that did not
+    /// answer never became a record).
+    errors: u64,
+    /// The models that answered (`CallFinish`), else were asked for (`CallRequest`), the
+    /// latest last; at most [`MAX_MODELS`] kept.
+    models: Vec<String>,
 }
+
+/// Models a row names at most; past them it says how many more.
+const MAX_MODELS: usize = 4;
 
 impl Row {
     fn status(&self) -> String {
@@ -65,13 +75,38 @@ impl Row {
 }
 
 /// One session's row; `sizes` is [`Store::stored_bytes`], read once for every row.
-fn scan(store: &Store, id: &str, sizes: Option<&HashMap<String, u64>>) -> Result<Row, CliError> {
+fn scan(
+    store: &Store,
+    id: &str,
+    sizes: Option<&HashMap<String, u64>>,
+    failed_calls: &HashMap<String, u64>,
+) -> Result<Row, CliError> {
     let (mut first_ms, mut last_ms, mut forks_taken) = (None, None, Vec::new());
+    let mut errors = failed_calls.get(id).copied().unwrap_or(0);
+    let (mut models, mut more_models) = (Vec::<String>::new(), 0usize);
+    let mut note_model = |model: &str| {
+        if model.is_empty() {
+            return;
+        }
+        if let Some(at) = models.iter().position(|seen| seen == model) {
+            let seen = models.remove(at);
+            models.push(seen);
+        } else if models.len() < MAX_MODELS {
+            models.push(model.to_owned());
+        } else {
+            more_models += 1;
+        }
+    };
     let mut see = |record: cuca::ReplayedRecord<'_>| {
         first_ms.get_or_insert(record.timestamp_ms);
         last_ms = Some(record.timestamp_ms);
-        if let SessionEvent::Fork { to_session, .. } = record.event {
-            forks_taken.push(to_session);
+        match record.event {
+            SessionEvent::Fork { to_session, .. } => forks_taken.push(to_session),
+            SessionEvent::CallIncomplete { .. } => errors += 1,
+            SessionEvent::CallRequest { model, .. } | SessionEvent::CallFinish { model, .. } => {
+                note_model(&model)
+            }
+            _ => {}
         }
     };
     let (scanned, compacted, bytes_on_disk) = match store.file() {
@@ -89,6 +124,9 @@ fn scan(store: &Store, id: &str, sizes: Option<&HashMap<String, u64>>) -> Result
             )
         }
     };
+    if more_models > 0 {
+        models.push(format!("+{more_models} more"));
+    }
     Ok(Row {
         id: id.to_owned(),
         scanned,
@@ -97,7 +135,65 @@ fn scan(store: &Store, id: &str, sizes: Option<&HashMap<String, u64>>) -> Result
         forks_taken,
         compacted,
         bytes_on_disk,
+        errors,
+        models,
     })
+}
+
+/// The failed calls of this machine's call log (an HTTP status of 400 or more, or an error),
+/// counted by the session the proxy recorded them for; none when there is no call log.
+fn failed_calls() -> HashMap<String, u64> {
+    let mut counts = HashMap::new();
+    let Some(path) = cuca::calllog::Env::from_process().path_for(None) else {
+        return counts;
+    };
+    // The listing is about sessions: a call log that cannot be read is `cuca logs`'s to
+    // report, and leaves the column at what the sessions hold.
+    let Ok(report) = cuca::calllog::read_rows(&path) else {
+        return counts;
+    };
+    for row in report.rows {
+        if !row.is_start() && !row.node.is_empty() && (row.status >= 400 || !row.error.is_empty()) {
+            *counts.entry(row.node).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// The span between a session's first and last record in its two largest units (`1h 6m`,
+/// `6m 34s`, `12s`, `340ms`); `-` with no record.
+fn duration_words(row: &Row) -> String {
+    match (row.first_ms, row.last_ms) {
+        (Some(first), Some(last)) => compact_duration(last.saturating_sub(first)),
+        _ => "-".to_owned(),
+    }
+}
+
+/// `ms` in its two largest units, a column's width whatever the span.
+pub(crate) fn compact_duration(ms: u64) -> String {
+    if ms < 1_000 {
+        return format!("{ms}ms");
+    }
+    const UNITS: [(&str, u64); 5] = [
+        ("y", 365 * 86_400),
+        ("d", 86_400),
+        ("h", 3_600),
+        ("m", 60),
+        ("s", 1),
+    ];
+    let mut left = ms / 1_000;
+    let mut parts = Vec::new();
+    for (name, seconds) in UNITS {
+        let n = left / seconds;
+        if n > 0 || !parts.is_empty() {
+            parts.push(format!("{n}{name}"));
+            left -= n * seconds;
+        }
+        if parts.len() == 2 {
+            break;
+        }
+    }
+    parts.join(" ")
 }
 
 /// `cuca sessions DIR [--sort activity|name] [--last]`.
@@ -184,10 +280,11 @@ fn grouped(rows: Vec<Row>) -> Vec<Row> {
 pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Result<(), CliError> {
     let ids = store.backend().sessions()?;
     let sizes = store.stored_bytes()?;
+    let failed = failed_calls();
     let bar = ui::progress(ids.len() as u64, "scanning");
     let mut rows = Vec::with_capacity(ids.len());
     for id in &ids {
-        rows.push(scan(store, id, sizes.as_ref())?);
+        rows.push(scan(store, id, sizes.as_ref(), &failed)?);
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -227,6 +324,10 @@ pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Re
                 "first": row.first_ms.map(format_ms),
                 "last": row.last_ms.map(format_ms),
                 "status": row.scanned.verdict_word(),
+                "integrity": row.scanned.verdict_word(),
+                "duration_ms": row.first_ms.zip(row.last_ms).map(|(first, last)| last.saturating_sub(first)),
+                "models": row.models,
+                "errors": row.errors,
                 "compacted": row.compacted,
                 "bytes_on_disk": row.bytes_on_disk,
                 "forked_from": parent.map(|(_, point)| point),
@@ -238,7 +339,7 @@ pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Re
         out.flush()?;
         return Ok(());
     }
-    let cells: Vec<[String; 7]> = rows
+    let cells: Vec<[String; 10]> = rows
         .iter()
         .map(|row| {
             [
@@ -249,17 +350,35 @@ pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Re
                     }
                     _ => shown_id(&row.id),
                 },
-                row.scanned.n_records().to_string(),
-                row.scanned.file_len().to_string(),
+                ui::thousands(row.scanned.n_records()),
+                ui::thousands(row.scanned.file_len()),
                 row.first_ms.map_or_else(|| "-".to_owned(), format_ms),
                 row.last_ms.map_or_else(|| "-".to_owned(), format_ms),
+                duration_words(row),
+                if row.models.is_empty() {
+                    "-".to_owned()
+                } else {
+                    line(&row.models.join(", ")).to_string()
+                },
+                ui::thousands(row.errors),
                 row.status(),
                 row.forks(),
             ]
         })
         .collect();
+    // INTEGRITY is the file's (or the stored rows') soundness, not how the calls went: that
+    // is ERRORS.
     let header = [
-        "SESSION", "RECORDS", "BYTES", "FIRST", "LAST", "STATUS", "FORKS",
+        "SESSION",
+        "RECORDS",
+        "BYTES",
+        "FIRST",
+        "LAST",
+        "DURATION",
+        "MODEL",
+        "ERRORS",
+        "INTEGRITY",
+        "FORKS",
     ];
     let mut widths = header.map(|h| h.chars().count());
     for row in &cells {
@@ -267,17 +386,20 @@ pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Re
             *width = (*width).max(cell.chars().count());
         }
     }
-    let write_row = |out: &mut dyn Write, cells: [&str; 7]| -> std::io::Result<()> {
-        let [id, records, bytes, first, last, status, forks] = cells;
+    let write_row = |out: &mut dyn Write, cells: [&str; 10]| -> std::io::Result<()> {
+        let [id, records, bytes, first, last, duration, model, errors, status, forks] = cells;
         writeln!(
             out,
-            "{id:<w0$}  {records:>w1$}  {bytes:>w2$}  {first:<w3$}  {last:<w4$}  {status:<w5$}  {forks}",
+            "{id:<w0$}  {records:>w1$}  {bytes:>w2$}  {first:<w3$}  {last:<w4$}  {duration:<w5$}  {model:<w6$}  {errors:>w7$}  {status:<w8$}  {forks}",
             w0 = widths[0],
             w1 = widths[1],
             w2 = widths[2],
             w3 = widths[3],
             w4 = widths[4],
             w5 = widths[5],
+            w6 = widths[6],
+            w7 = widths[7],
+            w8 = widths[8],
         )
     };
     write_row(&mut out, header)?;

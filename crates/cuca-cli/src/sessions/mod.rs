@@ -95,11 +95,26 @@ pub(crate) fn open_dir(dir: &Path) -> Result<FileBackend, CliError> {
 
 /// The usage error for a session `backend` does not hold.
 fn not_found(backend: &FileBackend, session: &str) -> CliError {
-    missing(&backend.dir().display().to_string(), session)
+    let exists = |id: &str| {
+        backend.session_path(id).is_ok_and(|path| path.is_file())
+            || backend.compacted_path(id).is_ok_and(|path| path.is_file())
+    };
+    missing(&backend.dir().display().to_string(), session, exists)
 }
 
-/// The usage error for a session the store `described` does not hold.
-fn missing(described: &str, session: &str) -> CliError {
+/// The usage error for a session the store `described` does not hold. A point id given as a
+/// session (`demo:1`, where `demo` is a session: `exists` says) is told as a point, with the
+/// commands that take one.
+fn missing(described: &str, session: &str, exists: impl Fn(&str) -> bool) -> CliError {
+    if let Ok((base, sequence)) = cuca::parse_point_id(session) {
+        if exists(base) {
+            let base_shown = crate::term::line(base);
+            let point = crate::term::line(session);
+            return CliError::Usage(format!(
+                "{point} is a point (record {sequence} of session {base:?}), not a session: `cuca show STORE {base_shown}` shows the session, `cuca replay STORE {base_shown} --at {point}` the records through the point, `cuca fork STORE {point}` branches there"
+            ));
+        }
+    }
     CliError::Usage(format!(
         "session {session:?} not found in {described} (`cuca sessions STORE` lists them)"
     ))
@@ -157,7 +172,10 @@ fn first_pass(
         visit(Seen::Read(&record))
     })?;
     if n_records == 0 {
-        return Err(missing(store.describe(), session));
+        let ids = store.backend().sessions().unwrap_or_default();
+        return Err(missing(store.describe(), session, |id| {
+            ids.iter().any(|known| known == id)
+        }));
     }
     Ok(n_records)
 }

@@ -7,13 +7,16 @@
 //! lines, so a third reader runs ahead of the printer on another thread and hands the
 //! outlines over through a small bounded channel.
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::sync::mpsc::{sync_channel, Receiver};
 
 use cuca::replay::{SessionOutline, TurnOutline, TurnPart, TurnSplitter};
 use cuca::{
-    parse_point_id, MessageContentBlock, PluginError, ReplayNote, SessionBackend, SessionEvent,
+    parse_point_id, Message, MessageContentBlock, PluginError, ReplayNote, SessionBackend,
+    SessionEvent,
 };
 use serde_json::json;
 
@@ -27,6 +30,127 @@ const INDENT: &str = "    ";
 
 /// How far the outline reader may run ahead of the printer, in turns.
 const LOOKAHEAD_TURNS: usize = 64;
+
+/// How many tool results' process details wait for their block at most. The splitter holds
+/// a request's tool results until it knows whether they are the request's messages or the
+/// answer's blocks, so a detail may wait that long; a request with more results than this
+/// prints the oldest ones without their exit status rather than growing without bound.
+const MAX_WAITING_DETAILS: usize = 256;
+
+/// What a `ToolResult` record says about the process beyond its content block: the exit
+/// status and the streams, where the recorder had them.
+#[derive(Debug, Default)]
+struct ToolDetail {
+    exit_code: Option<i32>,
+    stdout: Option<String>,
+    stderr: Option<String>,
+}
+
+/// Details of tool results read but not yet printed, by tool call id, oldest first.
+#[derive(Debug, Default)]
+struct WaitingDetails(VecDeque<(String, ToolDetail)>);
+
+impl WaitingDetails {
+    /// Keeps what `event` says beyond its content block, when it is a tool result that says
+    /// anything more.
+    fn note(&mut self, event: &SessionEvent) {
+        if let SessionEvent::ToolResult {
+            tool_call_id,
+            exit_code,
+            stdout,
+            stderr,
+            ..
+        } = event
+        {
+            if exit_code.is_none() && stdout.is_none() && stderr.is_none() {
+                return;
+            }
+            if self.0.len() == MAX_WAITING_DETAILS {
+                self.0.pop_front();
+            }
+            self.0.push_back((
+                tool_call_id.clone(),
+                ToolDetail {
+                    exit_code: *exit_code,
+                    stdout: stdout.clone(),
+                    stderr: stderr.clone(),
+                },
+            ));
+        }
+    }
+
+    /// The detail of the result `part` hands over, if it is one a record carried detail for.
+    fn take_for(&mut self, part: &TurnPart) -> Option<ToolDetail> {
+        let id = match part {
+            TurnPart::Block(MessageContentBlock::ToolResult { tool_call_id, .. }) => tool_call_id,
+            TurnPart::Message(Message { content, .. }) => match content.as_slice() {
+                [MessageContentBlock::ToolResult { tool_call_id, .. }] => tool_call_id,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let at = self.0.iter().position(|(waiting, _)| waiting == id)?;
+        self.0.remove(at).map(|(_, detail)| detail)
+    }
+}
+
+/// A content block in words, for a block of the answer and a block of a message alike:
+/// `tool call: NAME (ID) ARGUMENTS`, `tool result: ID ok|error[, exit status N]: CONTENT`
+/// (then the process's stderr and stdout on lines of their own, where recorded and not
+/// already the content), `reasoning: TEXT`, `output: TEXT`, `image: TYPE, N bytes of base64`.
+fn block_words(block: &MessageContentBlock, detail: Option<&ToolDetail>) -> String {
+    match block {
+        MessageContentBlock::Text { text: body } => format!("output: {}", text(body, INDENT)),
+        MessageContentBlock::Thinking { thinking } => {
+            format!("reasoning: {}", text(thinking, INDENT))
+        }
+        MessageContentBlock::ToolCall {
+            id,
+            name,
+            arguments,
+        } => format!(
+            "tool call: {} ({}) {}",
+            line(name),
+            line(id),
+            text(arguments, INDENT)
+        ),
+        MessageContentBlock::ToolResult {
+            tool_call_id,
+            content,
+            is_error,
+        } => {
+            let mut words = format!(
+                "tool result: {} {}",
+                line(tool_call_id),
+                if *is_error { "error" } else { "ok" }
+            );
+            // An exit status of 0 beside "ok" says nothing more; any other is the news.
+            if let Some(code) = detail
+                .and_then(|d| d.exit_code)
+                .filter(|code| *code != 0 || *is_error)
+            {
+                words.push_str(&format!(", exit status {code}"));
+            }
+            words.push_str(&format!(": {}", text(content, INDENT)));
+            for (name, stream) in [
+                ("stderr", detail.and_then(|d| d.stderr.as_deref())),
+                ("stdout", detail.and_then(|d| d.stdout.as_deref())),
+            ] {
+                if let Some(stream) = stream.filter(|s| !s.is_empty() && !content.contains(*s)) {
+                    words.push_str(&format!("\n{INDENT}{name}: {}", text(stream, INDENT)));
+                }
+            }
+            words
+        }
+        MessageContentBlock::ImageBase64 { media_type, data } => {
+            format!(
+                "image: {}, {} bytes of base64",
+                line(media_type),
+                data.len()
+            )
+        }
+    }
+}
 
 fn note_json(note: &ReplayNote) -> serde_json::Value {
     match note {
@@ -177,7 +301,34 @@ impl<W: Write> Human<'_, W> {
         )
     }
 
-    fn part(&mut self, part: TurnPart) -> std::io::Result<()> {
+    /// A message: its role and text, then every other block (tool calls with their names,
+    /// ids and arguments, tool results with their content and error flag) on a line of its
+    /// own under it; a message of no text starts with its first block.
+    fn message(&mut self, message: &Message, detail: Option<&ToolDetail>) -> std::io::Result<()> {
+        let body = message.text();
+        let mut items = Vec::new();
+        if !body.is_empty() {
+            items.push(text(&body, INDENT).to_string());
+        }
+        for block in &message.content {
+            if !matches!(block, MessageContentBlock::Text { .. }) {
+                items.push(block_words(block, detail));
+            }
+        }
+        write!(self.out, "  {}:", line(message.role.as_str()))?;
+        match items.split_first() {
+            None => writeln!(self.out, " "),
+            Some((first, rest)) => {
+                writeln!(self.out, " {first}")?;
+                for item in rest {
+                    writeln!(self.out, "{INDENT}{item}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn part(&mut self, part: TurnPart, detail: Option<ToolDetail>) -> std::io::Result<()> {
         let (label, body) = match part {
             TurnPart::SystemPrompt(prompt) => {
                 self.close_run()?;
@@ -185,12 +336,7 @@ impl<W: Write> Human<'_, W> {
             }
             TurnPart::Message(message) => {
                 self.close_run()?;
-                return writeln!(
-                    self.out,
-                    "  {}: {}",
-                    line(message.role.as_str()),
-                    text(&message.text(), INDENT)
-                );
+                return self.message(&message, detail.as_ref());
             }
             TurnPart::Note(note) => {
                 self.close_run()?;
@@ -243,37 +389,9 @@ impl<W: Write> Human<'_, W> {
             TurnPart::Block(block) => match block {
                 MessageContentBlock::Thinking { thinking } => ("reasoning", thinking),
                 MessageContentBlock::Text { text } => ("output", text),
-                MessageContentBlock::ToolCall {
-                    id,
-                    name,
-                    arguments,
-                } => {
-                    self.close_run()?;
-                    return writeln!(
-                        self.out,
-                        "  tool call: {} ({}) {}",
-                        line(&name),
-                        line(&id),
-                        text(&arguments, INDENT)
-                    );
-                }
-                MessageContentBlock::ToolResult {
-                    tool_call_id,
-                    content,
-                    is_error,
-                } => {
-                    self.close_run()?;
-                    return writeln!(
-                        self.out,
-                        "  tool result: {} {}: {}",
-                        line(&tool_call_id),
-                        if is_error { "error" } else { "ok" },
-                        text(&content, INDENT)
-                    );
-                }
                 other => {
                     self.close_run()?;
-                    return writeln!(self.out, "  block: {}", other.kind());
+                    return writeln!(self.out, "  {}", block_words(&other, detail.as_ref()));
                 }
             },
             _ => return Ok(()),
@@ -386,18 +504,25 @@ fn split(
     backend: &dyn SessionBackend,
     session: &str,
     limit: u64,
-    visit: &mut dyn FnMut(TurnPart) -> Result<ControlFlow<()>, CliError>,
+    visit: &mut dyn FnMut(TurnPart, Option<ToolDetail>) -> Result<ControlFlow<()>, CliError>,
 ) -> Result<(), CliError> {
     // The splitter's visitor speaks `PluginError`; the printer's own error waits here.
     let mut failed: Option<CliError> = None;
-    let mut splitter = TurnSplitter::new(session, |part| match visit(part) {
-        Ok(flow) => Ok(flow),
-        Err(error) => {
-            failed = Some(error);
-            Err(PluginError::validation("replay", "the printer stopped"))
+    // A tool result's exit status and streams are in its record, not in the block the
+    // splitter hands over: kept here, by call id, until the block comes.
+    let details = RefCell::new(WaitingDetails::default());
+    let mut splitter = TurnSplitter::new(session, |part| {
+        let detail = details.borrow_mut().take_for(&part);
+        match visit(part, detail) {
+            Ok(flow) => Ok(flow),
+            Err(error) => {
+                failed = Some(error);
+                Err(PluginError::validation("replay", "the printer stopped"))
+            }
         }
     });
     let result = each_record(backend, session, limit, &mut |record| {
+        details.borrow_mut().note(&record.event);
         splitter.push(record.sequence, record.event)?;
         Ok(if splitter.is_stopped() {
             ControlFlow::Break(())
@@ -494,7 +619,7 @@ pub(crate) fn replay(
     let mut printing = false;
     if as_json {
         let mut json = Json::default();
-        split(backend, session, limit, &mut |part| {
+        split(backend, session, limit, &mut |part, _| {
             match part {
                 TurnPart::Start { turn, .. } => {
                     printing = wanted(turn);
@@ -518,7 +643,7 @@ pub(crate) fn replay(
             out: &mut out,
             open_run: None,
         };
-        split(backend, session, limit, &mut |part| {
+        split(backend, session, limit, &mut |part, detail| {
             match part {
                 TurnPart::Start { turn, .. } => {
                     printing = turn == outline.turn;
@@ -530,7 +655,7 @@ pub(crate) fn replay(
                     human.end(&end)?;
                     return Ok(ControlFlow::Break(()));
                 }
-                part if printing => human.part(part)?,
+                part if printing => human.part(part, detail)?,
                 _ => {}
             }
             Ok(ControlFlow::Continue(()))
@@ -539,7 +664,7 @@ pub(crate) fn replay(
         std::thread::scope(|scope| -> Result<(), CliError> {
             let (send, outlines) = sync_channel::<TurnOutline>(LOOKAHEAD_TURNS);
             let ahead = scope.spawn(move || {
-                split(backend, session, limit, &mut |part| {
+                split(backend, session, limit, &mut |part, _| {
                     if let TurnPart::End(outline) = part {
                         if send.send(outline).is_err() {
                             // The printer stopped (a closed stdout): so does the reader.
@@ -553,14 +678,14 @@ pub(crate) fn replay(
                 out: &mut out,
                 open_run: None,
             };
-            let printed = split(backend, session, limit, &mut |part| {
+            let printed = split(backend, session, limit, &mut |part, detail| {
                 match part {
                     TurnPart::Start { turn, .. } => {
                         let outline = next_outline(&outlines, turn)?;
                         human.start(&outline, &plan)?;
                     }
                     TurnPart::End(end) => human.end(&end)?,
-                    part => human.part(part)?,
+                    part => human.part(part, detail)?,
                 }
                 Ok(ControlFlow::Continue(()))
             });

@@ -231,7 +231,7 @@ pub(crate) fn verify(store: &Store, named: &[String], as_json: bool) -> Result<(
             match store.file() {
                 Some(backend) => require_session(backend, session)?,
                 None if all.binary_search(session).is_err() => {
-                    return Err(missing(store.describe(), session))
+                    return Err(missing(store.describe(), session, |_| false))
                 }
                 None => {}
             }
