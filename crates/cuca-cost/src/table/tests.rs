@@ -1,3 +1,5 @@
+//! Date suffixes, tier keys and calendar days, the parts of the table read by hand.
+
 use super::{tier_key, utc_date, without_date_suffix};
 
 #[test]
