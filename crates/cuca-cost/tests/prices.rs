@@ -297,3 +297,48 @@ fn file_errors_name_the_file_and_the_problem() {
     assert!(matches!(err, PricesError::NoPrices { .. }), "{err:?}");
     assert!(err.to_string().contains(&path), "{err}");
 }
+
+#[test]
+fn a_file_past_the_bound_is_refused_before_it_is_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("huge.json");
+    // Sparse: the length is past the bound without writing 64 MiB.
+    let file = std::fs::File::create(&path).expect("create");
+    file.set_len(cuca_cost::MAX_TABLE_BYTES + 1)
+        .expect("set_len");
+    let err = PriceTable::from_file(&path).expect_err("refused");
+    assert!(
+        matches!(err, PricesError::TooLarge { bytes, .. } if bytes == cuca_cost::MAX_TABLE_BYTES + 1),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn costs_add_kind_by_kind_and_keep_a_tier_only_when_both_had_it() {
+    let price = bundled()
+        .price("claude-sonnet-4-5-20250929-v1:0")
+        .expect("in the list");
+    let short = price.cost(&Usage {
+        input: 100,
+        output: 10,
+        ..Usage::default()
+    });
+    let long = price.cost(&Usage {
+        input: 300_000,
+        output: 10,
+        ..Usage::default()
+    });
+    let mut sum = short;
+    sum += long;
+    assert_usd(sum.input, 100.0 * 3e-6 + 300_000.0 * 6e-6);
+    assert_usd(sum.output, 10.0 * 15e-6 + 10.0 * 22.5e-6);
+    assert_usd(sum.total(), short.total() + long.total());
+    assert_eq!(sum.tier_above_tokens, None);
+    let mut twice = long;
+    twice += long;
+    assert_eq!(twice.tier_above_tokens, Some(200_000));
+}
