@@ -251,3 +251,36 @@ fn diff_dims_equal_rows_on_a_colour_terminal_only() {
         "NO_COLOR set"
     );
 }
+
+/// Two sessions whose system prompt differs on its 22nd line: the first difference is shown
+/// in context — the character, and that line on both sides — not only the kind of record.
+#[test]
+fn diff_shows_where_a_long_prompt_first_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let lines: Vec<String> = (1..=30).map(|n| format!("Rule {n}: be careful.")).collect();
+    let mut changed = lines.clone();
+    changed[21] = "Rule 22: be bold.".to_owned();
+    for (session, text) in [("a", lines.join("\n")), ("b", changed.join("\n"))] {
+        append(
+            &backend,
+            session,
+            0,
+            vec![SessionEvent::SystemPrompt { text }],
+        );
+    }
+    let output = cuca()
+        .args(["diff", dir.path().to_str().unwrap(), "a", "b", "--no-pager"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    let offset: usize =
+        lines[..21].iter().map(|l| l.len() + 1).sum::<usize>() + "Rule 22: be ".len();
+    assert!(
+        text.contains(&format!("at text, character {offset}")),
+        "{text}"
+    );
+    assert!(text.contains("Rule 22: be careful."), "{text}");
+    assert!(text.contains("Rule 22: be bold."), "{text}");
+}

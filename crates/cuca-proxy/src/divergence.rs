@@ -3,7 +3,7 @@
 //! text around that character on both sides — so a long prompt that differs on its 22nd line
 //! shows the difference, not two identical first lines.
 
-use cuca_events::{Message, MessageContentBlock};
+use cuca_events::{Message, MessageContentBlock, SessionEvent};
 use serde_json::{json, Value};
 
 use crate::matching::Matching;
@@ -13,22 +13,30 @@ const BEFORE_CHARS: usize = 40;
 /// Characters shown from the first differing character on.
 const AFTER_CHARS: usize = 80;
 
-/// The first difference between a recorded value and the one a request sent.
+/// The first difference between a recorded value and the one a request sent (or between
+/// two records, for `cuca diff`), in context.
+///
+/// ```
+/// use cuca_proxy::FirstDifference;
+/// let d = FirstDifference::of_texts("text".into(), "the vault is in Lisbon", "the vault is in Porto")
+///     .unwrap();
+/// assert_eq!((d.offset, d.expected.as_str(), d.got.as_str()), (16, "the vault is in Lisbon", "the vault is in Porto"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FirstDifference {
+pub struct FirstDifference {
     /// The field, as a path into the request (`messages[4].content[1].text`).
-    pub(crate) path: String,
+    pub path: String,
     /// The character (from 0) of the field's text where the two first differ.
-    pub(crate) offset: usize,
-    /// The recording's text around `offset`.
-    pub(crate) expected: String,
-    /// The request's text around `offset`.
-    pub(crate) got: String,
+    pub offset: usize,
+    /// The first text around `offset`: up to 40 characters before it and 80 from it on.
+    pub expected: String,
+    /// The second text around `offset`.
+    pub got: String,
 }
 
 impl FirstDifference {
     /// Where two texts of field `path` first differ, `None` when they are the same.
-    pub(crate) fn of_texts(path: String, expected: &str, got: &str) -> Option<Self> {
+    pub fn of_texts(path: String, expected: &str, got: &str) -> Option<Self> {
         let offset = expected
             .chars()
             .zip(got.chars())
@@ -77,8 +85,51 @@ impl FirstDifference {
         None
     }
 
+    /// Where two records of one kind first differ, compared exactly: the text of a system
+    /// prompt, a streamed output or reasoning, a tool call's arguments, a tool result's
+    /// output, or a message's blocks (`content[1].text`). `None` when they are the same, or
+    /// of kinds with no text to compare.
+    pub fn of_events(expected: &SessionEvent, got: &SessionEvent) -> Option<Self> {
+        let text = |field: &str, a: &str, b: &str| Self::of_texts(field.to_owned(), a, b);
+        match (expected, got) {
+            (SessionEvent::SystemPrompt { text: a }, SessionEvent::SystemPrompt { text: b })
+            | (SessionEvent::Output { text: a }, SessionEvent::Output { text: b })
+            | (SessionEvent::Reasoning { text: a }, SessionEvent::Reasoning { text: b }) => {
+                text("text", a, b)
+            }
+            (SessionEvent::Message(a), SessionEvent::Message(b)) => {
+                let exact = Matching::new(&[], true).ok()?;
+                Self::of_messages(0, a, b, &exact).map(|mut d| {
+                    d.path = d.path.trim_start_matches("messages[0].").to_owned();
+                    d
+                })
+            }
+            (
+                SessionEvent::ToolCall {
+                    name: name_a,
+                    arguments: args_a,
+                    ..
+                },
+                SessionEvent::ToolCall {
+                    name: name_b,
+                    arguments: args_b,
+                    ..
+                },
+            ) => text("name", name_a, name_b).or_else(|| text("arguments", args_a, args_b)),
+            (
+                SessionEvent::ToolResult {
+                    content: content_a, ..
+                },
+                SessionEvent::ToolResult {
+                    content: content_b, ..
+                },
+            ) => text("content", content_a, content_b),
+            _ => None,
+        }
+    }
+
     /// The difference in words, for a message or a call-log note.
-    pub(crate) fn sentence(&self) -> String {
+    pub fn sentence(&self) -> String {
         format!(
             "first difference at {}, character {}: expected {:?}, got {:?}",
             self.path, self.offset, self.expected, self.got
@@ -86,7 +137,7 @@ impl FirstDifference {
     }
 
     /// The difference as JSON, for the body of the refusal that reports it.
-    pub(crate) fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         json!({
             "path": self.path,
             "offset": self.offset,

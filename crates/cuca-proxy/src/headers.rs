@@ -16,7 +16,8 @@ pub const POINT_HEADER: &str = "x-cuca-point";
 /// session `{session}:conv:{name}`, and no placement by content happens.
 pub const CONVERSATION_HEADER: &str = "x-cuca-conversation";
 
-/// The response header with the index of the recorded turn a replayed answer came from.
+/// The response header with the number (from 1, as `cuca replay --turn` counts) of the
+/// recorded turn a replayed answer came from.
 pub const TURN_HEADER: &str = "x-cuca-turn";
 
 /// The response header on a replayed answer whose recorded call is marked incomplete (cut

@@ -769,7 +769,8 @@ pub(crate) fn render(
             POINT_HEADER,
             format!("{session}:{}", turn.sequence_range().start()),
         ),
-        (TURN_HEADER, turn_idx.to_string()),
+        // Turns count from 1 here as everywhere a person reads them (`cuca replay --turn`).
+        (TURN_HEADER, (turn_idx + 1).to_string()),
     ]
     .into_iter()
     .chain(

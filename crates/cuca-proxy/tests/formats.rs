@@ -167,7 +167,7 @@ async fn record_then_replay(
     let (status, headers, replayed) =
         post(&format!("{}/s/{session}{route}", replay.url), body, &[]).await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&replayed));
-    assert_eq!(headers["x-cuca-turn"], "0");
+    assert_eq!(headers["x-cuca-turn"], "1");
     (recorded, replayed, dir)
 }
 
@@ -428,7 +428,7 @@ async fn a_previous_response_id_chain_is_recorded_in_its_conversation_and_replay
     assert_eq!(status, 200);
     let (status, headers, body) = post(&url, second, &[]).await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    assert_eq!(headers["x-cuca-turn"], "1");
+    assert_eq!(headers["x-cuca-turn"], "2");
     let unknown = serde_json::to_vec(&json!({
         "model": "cuca-tiny-random",
         "previous_response_id": "resp_never_recorded",

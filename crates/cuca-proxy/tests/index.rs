@@ -47,7 +47,7 @@ async fn a_session_appended_by_another_writer_after_indexing_is_replayed_with_it
     let (status, headers, _) = post(&replay.chat_url(Some("demo")), request("stream-basic")).await;
     assert_eq!(
         (status, &headers["x-cuca-turn"]),
-        (200, &"0".parse().unwrap())
+        (200, &"1".parse().unwrap())
     );
     // Not recorded yet: a 404, and the session is indexed.
     let (status, _, body) = post(
@@ -64,7 +64,7 @@ async fn a_session_appended_by_another_writer_after_indexing_is_replayed_with_it
     )
     .await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    assert_eq!(headers["x-cuca-turn"], "1");
+    assert_eq!(headers["x-cuca-turn"], "2");
     assert_eq!(
         blocks_of_sse(&body),
         blocks_of_sse(&fixture("stream-second-turn.body"))

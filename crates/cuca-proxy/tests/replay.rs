@@ -69,7 +69,7 @@ async fn a_recorded_turn_is_served_as_the_upstream_served_it_with_the_upstream_g
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
         assert_eq!(headers["content-type"], "text/event-stream");
         assert_eq!(headers["x-cuca-session"], "demo");
-        assert_eq!(headers["x-cuca-turn"], turn.to_string());
+        assert_eq!(headers["x-cuca-turn"], (turn + 1).to_string());
         let replayed = blocks_of_sse(&body);
         let recorded = blocks_of_sse(&fixture(&format!("{name}.body")));
         assert_eq!(replayed, recorded, "{name}");
@@ -260,7 +260,7 @@ async fn auto_replays_what_is_recorded_and_forwards_what_is_not() {
     let (status, headers, body) =
         post(&proxy.chat_url(Some("demo")), request("stream-basic")).await;
     assert_eq!(status, 200);
-    assert_eq!(headers["x-cuca-turn"], "0");
+    assert_eq!(headers["x-cuca-turn"], "1");
     assert_eq!(
         blocks_of_sse(&body),
         blocks_of_sse(&fixture("stream-basic.body"))
@@ -285,7 +285,7 @@ async fn auto_replays_what_is_recorded_and_forwards_what_is_not() {
     // Asked again, the new turn is now replayed.
     let (status, headers, again) = post(&proxy.chat_url(Some("demo")), third).await;
     assert_eq!(status, 200);
-    assert_eq!(headers["x-cuca-turn"], "2");
+    assert_eq!(headers["x-cuca-turn"], "3");
     assert_eq!(blocks_of_sse(&again), blocks_of_sse(&body));
     assert_eq!(upstream.calls(), 1);
 
@@ -343,7 +343,7 @@ async fn of_a_cut_call_and_its_retry_the_retry_is_replayed() {
     )
     .await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    assert_eq!(headers["x-cuca-turn"], "1");
+    assert_eq!(headers["x-cuca-turn"], "2");
     assert_eq!(blocks_of_sse(&body), blocks_of_sse(TOOL_STREAM.as_bytes()));
 }
 
@@ -386,7 +386,7 @@ async fn turns_are_placed_by_the_message_count_each_call_was_sent() {
         post(&replay.chat_url(Some("side")), request("stream-basic")).await;
     assert_eq!(status, 200);
     assert_eq!(headers["x-cuca-session"], "side");
-    assert_eq!(headers["x-cuca-turn"], "0");
+    assert_eq!(headers["x-cuca-turn"], "1");
     assert_eq!(
         blocks_of_sse(&body),
         blocks_of_sse(&fixture("stream-basic.body"))
@@ -397,14 +397,14 @@ async fn turns_are_placed_by_the_message_count_each_call_was_sent() {
     )
     .await;
     assert_eq!(status, 200);
-    assert_eq!(headers["x-cuca-turn"], "1");
+    assert_eq!(headers["x-cuca-turn"], "2");
     assert_eq!(
         blocks_of_sse(&body),
         blocks_of_sse(&fixture("stream-second-turn.body"))
     );
     let (_, headers, body) = post(&replay.chat_url(Some("side")), request("stream-basic")).await;
     assert_eq!(headers["x-cuca-session"], "side:conv:1");
-    assert_eq!(headers["x-cuca-turn"], "0");
+    assert_eq!(headers["x-cuca-turn"], "1");
     assert_eq!(blocks_of_sse(&body), blocks_of_sse(TOOL_STREAM.as_bytes()));
 }
 

@@ -345,16 +345,32 @@ fn compare(
                 writeln!(out, "no difference")?;
                 return Ok(());
             }
-            (Some(p), Some(q)) => writeln!(
-                out,
-                "first difference: {}:{} {} against {}:{} {}",
-                line(a),
-                p.sequence,
-                p.event.kind(),
-                line(b),
-                q.sequence,
-                q.event.kind()
-            )?,
+            (Some(p), Some(q)) => {
+                writeln!(
+                    out,
+                    "first difference: {}:{} {} against {}:{} {}",
+                    line(a),
+                    p.sequence,
+                    p.event.kind(),
+                    line(b),
+                    q.sequence,
+                    q.event.kind()
+                )?;
+                // Where in the two records, in context: a long prompt that differs late
+                // shows the line that differs, not two identical beginnings.
+                if let Some(at) = cuca_proxy::FirstDifference::of_events(&p.event, &q.event) {
+                    writeln!(
+                        out,
+                        "  at {}, character {}:\n    {}: {}\n    {}: {}",
+                        at.path,
+                        at.offset,
+                        line(a),
+                        line(&at.expected),
+                        line(b),
+                        line(&at.got)
+                    )?;
+                }
+            }
             (Some(_), None) => writeln!(out, "{} ends there; {} goes on", line(b), line(a))?,
             (None, Some(_)) => writeln!(out, "{} ends there; {} goes on", line(a), line(b))?,
         }
