@@ -17,6 +17,7 @@ use crate::codec::{
     decode_cut_frame, HEADER_LEN, MAGIC, MAX_FRAME_LEN, SEAL_MARK, VERSION, VERSION_1,
 };
 use crate::error::FrameError;
+use crate::mark::FileCheck;
 
 mod skim;
 mod summary;
@@ -266,8 +267,11 @@ pub(crate) fn replay_reader(
 /// A replay that hands out marks: each record with the mark just after it.
 struct VisitMarked<'v> {
     visit: &'v mut dyn FnMut(ReplayedRecord<'_>, &ReadMark) -> Result<(), PluginError>,
-    /// What the file is known by, put in every mark.
-    check: u64,
+    /// The file read, whose bytes before each mark go into its check.
+    file: &'v std::fs::File,
+    path: &'v Path,
+    /// What the file is known by, put in every mark with the bytes before it.
+    check: FileCheck,
     /// The mark after the last record visited.
     mark: ReadMark,
     /// Whether a record was visited yet.
@@ -299,10 +303,14 @@ impl Take for VisitMarked<'_> {
 
     fn take_at(&mut self, record: ReplayedRecord<'_>, frame_end: u64) -> Result<(), PluginError> {
         self.taken = true;
+        let check = self
+            .check
+            .at(self.file, frame_end)
+            .map_err(|error| PluginError::io("read", self.path, error))?;
         self.mark = ReadMark {
             sequence: Some(record.sequence),
             position: frame_end,
-            check: self.check,
+            check,
         };
         (self.visit)(record, &self.mark)
     }
@@ -317,7 +325,7 @@ impl Take for VisitMarked<'_> {
 
 /// [`replay_reader`] of a live session file from `after` on: each record after the mark, with
 /// the mark after it (its `position` the byte offset of the next frame, its `check` the
-/// file's `check`). The scan starts at the mark's offset as if it had just read the record
+/// file's `check` with the bytes before that offset). The scan starts at the mark's offset as if it had just read the record
 /// the mark names, so the recovery rule judges what follows exactly as a scan from the start
 /// would. A mark that cannot stand where it says — another file (`check`), past the end, not
 /// after a frame's terminator — is [`ReadAfter::Stale`], and so is a read refused before its
@@ -328,13 +336,15 @@ pub(crate) fn replay_file_after(
     path: &Path,
     session_id: &str,
     after: &ReadMark,
-    check: u64,
+    check: FileCheck,
     visit: &mut dyn FnMut(ReplayedRecord<'_>, &ReadMark) -> Result<(), PluginError>,
 ) -> Result<ReadAfter, PluginError> {
     let io = |error| PluginError::io("read", path, error);
     let len = file.metadata().map_err(io)?.len();
     let take = VisitMarked {
         visit,
+        file,
+        path,
         check,
         mark: *after,
         taken: false,
@@ -355,13 +365,13 @@ pub(crate) fn replay_file_after(
         HEADER_LEN as u64
     } else {
         let mut before = [1u8; 1];
-        let fits = after.check == check
-            && !ended
+        let fits = !ended
             && after.sequence.is_some()
             && after.position > HEADER_LEN as u64
             && after.position <= len
             && crate::backend::read_at(file, after.position - 1, &mut before).map_err(io)? == 1
-            && before[0] == 0;
+            && before[0] == 0
+            && after.check == check.at(file, after.position).map_err(io)?;
         if !fits {
             return Ok(ReadAfter::Stale);
         }

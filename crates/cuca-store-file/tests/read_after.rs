@@ -114,3 +114,78 @@ fn a_file_replaced_cut_short_or_compacted_since_the_mark_is_stale() {
         .unwrap();
     assert_eq!(again, ReadAfter::Read(counted));
 }
+
+/// A file copied over the session in place keeps its inode and, when its frames line up
+/// (another recording of the same session, of the same shape and length), its terminators:
+/// a mark into the old file is still stale, and a read from the start sees the new answer.
+#[test]
+fn a_mark_into_a_file_another_recording_was_copied_over_in_place_is_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let mut records = demo_turn("demo", 0);
+    records.extend(demo_turn("demo", 7));
+    append_all(&backend, &records);
+    let end = mark_of(read(&backend, &ReadMark::START).1);
+    let first_turn_end = {
+        let mut at = ReadMark::START;
+        backend
+            .replay_after("demo", &ReadMark::START, &mut |record, mark| {
+                if record.sequence == 6 {
+                    at = *mark;
+                }
+                Ok(())
+            })
+            .unwrap();
+        at
+    };
+    backend.close("demo");
+    let path = dir.path().join("demo.cslog");
+
+    // The same records, but the second answer says another word of the same length.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other = FileBackend::new(elsewhere.path()).unwrap();
+    let mut copied = records.clone();
+    copied[11].event = cuca_events::SessionEvent::Output {
+        text: "moved".into(),
+    };
+    append_all(&other, &copied);
+    other.close("demo");
+    let other_path = elsewhere.path().join("demo.cslog");
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(std::fs::metadata(&other_path).unwrap().len(), len);
+    #[cfg(unix)]
+    let inode = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&path).unwrap().ino()
+    };
+    std::fs::copy(&other_path, &path).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode, "copied in place");
+    }
+
+    assert_eq!(read(&backend, &end), (vec![], ReadAfter::Stale));
+    // The mark after the first turn, whose bytes the two files share, reads the new answer.
+    let mut answers = Vec::new();
+    let outcome = backend
+        .replay_after("demo", &first_turn_end, &mut |record, _| {
+            if let cuca_events::SessionEvent::Output { text } = record.event {
+                answers.push(text);
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert!(matches!(outcome, ReadAfter::Read(_)), "{outcome:?}");
+    assert_eq!(answers, ["moved"]);
+    let mut answers = Vec::new();
+    backend
+        .replay_after("demo", &ReadMark::START, &mut |record, _| {
+            if let cuca_events::SessionEvent::Output { text } = record.event {
+                answers.push(text);
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(answers, ["noted", "moved"]);
+}
