@@ -328,9 +328,7 @@ impl TurnIndex {
         };
         match read {
             Ok(Ok(Some(trajectory))) => match trajectory.turns() {
-                [one] if one.sequence_range() == range && self.holds(&turn, one) => {
-                    Ok(one.clone())
-                }
+                [one] if one.sequence_range() == range && self.holds(&turn, one) => Ok(one.clone()),
                 [one] if one.sequence_range() == range => {
                     // The turn was chosen by keys of other text: never answered from.
                     self.changed.store(true, Ordering::Release);

@@ -105,7 +105,11 @@ async fn copied_over_in_place(shift_ms: u64) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode, "copied in place");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().ino(),
+            inode,
+            "copied in place"
+        );
     }
 
     // The first recording's question is no longer recorded: never its answer, nor the new one.
@@ -114,7 +118,10 @@ async fn copied_over_in_place(shift_ms: u64) {
     if shift_ms == 0 {
         // Chosen by the old index, refused when the turn read did not hold what it keyed.
         assert_eq!(status, 500, "{text}");
-        assert!(text.contains("changed while turn 0 was read from it; ask again"), "{text}");
+        assert!(
+            text.contains("changed while turn 0 was read from it; ask again"),
+            "{text}"
+        );
     } else {
         // The marks were stale: indexed anew, and the old question diverges from it.
         assert_eq!(status, 409, "{text}");

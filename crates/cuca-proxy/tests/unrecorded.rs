@@ -139,7 +139,9 @@ async fn an_answered_call_whose_body_cannot_be_read_is_said_in_its_row_and_its_s
         panic!("{:?}", records[n_recorded]);
     };
     assert!(
-        reason.starts_with("the body is not a request cuca can read, so nothing of the call was recorded"),
+        reason.starts_with(
+            "the body is not a request cuca can read, so nothing of the call was recorded"
+        ),
         "{reason}"
     );
 

@@ -14,7 +14,8 @@ use cuca_events::SessionEvent;
 pub struct PartialRequest {
     /// The sequence of the partial request's first record.
     pub first_sequence: u64,
-    /// How many of its records were written.
+    /// How many request records its turn holds before the `CallRequest` (`Joined`: the
+    /// partial request's and the call's own), or at all (`AtEnd`).
     pub n_records: u64,
     /// What became of it.
     pub why: PartialRequestKind,
@@ -39,19 +40,19 @@ pub enum PartialRequestKind {
 impl fmt::Display for PartialRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (first, n) = (self.first_sequence, self.n_records);
-        let records = if n == 1 {
-            "1 record".to_owned()
+        let (records, them) = if n == 1 {
+            ("1 record".to_owned(), "it")
         } else {
-            format!("{n} records")
+            (format!("{n} records"), "them")
         };
         match &self.why {
             PartialRequestKind::AtEnd => write!(
                 f,
-                "a request cut while it was written ({records} from sequence {first}, no CallRequest after them) ends the session; the next call recorded joins its turn unless it is closed first (cuca proxy closes it)"
+                "a request cut while it was written ({records} from sequence {first}, no CallRequest after {them}) ends the session; the next call recorded joins its turn unless it is closed first (cuca proxy closes it)"
             ),
             PartialRequestKind::Joined { call_sequence } => write!(
                 f,
-                "a request cut while it was written ({records} from sequence {first}) was never closed, and the call whose CallRequest is at sequence {call_sequence} joined its turn: the turn's system prompts come twice, so a replay cannot match that call"
+                "a request cut while it was written (from sequence {first}) was never closed, and the call whose CallRequest is at sequence {call_sequence} joined its turn ({n} request records before that CallRequest): the turn's system prompts come twice, so a replay cannot match that call"
             ),
         }
     }
@@ -293,7 +294,12 @@ mod tests {
         let mut check = PartialRequestCheck::new();
         check.observe(0, &system("a"));
         check.observe(1, &SessionEvent::Message(Message::user("hi")));
-        check.observe(2, &SessionEvent::Output { text: "half".into() });
+        check.observe(
+            2,
+            &SessionEvent::Output {
+                text: "half".into(),
+            },
+        );
         assert_eq!(check.finish(), []);
         let mut check = PartialRequestCheck::new();
         check.observe(0, &system("a"));

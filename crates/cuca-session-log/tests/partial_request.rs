@@ -104,6 +104,8 @@ fn a_request_cut_after_its_system_prompt_is_closed_before_the_next_call() {
         .with_call_metadata(true);
     let first = UnifiedRequest::new(vec![Message::system("Be brief."), Message::user("One?")]);
     call(&log, &first).unwrap();
+    // A closed call is left as it is.
+    assert!(!log.close_open_call("closed").unwrap());
     let n_first = backend.replay("s").unwrap().len();
 
     // The store takes the second request's system prompt and refuses its next record.
@@ -146,6 +148,14 @@ fn a_request_cut_after_its_system_prompt_is_closed_before_the_next_call() {
         "the recorder stopped; only the first record of its request was written, and no CallRequest"
     );
 
+    // A session of a recorder that writes no call metadata is left as it is: its request
+    // records are never followed by a `CallRequest`.
+    let plain = SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>)
+        .with_session_id("plain");
+    block_on(plain.on_request(&mut first.clone())).unwrap();
+    assert!(!plain.close_open_call("no").unwrap());
+    assert_eq!(backend.replay("plain").unwrap().len(), 2);
+
     // The retried call is a turn of its own, with its request's records whole.
     call(&resumed, &second).unwrap();
     let n_closed = n_first + 5;
@@ -159,24 +169,4 @@ fn a_request_cut_after_its_system_prompt_is_closed_before_the_next_call() {
             "RequestDigest"
         ]
     );
-}
-
-/// A call whose request was written whole and was then cut is closed as before; a session
-/// whose last call is closed is left as it is, and so is a session of a recorder that writes
-/// no call metadata, whose request records are never followed by a `CallRequest`.
-#[test]
-fn only_an_open_call_or_a_partial_request_is_closed() {
-    let backend = Arc::new(Filling::new());
-    let plain = SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>)
-        .with_session_id("plain");
-    let request = UnifiedRequest::new(vec![Message::system("Be brief."), Message::user("One?")]);
-    block_on(plain.on_request(&mut request.clone())).unwrap();
-    assert!(!plain.close_open_call("no").unwrap());
-    assert_eq!(backend.replay("plain").unwrap().len(), 2);
-
-    let log = SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>)
-        .with_session_id("s")
-        .with_call_metadata(true);
-    call(&log, &request).unwrap();
-    assert!(!log.close_open_call("closed").unwrap());
 }

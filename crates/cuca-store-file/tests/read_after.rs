@@ -162,7 +162,11 @@ fn a_mark_into_a_file_another_recording_was_copied_over_in_place_is_stale() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode, "copied in place");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().ino(),
+            inode,
+            "copied in place"
+        );
     }
 
     assert_eq!(read(&backend, &end), (vec![], ReadAfter::Stale));
