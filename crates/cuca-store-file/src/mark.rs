@@ -19,9 +19,11 @@ use crate::codec::HEADER_LEN;
 /// covers never change as the file grows.
 const HEAD_PROBE: usize = 4096;
 
-/// How many bytes before a mark its check covers: the frame's COBS-coded CRC-32 and
-/// terminator, and the end of the record before them.
-const TAIL_PROBE: usize = 64;
+/// How many bytes before a mark its check covers, at most: the end of the frame the mark
+/// stands after, its terminator included — the COBS-coded CRC-32 of its record and the
+/// record's last bytes (a small record whole: its session id, sequence and timestamp) — never
+/// a byte of the frame before it, so a scan can take them from the frame it just decoded.
+pub(crate) const FRAME_TAIL: usize = 64;
 
 /// Set in the check of a mark into a compacted file, so it never equals a live file's.
 const COMPACTED_CHECK: u64 = 1 << 63;
@@ -52,21 +54,62 @@ impl FileCheck {
         })
     }
 
-    /// The check of a mark at byte `position` of the file.
+    /// The check of a mark at byte `position`, read from the file: the bytes of the frame
+    /// that ends there, at most [`FRAME_TAIL`] of them.
     pub(crate) fn at(&self, file: &File, position: u64) -> std::io::Result<u64> {
+        let from = position
+            .saturating_sub(FRAME_TAIL as u64)
+            .max(HEADER_LEN as u64)
+            .min(position);
+        let mut window = [0u8; FRAME_TAIL];
+        // `position - from` is at most FRAME_TAIL, so it fits the window.
+        let want = usize::try_from(position - from).map_or(FRAME_TAIL, |n| n.min(FRAME_TAIL));
+        let n = read_tail(file, from, &mut window[..want])?;
+        let window = &window[..n];
+        // The frame starts after the last terminator before its own (frames hold no zero).
+        let start = match window.split_last() {
+            Some((_, body)) => body
+                .iter()
+                .rposition(|&byte| byte == 0)
+                .map_or(0, |at| at + 1),
+            None => 0,
+        };
+        Ok(self.of_tail(position, &window[start..]))
+    }
+
+    /// The check of a mark at byte `position` whose frame ends in `frame_tail` (at most
+    /// [`FRAME_TAIL`] bytes, its terminator included), as a scan that just read the frame
+    /// has it.
+    pub(crate) fn of_tail(&self, position: u64, frame_tail: &[u8]) -> u64 {
         let mut hasher = hasher();
         self.base.hash(&mut hasher);
         position.hash(&mut hasher);
-        let from = position
-            .saturating_sub(TAIL_PROBE as u64)
-            .max(HEADER_LEN as u64)
-            .min(position);
-        let mut tail = [0u8; TAIL_PROBE];
-        // `position - from` is at most TAIL_PROBE, so it fits the buffer.
-        let want = usize::try_from(position - from).map_or(TAIL_PROBE, |n| n.min(TAIL_PROBE));
-        let n = crate::backend::read_at(file, from, &mut tail[..want])?;
-        tail[..n].hash(&mut hasher);
-        Ok(live(hasher.finish()))
+        frame_tail.hash(&mut hasher);
+        live(hasher.finish())
+    }
+}
+
+/// Reads the bytes before a mark. One positioned read where the platform has one: it runs
+/// once per record a marked read hands out, so it costs one system call, not a seek and a
+/// read.
+fn read_tail(file: &File, from: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileExt;
+        let mut filled = 0;
+        while filled < buf.len() {
+            match file.read_at(&mut buf[filled..], from + filled as u64) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(filled)
+    }
+    #[cfg(not(unix))]
+    {
+        crate::backend::read_at(file, from, buf)
     }
 }
 
