@@ -41,7 +41,7 @@ impl FileCheck {
         let mut hasher = hasher();
         identity(file, &mut hasher)?;
         let mut head = [0u8; HEADER_LEN + HEAD_PROBE];
-        let n = crate::backend::read_at(file, 0, &mut head)?;
+        let n = read_at(file, 0, &mut head)?;
         // The header, then the first frame up to its terminator (or the whole window).
         let end = head[..n]
             .iter()
@@ -64,7 +64,7 @@ impl FileCheck {
         let mut window = [0u8; FRAME_TAIL];
         // `position - from` is at most FRAME_TAIL, so it fits the window.
         let want = usize::try_from(position - from).map_or(FRAME_TAIL, |n| n.min(FRAME_TAIL));
-        let n = read_tail(file, from, &mut window[..want])?;
+        let n = read_at(file, from, &mut window[..want])?;
         let window = &window[..n];
         // The frame starts after the last terminator before its own (frames hold no zero).
         let start = match window.split_last() {
@@ -89,28 +89,33 @@ impl FileCheck {
     }
 }
 
-/// Reads the bytes before a mark. One positioned read where the platform has one: it runs
-/// once per record a marked read hands out, so it costs one system call, not a seek and a
-/// read.
-fn read_tail(file: &File, from: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileExt;
-        let mut filled = 0;
-        while filled < buf.len() {
-            match file.read_at(&mut buf[filled..], from + filled as u64) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(error) => return Err(error),
-            }
+/// Reads what a check covers from `offset` (as much of `buf` as the file holds there). One
+/// positioned read where the platform has one: it runs each time a mark is used, so it costs
+/// one system call and leaves the handle's cursor alone.
+fn read_at(file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        #[cfg(unix)]
+        let read = {
+            use std::os::unix::fs::FileExt;
+            file.read_at(&mut buf[filled..], offset + filled as u64)
+        };
+        #[cfg(not(unix))]
+        let read = {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut handle = file;
+            handle
+                .seek(SeekFrom::Start(offset + filled as u64))
+                .and_then(|_| handle.read(&mut buf[filled..]))
+        };
+        match read {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
         }
-        Ok(filled)
     }
-    #[cfg(not(unix))]
-    {
-        crate::backend::read_at(file, from, buf)
-    }
+    Ok(filled)
 }
 
 /// The check of every mark into an open compacted session file: its identity, and the gzip
@@ -122,7 +127,7 @@ pub(crate) fn compacted_check(file: &File) -> std::io::Result<u64> {
     let len = file.metadata()?.len();
     len.hash(&mut hasher);
     let mut trailer = [0u8; 8];
-    let n = crate::backend::read_at(file, len.saturating_sub(8), &mut trailer)?;
+    let n = read_at(file, len.saturating_sub(8), &mut trailer)?;
     trailer[..n].hash(&mut hasher);
     Ok(live(hasher.finish()) | COMPACTED_CHECK)
 }
