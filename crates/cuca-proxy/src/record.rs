@@ -535,7 +535,8 @@ impl Pump {
             Err(join) => join.to_string(),
         };
         tracing::error!(session = %self.recording.slot.plugin.session_id(), "the session could not say that a call is not recorded: {failed}");
-        // A note cut part way may leave the turn open: the session's next call closes it.
+        // A note cut after its `CallIncomplete` leaves the turn open: the session's next call
+        // closes it.
         self.recording.slot.needs_close();
         self.rows.not_recorded(&format!(
             "the body is not a request cuca can read, so nothing of the call was recorded, and the session could not say so ({failed})"

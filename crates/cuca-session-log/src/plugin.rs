@@ -130,18 +130,22 @@ fn now_ms() -> u64 {
 /// A call its recorder left open at the end of a session ([`SessionLogPlugin::close_open_call`]).
 #[derive(Debug)]
 struct OpenCall {
-    /// The model its `CallRequest` asked for; empty for a partial request.
+    /// The model its `CallRequest` asked for; empty when none was written.
     model: String,
     /// When its first record was made.
     started_ms: u64,
-    /// How many request records a partial request wrote (0: the `CallRequest` was written).
+    /// Request records (`SystemPrompt`, `Message`, `ToolResult`) written before any
+    /// `CallRequest`, when none followed them: a partial request.
     partial: usize,
+    /// Whether its `CallRequest` was written.
+    has_request: bool,
 }
 
 impl OpenCall {
-    /// The call left open at the end of `records`, if one was.
-    /// `call_metadata`: whether the plugin writes a `CallRequest` for every call, so request
-    /// records with none after them are a partial request even in a session that has none.
+    /// The call left open at the end of `records`, if one was. `call_metadata`: whether the
+    /// plugin writes call metadata; request records with no `CallRequest` after them in a
+    /// session without it (none anywhere, closed by a plugin that writes none) are what such
+    /// a session log writes before every answer, not a partial request.
     fn find(records: &[SessionRecord], call_metadata: bool) -> Option<OpenCall> {
         let mut open: Option<OpenCall> = None;
         // Whether the record before was a `Latency`: a `TokenUsage` after one closes a turn,
@@ -152,13 +156,14 @@ impl OpenCall {
             match event {
                 SessionEvent::CallRequest { model, .. } => {
                     let started_ms = match &open {
-                        Some(partial) if partial.partial > 0 => partial.started_ms,
+                        Some(partial) if !partial.has_request => partial.started_ms,
                         _ => record.timestamp_ms,
                     };
                     open = Some(OpenCall {
                         model: model.clone(),
                         started_ms,
                         partial: 0,
+                        has_request: true,
                     });
                 }
                 SessionEvent::CallFinish { .. } => open = None,
@@ -166,7 +171,7 @@ impl OpenCall {
                 SessionEvent::SystemPrompt { .. }
                 | SessionEvent::Message(_)
                 | SessionEvent::ToolResult { .. } => match &mut open {
-                    Some(partial) if partial.partial > 0 => partial.partial += 1,
+                    Some(partial) if !partial.has_request => partial.partial += 1,
                     // A tool result streamed as part of an answer belongs to its call.
                     Some(_) => {}
                     None => {
@@ -174,20 +179,29 @@ impl OpenCall {
                             model: String::new(),
                             started_ms: record.timestamp_ms,
                             partial: 1,
+                            has_request: false,
                         });
                     }
                 },
+                // Closing records cut after their first (a call the proxy could not read,
+                // said in the session, whose `CallFinish` was refused): open too.
+                SessionEvent::CallIncomplete { .. } if open.is_none() => {
+                    open = Some(OpenCall {
+                        model: String::new(),
+                        started_ms: record.timestamp_ms,
+                        partial: 0,
+                        has_request: false,
+                    });
+                }
                 _ => {}
             }
             after_latency = matches!(event, SessionEvent::Latency { .. });
         }
-        // Request records in a session with no call metadata, closed by a plugin that writes
-        // none, are what such a session log writes before every answer: not a partial request.
         let metadata = call_metadata
             || records
                 .iter()
                 .any(|r| matches!(r.event, SessionEvent::CallRequest { .. }));
-        open.filter(|call| call.partial == 0 || metadata)
+        open.filter(|call| call.has_request || call.partial == 0 || metadata)
     }
 }
 
@@ -649,16 +663,17 @@ impl SessionLogPlugin {
     }
 
     /// Closes the session's last call when it was left open, so the next call starts a turn
-    /// of its own instead of joining it. Open is either of what a recorder stopped mid-call
+    /// of its own instead of joining it. Open is any of what a recorder stopped mid-call
     /// (SIGKILL, an OOM kill, a failed write: a full disk, a file size limit, a store gone
-    /// away) leaves:
+    /// away) leaves after the session's last closed turn:
     ///
     /// * a `CallRequest` with no `CallFinish` after it: the request was written, the answer
     ///   not all;
-    /// * a partly written request: `SystemPrompt`, `Message` or `ToolResult` records after
-    ///   the session's last closed turn with no `CallRequest` after them (the store refused
-    ///   the request's next record). Left as they are, they would join the next call's turn,
-    ///   whose system prompts would then not be its request's, and it would not replay.
+    /// * a partly written request: `SystemPrompt`, `Message` or `ToolResult` records with no
+    ///   `CallRequest` after them (the store refused the request's next record), in a session
+    ///   with call metadata. Left as they are, they would join the next call's turn, whose
+    ///   system prompts would then not be its request's, and it would not replay;
+    /// * a `CallIncomplete` whose `CallFinish` was not written.
     ///
     /// Writes [`SessionEvent::CallIncomplete`] with `reason` (and, for a partial request,
     /// what of it was written), then a `CallFinish` with no finish reason, a `Latency` from

@@ -170,3 +170,44 @@ fn a_request_cut_after_its_system_prompt_is_closed_before_the_next_call() {
         ]
     );
 }
+
+/// Closing records cut after their `CallIncomplete` (the store refused the `CallFinish` of a
+/// call the proxy said in the session without recording it) are closed too, so the next call
+/// does not carry that mark.
+#[test]
+fn a_call_incomplete_whose_closing_records_were_refused_is_closed() {
+    let backend = Arc::new(Filling::new());
+    let log = SessionLogPlugin::new(Arc::clone(&backend) as Arc<dyn SessionBackend>)
+        .with_session_id("s")
+        .with_call_metadata(true);
+    let request = UnifiedRequest::new(vec![Message::system("Be brief."), Message::user("One?")]);
+    call(&log, &request).unwrap();
+    let n_first = backend.replay("s").unwrap().len();
+    backend.budget.store(1, Ordering::SeqCst);
+    log.append_log(SessionEvent::CallIncomplete {
+        reason: "not read".into(),
+    })
+    .unwrap();
+    assert!(log
+        .append_log(SessionEvent::CallFinish {
+            finish_reason: None,
+            model: String::new(),
+        })
+        .is_err());
+    backend.budget.store(usize::MAX, Ordering::SeqCst);
+    assert!(log.close_open_call("left open").unwrap());
+    let kinds: Vec<&str> = backend.replay("s").unwrap()[n_first..]
+        .iter()
+        .map(|r| r.event.kind())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "CallIncomplete",
+            "CallIncomplete",
+            "CallFinish",
+            "Latency",
+            "TokenUsage"
+        ]
+    );
+}
