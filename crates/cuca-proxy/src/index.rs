@@ -13,7 +13,10 @@
 //! appended meanwhile are indexed, a complete turn is kept, and the open final turn (a call
 //! being recorded, a fork's audit record after the last call) is indexed anew on each
 //! refresh, since it may still grow. A mark the store calls stale (the file was replaced by
-//! `cuca repair`, cut short, compacted) drops the index and reads the session from its start.
+//! `cuca repair`, cut short, compacted, or another recording was copied over it in place)
+//! drops the index and reads the session from its start. So does a turn read to answer from
+//! that does not hold the messages and system prompts the index keyed for it: that call is
+//! refused ("ask again"), never answered from a turn chosen by text the file no longer holds.
 //! A fork is a new session, indexed when first asked for; the original's audit record is an
 //! append like any other.
 
@@ -21,7 +24,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::ops::{ControlFlow, RangeInclusive};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cuca_events::{
@@ -219,6 +222,10 @@ pub(crate) struct TurnIndex {
     replay: SessionReplay,
     keys: Arc<Keys>,
     reads: Arc<Reads>,
+    /// Set when a turn read to answer from did not hold what the index keyed for it: the
+    /// file changed under the index in a way its marks did not show (see
+    /// [`TurnIndex::read_turn`]). The next refresh reads the session from its start.
+    changed: Arc<AtomicBool>,
 }
 
 impl TurnIndex {
@@ -236,6 +243,7 @@ impl TurnIndex {
             replay,
             keys,
             reads,
+            changed: Arc::default(),
         }
     }
 
@@ -320,7 +328,12 @@ impl TurnIndex {
         };
         match read {
             Ok(Ok(Some(trajectory))) => match trajectory.turns() {
-                [one] if one.sequence_range() == range => Ok(one.clone()),
+                [one] if one.sequence_range() == range && self.holds(&turn, one) => Ok(one.clone()),
+                [one] if one.sequence_range() == range => {
+                    // The turn was chosen by keys of other text: never answered from.
+                    self.changed.store(true, Ordering::Release);
+                    Err(changed())
+                }
                 _ => Err(changed()),
             },
             Ok(Ok(None)) => Err(changed()),
@@ -333,6 +346,30 @@ impl TurnIndex {
                 self.session_id
             )),
         }
+    }
+
+    /// Whether `read` holds the messages and system prompts the index keyed for `turn`. A
+    /// store's marks tell a replaced file apart by what lies around them (its identity, its
+    /// first frame, the bytes before the mark); a file changed in place between them — the
+    /// same first record and the same bytes before the mark, to the millisecond — is caught
+    /// here, where it would otherwise answer a request with a turn chosen by the old text.
+    fn holds(&self, turn: &IndexedTurn, read: &ReplayTurn) -> bool {
+        let keyed = self
+            .messages
+            .get(turn.messages_from..turn.messages_from + turn.n_messages);
+        let same_messages = keyed.is_some_and(|keyed| {
+            keyed.len() == read.messages().len()
+                && keyed
+                    .iter()
+                    .zip(read.messages())
+                    .all(|(k, m)| k.key == self.keys.message(m))
+        });
+        let systems: Vec<Key> = read
+            .system_prompts()
+            .iter()
+            .map(|text| self.keys.text(text))
+            .collect();
+        same_messages && self.keys.systems(&systems) == turn.systems
     }
 
     /// The recorded message at `at` in [`TurnIndex::messages`], read from its turn.
@@ -374,6 +411,13 @@ enum Refreshed {
 impl Entry {
     /// Reads what the session gained since the last refresh into the index.
     fn refresh(&mut self) -> Result<(), PluginError> {
+        // A turn read that did not hold what was keyed: the whole index is suspect.
+        if self.index.changed.swap(false, Ordering::AcqRel) {
+            let index = Arc::make_mut(&mut self.index);
+            index.turns = Vec::new();
+            index.messages = Vec::new();
+            self.committed = Committed::default();
+        }
         // A stale mark rebuilds from the start once; a second stale read in a row means the
         // file keeps changing under the read.
         for _ in 0..2 {

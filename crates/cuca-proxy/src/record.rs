@@ -16,7 +16,9 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use cuca_events::{CucaPlugin, MessageContentBlock, SessionEvent, TokenUsage, UnifiedResponse};
+use cuca_events::{
+    CucaPlugin, MessageContentBlock, PluginError, SessionEvent, TokenUsage, UnifiedResponse,
+};
 use cuca_wire::{Format, StreamDecoder, StreamSummary, WireRequest};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -139,14 +141,26 @@ pub(crate) async fn forward(
     // became a turn, and the call log holds its status and sentence.
     let mut recorder_slot = None;
     let mut include_usage = false;
+    // An answered call whose body cannot be read (not UTF-8, nested past the reader's
+    // limit, not the format's request) is forwarded all the same — the upstream's answer is
+    // the caller's — and never silently left out of the recording: its row says so, and so
+    // does its session, where that exists (`Pump::note_unread`).
+    let mut unread = None;
     if let Err(why) = &request {
-        // Forwarded all the same (the upstream's answer is the caller's), but never silently
-        // left out of the recording.
         tracing::warn!(
             session = %session,
             "a call to {} was forwarded but not recorded: the body is not a request cuca can read ({why})",
             format.path()
         );
+        if status.is_success() {
+            let message = format!(
+                "the body is not a request cuca can read, so nothing of the call was recorded ({why})"
+            );
+            rows.not_recorded(&message);
+            if recording.unrecordable.is_none() {
+                unread = Some(message);
+            }
+        }
     }
     let request = match (&recording.unrecordable, request) {
         (Some(why), Ok(_)) if status.is_success() => {
@@ -254,11 +268,12 @@ pub(crate) async fn forward(
         n_blocks: 0,
         answered: false,
         include_usage,
+        unread,
         stall: shared.config.caller_stall_timeout,
         ok: status.is_success(),
         started,
         shutdown,
-        _recording: recording,
+        recording,
     };
     tokio::spawn(pump.run());
     let body = Body::from_stream(OneAtATime::new(Box::pin(futures::stream::unfold(
@@ -321,9 +336,10 @@ impl Recorder {
         }
     }
 
-    /// Closes the call's turn. A call whose records are not whole (cut short, a block that
-    /// could not be written or decoded) gets a `CallIncomplete` first, so a reader sees an
-    /// incomplete call and not a short answer; the closing records follow either way, so the
+    /// Closes the call's turn. A call whose records are not whole (cut short, a block or its
+    /// wire fields that could not be written, an event not decoded) gets a `CallIncomplete`
+    /// just before its closing records, so a reader sees an incomplete call and not a short
+    /// answer; the closing records follow either way, so the
     /// next call in the session starts a turn of its own. Returns the failure to write, if
     /// any, for the call log; a session left open is closed before its next call.
     async fn complete(
@@ -334,6 +350,20 @@ impl Recorder {
         let mut missing = std::mem::take(&mut self.missing);
         missing.extend(self.failure.clone());
         let mut failure = self.failure.clone();
+        // What the format said beyond the blocks (signatures, ids), for an exact replay in it.
+        // Written before the call's `CallIncomplete`, so a wire record the store refuses (one
+        // too large for a frame) is named in it.
+        if let Some(wire) = summary.and_then(|s| s.wire.as_ref()) {
+            let event = SessionEvent::CallWire {
+                format: self.format.name().to_owned(),
+                wire: wire.to_string(),
+            };
+            if let Err(error) = self.slot.plugin.append_log(event) {
+                let message = format!("the call's wire fields could not be recorded ({error})");
+                missing.push(message.clone());
+                failure.get_or_insert(message);
+            }
+        }
         if !missing.is_empty() {
             let reason = missing.join("; ");
             if let Err(error) = self
@@ -343,18 +373,6 @@ impl Recorder {
             {
                 failure.get_or_insert_with(|| {
                     format!("the call's incomplete mark could not be recorded ({error})")
-                });
-            }
-        }
-        // What the format said beyond the blocks (signatures, ids), for an exact replay in it.
-        if let Some(wire) = summary.and_then(|s| s.wire.as_ref()) {
-            let event = SessionEvent::CallWire {
-                format: self.format.name().to_owned(),
-                wire: wire.to_string(),
-            };
-            if let Err(error) = self.slot.plugin.append_log(event) {
-                failure.get_or_insert_with(|| {
-                    format!("the call's wire fields could not be recorded ({error})")
                 });
             }
         }
@@ -416,6 +434,8 @@ struct Pump {
     answered: bool,
     /// The caller asked for a usage chunk after the finish chunk.
     include_usage: bool,
+    /// Why nothing of the call is recorded, for the session's note of it.
+    unread: Option<String>,
     stall: Duration,
     ok: bool,
     started: Instant,
@@ -423,7 +443,7 @@ struct Pump {
     shutdown: watch::Receiver<bool>,
     /// The session's writer, held to the call's last record; holding the slot too keeps a
     /// full slot table from dropping a writer that is still in use.
-    _recording: Recording,
+    recording: Recording,
 }
 
 impl Pump {
@@ -468,6 +488,7 @@ impl Pump {
             self.tee(&bytes, &mut decoded).await;
         };
         let duration = self.started.elapsed();
+        self.note_unread(duration).await;
         match outcome {
             Outcome::Ended => self.ended(&mut decoded, duration).await,
             // A caller that stops reading once it has the whole answer (the Python SDK closes
@@ -497,6 +518,49 @@ impl Pump {
                 self.rows.cancelled(SHUT_DOWN);
             }
         }
+    }
+
+    /// A call nothing of which is recorded (its body could not be read) is said in its
+    /// session, where the session exists, as a turn of its own: a `CallIncomplete` naming why,
+    /// and the closing records (a `CallFinish` with no finish reason, the call's `Latency`, a
+    /// zero `TokenUsage`). It carries no `CallRequest`, so replay never serves it; `cuca
+    /// replay` and the viewer show it as an incomplete call. A session with no records is
+    /// not made for it: the call log's row says it.
+    async fn note_unread(&mut self, duration: Duration) {
+        let Some(reason) = self.unread.take() else {
+            return;
+        };
+        let plugin = Arc::clone(&self.recording.slot.plugin);
+        let duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        let noted = tokio::task::spawn_blocking(move || -> Result<bool, PluginError> {
+            if plugin.next_sequence()? == 0 {
+                return Ok(false);
+            }
+            plugin.append_log(SessionEvent::CallIncomplete { reason })?;
+            plugin.append_log(SessionEvent::CallFinish {
+                finish_reason: None,
+                model: String::new(),
+            })?;
+            plugin.append_log(SessionEvent::Latency { duration_ms })?;
+            plugin.append_log(SessionEvent::TokenUsage {
+                prompt_tokens: 0,
+                completion_tokens: 0,
+            })?;
+            Ok(true)
+        })
+        .await;
+        let failed = match noted {
+            Ok(Ok(_)) => return,
+            Ok(Err(error)) => error.to_string(),
+            Err(join) => join.to_string(),
+        };
+        tracing::error!(session = %self.recording.slot.plugin.session_id(), "the session could not say that a call is not recorded: {failed}");
+        // A note cut after its `CallIncomplete` leaves the turn open: the session's next call
+        // closes it.
+        self.recording.slot.needs_close();
+        self.rows.not_recorded(&format!(
+            "the body is not a request cuca can read, so nothing of the call was recorded, and the session could not say so ({failed})"
+        ));
     }
 
     /// Whether what passed holds the whole answer: a stream's `[DONE]`, or its finish reason

@@ -76,6 +76,7 @@ use trajectory::Segmenter;
 mod ambiguity;
 mod call;
 mod config;
+mod partial;
 mod stream;
 mod trajectory;
 mod turns;
@@ -83,6 +84,7 @@ mod turns;
 pub use ambiguity::{Ambiguity, AmbiguityCheck, AmbiguityKind};
 pub use call::{CallMetadata, CallParameters};
 pub use config::ReplayConfig;
+pub use partial::{PartialRequest, PartialRequestCheck, PartialRequestKind};
 pub use trajectory::{ReplayCompletion, ReplayNote, ReplayTrajectory, ReplayTurn, ReplayUsage};
 pub use turns::{SessionOutline, TurnOutline, TurnPart, TurnSplitter};
 

@@ -130,6 +130,84 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// A call its recorder left open at the end of a session ([`SessionLogPlugin::close_open_call`]).
+#[derive(Debug)]
+struct OpenCall {
+    /// The model its `CallRequest` asked for; empty when none was written.
+    model: String,
+    /// When its first record was made.
+    started_ms: u64,
+    /// Request records (`SystemPrompt`, `Message`, `ToolResult`) written before any
+    /// `CallRequest`, when none followed them: a partial request.
+    partial: usize,
+    /// Whether its `CallRequest` was written.
+    has_request: bool,
+}
+
+impl OpenCall {
+    /// The call left open at the end of `records`, if one was. `call_metadata`: whether the
+    /// plugin writes call metadata; request records with no `CallRequest` after them in a
+    /// session without it (none anywhere, closed by a plugin that writes none) are what such
+    /// a session log writes before every answer, not a partial request.
+    fn find(records: &[SessionRecord], call_metadata: bool) -> Option<OpenCall> {
+        let mut open: Option<OpenCall> = None;
+        // Whether the record before was a `Latency`: a `TokenUsage` after one closes a turn,
+        // which is how a reader segments the session.
+        let mut after_latency = false;
+        for record in records {
+            let event = &record.event;
+            match event {
+                SessionEvent::CallRequest { model, .. } => {
+                    let started_ms = match &open {
+                        Some(partial) if !partial.has_request => partial.started_ms,
+                        _ => record.timestamp_ms,
+                    };
+                    open = Some(OpenCall {
+                        model: model.clone(),
+                        started_ms,
+                        partial: 0,
+                        has_request: true,
+                    });
+                }
+                SessionEvent::CallFinish { .. } => open = None,
+                SessionEvent::TokenUsage { .. } if after_latency => open = None,
+                SessionEvent::SystemPrompt { .. }
+                | SessionEvent::Message(_)
+                | SessionEvent::ToolResult { .. } => match &mut open {
+                    Some(partial) if !partial.has_request => partial.partial += 1,
+                    // A tool result streamed as part of an answer belongs to its call.
+                    Some(_) => {}
+                    None => {
+                        open = Some(OpenCall {
+                            model: String::new(),
+                            started_ms: record.timestamp_ms,
+                            partial: 1,
+                            has_request: false,
+                        });
+                    }
+                },
+                // Closing records cut after their first (a call the proxy could not read,
+                // said in the session, whose `CallFinish` was refused): open too.
+                SessionEvent::CallIncomplete { .. } if open.is_none() => {
+                    open = Some(OpenCall {
+                        model: String::new(),
+                        started_ms: record.timestamp_ms,
+                        partial: 0,
+                        has_request: false,
+                    });
+                }
+                _ => {}
+            }
+            after_latency = matches!(event, SessionEvent::Latency { .. });
+        }
+        let metadata = call_metadata
+            || records
+                .iter()
+                .any(|r| matches!(r.event, SessionEvent::CallRequest { .. }));
+        open.filter(|call| call.has_request || call.partial == 0 || metadata)
+    }
+}
+
 impl SessionLogPlugin {
     /// A plugin that records to `backend`, in session [`DEFAULT_SESSION_ID`].
     ///
@@ -610,36 +688,47 @@ impl SessionLogPlugin {
         Ok(Ok(first))
     }
 
-    /// Closes the session's last call when it was left open — a `CallRequest` with no
-    /// `CallFinish` after it, which is what a recorder killed mid-call (SIGKILL, an OOM kill,
-    /// a failed write) leaves — so the next call starts a turn of its own instead of joining
-    /// it. Writes [`SessionEvent::CallIncomplete`] with `reason`, then a `CallFinish` with no
-    /// finish reason, a `Latency` from the `CallRequest` to the session's last record, and a
-    /// zero `TokenUsage`. Returns whether it closed one; a session whose last call is closed
-    /// (or that has no call records) is left as it is. One replay of the session.
+    /// Closes the session's last call when it was left open, so the next call starts a turn
+    /// of its own instead of joining it. Open is any of what a recorder stopped mid-call
+    /// (SIGKILL, an OOM kill, a failed write: a full disk, a file size limit, a store gone
+    /// away) leaves after the session's last closed turn:
+    ///
+    /// * a `CallRequest` with no `CallFinish` after it: the request was written, the answer
+    ///   not all;
+    /// * a partly written request: `SystemPrompt`, `Message` or `ToolResult` records with no
+    ///   `CallRequest` after them (the store refused the request's next record), in a session
+    ///   with call metadata. Left as they are, they would join the next call's turn, whose
+    ///   system prompts would then not be its request's, and it would not replay;
+    /// * a `CallIncomplete` whose `CallFinish` was not written.
+    ///
+    /// Writes [`SessionEvent::CallIncomplete`] with `reason` (and, for a partial request,
+    /// what of it was written), then a `CallFinish` with no finish reason, a `Latency` from
+    /// the call's first record to the session's last, and a zero `TokenUsage`. Returns whether
+    /// it closed one; a session whose last call is closed (or that has no call records) is
+    /// left as it is. One replay of the session.
     pub fn close_open_call(&self, reason: &str) -> Result<bool, PluginError> {
         let mut cursor = self.lock();
         let records = self.backend.replay(&self.session_id)?;
-        let mut open = None;
-        for record in &records {
-            match &record.event {
-                SessionEvent::CallRequest { model, .. } => {
-                    open = Some((model.clone(), record.timestamp_ms));
-                }
-                SessionEvent::CallFinish { .. } => open = None,
-                _ => {}
-            }
-        }
-        let Some((model, started_ms)) = open else {
+        let Some(open) = OpenCall::find(&records, self.call_metadata) else {
             return Ok(false);
         };
-        let last_ms = records.last().map_or(started_ms, |r| r.timestamp_ms);
-        let duration_ms = last_ms.saturating_sub(started_ms);
+        let last_ms = records.last().map_or(open.started_ms, |r| r.timestamp_ms);
+        let duration_ms = last_ms.saturating_sub(open.started_ms);
+        let reason = match open.partial {
+            0 => reason.to_owned(),
+            1 => format!(
+                "{reason}; only the first record of its request was written, and no CallRequest"
+            ),
+            n => format!(
+                "{reason}; only the first {n} records of its request were written, and no CallRequest"
+            ),
+        };
+        let model = open.model;
         cursor.next_sequence = Some(tail(&records));
         Self::load_positions(&mut cursor, &records);
         self.write(&mut cursor, || {
             Some(SessionEvent::CallIncomplete {
-                reason: reason.to_owned(),
+                reason: reason.clone(),
             })
         })?;
         self.write(&mut cursor, || {

@@ -22,6 +22,7 @@ use crate::files::{
     MAX_READ_TRIES,
 };
 use crate::handles::{Handles, DEFAULT_MAX_OPEN_SESSIONS};
+use crate::mark::{compacted_check, FileCheck};
 use crate::naming::{compacted_name, is_overflow_stem, live_name, MAX_SESSION_ID_LEN};
 use crate::scan::{
     replay_file_after, replay_reader, scan_each, scan_reader_as, skim_each, ScanReport,
@@ -642,31 +643,6 @@ fn lock_handle(handle: &Mutex<Handle>) -> MutexGuard<'_, Handle> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Set in the check of a mark into a compacted file, so it never equals a live file's.
-const COMPACTED_CHECK: u64 = 1 << 63;
-
-/// What a read mark knows an open session file by: its device and inode, never 0 (the check
-/// of [`ReadMark::START`] and of the trait's default marks). Where the platform has no inode
-/// it is 1, and only the length and terminator tests stand.
-fn identity(file: &File) -> std::io::Result<u64> {
-    let metadata = file.metadata()?;
-    #[cfg(unix)]
-    let id = {
-        use std::os::unix::fs::MetadataExt;
-        // A mix of the two, not a cryptographic hash: it only has to differ between files.
-        metadata
-            .ino()
-            .rotate_left(17)
-            .wrapping_add(metadata.dev().wrapping_mul(0x9E37_79B9_7F4A_7C15))
-    };
-    #[cfg(not(unix))]
-    let id = {
-        let _ = metadata;
-        1
-    };
-    Ok((id & !COMPACTED_CHECK).max(1))
-}
-
 fn exists(path: &Path) -> Result<bool, PluginError> {
     match std::fs::symlink_metadata(path) {
         Ok(_) => Ok(true),
@@ -1007,11 +983,14 @@ impl SessionBackend for FileBackend {
     }
 
     /// A live file is read from the mark's byte offset on: the cost is what was appended
-    /// since, not the session. A mark carries the file's identity (device and inode), so a
-    /// file replaced since (`cuca repair`, a compaction and expansion, a copy over it) is
-    /// [`ReadAfter::Stale`], as is one now shorter than the mark, or whose byte before the
-    /// mark is not a frame's terminator. A file cut short and then appended to past the mark
-    /// in place, with its sequences lining up, is not told apart: the store never does that.
+    /// since, not the session. A mark's check covers the file's identity (device, inode,
+    /// birth time where kept), its header and first frame, and the bytes just before the mark
+    /// (`mark.rs`), read again when the mark is used: a file replaced since (`cuca repair`, a
+    /// compaction and expansion, another recording copied over it in place, a new file that
+    /// got a removed one's inode) is [`ReadAfter::Stale`], as is one now shorter than the
+    /// mark, or whose byte before the mark is not a frame's terminator. A file cut short and
+    /// then appended to past the mark in place, with its first frame and the bytes before the
+    /// mark the same, is not told apart: the store never does that.
     /// A compacted session is read whole and counted ([`cuca_events::replay_after_counting`]).
     fn replay_after(
         &self,
@@ -1021,15 +1000,14 @@ impl SessionBackend for FileBackend {
     ) -> Result<ReadAfter, PluginError> {
         match self.open_stored(session_id)? {
             Some((file, Stored::Live(path))) => {
-                let check =
-                    identity(&file).map_err(|error| PluginError::io("stat", &path, error))?;
+                let check = FileCheck::of_live(&file)
+                    .map_err(|error| PluginError::io("read", &path, error))?;
                 replay_file_after(&file, &path, session_id, after, check, visit)
             }
             Some((file, Stored::Compacted(path))) => {
                 // The compacted file's identity, marked apart from any live file's.
-                let check = identity(&file)
-                    .map_err(|error| PluginError::io("stat", &path, error))?
-                    ^ COMPACTED_CHECK;
+                let check = compacted_check(&file)
+                    .map_err(|error| PluginError::io("read", &path, error))?;
                 drop(file);
                 cuca_events::replay_after_counting(self, session_id, after, check, visit)
             }

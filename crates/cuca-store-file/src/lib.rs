@@ -82,6 +82,7 @@ mod files;
 mod fork;
 pub mod golden;
 mod handles;
+mod mark;
 mod naming;
 mod repair;
 mod scan;

@@ -17,6 +17,7 @@ use crate::codec::{
     decode_cut_frame, HEADER_LEN, MAGIC, MAX_FRAME_LEN, SEAL_MARK, VERSION, VERSION_1,
 };
 use crate::error::FrameError;
+use crate::mark::{FileCheck, FRAME_TAIL};
 
 mod skim;
 mod summary;
@@ -266,8 +267,11 @@ pub(crate) fn replay_reader(
 /// A replay that hands out marks: each record with the mark just after it.
 struct VisitMarked<'v> {
     visit: &'v mut dyn FnMut(ReplayedRecord<'_>, &ReadMark) -> Result<(), PluginError>,
-    /// What the file is known by, put in every mark.
-    check: u64,
+    /// The file read, whose bytes before each mark go into its check.
+    file: &'v std::fs::File,
+    path: &'v Path,
+    /// What the file is known by, put in every mark with the bytes before it.
+    check: FileCheck,
     /// The mark after the last record visited.
     mark: ReadMark,
     /// Whether a record was visited yet.
@@ -293,18 +297,24 @@ impl Take for VisitMarked<'_> {
     }
 
     fn take(&mut self, record: ReplayedRecord<'_>) -> Result<(), PluginError> {
+        // The scanner hands every record over with its frame (`take_at`); this is the mark
+        // read from the file, for a caller that has no frame.
         let end = self.mark.position;
-        self.take_at(record, end)
+        let check = self
+            .check
+            .at(self.file, end)
+            .map_err(|error| PluginError::io("read", self.path, error))?;
+        self.visit_with(record, end, check)
     }
 
-    fn take_at(&mut self, record: ReplayedRecord<'_>, frame_end: u64) -> Result<(), PluginError> {
-        self.taken = true;
-        self.mark = ReadMark {
-            sequence: Some(record.sequence),
-            position: frame_end,
-            check: self.check,
-        };
-        (self.visit)(record, &self.mark)
+    fn take_at(
+        &mut self,
+        record: ReplayedRecord<'_>,
+        frame_end: u64,
+        frame_tail: &[u8],
+    ) -> Result<(), PluginError> {
+        let check = self.check.of_tail(frame_end, frame_tail);
+        self.visit_with(record, frame_end, check)
     }
 
     fn refused(&mut self, path: &Path, offset: u64, reason: &str) -> Result<(), PluginError> {
@@ -315,9 +325,26 @@ impl Take for VisitMarked<'_> {
     }
 }
 
+impl VisitMarked<'_> {
+    fn visit_with(
+        &mut self,
+        record: ReplayedRecord<'_>,
+        frame_end: u64,
+        check: u64,
+    ) -> Result<(), PluginError> {
+        self.taken = true;
+        self.mark = ReadMark {
+            sequence: Some(record.sequence),
+            position: frame_end,
+            check,
+        };
+        (self.visit)(record, &self.mark)
+    }
+}
+
 /// [`replay_reader`] of a live session file from `after` on: each record after the mark, with
 /// the mark after it (its `position` the byte offset of the next frame, its `check` the
-/// file's `check`). The scan starts at the mark's offset as if it had just read the record
+/// file's `check` with the bytes before that offset). The scan starts at the mark's offset as if it had just read the record
 /// the mark names, so the recovery rule judges what follows exactly as a scan from the start
 /// would. A mark that cannot stand where it says — another file (`check`), past the end, not
 /// after a frame's terminator — is [`ReadAfter::Stale`], and so is a read refused before its
@@ -328,13 +355,15 @@ pub(crate) fn replay_file_after(
     path: &Path,
     session_id: &str,
     after: &ReadMark,
-    check: u64,
+    check: FileCheck,
     visit: &mut dyn FnMut(ReplayedRecord<'_>, &ReadMark) -> Result<(), PluginError>,
 ) -> Result<ReadAfter, PluginError> {
     let io = |error| PluginError::io("read", path, error);
     let len = file.metadata().map_err(io)?.len();
     let take = VisitMarked {
         visit,
+        file,
+        path,
         check,
         mark: *after,
         taken: false,
@@ -355,13 +384,13 @@ pub(crate) fn replay_file_after(
         HEADER_LEN as u64
     } else {
         let mut before = [1u8; 1];
-        let fits = after.check == check
-            && !ended
+        let fits = !ended
             && after.sequence.is_some()
             && after.position > HEADER_LEN as u64
             && after.position <= len
             && crate::backend::read_at(file, after.position - 1, &mut before).map_err(io)? == 1
-            && before[0] == 0;
+            && before[0] == 0
+            && after.check == check.at(file, after.position).map_err(io)?;
         if !fits {
             return Ok(ReadAfter::Stale);
         }
@@ -485,8 +514,15 @@ pub(crate) trait Take {
     fn take(&mut self, record: Self::Record<'_>) -> Result<(), Self::Stop>;
 
     /// [`Take::take`], told the byte offset just past the record's frame (its terminator
-    /// included): where the next frame starts. Only a read that hands out marks wants it.
-    fn take_at(&mut self, record: Self::Record<'_>, _frame_end: u64) -> Result<(), Self::Stop> {
+    /// included): where the next frame starts; and the frame's last bytes as stored (at most
+    /// [`FRAME_TAIL`], the terminator included), which a mark's check covers. Only a read
+    /// that hands out marks wants them.
+    fn take_at(
+        &mut self,
+        record: Self::Record<'_>,
+        _frame_end: u64,
+        _frame_tail: &[u8],
+    ) -> Result<(), Self::Stop> {
         self.take(record)
     }
 
@@ -637,6 +673,10 @@ struct Scanner<T> {
     header_end: Option<(u64, Verdict)>,
     /// The byte offset just past the frame being judged, terminator included.
     frame_end: u64,
+    /// The frame being judged's last bytes as stored, the terminator included
+    /// (`frame_tail_len` of them), copied before decoding rewrites the frame in place.
+    frame_tail: [u8; FRAME_TAIL],
+    frame_tail_len: usize,
 }
 
 impl<T: Take> Scanner<T> {
@@ -658,6 +698,8 @@ impl<T: Take> Scanner<T> {
             refusal: None,
             header_end: None,
             frame_end: HEADER_LEN as u64,
+            frame_tail: [0; FRAME_TAIL],
+            frame_tail_len: 0,
         }
     }
 
@@ -806,6 +848,10 @@ impl<T: Take> Scanner<T> {
     fn push_frame(&mut self, offset: u64, frame: &mut [u8]) -> Result<(), T::Stop> {
         let len = frame.len() as u64;
         self.frame_end = offset + len + 1;
+        let kept = frame.len().min(FRAME_TAIL - 1);
+        self.frame_tail[..kept].copy_from_slice(&frame[frame.len() - kept..]);
+        self.frame_tail[kept] = 0;
+        self.frame_tail_len = kept + 1;
         // Looked at before decoding, which rewrites the bytes in place.
         let sealed = frame.len() > SEAL_MARK.len() && frame.ends_with(&SEAL_MARK);
         match decode_cut_frame::<T::Record<'_>>(frame) {
@@ -929,7 +975,11 @@ impl<T: Take> Scanner<T> {
             Some(_) => {}
         }
         self.last_sequence = Some(sequence);
-        self.take.take_at(record, self.frame_end)
+        self.take.take_at(
+            record,
+            self.frame_end,
+            &self.frame_tail[..self.frame_tail_len],
+        )
     }
 
     /// Records a finding. In a v2 file a sequence that does not increase refuses the file: its

@@ -114,3 +114,112 @@ fn a_file_replaced_cut_short_or_compacted_since_the_mark_is_stale() {
         .unwrap();
     assert_eq!(again, ReadAfter::Read(counted));
 }
+
+/// A file copied over the session in place keeps its inode and, when its frames line up
+/// (another recording of the same session, of the same shape and length, made later), its
+/// terminators: every mark into the old file is still stale, and a read from the start sees
+/// the new answer.
+#[test]
+fn a_mark_into_a_file_another_recording_was_copied_over_in_place_is_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let mut records = demo_turn("demo", 0);
+    records.extend(demo_turn("demo", 7));
+    append_all(&backend, &records);
+    let mut marks = Vec::new();
+    backend
+        .replay_after("demo", &ReadMark::START, &mut |_, mark| {
+            marks.push(*mark);
+            Ok(())
+        })
+        .unwrap();
+    backend.close("demo");
+    let path = dir.path().join("demo.cslog");
+
+    // Another recording a second later, whose second answer says another word of the same
+    // length.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other = FileBackend::new(elsewhere.path()).unwrap();
+    let mut copied = records.clone();
+    for record in &mut copied {
+        record.timestamp_ms += 1_000;
+    }
+    copied[11].event = cuca_events::SessionEvent::Output {
+        text: "moved".into(),
+    };
+    append_all(&other, &copied);
+    other.close("demo");
+    let other_path = elsewhere.path().join("demo.cslog");
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(std::fs::metadata(&other_path).unwrap().len(), len);
+    #[cfg(unix)]
+    let inode = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&path).unwrap().ino()
+    };
+    std::fs::copy(&other_path, &path).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().ino(),
+            inode,
+            "copied in place"
+        );
+    }
+
+    for mark in &marks {
+        assert_eq!(read(&backend, mark), (vec![], ReadAfter::Stale), "{mark:?}");
+    }
+    let mut answers = Vec::new();
+    backend
+        .replay_after("demo", &ReadMark::START, &mut |record, _| {
+            if let cuca_events::SessionEvent::Output { text } = record.event {
+                answers.push(text);
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(answers, ["noted", "moved"]);
+}
+
+/// A file copied over in place whose first turn is byte for byte the old one's and whose
+/// second was recorded later: a mark inside the first turn reads on into the new second turn
+/// (every byte before it is the same), a mark after a record of the second turn is stale.
+#[test]
+fn a_mark_after_a_record_the_copied_file_does_not_hold_is_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let mut records = demo_turn("demo", 0);
+    records.extend(demo_turn("demo", 7));
+    append_all(&backend, &records);
+    let mut marks = Vec::new();
+    backend
+        .replay_after("demo", &ReadMark::START, &mut |_, mark| {
+            marks.push(*mark);
+            Ok(())
+        })
+        .unwrap();
+    backend.close("demo");
+
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other = FileBackend::new(elsewhere.path()).unwrap();
+    let mut copied = records.clone();
+    for record in &mut copied[7..] {
+        record.timestamp_ms += 1_000;
+    }
+    append_all(&other, &copied);
+    other.close("demo");
+    std::fs::copy(
+        elsewhere.path().join("demo.cslog"),
+        dir.path().join("demo.cslog"),
+    )
+    .unwrap();
+
+    let (seen, outcome) = read(&backend, &marks[6]);
+    assert_eq!(seen, (7..14).collect::<Vec<u64>>());
+    assert!(matches!(outcome, ReadAfter::Read(_)));
+    for mark in &marks[7..] {
+        assert_eq!(read(&backend, mark), (vec![], ReadAfter::Stale), "{mark:?}");
+    }
+}

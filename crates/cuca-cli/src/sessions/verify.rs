@@ -2,7 +2,9 @@
 
 use std::io::Write;
 
-use cuca::replay::{Ambiguity, AmbiguityCheck};
+use cuca::replay::{
+    Ambiguity, AmbiguityCheck, PartialRequest, PartialRequestCheck, PartialRequestKind,
+};
 use cuca::store_file::{ScanSummary, SkimmedRecord, Verdict};
 use cuca::SessionEvent;
 use serde_json::json;
@@ -157,13 +159,30 @@ fn write_ambiguities(out: &mut impl Write, ambiguities: &[Ambiguity]) -> Result<
     Ok(())
 }
 
+/// One line per request cut while it was written and never closed: one a call joined cannot
+/// be replayed; one at the end is said as a call not recorded in full.
+fn write_partial_requests(
+    out: &mut impl Write,
+    partial: &[PartialRequest],
+) -> Result<(), CliError> {
+    for request in partial {
+        match request.why {
+            PartialRequestKind::AtEnd => writeln!(out, "  partial request: {request}")?,
+            _ => writeln!(out, "  not replayable: {request}")?,
+        }
+    }
+    Ok(())
+}
+
 /// What a session's call records say about the calls themselves, beside the file's verdict:
 /// a file can be clean while a call in it was cut short or could not be written whole, or
-/// hold two requests a replay cannot tell apart.
+/// hold two requests a replay cannot tell apart, or a request cut while it was written.
 #[derive(Debug, Default)]
 struct Calls {
     /// The calls' positions and digests, for the replayability check.
     positions: AmbiguityCheck,
+    /// The turns' request records, for requests cut while they were written.
+    partial: PartialRequestCheck,
     /// Calls with a `CallIncomplete` record: their records do not hold the whole call.
     incomplete: u64,
     /// A `CallRequest` with no `CallFinish` after it, at the end of the session.
@@ -175,15 +194,24 @@ struct Calls {
 impl Calls {
     /// A skimmed record of a file: its text left out but for what the checks read.
     fn see_skimmed(&mut self, record: &SkimmedRecord<'_>) {
+        let sequence = record.sequence;
         match record.kind() {
-            "RequestDigest" => self.see(&SessionEvent::RequestDigest {
-                sha256: record.request_digest().unwrap_or_default().to_owned(),
+            "RequestDigest" => self.see(
+                sequence,
+                &SessionEvent::RequestDigest {
+                    sha256: record.request_digest().unwrap_or_default().to_owned(),
+                },
+            ),
+            // The text borrowed from the read buffer, not copied into an event.
+            "SystemPrompt" => record.each_text(|_, _, text| {
+                self.partial.observe_system_prompt(sequence, text);
             }),
-            _ => self.see(&record.hollow_event()),
+            _ => self.see(sequence, &record.hollow_event()),
         }
     }
 
-    fn see(&mut self, event: &SessionEvent) {
+    fn see(&mut self, sequence: u64, event: &SessionEvent) {
+        self.partial.observe(sequence, event);
         let kind = event.kind();
         if matches!(kind, "CallRequest" | "RequestDigest") {
             self.positions.observe(event);
@@ -259,14 +287,20 @@ pub(crate) fn verify(store: &Store, named: &[String], as_json: bool) -> Result<(
                     session,
                     bytes.unwrap_or(0),
                     &mut |record| {
-                        calls.see(&record.event);
+                        calls.see(record.sequence, &record.event);
                     },
                 )
             }
         };
-        n_incomplete += calls.incomplete + u64::from(calls.open_at_end);
         let ambiguities = std::mem::take(&mut calls.positions).finish();
-        if !ambiguities.is_empty() {
+        let partial = std::mem::take(&mut calls.partial).finish();
+        let partial_at_end = partial
+            .iter()
+            .filter(|p| p.why == PartialRequestKind::AtEnd)
+            .count() as u64;
+        n_incomplete += calls.incomplete + u64::from(calls.open_at_end) + partial_at_end;
+        let replayable = ambiguities.is_empty() && partial_at_end == partial.len() as u64;
+        if !replayable {
             not_replayable += 1;
         }
         bar.inc(1);
@@ -285,7 +319,21 @@ pub(crate) fn verify(store: &Store, named: &[String], as_json: bool) -> Result<(
             let mut report = report_json(session, &scanned);
             report["incomplete_calls"] = json!(calls.incomplete);
             report["open_call_at_end"] = json!(calls.open_at_end);
-            report["replayable"] = json!(ambiguities.is_empty());
+            report["replayable"] = json!(replayable);
+            report["partial_requests"] = partial
+                .iter()
+                .map(|p| {
+                    json!({
+                        "first_sequence": p.first_sequence,
+                        "records": p.n_records,
+                        "joined_call_sequence": match p.why {
+                            PartialRequestKind::Joined { call_sequence } => Some(call_sequence),
+                            _ => None,
+                        },
+                        "why": p.to_string(),
+                    })
+                })
+                .collect();
             report["ambiguities"] = ambiguities
                 .iter()
                 .map(|a| {
@@ -302,6 +350,7 @@ pub(crate) fn verify(store: &Store, named: &[String], as_json: bool) -> Result<(
             write_report(&mut out, session, &scanned)?;
             calls.write(&mut out)?;
             write_ambiguities(&mut out, &ambiguities)?;
+            write_partial_requests(&mut out, &partial)?;
         }
     }
     bar.finish_and_clear();
@@ -340,7 +389,7 @@ pub(crate) fn verify(store: &Store, named: &[String], as_json: bool) -> Result<(
     }
     if not_replayable > 0 {
         return Err(CliError::Failed(format!(
-            "{not_replayable} of {} in {} cannot be replayed call by call: two different requests at one conversation position (see the lines above)",
+            "{not_replayable} of {} in {} cannot be replayed call by call: two different requests at one conversation position, or a request cut while it was written that a call joined (see the lines above)",
             count(ids.len() as u64, "session", "sessions"),
             store.describe(),
         )));
