@@ -13,7 +13,8 @@
 //! ```
 
 // Benchmark setup failing is a broken bench, not bad input: unwrapping is how it stops.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// `criterion_group!` makes an undocumented function.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
 
@@ -62,7 +63,10 @@ fn with_secrets(text: &str, n: usize) -> String {
     let step = text.len() / (n + 1);
     let mut at = 0;
     for i in 0..n {
-        let next = text[..(i + 1) * step].rfind('\n').map_or(0, |p| p + 1).max(at);
+        let next = text[..(i + 1) * step]
+            .rfind('\n')
+            .map_or(0, |p| p + 1)
+            .max(at);
         out.push_str(&text[at..next]);
         out.push_str(SECRETS[i % SECRETS.len()]);
         out.push('\n');
@@ -90,7 +94,10 @@ fn bench(c: &mut Criterion) {
 
     let text_4k = clean_text(4096);
     let text_4k_secret = with_secrets(&text_4k, 1);
-    assert!(rules.scan(&text_4k).is_empty(), "the clean text holds no secret");
+    assert!(
+        rules.scan(&text_4k).is_empty(),
+        "the clean text holds no secret"
+    );
     assert_eq!(rules.scan(&text_4k_secret).len(), 1);
     group.throughput(Throughput::Bytes(text_4k.len() as u64));
     group.bench_function("text_4k/clean", |b| {
@@ -102,7 +109,10 @@ fn bench(c: &mut Criterion) {
 
     let prompt = clean_text(200_000);
     let prompt_secrets = with_secrets(&prompt, 5);
-    assert!(rules.scan(&prompt).is_empty(), "the clean prompt holds no secret");
+    assert!(
+        rules.scan(&prompt).is_empty(),
+        "the clean prompt holds no secret"
+    );
     assert_eq!(rules.scan(&prompt_secrets).len(), 5);
     group.throughput(Throughput::Bytes(prompt.len() as u64));
     group.bench_function("prompt_200k/clean", |b| {

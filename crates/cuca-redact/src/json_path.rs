@@ -123,7 +123,10 @@ impl JsonPath {
             }
         }
         if steps.is_empty() {
-            return Err(fail(1, "a step after `$` (a path cannot select the whole document)"));
+            return Err(fail(
+                1,
+                "a step after `$` (a path cannot select the whole document)",
+            ));
         }
         Ok(JsonPath {
             text: text.to_owned(),

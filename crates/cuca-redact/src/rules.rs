@@ -93,7 +93,11 @@ impl fmt::Display for Finding {
             &self.field
         };
         match &self.range {
-            Some(range) => write!(f, "{field} bytes {}..{}: {}", range.start, range.end, self.rule),
+            Some(range) => write!(
+                f,
+                "{field} bytes {}..{}: {}",
+                range.start, range.end, self.rule
+            ),
             None => write!(f, "{field}: {}", self.rule),
         }
     }
@@ -214,11 +218,10 @@ impl Rules {
                     });
                 }
                 (None, Some(path)) => {
-                    let path =
-                        JsonPath::parse(path).map_err(|source| Error::InvalidJsonPath {
-                            rule: spec.name.clone(),
-                            source,
-                        })?;
+                    let path = JsonPath::parse(path).map_err(|source| Error::InvalidJsonPath {
+                        rule: spec.name.clone(),
+                        source,
+                    })?;
                     paths.push(PathRule {
                         name: spec.name.clone(),
                         marker: marker(&spec.name),
@@ -507,7 +510,10 @@ impl Rules {
         let mut by_path: HashSet<String> = HashSet::new();
         for rule in &self.paths {
             for pointer in rule.path.pointers(value) {
-                if value.pointer(&pointer).is_some_and(|v| self.path_replaces(v)) {
+                if value
+                    .pointer(&pointer)
+                    .is_some_and(|v| self.path_replaces(v))
+                {
                     findings.push(Finding {
                         rule: rule.name.clone(),
                         field: format!("{field}{pointer}"),
@@ -523,7 +529,9 @@ impl Rules {
                 continue;
             }
             match value {
-                Value::String(s) => findings.extend(self.scan_field(s, &format!("{field}{pointer}"))),
+                Value::String(s) => {
+                    findings.extend(self.scan_field(s, &format!("{field}{pointer}")))
+                }
                 Value::Array(items) => {
                     for (i, child) in items.iter().enumerate().rev() {
                         stack.push((format!("{pointer}/{i}"), child));

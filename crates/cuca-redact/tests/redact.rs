@@ -1,6 +1,9 @@
 //! Redaction of every default kind in prompts, tool outputs and JSON; user rules; disabling;
 //! idempotence, determinism and the borrowed no-secret path; scans; every event field.
 
+// Test helpers outside `#[test]` functions: a failure is the test failing.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::borrow::Cow;
@@ -8,7 +11,7 @@ use std::borrow::Cow;
 use common::{assert_gone, FAKES, PEM};
 use cuca_events::{Message, MessageContentBlock, Role, SessionEvent};
 use cuca_redact::{
-    Config, Counts, Error, Finding, Rules, RuleSpec, DEFAULT_RULES, REDACTED_FIELDS,
+    Config, Counts, Error, Finding, RuleSpec, Rules, DEFAULT_RULES, REDACTED_FIELDS,
 };
 use serde_json::json;
 
@@ -38,7 +41,10 @@ fn every_default_kind_in_a_prompt_is_replaced_by_its_marker() {
         assert_gone(fake, &text, "prompt");
         assert!(text.contains(&marker(fake.rule)), "{}: {text}", fake.rule);
         assert_eq!(counts.get(fake.rule), 1, "{}: {counts}", fake.rule);
-        assert!(text.contains("Please debug this, my config says "), "{text}");
+        assert!(
+            text.contains("Please debug this, my config says "),
+            "{text}"
+        );
         assert!(text.contains("and the call fails."), "{text}");
     }
 }
@@ -47,7 +53,10 @@ fn every_default_kind_in_a_prompt_is_replaced_by_its_marker() {
 fn every_default_kind_in_a_tool_output_is_replaced() {
     let rules = defaults();
     for fake in FAKES {
-        let output = format!("$ env | sort\nHOME=/root\nKEY={}\nPATH=/usr/bin\n", fake.text);
+        let output = format!(
+            "$ env | sort\nHOME=/root\nKEY={}\nPATH=/usr/bin\n",
+            fake.text
+        );
         let mut event = SessionEvent::ToolResult {
             tool_call_id: "call_1".into(),
             content: output.clone(),
@@ -321,14 +330,20 @@ fn disabling_a_default_rule_is_explicit_and_leaves_the_others_on() {
     assert!(!rules.names().any(|name| name == "jwt"));
     let text = format!("{} and AKIAZ7Q3X9M2P5L8N4R6", jwt.text);
     let (out, counts) = rules.redact_text(&text);
-    assert_eq!(out, format!("{} and [REDACTED:aws-access-key-id]", jwt.text));
+    assert_eq!(
+        out,
+        format!("{} and [REDACTED:aws-access-key-id]", jwt.text)
+    );
     assert_eq!(counts.to_string(), "aws-access-key-id=1");
     assert_eq!(defaults().redact_text(&text).1.get("jwt"), 1);
 
     // Without the password-field rule, the JSON walk leaves password-like keys alone too.
     let config = Config::from_toml_str("disable = [\"password-field\"]").unwrap();
     let mut body = json!({"password": "hunter2"});
-    assert!(Rules::new(&config).unwrap().redact_json(&mut body).is_empty());
+    assert!(Rules::new(&config)
+        .unwrap()
+        .redact_json(&mut body)
+        .is_empty());
     assert_eq!(body, json!({"password": "hunter2"}));
 
     let misspelt = Config::from_toml_str("disable = [\"jwts\"]").unwrap();
@@ -366,7 +381,9 @@ fn rules_files_load_from_toml_and_json_and_bad_rules_are_refused_by_name() {
         }
     );
     let mut config = from_toml;
-    config.extend(Config::from_json_str(r#"{"rules": [{"name": "emp", "regex": "EMP-[0-9]+"}]}"#).unwrap());
+    config.extend(
+        Config::from_json_str(r#"{"rules": [{"name": "emp", "regex": "EMP-[0-9]+"}]}"#).unwrap(),
+    );
     let rules = Rules::new(&config).unwrap();
     assert_eq!(
         rules.redact_text("TCK-1 EMP-2").0,
@@ -377,7 +394,9 @@ fn rules_files_load_from_toml_and_json_and_bad_rules_are_refused_by_name() {
     std::fs::write(&yaml, "disable: []").unwrap();
     assert!(matches!(Config::load(&yaml), Err(Error::ConfigFormat { path }) if path == yaml));
     let missing = dir.path().join("missing.toml");
-    assert!(matches!(Config::load(&missing), Err(Error::ReadConfig { path, .. }) if path == missing));
+    assert!(
+        matches!(Config::load(&missing), Err(Error::ReadConfig { path, .. }) if path == missing)
+    );
     let big = dir.path().join("big.json");
     std::fs::write(&big, vec![b' '; cuca_redact::MAX_CONFIG_BYTES as usize + 1]).unwrap();
     match Config::load(&big) {
@@ -402,10 +421,18 @@ fn rules_files_load_from_toml_and_json_and_bad_rules_are_refused_by_name() {
         })
         .unwrap_err()
     };
-    assert!(matches!(refused(RuleSpec::regex("bad", "(unclosed")), Error::InvalidRegex { rule, .. } if rule == "bad"));
-    assert!(matches!(refused(RuleSpec::regex("empty", "x*")), Error::MatchesEmpty { rule } if rule == "empty"));
-    assert!(matches!(refused(RuleSpec::regex("has space", "x")), Error::InvalidRuleName { name } if name == "has space"));
-    assert!(matches!(refused(RuleSpec::regex("jwt", "x")), Error::DuplicateRule { name } if name == "jwt"));
+    assert!(
+        matches!(refused(RuleSpec::regex("bad", "(unclosed")), Error::InvalidRegex { rule, .. } if rule == "bad")
+    );
+    assert!(
+        matches!(refused(RuleSpec::regex("empty", "x*")), Error::MatchesEmpty { rule } if rule == "empty")
+    );
+    assert!(
+        matches!(refused(RuleSpec::regex("has space", "x")), Error::InvalidRuleName { name } if name == "has space")
+    );
+    assert!(
+        matches!(refused(RuleSpec::regex("jwt", "x")), Error::DuplicateRule { name } if name == "jwt")
+    );
     match refused(RuleSpec::json_path("p", "$.a..b")) {
         Error::InvalidJsonPath { rule, source } => assert_eq!((rule.as_str(), source.at), ("p", 4)),
         other => panic!("{other:?}"),
@@ -466,13 +493,23 @@ fn scan_names_the_rule_and_the_place_never_the_value() {
             },
         ]
     );
-    assert_eq!(findings[0].to_string(), "text bytes 2..22: aws-access-key-id");
+    assert_eq!(
+        findings[0].to_string(),
+        "text bytes 2..22: aws-access-key-id"
+    );
 
     let body = json!({"a": [{"password": "x"}, "sk_live_51Hq8Wm2Zx7Rt4Lp9Nv3Yc6Hb1Jf5Gs0Dk"]});
-    let findings: Vec<String> = rules.scan_json(&body).iter().map(|f| f.to_string()).collect();
+    let findings: Vec<String> = rules
+        .scan_json(&body)
+        .iter()
+        .map(|f| f.to_string())
+        .collect();
     assert_eq!(
         findings,
-        ["/a/0/password: password-field", "/a/1 bytes 0..42: stripe-key"]
+        [
+            "/a/0/password: password-field",
+            "/a/1 bytes 0..42: stripe-key"
+        ]
     );
 
     let event = SessionEvent::Message(Message {
@@ -486,8 +523,15 @@ fn scan_names_the_rule_and_the_place_never_the_value() {
             },
         ],
     });
-    let findings: Vec<String> = rules.scan_event(&event).iter().map(|f| f.to_string()).collect();
-    assert_eq!(findings, ["Message.content[1].arguments bytes 19..50: bearer"]);
+    let findings: Vec<String> = rules
+        .scan_event(&event)
+        .iter()
+        .map(|f| f.to_string())
+        .collect();
+    assert_eq!(
+        findings,
+        ["Message.content[1].arguments bytes 19..50: bearer"]
+    );
     for finding in &findings {
         assert!(!finding.contains("q7Wm2Xz9"), "{finding}");
     }
@@ -497,7 +541,9 @@ fn scan_names_the_rule_and_the_place_never_the_value() {
 fn one_of_each_kind(secret: &str) -> Vec<SessionEvent> {
     let json_text = serde_json::to_string(&json!({ "value": secret })).unwrap();
     vec![
-        SessionEvent::SystemPrompt { text: format!("system {secret}") },
+        SessionEvent::SystemPrompt {
+            text: format!("system {secret}"),
+        },
         SessionEvent::Message(Message {
             role: Role::Assistant,
             content: vec![
@@ -519,8 +565,12 @@ fn one_of_each_kind(secret: &str) -> Vec<SessionEvent> {
                 },
             ],
         }),
-        SessionEvent::Reasoning { text: format!("reasoning {secret}") },
-        SessionEvent::Output { text: format!("output {secret}") },
+        SessionEvent::Reasoning {
+            text: format!("reasoning {secret}"),
+        },
+        SessionEvent::Output {
+            text: format!("output {secret}"),
+        },
         SessionEvent::ToolCall {
             id: "call_2".into(),
             name: "shell".into(),
@@ -535,23 +585,39 @@ fn one_of_each_kind(secret: &str) -> Vec<SessionEvent> {
             exit_code: Some(1),
         },
         SessionEvent::Latency { duration_ms: 12 },
-        SessionEvent::TokenUsage { prompt_tokens: 1, completion_tokens: 2 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 1,
+            completion_tokens: 2,
+        },
         SessionEvent::ModelSwap {
             from: "a".into(),
             to: "b".into(),
             reason: format!("reason {secret}"),
         },
-        SessionEvent::Fork { from_point: "s:1".into(), to_session: "s:fork:1".into() },
+        SessionEvent::Fork {
+            from_point: "s:1".into(),
+            to_session: "s:fork:1".into(),
+        },
         SessionEvent::CallRequest {
             model: "gpt-5".into(),
             parameters: json_text.clone(),
             tools: format!("[{json_text}]"),
             messages: 2,
         },
-        SessionEvent::CallFinish { finish_reason: Some("stop".into()), model: "gpt-5".into() },
-        SessionEvent::CallIncomplete { reason: format!("upstream said {secret}") },
-        SessionEvent::CallWire { format: "messages".into(), wire: json_text },
-        SessionEvent::RequestDigest { sha256: "0".repeat(64) },
+        SessionEvent::CallFinish {
+            finish_reason: Some("stop".into()),
+            model: "gpt-5".into(),
+        },
+        SessionEvent::CallIncomplete {
+            reason: format!("upstream said {secret}"),
+        },
+        SessionEvent::CallWire {
+            format: "messages".into(),
+            wire: json_text,
+        },
+        SessionEvent::RequestDigest {
+            sha256: "0".repeat(64),
+        },
     ]
 }
 
@@ -562,12 +628,21 @@ fn every_text_field_of_every_event_kind_is_redacted() {
     let kinds: Vec<&str> = events.iter().map(|e| e.kind()).collect();
     assert_eq!(kinds, SessionEvent::KINDS, "the test builds every kind");
     let listed: Vec<&str> = REDACTED_FIELDS.iter().map(|(kind, _)| *kind).collect();
-    assert_eq!(listed, SessionEvent::KINDS, "REDACTED_FIELDS places every kind");
+    assert_eq!(
+        listed,
+        SessionEvent::KINDS,
+        "REDACTED_FIELDS places every kind"
+    );
     for (mut event, (_, fields)) in events.into_iter().zip(REDACTED_FIELDS) {
         let found = rules.scan_event(&event).len();
         let counts = rules.redact_event(&mut event);
         assert_gone(&FAKES[0], &event_text(&event), event.kind());
-        assert_eq!(counts.get("openai-key") as usize, fields.len(), "{}: {counts}", event.kind());
+        assert_eq!(
+            counts.get("openai-key") as usize,
+            fields.len(),
+            "{}: {counts}",
+            event.kind()
+        );
         assert_eq!(found, fields.len(), "{}", event.kind());
         assert!(rules.scan_event(&event).is_empty());
     }
@@ -580,7 +655,11 @@ fn every_default_rule_is_in_force_and_has_a_fake() {
     let defaults: Vec<&str> = DEFAULT_RULES.iter().map(|rule| rule.name).collect();
     assert_eq!(names, defaults);
     for rule in DEFAULT_RULES {
-        assert!(FAKES.iter().any(|fake| fake.rule == rule.name), "{} has no fake", rule.name);
+        assert!(
+            FAKES.iter().any(|fake| fake.rule == rule.name),
+            "{} has no fake",
+            rule.name
+        );
         assert!(!rule.finds.is_empty());
     }
 }

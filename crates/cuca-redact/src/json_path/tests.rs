@@ -10,7 +10,10 @@ fn every_step_kind_reads_and_selects_in_document_order() {
     });
     let cases: [(&str, &[&str]); 7] = [
         ("$.metadata.request_id", &["/metadata/request_id"]),
-        ("$.messages[*].content", &["/messages/0/content", "/messages/2/content"]),
+        (
+            "$.messages[*].content",
+            &["/messages/0/content", "/messages/2/content"],
+        ),
         ("$.messages[2].content[0]", &["/messages/2/content/0"]),
         ("$['metadata'][\"a/b~c\"]", &["/metadata/a~1b~0c"]),
         ("$.messages[1].*", &["/messages/1/role"]),
@@ -31,14 +34,22 @@ fn every_step_kind_reads_and_selects_in_document_order() {
 fn a_malformed_path_names_the_byte_and_what_was_expected() {
     let cases = [
         ("metadata.id", 0, "a path starts with `$`"),
-        ("$", 1, "a step after `$` (a path cannot select the whole document)"),
+        (
+            "$",
+            1,
+            "a step after `$` (a path cannot select the whole document)",
+        ),
         ("$.", 2, "a member name or `*` after `.`"),
         ("$.a..b", 4, "a member name or `*` after `.`"),
         ("$[x]", 2, "`*`, an index or a quoted name after `[`"),
         ("$['a]", 2, "a closing quote"),
         ("$[1", 3, "`]`"),
         ("$.a b", 3, "`.` or `[`"),
-        ("$[99999999999999999999999]", 2, "an index that fits in a usize"),
+        (
+            "$[99999999999999999999999]",
+            2,
+            "an index that fits in a usize",
+        ),
     ];
     for (text, at, reason) in cases {
         let error = JsonPath::parse(text).unwrap_err();
