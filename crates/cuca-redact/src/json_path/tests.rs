@@ -1,3 +1,5 @@
+//! The path syntax: every step kind read and selected, and every malformed path refused.
+
 use serde_json::json;
 
 use super::*;
