@@ -172,6 +172,9 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
             "cuca-calllog" => false,
             // Prices are data and arithmetic: token counts in, USD out (ARCHITECTURE.md).
             "cuca-cost" => false,
+            // Redaction is a library over the contract's events: recorders call it, it calls
+            // nothing of theirs (ARCHITECTURE.md, cuca-redact).
+            "cuca-redact" => to == "cuca-events",
             // The viewer sits on top like the CLI: it reads through the crates that own the
             // formats (ARCHITECTURE.md, cuca-view).
             // Serving names the journal's record file only (ARCHITECTURE.md, cuca-serve).
