@@ -897,7 +897,14 @@ pub(crate) fn runs(rows: &[RunRow]) -> Markup {
 }
 
 /// One journal run: identity, outcome (the damage report), agents, inputs by kind.
-pub(crate) fn run(id: &str, s: &RecordSummary) -> Markup {
+///
+/// A failed entry (a command's exit status other than 0, a failed model call, a tool's
+/// reported failure; `failures`, by seq) is marked failed on the timeline, with why.
+pub(crate) fn run(
+    id: &str,
+    s: &RecordSummary,
+    failures: &std::collections::BTreeMap<u64, String>,
+) -> Markup {
     layout(
         id,
         html! {
@@ -926,7 +933,11 @@ pub(crate) fn run(id: &str, s: &RecordSummary) -> Markup {
                     p.muted { "The first " (s.timeline.len()) " of " (s.n_entries) " entries." }
                 }
                 table #timeline { thead { tr { th.num { "Seq" } th { "Agent" } th { "Input" } th {} } }
-                    tbody { @for e in &s.timeline { tr { td.num { (e.seq) } td { code { (e.agent) } } td { (e.kind.replace('_', " ")) }
+                    tbody { @for e in &s.timeline { @let failed = failures.get(&e.seq);
+                        tr class=[failed.map(|_| "failed")] {
+                        td.num { (e.seq) } td { code { (e.agent) } }
+                        td { (e.kind.replace('_', " "))
+                            @if let Some(why) = failed { " " span.badge.error.entry-failed { "failed · " (why) } } }
                         td { a.entry-link href=(journal::entry_href(id, e.seq)) { "content" } } } } } }
             }
         },

@@ -394,8 +394,15 @@ async fn run(State(config): State<Config>, Path(id): Path<String>) -> Response {
         });
     };
     let title = id.clone();
-    match blocking(move || crate::runs::show(&dir, &id)).await {
-        Ok(summary) => Html(pages::run(&title, &summary).into_string()).into_response(),
+    let read = blocking(move || {
+        let summary = crate::runs::show(&dir, &id)?;
+        let failures = crate::runs::failures(&dir, &id)?;
+        Ok((summary, failures))
+    });
+    match read.await {
+        Ok((summary, failures)) => {
+            Html(pages::run(&title, &summary, &failures).into_string()).into_response()
+        }
         Err(response) => response,
     }
 }

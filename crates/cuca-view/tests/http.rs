@@ -377,6 +377,56 @@ async fn a_fork_compares_with_its_parent_and_a_journal_entry_shows_its_content()
 }
 
 #[tokio::test]
+async fn a_journal_runs_tool_results_and_failures_read_in_words() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    // A tool result: its name, arguments and output from the text pool, not pool indices.
+    let (status, _, tool) = get(&format!("{base}/runs/run-1/entries/4")).await;
+    assert_eq!(status, 200);
+    assert!(
+        tool.contains(r#"<code id="tool-name">read_file</code>"#),
+        "{tool}"
+    );
+    assert!(tool.contains("vault.txt"), "{tool}");
+    assert!(
+        tool.contains(r#"<pre id="output">no such file: vault.txt</pre>"#),
+        "{tool}"
+    );
+    assert!(tool.contains("the tool reported failure"), "{tool}");
+    assert!(!tool.contains("entry-json"), "{tool}");
+    // A model error's class in words.
+    let (status, _, error) = get(&format!("{base}/runs/run-1/entries/5")).await;
+    assert_eq!(status, 200);
+    assert!(
+        error.contains("the call failed: fatal status: the provider answered a status"),
+        "{error}"
+    );
+    assert!(!error.contains("fatalstatus"), "{error}");
+    assert!(error.contains("HTTP 400"), "{error}");
+    // The timeline marks the failed command, the failed tool and the failed call.
+    let (_, _, run) = get(&format!("{base}/runs/run-1")).await;
+    assert!(
+        run.contains(r#"<tr class="failed"><td class="num">2</td><td><code>root</code></td><td>shell <span class="badge error entry-failed">failed · exit status 101</span>"#),
+        "{run}"
+    );
+    assert!(
+        run.contains(r#"<td>tool result <span class="badge error entry-failed">failed · the tool reported failure</span>"#),
+        "{run}"
+    );
+    assert!(
+        run.contains(
+            r#"<td>model error <span class="badge error entry-failed">failed · fatal status"#
+        ),
+        "{run}"
+    );
+    // The model call that answered is not marked.
+    assert!(
+        run.contains(r#"<tr><td class="num">3</td><td><code>root</code></td><td>model io</td>"#),
+        "{run}"
+    );
+}
+
+#[tokio::test]
 async fn search_finds_text_across_sessions_and_links_to_the_point() {
     let fixture = Fixture::new();
     let base = support::serve(fixture.config()).await;
