@@ -1216,12 +1216,18 @@ pub(crate) fn search(results: &crate::search::Results) -> Markup {
                 p.muted { "Type in the box above and press Enter: message text, outputs, tool names and arguments, tool results, models and errors, across every session." }
             } @else {
                 p #search-summary .muted {
-                    (plural(results.hits.len() as u64, "hit", "hits")) " for " code { (results.query) }
+                    @if results.offset > 0 || results.limited {
+                        "hits " (thousands((results.offset + 1) as u64)) "–" (thousands((results.offset + results.hits.len()) as u64))
+                    } @else {
+                        (plural(results.hits.len() as u64, "hit", "hits"))
+                    }
+                    " for " code { (results.query) }
                     @if results.regex { " (regular expression)" }
                     " in " (plural(results.sessions as u64, "session", "sessions")) ", "
                     (plural(results.records, "record", "records")) " read"
-                    @if results.limited { "; the first " (crate::search::MAX_HITS) " are listed" }
+                    @if results.limited { "; more on the next page" }
                 }
+                (search_pager(results))
                 table #search-hits {
                     thead { tr { th { "Session" } th.num { "Turn" } th { "Record" } th { "Text" } } }
                     tbody {
@@ -1234,14 +1240,42 @@ pub(crate) fn search(results: &crate::search::Results) -> Markup {
                                 td.snippet {
                                     @let (before, matched, after) = split_snippet(&hit.snippet, &hit.matched);
                                     (before) mark { (matched) } (after)
+                                    @if hit.also_in_forks > 0 {
+                                        " " span.pill.also-in-forks title="The forks copied this record from this session: it is listed once" {
+                                            "also in " (plural(hit.also_in_forks as u64, "fork", "forks")) }
+                                    }
                                 }
                             }
                         }
                     }
                 }
+                (search_pager(results))
             }
         },
     )
+}
+
+/// Links to the search's page before and after this one.
+fn search_pager(results: &crate::search::Results) -> Markup {
+    let href = |offset: usize| {
+        let mut href = format!("/search?q={}", utf8_percent_encode(&results.query, SEGMENT));
+        if results.regex {
+            href.push_str("&re=1");
+        }
+        if offset > 0 {
+            href.push_str(&format!("&offset={offset}"));
+        }
+        href
+    };
+    let per = crate::search::MAX_HITS;
+    html! {
+        @if results.offset > 0 || results.limited {
+            nav.pager.search-pager {
+                @if results.offset > 0 { a.prev href=(href(results.offset.saturating_sub(per))) { "← earlier hits" } }
+                @if results.limited { a.next href=(href(results.offset + results.hits.len())) { "next " (per) " hits →" } }
+            }
+        }
+    }
 }
 
 /// A snippet cut around its match; the whole snippet unmarked when the range is not on

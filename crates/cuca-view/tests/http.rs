@@ -442,6 +442,57 @@ async fn search_finds_text_across_sessions_and_links_to_the_point() {
 }
 
 #[tokio::test]
+async fn search_pages_past_its_first_hits_and_lists_a_forks_copied_hit_once() {
+    use cuca_events::{Message, SessionBackend, SessionEvent};
+    let root = tempfile::tempdir().unwrap();
+    let backend = cuca_store_file::FileBackend::new(root.path()).unwrap();
+    let records: Vec<_> = (0..450u64)
+        .map(|i| {
+            let text = format!("needle number {i}");
+            let event = if i % 2 == 0 {
+                SessionEvent::Message(Message::user(text))
+            } else {
+                SessionEvent::Output { text }
+            };
+            cuca_testkit::record("haystack", i, event)
+        })
+        .collect();
+    cuca_testkit::append_all(&backend, &records);
+    let fork = backend.fork("haystack", "haystack:9").unwrap();
+    drop(backend);
+    let base = support::serve(cuca_view::ViewConfig::new(vec![root.path().to_owned()])).await;
+
+    let (status, _, first) = get(&format!("{base}/search?q=needle")).await;
+    assert_eq!(status, 200);
+    let rows = |body: &str| body.matches(r#"<a class="hit-link""#).count();
+    assert_eq!(rows(&first), 200, "{first}");
+    assert!(first.contains("hits 1–200 for"), "{first}");
+    // The fork's copies of the parent's first ten records are listed once, the parent's.
+    assert!(!first.contains(&format!(">{fork}</a>")), "{first}");
+    assert!(
+        first.contains(r#"<span class="pill also-in-forks" "#)
+            && first.contains(">also in 1 fork</span>"),
+        "{first}"
+    );
+    assert_eq!(first.matches(">also in 1 fork</span>").count(), 10);
+    let next = r#"<a class="next" href="/search?q=needle&amp;offset=200">"#;
+    assert!(first.contains(next), "{first}");
+
+    let (status, _, second) = get(&format!("{base}/search?q=needle&offset=200")).await;
+    assert_eq!(status, 200);
+    assert_eq!(rows(&second), 200);
+    assert!(second.contains("hits 201–400 for"), "{second}");
+    assert!(second.contains("</mark> number 200<"), "{second}");
+    assert!(!second.contains("</mark> number 199<"), "{second}");
+    assert!(second.contains(r#"href="/search?q=needle">"#), "{second}");
+
+    let (_, _, last) = get(&format!("{base}/search?q=needle&offset=400")).await;
+    assert_eq!(rows(&last), 50);
+    assert!(last.contains("</mark> number 449<"), "{last}");
+    assert!(!last.contains(r#"<a class="next""#), "{last}");
+}
+
+#[tokio::test]
 async fn the_live_poll_lists_the_forks_so_a_new_fork_appears() {
     let fixture = Fixture::new();
     let base = support::serve(fixture.config()).await;
