@@ -138,7 +138,7 @@ async fn session(
             Some(path) => crate::calls::failures_of(path, &id)?,
             None => Vec::new(),
         };
-        let dir = backend.place();
+        let dir = backend.absolute_place();
         Ok((
             page,
             children,
