@@ -6,6 +6,7 @@
 //! thread, records compared by event; the parent's audit record of the fork taken for the
 //! other side is skipped; neither session is held whole.
 
+use std::collections::BTreeSet;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use cuca_events::{PluginError, SessionBackend, SessionEvent};
@@ -38,11 +39,55 @@ pub struct Tail {
     pub duration_ms: u64,
     /// Bytes of text clipped from the records shown.
     pub clipped_bytes: u64,
+    /// Sequences of the records shown whose text was clipped: such a record is never called
+    /// equal to the other side's, since the text left out may differ.
+    pub clipped: BTreeSet<u64>,
+    /// The models the tail's calls were made with.
+    pub models: Models,
+}
+
+/// The models one side's calls were made with: the first a call asked for (a `CallRequest`
+/// naming one) and the first that answered (`CallFinish`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Models {
+    /// The first model a call asked for by name.
+    pub requested: Option<String>,
+    /// The first model that answered.
+    pub answered: Option<String>,
+}
+
+impl Models {
+    /// Notes the model `event` names, if it is the first of its kind.
+    fn see(&mut self, event: &SessionEvent, first_only: bool) {
+        let (slot, model) = match event {
+            SessionEvent::CallRequest { model, .. } if !model.is_empty() => {
+                (&mut self.requested, model)
+            }
+            SessionEvent::CallFinish { model, .. } if !model.is_empty() => {
+                (&mut self.answered, model)
+            }
+            _ => return,
+        };
+        if slot.is_none() || !first_only {
+            *slot = Some(model.clone());
+        }
+    }
+
+    /// This side's models, falling back to `shared`'s (the last ones of the shared records)
+    /// where the tail made no call of its own.
+    fn or(&self, shared: &Models) -> Models {
+        Models {
+            requested: self.requested.clone().or_else(|| shared.requested.clone()),
+            answered: self.answered.clone().or_else(|| shared.answered.clone()),
+        }
+    }
 }
 
 impl Tail {
     fn take(&mut self, mut record: RecordView, budget: &mut usize) {
         self.n_records += 1;
+        self.models.see(&record.event, true);
         match record.event {
             SessionEvent::TokenUsage {
                 prompt_tokens,
@@ -55,7 +100,11 @@ impl Tail {
             _ => {}
         }
         if self.records.len() < MAX_TAIL_SHOWN {
-            self.clipped_bytes += clip::clip_event(&mut record.event, budget);
+            let clipped = clip::clip_event(&mut record.event, budget);
+            if clipped > 0 {
+                self.clipped.insert(record.sequence);
+            }
+            self.clipped_bytes += clipped;
             self.records.push(record);
         }
     }
@@ -71,6 +120,23 @@ pub struct Comparison {
     pub left: Tail,
     /// The fork's (right) tail.
     pub right: Tail,
+    /// The last models the shared records name.
+    pub shared_models: Models,
+}
+
+impl Comparison {
+    /// The parent's model and the fork's, when the fork's calls were made with another
+    /// model: the requested models compared when both sides name one, else the models that
+    /// answered. A side whose tail made no call counts with the shared records' last model.
+    pub fn model_switch(&self) -> Option<(String, String)> {
+        let left = self.left.models.or(&self.shared_models);
+        let right = self.right.models.or(&self.shared_models);
+        let pair = match (left.requested, right.requested) {
+            (Some(a), Some(b)) => (a, b),
+            _ => (left.answered?, right.answered?),
+        };
+        (pair.0 != pair.1).then_some(pair)
+    }
 }
 
 fn feed(
@@ -143,6 +209,7 @@ fn lockstep(
             break;
         }
         comparison.common += 1;
+        comparison.shared_models.see(&p.event, false);
         x = left_rx.recv().ok();
         y = right_rx.recv().ok();
     }

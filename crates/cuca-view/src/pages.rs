@@ -302,7 +302,8 @@ fn summary(session: &str, context: &SessionContext<'_>, marks: &[(usize, String)
             div { dt { "Models" } dd #summary-models {
                 @if index.models.is_empty() { span.muted { "not recorded" } }
                 @for (i, model) in index.models.iter().enumerate() { @if i > 0 { ", " } code { (model) } } } }
-            div { dt { "Tokens in / out" } dd #summary-tokens { (thousands(index.prompt_tokens())) " / " (thousands(index.completion_tokens())) } }
+            div { dt { "Tokens in / out" } dd #summary-tokens {
+                (thousands(index.prompt_tokens())) " / " (thousands(index.completion_tokens())) } }
             div { dt { "Duration" } dd #summary-duration { (duration) } }
             div { dt { "Start" } dd #summary-start { (when(index.start_ms)) } }
             div { dt { "End" } dd #summary-end { (when(index.end_ms)) } }
@@ -385,7 +386,10 @@ pub(crate) fn session(page: &Page, context: &SessionContext<'_>) -> Markup {
                 (failed_call(failure))
             }
             div #live data-session=(session) data-after=(page.last_sequence().map(|s| s.to_string()).unwrap_or_default())
-                data-next-turn=(n_turns + 1) {}
+                data-next-turn=(n_turns + 1) data-first-turn=(context.first_turn)
+                data-per-page=(crate::sessions::TURNS_PER_PAGE) data-records=(context.index.n_records)
+                data-prompt=(context.index.prompt_tokens()) data-completion=(context.index.completion_tokens())
+                data-errors=(marks.len()) {}
             p #live-status {}
         }
         (pager(session, context.first_turn, n_shown, n_turns, &marks, page_last))
@@ -551,7 +555,8 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
         .last()
         .map(|r| format!("{session}:{}", r.sequence));
     html! {
-        section.turn id=(anchor) data-complete=(if turn.complete { "true" } else { "false" }) {
+        section.turn id=(anchor) data-complete=(if turn.complete { "true" } else { "false" })
+            data-errored=(if errors.is_empty() { "no" } else { "yes" }) {
             div.turn-head {
                 @if notes_only {
                     strong { "Notes after turn " (turn.turn_idx) }
@@ -897,7 +902,14 @@ pub(crate) fn runs(rows: &[RunRow]) -> Markup {
 }
 
 /// One journal run: identity, outcome (the damage report), agents, inputs by kind.
-pub(crate) fn run(id: &str, s: &RecordSummary) -> Markup {
+///
+/// A failed entry (a command's exit status other than 0, a failed model call, a tool's
+/// reported failure; `failures`, by seq) is marked failed on the timeline, with why.
+pub(crate) fn run(
+    id: &str,
+    s: &RecordSummary,
+    failures: &std::collections::BTreeMap<u64, String>,
+) -> Markup {
     layout(
         id,
         html! {
@@ -926,7 +938,11 @@ pub(crate) fn run(id: &str, s: &RecordSummary) -> Markup {
                     p.muted { "The first " (s.timeline.len()) " of " (s.n_entries) " entries." }
                 }
                 table #timeline { thead { tr { th.num { "Seq" } th { "Agent" } th { "Input" } th {} } }
-                    tbody { @for e in &s.timeline { tr { td.num { (e.seq) } td { code { (e.agent) } } td { (e.kind.replace('_', " ")) }
+                    tbody { @for e in &s.timeline { @let failed = failures.get(&e.seq);
+                        tr class=[failed.map(|_| "failed")] {
+                        td.num { (e.seq) } td { code { (e.agent) } }
+                        td { (e.kind.replace('_', " "))
+                            @if let Some(why) = failed { " " span.badge.error.entry-failed { "failed · " (why) } } }
                         td { a.entry-link href=(journal::entry_href(id, e.seq)) { "content" } } } } } }
             }
         },
@@ -966,6 +982,8 @@ pub(crate) fn live_json(
                     prompt_tokens,
                     completion_tokens,
                 } if prompt_tokens + completion_tokens > 0 => {
+                    item["prompt_tokens"] = (*prompt_tokens).into();
+                    item["completion_tokens"] = (*completion_tokens).into();
                     item["tokens"] = format!(
                         "{} prompt / {} completion tokens",
                         thousands(*prompt_tokens),
@@ -1089,7 +1107,59 @@ pub(crate) fn sorted_turns(
     }
 }
 
-fn tail_column(tail: &crate::compare::Tail) -> Markup {
+/// What makes two groups of a comparison equal: a streamed run's kind and joined text (the
+/// same answer streamed in other pieces is the same answer), or a lone record's event.
+#[derive(PartialEq)]
+enum GroupKey<'a> {
+    Run(&'static str, String),
+    One(&'a SessionEvent),
+}
+
+fn group_key(group: &[RecordView]) -> Option<GroupKey<'_>> {
+    let first = group.first()?;
+    let joined = |pick: fn(&SessionEvent) -> Option<&str>| -> String {
+        group.iter().filter_map(|r| pick(&r.event)).collect()
+    };
+    Some(match &first.event {
+        SessionEvent::Output { .. } => GroupKey::Run(
+            "output",
+            joined(|e| match e {
+                SessionEvent::Output { text } => Some(text),
+                _ => None,
+            }),
+        ),
+        SessionEvent::Reasoning { .. } => GroupKey::Run(
+            "reasoning",
+            joined(|e| match e {
+                SessionEvent::Reasoning { text } => Some(text),
+                _ => None,
+            }),
+        ),
+        other => GroupKey::One(other),
+    })
+}
+
+/// For each group of both tails, whether the group in the same place on the other side is
+/// the same: the rule `cuca diff` dims its equal rows by. A group with clipped text is never
+/// equal, since the text left out may differ.
+fn equal_groups(
+    (left, right): (&crate::compare::Tail, &crate::compare::Tail),
+    (a, b): (&[&[RecordView]], &[&[RecordView]]),
+) -> Vec<bool> {
+    let clipped = |tail: &crate::compare::Tail, group: &[RecordView]| {
+        group.iter().any(|r| tail.clipped.contains(&r.sequence))
+    };
+    a.iter()
+        .zip(b.iter())
+        .map(|(p, q)| {
+            !clipped(left, p)
+                && !clipped(right, q)
+                && group_key(p).is_some_and(|k| Some(k) == group_key(q))
+        })
+        .collect()
+}
+
+fn tail_column(tail: &crate::compare::Tail, groups: &[&[RecordView]], equal: &[bool]) -> Markup {
     html! {
         div.side {
             h2 { a href=(session_href(&tail.session)) { code { (tail.session) } } }
@@ -1097,7 +1167,13 @@ fn tail_column(tail: &crate::compare::Tail) -> Markup {
                 (tail.prompt_tokens) " prompt / " (tail.completion_tokens) " completion tokens · "
                 (tail.duration_ms) " ms" }
             @if tail.records.is_empty() { p.muted { "Nothing after the shared records." } }
-            @for group in groups(&tail.records) { (record_group(group)) }
+            @for (i, group) in groups.iter().enumerate() {
+                @if equal.get(i).copied().unwrap_or(false) {
+                    div.same title="The same on both sides" { (record_group(group)) }
+                } @else {
+                    (record_group(group))
+                }
+            }
             @if (tail.records.len() as u64) < tail.n_records || tail.clipped_bytes > 0 {
                 p.clipped { "The first " (tail.records.len()) " records shown"
                     @if tail.clipped_bytes > 0 { ", " (plural(tail.clipped_bytes, "byte", "bytes")) " of text clipped" }
@@ -1107,9 +1183,18 @@ fn tail_column(tail: &crate::compare::Tail) -> Markup {
     }
 }
 
-/// A fork against its parent: the shared prefix, the first divergent record, both tails.
+/// A fork against its parent: the shared prefix, the first divergent record, the model
+/// switch when there is one, both tails with the records equal on both sides dimmed.
 pub(crate) fn compare(c: &crate::compare::Comparison) -> Markup {
     let (l, r) = (&c.left, &c.right);
+    let (left_groups, right_groups) = (groups(&l.records), groups(&r.records));
+    let equal = equal_groups((l, r), (&left_groups, &right_groups));
+    let n_equal: usize = left_groups
+        .iter()
+        .zip(&equal)
+        .filter(|(_, same)| **same)
+        .map(|(g, _)| g.len())
+        .sum();
     html! {
         h1 { "Compare " code { (r.session) } " with " code { (l.session) } }
         p #common { "They share their first " (plural(c.common, "record", "records")) "." }
@@ -1122,7 +1207,14 @@ pub(crate) fn compare(c: &crate::compare::Comparison) -> Markup {
                 (None, Some(_)) => { (l.session) " ends there; " (r.session) " goes on." }
             }
         }
-        div.compare #tails { (tail_column(l)) (tail_column(r)) }
+        @if let Some((from, to)) = c.model_switch() {
+            p #model-switch { "model switched: " code { (from) } " → " code { (to) } }
+        }
+        @if n_equal > 0 {
+            p #equal-tail .muted { (plural(n_equal as u64, "record", "records"))
+                " of " (l.session) "'s tail after the difference are the same on both sides (dimmed, marked =)." }
+        }
+        div.compare #tails { (tail_column(l, &left_groups, &equal)) (tail_column(r, &right_groups, &equal)) }
     }
 }
 
@@ -1205,12 +1297,18 @@ pub(crate) fn search(results: &crate::search::Results) -> Markup {
                 p.muted { "Type in the box above and press Enter: message text, outputs, tool names and arguments, tool results, models and errors, across every session." }
             } @else {
                 p #search-summary .muted {
-                    (plural(results.hits.len() as u64, "hit", "hits")) " for " code { (results.query) }
+                    @if results.offset > 0 || results.limited {
+                        "hits " (thousands((results.offset + 1) as u64)) "–" (thousands((results.offset + results.hits.len()) as u64))
+                    } @else {
+                        (plural(results.hits.len() as u64, "hit", "hits"))
+                    }
+                    " for " code { (results.query) }
                     @if results.regex { " (regular expression)" }
                     " in " (plural(results.sessions as u64, "session", "sessions")) ", "
                     (plural(results.records, "record", "records")) " read"
-                    @if results.limited { "; the first " (crate::search::MAX_HITS) " are listed" }
+                    @if results.limited { "; more on the next page" }
                 }
+                (search_pager(results))
                 table #search-hits {
                     thead { tr { th { "Session" } th.num { "Turn" } th { "Record" } th { "Text" } } }
                     tbody {
@@ -1223,14 +1321,42 @@ pub(crate) fn search(results: &crate::search::Results) -> Markup {
                                 td.snippet {
                                     @let (before, matched, after) = split_snippet(&hit.snippet, &hit.matched);
                                     (before) mark { (matched) } (after)
+                                    @if hit.also_in_forks > 0 {
+                                        " " span.pill.also-in-forks title="The forks copied this record from this session: it is listed once" {
+                                            "also in " (plural(hit.also_in_forks as u64, "fork", "forks")) }
+                                    }
                                 }
                             }
                         }
                     }
                 }
+                (search_pager(results))
             }
         },
     )
+}
+
+/// Links to the search's page before and after this one.
+fn search_pager(results: &crate::search::Results) -> Markup {
+    let href = |offset: usize| {
+        let mut href = format!("/search?q={}", utf8_percent_encode(&results.query, SEGMENT));
+        if results.regex {
+            href.push_str("&re=1");
+        }
+        if offset > 0 {
+            href.push_str(&format!("&offset={offset}"));
+        }
+        href
+    };
+    let per = crate::search::MAX_HITS;
+    html! {
+        @if results.offset > 0 || results.limited {
+            nav.pager.search-pager {
+                @if results.offset > 0 { a.prev href=(href(results.offset.saturating_sub(per))) { "← earlier hits" } }
+                @if results.limited { a.next href=(href(results.offset + results.hits.len())) { "next " (per) " hits →" } }
+            }
+        }
+    }
 }
 
 /// A snippet cut around its match; the whole snippet unmarked when the range is not on

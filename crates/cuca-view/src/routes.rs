@@ -138,7 +138,7 @@ async fn session(
             Some(path) => crate::calls::failures_of(path, &id)?,
             None => Vec::new(),
         };
-        let dir = backend.place();
+        let dir = backend.absolute_place();
         Ok((
             page,
             children,
@@ -394,8 +394,15 @@ async fn run(State(config): State<Config>, Path(id): Path<String>) -> Response {
         });
     };
     let title = id.clone();
-    match blocking(move || crate::runs::show(&dir, &id)).await {
-        Ok(summary) => Html(pages::run(&title, &summary).into_string()).into_response(),
+    let read = blocking(move || {
+        let summary = crate::runs::show(&dir, &id)?;
+        let failures = crate::runs::failures(&dir, &id)?;
+        Ok((summary, failures))
+    });
+    match read.await {
+        Ok((summary, failures)) => {
+            Html(pages::run(&title, &summary, &failures).into_string()).into_response()
+        }
         Err(response) => response,
     }
 }
@@ -406,12 +413,17 @@ struct SearchQuery {
     q: String,
     #[serde(default)]
     re: Option<String>,
+    /// Hits passed over: the pages before this one.
+    #[serde(default)]
+    offset: usize,
 }
 
-/// `/search?q=TEXT[&re=1]`: every session searched, hits linking to their points.
+/// `/search?q=TEXT[&re=1][&offset=N]`: every session searched, hits linking to their points,
+/// a page at a time.
 async fn search(State(config): State<Config>, Query(query): Query<SearchQuery>) -> Response {
     let regex = query.re.is_some_and(|re| !re.is_empty() && re != "0");
-    match blocking(move || crate::search::search(&config, &query.q, regex)).await {
+    let offset = query.offset;
+    match blocking(move || crate::search::search(&config, &query.q, regex, offset)).await {
         Ok(results) => Html(pages::search(&results).into_string()).into_response(),
         Err(response) => response,
     }

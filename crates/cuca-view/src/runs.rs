@@ -60,13 +60,7 @@ fn record_of(run: &Path) -> Option<std::path::PathBuf> {
 
 /// The summary of run `id` under `dir`.
 pub fn show(dir: &Path, id: &str) -> Result<RecordSummary, ViewError> {
-    // A run id is one directory name: nothing that could climb out of the runs directory.
-    if id.is_empty() || id == "." || id == ".." || id.contains(['/', '\\', '\0']) {
-        return Err(ViewError::UnknownRun { run: id.to_owned() });
-    }
-    let Some(record) = record_of(&dir.join(id)) else {
-        return Err(ViewError::UnknownRun { run: id.to_owned() });
-    };
+    let record = checked_record(dir, id)?;
     read_record(&record).map_err(|error| ViewError::Run {
         run: id.to_owned(),
         reason: error.to_string(),
@@ -124,10 +118,13 @@ pub fn entry(dir: &Path, id: &str, seq: u64) -> Result<EntryView, ViewError> {
         Input::Shell(shell) => {
             wanted.texts.extend([shell.stdout, shell.stderr]);
         }
+        Input::ToolResult(tool) => {
+            wanted.texts.extend([tool.arguments, tool.output]);
+        }
         _ => {}
     }
     // Entry kinds not listed above name their text-pool entries in fields this page shows
-    // as JSON; only messages' and shells' references are resolved.
+    // as JSON; only messages', shells' and tool results' references are resolved.
     let first = walk(&record, &wanted).map_err(|e| fail(e.to_string()))?;
     let mut messages = BTreeMap::new();
     let mut texts = BTreeMap::new();
@@ -174,9 +171,61 @@ pub fn entry(dir: &Path, id: &str, seq: u64) -> Result<EntryView, ViewError> {
     })
 }
 
+/// The failed entries among a run's first [`cuca_journal::record::MAX_TIMELINE`] (the
+/// entries its timeline lists), by seq, each with why in words: a shell command's exit status
+/// other than 0 or its ending by a signal, a model call's failure class, a tool's reported
+/// failure.
+///
+/// One more streamed pass over the record, reading the timeline's entries one at a time and
+/// no pool: the summary says which kind each entry is, not whether it failed.
+pub fn failures(dir: &Path, id: &str) -> Result<BTreeMap<u64, String>, ViewError> {
+    let record = checked_record(dir, id)?;
+    let wanted = Wanted {
+        failures: true,
+        ..Wanted::default()
+    };
+    walk(&record, &wanted)
+        .map(|found| found.failures)
+        .map_err(|e| ViewError::Run {
+            run: id.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// The record of run `id` under `dir`, when `id` is one directory name (nothing that could
+/// climb out of the runs directory) of a real directory holding a regular record file.
+fn checked_record(dir: &Path, id: &str) -> Result<std::path::PathBuf, ViewError> {
+    if id.is_empty() || id == "." || id == ".." || id.contains(['/', '\\', '\0']) {
+        return Err(ViewError::UnknownRun { run: id.to_owned() });
+    }
+    record_of(&dir.join(id)).ok_or_else(|| ViewError::UnknownRun { run: id.to_owned() })
+}
+
+/// Why one entry failed, in words, or `None` when it did not.
+pub(crate) fn failure_of(input: &cuca_journal::format::Input) -> Option<String> {
+    use cuca_journal::format::Input;
+    match input {
+        Input::Shell(shell) => match shell.exit_status {
+            Some(0) => None,
+            Some(code) => Some(format!("exit status {code}")),
+            None => Some("ended by a signal".to_owned()),
+        },
+        Input::Git(git) => match git.exit_status {
+            Some(0) => None,
+            Some(code) => Some(format!("exit status {code}")),
+            None => Some("ended by a signal".to_owned()),
+        },
+        Input::ModelError(error) => Some(crate::pages::journal::error_class_words(error.class)),
+        Input::ToolResult(tool) if tool.is_error => Some("the tool reported failure".to_owned()),
+        _ => None,
+    }
+}
+
 /// What one pass over a record keeps.
 #[derive(Debug, Default)]
 struct Wanted {
+    /// Whether to note the failed entries of the timeline ([`failures`]).
+    failures: bool,
     entry: Option<u64>,
     messages: BTreeSet<u64>,
     texts: BTreeSet<u64>,
@@ -185,6 +234,7 @@ struct Wanted {
 /// What one pass found.
 #[derive(Debug, Default)]
 struct Found {
+    failures: BTreeMap<u64, String>,
     entry: Option<serde_json::Value>,
     messages: BTreeMap<u64, serde_json::Value>,
     texts: BTreeMap<u64, serde_json::Value>,
@@ -224,6 +274,9 @@ impl<'de> Visitor<'de> for TopSeed<'_> {
                     let (messages, texts) = map.next_value_seed(PoolsSeed(self.0))?;
                     found.messages = messages;
                     found.texts = texts;
+                }
+                "entries" if self.0.failures => {
+                    found.failures = map.next_value_seed(FailureSeed)?;
                 }
                 "entries" => {
                     found.entry = map
@@ -331,6 +384,42 @@ impl<'de> Visitor<'de> for Pick<'_> {
             }
             position += 1;
         }
+        Ok(out)
+    }
+}
+
+/// Reads the first [`cuca_journal::record::MAX_TIMELINE`] entries one at a time, keeping why
+/// each failed one failed; skips the rest without building them.
+struct FailureSeed;
+
+impl<'de> DeserializeSeed<'de> for FailureSeed {
+    type Value = BTreeMap<u64, String>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FailureSeed {
+    type Value = BTreeMap<u64, String>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the entries array")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = BTreeMap::new();
+        let mut read = 0usize;
+        while read < cuca_journal::record::MAX_TIMELINE {
+            // An entry of a kind this build does not know is passed over, not a failed page.
+            let Some(value) = seq.next_element::<serde_json::Value>()? else {
+                return Ok(out);
+            };
+            read += 1;
+            if let Ok(entry) = serde_json::from_value::<cuca_journal::format::Entry>(value) {
+                if let Some(why) = failure_of(&entry.input) {
+                    out.insert(entry.seq, why);
+                }
+            }
+        }
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(out)
     }
 }

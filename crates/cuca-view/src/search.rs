@@ -10,7 +10,7 @@ use cuca_store_file::FileBackend;
 use crate::error::ViewError;
 use crate::ViewConfig;
 
-/// Most hits a results page lists; it says when there were more.
+/// Most hits a results page lists; a next page lists the hits after them.
 pub const MAX_HITS: usize = 200;
 
 /// What a search found.
@@ -21,9 +21,11 @@ pub struct Results {
     pub query: String,
     /// Whether it was a regular expression (otherwise a fixed string).
     pub regex: bool,
-    /// The hits, session by session, at most [`MAX_HITS`].
+    /// Hits passed over before the first one listed (the pages before this one).
+    pub offset: usize,
+    /// The hits, session by session, at most [`MAX_HITS`]: those after the first `offset`.
     pub hits: Vec<cuca_search::Hit>,
-    /// Whether the search stopped at [`MAX_HITS`].
+    /// Whether there are hits after these (a next page).
     pub limited: bool,
     /// Records read.
     pub records: u64,
@@ -31,11 +33,21 @@ pub struct Results {
     pub sessions: usize,
 }
 
-/// Searches every session for `query`, ignoring case; a fixed string unless `regex`.
-pub fn search(config: &ViewConfig, query: &str, regex: bool) -> Result<Results, ViewError> {
+/// Searches every session for `query`, ignoring case; a fixed string unless `regex`; lists
+/// the hits after the first `offset`, at most [`MAX_HITS`].
+///
+/// A hit in a fork's copied prefix is listed once, the parent's, with
+/// [`cuca_search::Hit::also_in_forks`] counting the forks that hold it too.
+pub fn search(
+    config: &ViewConfig,
+    query: &str,
+    regex: bool,
+    offset: usize,
+) -> Result<Results, ViewError> {
     let mut results = Results {
         query: query.to_owned(),
         regex,
+        offset,
         ..Results::default()
     };
     if query.is_empty() {
@@ -47,10 +59,24 @@ pub fn search(config: &ViewConfig, query: &str, regex: bool) -> Result<Results, 
     // A session id held by two directories is the first directory's, as everywhere else;
     // the stores that are not directories (a fleet's database) come after them.
     let mut seen: HashSet<String> = HashSet::new();
-    for dir in &config.session_dirs {
+    // Hits still to pass over. The first directory's search passes them over itself
+    // (`Search::offset`); a later store's hits are passed over here, after the sessions an
+    // earlier store holds are left out, so those never count toward a page.
+    let mut skip = offset;
+    for (i, dir) in config.session_dirs.iter().enumerate() {
         let backend = FileBackend::new(dir.clone())?;
         let ids: Vec<String> = backend.sessions()?;
-        let more = gather(&mut results, &seen, |visit| search.run(dir, visit))?;
+        let more = if i == 0 {
+            let first = search.clone().offset(skip);
+            let outcome = gather(&mut results, &seen, &mut 0, |visit| first.run(dir, visit))?;
+            skip = skip.saturating_sub(outcome.1);
+            outcome.0
+        } else {
+            gather(&mut results, &seen, &mut skip, |visit| {
+                search.run(dir, visit)
+            })?
+            .0
+        };
         seen.extend(ids);
         if !more {
             return Ok(results);
@@ -58,7 +84,7 @@ pub fn search(config: &ViewConfig, query: &str, regex: bool) -> Result<Results, 
     }
     for (_, backend) in &config.session_stores {
         let ids: Vec<String> = backend.sessions()?;
-        let more = gather(&mut results, &seen, |visit| {
+        let (more, _) = gather(&mut results, &seen, &mut skip, |visit| {
             search.run_backend(&**backend, visit)
         })?;
         seen.extend(ids);
@@ -69,35 +95,42 @@ pub fn search(config: &ViewConfig, query: &str, regex: bool) -> Result<Results, 
     Ok(results)
 }
 
-/// One store's hits into `results` (sessions an earlier store holds left out), up to
-/// [`MAX_HITS`] in all; returns whether there is room for more.
+/// One store's hits into `results` (sessions an earlier store holds left out, then the first
+/// `skip` passed over), up to [`MAX_HITS`] in all. Returns whether there is room for more,
+/// and how many hits the store's search passed over itself.
+///
+/// One hit past [`MAX_HITS`] is looked for, so [`Results::limited`] says there is a next
+/// page only when there is one.
 fn gather(
     results: &mut Results,
     earlier: &HashSet<String>,
+    skip: &mut usize,
     run: impl FnOnce(
         &mut dyn FnMut(cuca_search::Hit) -> ControlFlow<()>,
     ) -> Result<cuca_search::Outcome, cuca_search::SearchError>,
-) -> Result<bool, ViewError> {
-    let mut room = MAX_HITS.saturating_sub(results.hits.len());
-    if room == 0 {
-        results.limited = true;
-        return Ok(false);
+) -> Result<(bool, usize), ViewError> {
+    if results.hits.len() >= MAX_HITS {
+        return Ok((false, 0));
     }
     let hits = &mut results.hits;
+    let mut next_page = false;
     let outcome = run(&mut |hit| {
         if earlier.contains(&hit.session_id) {
             return ControlFlow::Continue(());
         }
-        hits.push(hit);
-        room -= 1;
-        if room == 0 {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
+        if *skip > 0 {
+            *skip -= 1;
+            return ControlFlow::Continue(());
         }
+        if hits.len() == MAX_HITS {
+            next_page = true;
+            return ControlFlow::Break(());
+        }
+        hits.push(hit);
+        ControlFlow::Continue(())
     })?;
     results.records += outcome.records;
     results.sessions += outcome.sessions;
-    results.limited |= outcome.stopped || outcome.limited;
-    Ok(true)
+    results.limited |= next_page || outcome.limited;
+    Ok((!next_page, outcome.skipped))
 }

@@ -439,6 +439,21 @@ impl Located {
         }
     }
 
+    /// The store's place as a command run from anywhere takes it: a directory given
+    /// relative to the viewer's working directory made absolute (a copied `cuca fork DIR
+    /// POINT` is pasted in another shell, in another directory).
+    pub fn absolute_place(&self) -> String {
+        match &self.1 {
+            Place::Dir(backend) => {
+                let dir = backend.dir();
+                std::fs::canonicalize(dir)
+                    .or_else(|_| std::path::absolute(dir))
+                    .map_or_else(|_| dir.display().to_string(), |p| p.display().to_string())
+            }
+            Place::Store(name) => name.clone(),
+        }
+    }
+
     /// The directory's backend, when the session is in a directory.
     pub fn file(&self) -> Option<&FileBackend> {
         match &self.1 {

@@ -634,3 +634,258 @@ async fn a_person_reads_a_big_run_whole_and_a_call_cut_short_once() {
     assert!(row.contains("file intact") && row.contains("qwen"), "{row}");
     shot(&client, "sessions-list").await;
 }
+
+/// `text_of(css)` once it satisfies `ok`, waiting up to 20 seconds for the live poll.
+async fn wait_for_text(client: &Client, css: &str, ok: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = text_of(client, css).await;
+        if ok(&text) || std::time::Instant::now() > deadline {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Where the top of `css`'s first element is in the window, in CSS pixels.
+async fn top_of(client: &Client, css: &str) -> f64 {
+    let script = "return document.querySelector(arguments[0]).getBoundingClientRect().top;";
+    client
+        .execute(script, vec![serde_json::json!(css)])
+        .await
+        .unwrap()
+        .as_f64()
+        .unwrap()
+}
+
+/// A parent and its fork that asked another model: the comparison names the model switch and
+/// dims the records after the difference that are the same on both sides.
+fn switched_fork(dir: &Path) -> String {
+    use cuca_events::{Message, SessionBackend, SessionEvent};
+    let backend = cuca_store_file::FileBackend::new(dir).unwrap();
+    let call = |model: &str, answer: &str, question: &str, latency: u64, out: u64| {
+        vec![
+            SessionEvent::CallRequest {
+                model: model.into(),
+                parameters: "{}".into(),
+                tools: "[]".into(),
+                messages: 2,
+            },
+            SessionEvent::Output {
+                text: answer.into(),
+            },
+            SessionEvent::CallFinish {
+                finish_reason: Some("stop".into()),
+                model: model.into(),
+            },
+            SessionEvent::Latency {
+                duration_ms: latency,
+            },
+            SessionEvent::TokenUsage {
+                prompt_tokens: 10,
+                completion_tokens: out,
+            },
+            SessionEvent::Message(Message::user(question)),
+        ]
+    };
+    let closing = |model: &str| {
+        let mut events = call(model, "the same closing words", "", 100, 5);
+        events.pop();
+        events
+    };
+    let mut parent = vec![
+        SessionEvent::SystemPrompt {
+            text: "You are terse.".into(),
+        },
+        SessionEvent::Message(Message::user("first question")),
+    ];
+    parent.extend(call(
+        "qwen-small",
+        "first answer",
+        "second question",
+        100,
+        5,
+    ));
+    parent.extend(closing("qwen-small"));
+    let records: Vec<_> = parent
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| cuca_testkit::record("chat", i as u64, e))
+        .collect();
+    cuca_testkit::append_all(&backend, &records);
+    let fork = backend.fork("chat", "chat:1").unwrap();
+    let mut tail = call(
+        "llama-big",
+        "another first answer",
+        "second question",
+        200,
+        6,
+    );
+    tail.extend(closing("llama-big"));
+    let records: Vec<_> = tail
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| cuca_testkit::record(&fork, 2 + i as u64, e))
+        .collect();
+    cuca_testkit::append_all(&backend, &records);
+    fork
+}
+
+/// The comparison of a fork that switched model, a link's target in view under the top edge,
+/// a fork command that names the store by its absolute directory when the viewer was given a
+/// relative one, and a live page whose header and pager count a turn that arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_compares_a_fork_that_switched_model_and_watches_the_header_count_live() {
+    if !browser_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let sessions = root.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let fork = switched_fork(&sessions);
+    let backend = cuca_store_file::FileBackend::new(&sessions).unwrap();
+    cuca_testkit::append_all(
+        &backend,
+        &support::agent_session("long", 30, support::AGENT_T0, 0),
+    );
+    // The viewer is given the directory relative to its working directory.
+    let cwd = std::env::current_dir().unwrap();
+    let mut relative = PathBuf::new();
+    for _ in cwd.components().skip(1) {
+        relative.push("..");
+    }
+    relative.push(sessions.strip_prefix("/").unwrap());
+    assert!(relative.is_relative());
+    let base = support::serve(cuca_view::ViewConfig::new(vec![relative])).await;
+    let profile = tempfile::tempdir().unwrap();
+    let (_driver, client) = start_browser(profile.path()).await;
+
+    // The comparison: the model switch named, the equal tail records dimmed and marked.
+    client
+        .goto(&format!("{base}/compare/{}", fork.replace(':', "%3A")))
+        .await
+        .unwrap();
+    assert_eq!(
+        text_of(&client, "#model-switch").await,
+        "model switched: qwen-small → llama-big"
+    );
+    for side in [1, 2] {
+        let same = client
+            .find_all(Locator::Css(&format!(
+                "#tails .side:nth-child({side}) .same"
+            )))
+            .await
+            .unwrap();
+        // The user's second question, the closing words, their latency and their tokens.
+        assert_eq!(same.len(), 4, "side {side}");
+    }
+    let right = text_of(&client, "#tails .side:nth-child(2) .same .rec.output").await;
+    assert!(right.contains("the same closing words"), "{right}");
+    let different = client
+        .find_all(Locator::Css("#tails .side:nth-child(2) .same"))
+        .await
+        .unwrap();
+    for same in different {
+        assert!(!same.text().await.unwrap().contains("another first answer"));
+    }
+    let opacity = client
+        .execute(
+            "return getComputedStyle(document.querySelector('#tails .same')).opacity;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(opacity.as_str().unwrap().parse::<f64>().unwrap() < 1.0);
+    assert!(text_of(&client, "#equal-tail")
+        .await
+        .starts_with("4 records"));
+    shot(&client, "compare-model-switch").await;
+
+    // A link's target stops short of the top edge: its label and outline are in view.
+    client
+        .goto(&format!("{base}/sessions/long#turn-12"))
+        .await
+        .unwrap();
+    let top = top_of(&client, "#turn-12 .turn-head").await;
+    assert!((10.0..200.0).contains(&top), "turn 12's label at {top}px");
+    client
+        .goto(&format!("{base}/points/long%3A100"))
+        .await
+        .unwrap();
+    let top = top_of(&client, ".rec:has(> .point:target)").await;
+    assert!((4.0..200.0).contains(&top), "the record's box at {top}px");
+
+    // The fork command names the store by its absolute directory.
+    let command = client
+        .find(Locator::Css("#turn-2 button.copy:nth-of-type(2)"))
+        .await
+        .unwrap()
+        .attr("data-copy")
+        .await
+        .unwrap()
+        .unwrap();
+    let absolute = std::fs::canonicalize(&sessions).unwrap();
+    assert!(
+        command.starts_with(&format!("cuca fork {} long:", absolute.display())),
+        "{command}"
+    );
+
+    // The live page: a turn that arrives is counted in the header and the pager.
+    client
+        .goto(&format!("{base}/sessions/long?turn=21"))
+        .await
+        .unwrap();
+    assert_eq!(
+        text_of(&client, ".page-of").await,
+        "page 2 of 2 · turns 21–30 of 30"
+    );
+    let before = text_of(&client, "#summary-turns").await;
+    assert!(before.starts_with("30 · "), "{before}");
+    let tokens_before = text_of(&client, "#summary-tokens").await;
+    {
+        use cuca_events::{Message, SessionBackend, SessionEvent};
+        let first = backend.replay("long").unwrap().len() as u64;
+        for (sequence, event) in (first..).zip([
+            SessionEvent::Message(Message::user("one more")),
+            SessionEvent::Output {
+                text: "live answer".into(),
+            },
+            SessionEvent::Latency { duration_ms: 321 },
+            SessionEvent::TokenUsage {
+                prompt_tokens: 1_000,
+                completion_tokens: 7,
+            },
+        ]) {
+            backend
+                .append(cuca_testkit::record("long", sequence, event))
+                .unwrap();
+        }
+    }
+    let pager = wait_for_text(&client, ".page-of", |t| t.ends_with("of 31")).await;
+    assert_eq!(pager, "page 2 of 2 · turns 21–31 of 31");
+    let turns = text_of(&client, "#summary-turns").await;
+    assert!(turns.starts_with("31 · "), "{turns}");
+    let n_records = |t: &str| -> u64 {
+        t.split(" · ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .replace(',', "")
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(n_records(&turns), n_records(&before) + 4);
+    let tokens = text_of(&client, "#summary-tokens").await;
+    let prompt = |t: &str| -> u64 {
+        t.split(" / ")
+            .next()
+            .unwrap()
+            .replace(',', "")
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(prompt(&tokens), prompt(&tokens_before) + 1_000, "{tokens}");
+    client.close().await.unwrap();
+}

@@ -377,6 +377,56 @@ async fn a_fork_compares_with_its_parent_and_a_journal_entry_shows_its_content()
 }
 
 #[tokio::test]
+async fn a_journal_runs_tool_results_and_failures_read_in_words() {
+    let fixture = Fixture::new();
+    let base = support::serve(fixture.config()).await;
+    // A tool result: its name, arguments and output from the text pool, not pool indices.
+    let (status, _, tool) = get(&format!("{base}/runs/run-1/entries/4")).await;
+    assert_eq!(status, 200);
+    assert!(
+        tool.contains(r#"<code id="tool-name">read_file</code>"#),
+        "{tool}"
+    );
+    assert!(tool.contains("vault.txt"), "{tool}");
+    assert!(
+        tool.contains(r#"<pre id="output">no such file: vault.txt</pre>"#),
+        "{tool}"
+    );
+    assert!(tool.contains("the tool reported failure"), "{tool}");
+    assert!(!tool.contains("entry-json"), "{tool}");
+    // A model error's class in words.
+    let (status, _, error) = get(&format!("{base}/runs/run-1/entries/5")).await;
+    assert_eq!(status, 200);
+    assert!(
+        error.contains("the call failed: fatal status: the provider answered a status"),
+        "{error}"
+    );
+    assert!(!error.contains("fatalstatus"), "{error}");
+    assert!(error.contains("HTTP 400"), "{error}");
+    // The timeline marks the failed command, the failed tool and the failed call.
+    let (_, _, run) = get(&format!("{base}/runs/run-1")).await;
+    assert!(
+        run.contains(r#"<tr class="failed"><td class="num">2</td><td><code>root</code></td><td>shell <span class="badge error entry-failed">failed · exit status 101</span>"#),
+        "{run}"
+    );
+    assert!(
+        run.contains(r#"<td>tool result <span class="badge error entry-failed">failed · the tool reported failure</span>"#),
+        "{run}"
+    );
+    assert!(
+        run.contains(
+            r#"<td>model error <span class="badge error entry-failed">failed · fatal status"#
+        ),
+        "{run}"
+    );
+    // The model call that answered is not marked.
+    assert!(
+        run.contains(r#"<tr><td class="num">3</td><td><code>root</code></td><td>model io</td>"#),
+        "{run}"
+    );
+}
+
+#[tokio::test]
 async fn search_finds_text_across_sessions_and_links_to_the_point() {
     let fixture = Fixture::new();
     let base = support::serve(fixture.config()).await;
@@ -389,6 +439,57 @@ async fn search_finds_text_across_sessions_and_links_to_the_point() {
     let (status, _, body) = get(&format!("{base}/search?q=answer+4%5Cb&re=1")).await;
     assert_eq!(status, 200);
     assert!(body.contains("<mark>answer 4</mark>"), "{body}");
+}
+
+#[tokio::test]
+async fn search_pages_past_its_first_hits_and_lists_a_forks_copied_hit_once() {
+    use cuca_events::{Message, SessionBackend, SessionEvent};
+    let root = tempfile::tempdir().unwrap();
+    let backend = cuca_store_file::FileBackend::new(root.path()).unwrap();
+    let records: Vec<_> = (0..450u64)
+        .map(|i| {
+            let text = format!("needle number {i}");
+            let event = if i % 2 == 0 {
+                SessionEvent::Message(Message::user(text))
+            } else {
+                SessionEvent::Output { text }
+            };
+            cuca_testkit::record("haystack", i, event)
+        })
+        .collect();
+    cuca_testkit::append_all(&backend, &records);
+    let fork = backend.fork("haystack", "haystack:9").unwrap();
+    drop(backend);
+    let base = support::serve(cuca_view::ViewConfig::new(vec![root.path().to_owned()])).await;
+
+    let (status, _, first) = get(&format!("{base}/search?q=needle")).await;
+    assert_eq!(status, 200);
+    let rows = |body: &str| body.matches(r#"<a class="hit-link""#).count();
+    assert_eq!(rows(&first), 200, "{first}");
+    assert!(first.contains("hits 1–200 for"), "{first}");
+    // The fork's copies of the parent's first ten records are listed once, the parent's.
+    assert!(!first.contains(&format!(">{fork}</a>")), "{first}");
+    assert!(
+        first.contains(r#"<span class="pill also-in-forks" "#)
+            && first.contains(">also in 1 fork</span>"),
+        "{first}"
+    );
+    assert_eq!(first.matches(">also in 1 fork</span>").count(), 10);
+    let next = r#"<a class="next" href="/search?q=needle&amp;offset=200">"#;
+    assert!(first.contains(next), "{first}");
+
+    let (status, _, second) = get(&format!("{base}/search?q=needle&offset=200")).await;
+    assert_eq!(status, 200);
+    assert_eq!(rows(&second), 200);
+    assert!(second.contains("hits 201–400 for"), "{second}");
+    assert!(second.contains("</mark> number 200<"), "{second}");
+    assert!(!second.contains("</mark> number 199<"), "{second}");
+    assert!(second.contains(r#"href="/search?q=needle">"#), "{second}");
+
+    let (_, _, last) = get(&format!("{base}/search?q=needle&offset=400")).await;
+    assert_eq!(rows(&last), 50);
+    assert!(last.contains("</mark> number 449<"), "{last}");
+    assert!(!last.contains(r#"<a class="next""#), "{last}");
 }
 
 #[tokio::test]

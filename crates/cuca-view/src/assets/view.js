@@ -72,6 +72,39 @@
   let nextTurn = Number(live.dataset.nextTurn || "1");
   let lastWasLatency = false;
 
+  // The header's counts and the pager, kept as a reload would show them: a record, a turn,
+  // tokens or an error that arrives live counts at once.
+  const firstTurn = Number(live.dataset.firstTurn || "0");
+  const perPage = Number(live.dataset.perPage || "20");
+  const turnsDd = document.getElementById("summary-turns");
+  const tokensDd = document.getElementById("summary-tokens");
+  const errorsDd = document.getElementById("summary-errors");
+  const counts = {
+    records: Number(live.dataset.records || "0"),
+    prompt: Number(live.dataset.prompt || "0"),
+    completion: Number(live.dataset.completion || "0"),
+    errors: Number(live.dataset.errors || "0"),
+  };
+  function thousands(n) { return n.toLocaleString("en-US"); }
+  function plural(n, one, many) { return thousands(n) + " " + (n === 1 ? one : many); }
+  function header() {
+    const turns = nextTurn - 1;
+    if (turnsDd) turnsDd.textContent = thousands(turns) + " · " + plural(counts.records, "record", "records");
+    if (tokensDd) tokensDd.textContent = thousands(counts.prompt) + " / " + thousands(counts.completion);
+    // The count is the cell's first text; a link to the first error may follow it.
+    if (errorsDd) {
+      const first = errorsDd.firstChild;
+      if (first && first.nodeType === Node.TEXT_NODE) first.textContent = thousands(counts.errors);
+      else errorsDd.insertBefore(document.createTextNode(thousands(counts.errors)), first);
+    }
+    const page = Math.floor(firstTurn / perPage) + 1;
+    const pages = Math.max(page, Math.ceil(turns / perPage));
+    let text = "page " + thousands(page) + " of " + thousands(pages);
+    if (turns > firstTurn) text += " · turns " + thousands(firstTurn + 1) + "–" + thousands(turns) + " of " + thousands(turns);
+    for (const node of document.querySelectorAll(".page-of")) node.textContent = text;
+    for (const input of document.querySelectorAll("input.goto-turn")) input.max = Math.max(turns, 1);
+  }
+
   function el(tag, cls, text) {
     const node = document.createElement(tag);
     if (cls) node.className = cls;
@@ -147,6 +180,11 @@
     }
     const head = turn.querySelector(".turn-head");
     if (record.error && head) head.appendChild(el("span", "badge error", "error"));
+    // One error a call, as the header counts them: a turn's second error record is not another.
+    if (record.error && turn.dataset.errored !== "yes") {
+      turn.dataset.errored = "yes";
+      counts.errors += 1;
+    }
     if (record.latency_ms !== undefined && head) head.appendChild(el("span", "latency", record.latency_ms + " ms"));
     if (closes) {
       turn.dataset.complete = "true";
@@ -195,7 +233,13 @@
         for (const record of batch.records) {
           place(record);
           after = record.sequence;
+          counts.records += 1;
+          if (record.prompt_tokens !== undefined) {
+            counts.prompt += record.prompt_tokens;
+            counts.completion += record.completion_tokens;
+          }
         }
+        if (batch.records.length > 0) header();
         forks(batch.forks || []);
         if (batch.records.length > 0 && status) {
           status.textContent = "live: " + batch.records.length + " new record(s), last #" + after;

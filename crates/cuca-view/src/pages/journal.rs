@@ -1,7 +1,9 @@
 //! Journal run pages in plain words: outcomes, origins and statuses as sentences, not Rust's
 //! `Debug` text, and each entry's content on its own page.
 
-use cuca_journal::format::{AgentOrigin, AgentStatus, Input, StoredBlock, StoredMessage};
+use cuca_journal::format::{
+    AgentOrigin, AgentStatus, ErrorClass, Input, StoredBlock, StoredMessage,
+};
 use cuca_journal::Outcome;
 use maud::{html, Markup};
 
@@ -73,6 +75,25 @@ pub(crate) fn status_words(status: AgentStatus, ceiling: Option<&str>) -> String
     }
 }
 
+/// Why a model call failed, in words: the class the loop branches on, then what it means.
+pub(crate) fn error_class_words(class: ErrorClass) -> String {
+    match class {
+        ErrorClass::MissingCredential => "missing credential: no credential for the provider",
+        ErrorClass::FatalStatus => {
+            "fatal status: the provider answered a status the client does not retry"
+        }
+        ErrorClass::RetryExhaustion => {
+            "retries exhausted: the client retried over its whole schedule"
+        }
+        ErrorClass::UnsupportedImage => "unsupported image: the model refused an image",
+        ErrorClass::UnparseableResponse => "unparseable response: the answer could not be parsed",
+        ErrorClass::LoopAbandoned => {
+            "loop abandoned: loop detection abandoned the answer on every attempt"
+        }
+    }
+    .to_owned()
+}
+
 /// The href of one entry's page.
 pub(crate) fn entry_href(run: &str, seq: u64) -> String {
     format!("{}/entries/{seq}", run_href(run))
@@ -139,10 +160,17 @@ pub(crate) fn entry(run: &str, view: &EntryView) -> Markup {
                     div #response { (message(view, io.response.message, view.messages.get(&io.response.message))) }
                 }
                 Input::ModelError(error) => {
-                    p #model-error .error { "the call failed: " (format!("{:?}", error.class).to_lowercase())
+                    p #model-error .error { "the call failed: " (error_class_words(error.class))
                         @if let Some(status) = error.status { " · HTTP " (status) }
                         @if let Some(detail) = &error.detail { " · " (detail) } }
                     h2 { "Request" } div #request { (messages(view, &error.request.messages)) }
+                }
+                Input::ToolResult(tool) => {
+                    p #tool { "Tool " code #tool-name { (tool.name) } span.muted { " · call " (tool.call_id) } }
+                    p #tool-status class=(if tool.is_error { "error" } else { "status-clean" }) {
+                        @if tool.is_error { "the tool reported failure" } @else { "the tool succeeded" } }
+                    h2 { "Arguments" } pre #arguments { (super::pretty_json(text(view, tool.arguments))) }
+                    h2 { "Output" } pre #output { (text(view, tool.output)) }
                 }
                 _ => {
                     pre #entry-json { (serde_json::to_string_pretty(e).unwrap_or_default()) }

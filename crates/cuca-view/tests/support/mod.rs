@@ -341,6 +341,28 @@ fn write_journal_run(scratch: &Path, run_dir: &Path) {
         &response,
         Duration::from_millis(412),
     );
+    // Entry 4: a tool the model called, which reported failure.
+    recorder.tool_result(
+        "root",
+        &cuca_journal::ToolOutcome {
+            call_id: "call_7",
+            name: "read_file",
+            arguments: r#"{"path":"vault.txt"}"#,
+            output: "no such file: vault.txt",
+            is_error: true,
+        },
+    );
+    // Entry 5: a model call the provider refused.
+    recorder.model_error(
+        "root",
+        &request,
+        cuca_journal::format::RequestRole::AgentTurn,
+        &cuca_journal::ModelFailure {
+            class: cuca_journal::format::ErrorClass::FatalStatus,
+            status: Some(400),
+            detail: "the request exceeds the context",
+        },
+    );
     recorder.finish();
     std::fs::create_dir_all(run_dir).unwrap();
     cuca_journal::assemble(&workspace, run_dir)
