@@ -20,9 +20,9 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use cuca_events::fork_parent;
 
+use crate::call::{load_and_lookup, Call};
 use crate::headers::FORKED_FROM_HEADER;
 use crate::index::TurnIndex;
-use crate::modes::{load_and_lookup, Call};
 use crate::placement;
 use crate::record;
 use crate::refusal::ApiError;

@@ -78,6 +78,7 @@
 //! recorded one at a time.
 #![forbid(unsafe_code)]
 
+mod call;
 mod chain;
 mod config;
 mod conversations;

@@ -15,11 +15,12 @@ use cuca_calllog::CallLog;
 use cuca_events::SessionBackend;
 use serde_json::json;
 
+use crate::call::Call;
 use crate::chain;
 use crate::config::ProxyConfig;
 use crate::error::ProxyError;
 use crate::headers::{upstream_headers, PROXY_HEADER};
-use crate::modes::{self, Call};
+use crate::modes;
 use crate::refusal::{bad_request, shutting_down, ApiError};
 use crate::session;
 use crate::state::Shared;

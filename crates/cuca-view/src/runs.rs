@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use cuca_journal::format::ErrorClass;
 use cuca_journal::record::{read_record, RecordSummary};
 
 use crate::error::ViewError;
@@ -215,7 +216,7 @@ pub(crate) fn failure_of(input: &cuca_journal::format::Input) -> Option<String> 
             Some(code) => Some(format!("exit status {code}")),
             None => Some("ended by a signal".to_owned()),
         },
-        Input::ModelError(error) => Some(crate::pages::journal::error_class_words(error.class)),
+        Input::ModelError(error) => Some(error_class_words(error.class)),
         Input::ToolResult(tool) if tool.is_error => Some("the tool reported failure".to_owned()),
         _ => None,
     }
@@ -422,4 +423,23 @@ impl<'de> Visitor<'de> for FailureSeed {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(out)
     }
+}
+
+/// Why a model call failed, in words: the class the loop branches on, then what it means.
+pub(crate) fn error_class_words(class: ErrorClass) -> String {
+    match class {
+        ErrorClass::MissingCredential => "missing credential: no credential for the provider",
+        ErrorClass::FatalStatus => {
+            "fatal status: the provider answered a status the client does not retry"
+        }
+        ErrorClass::RetryExhaustion => {
+            "retries exhausted: the client retried over its whole schedule"
+        }
+        ErrorClass::UnsupportedImage => "unsupported image: the model refused an image",
+        ErrorClass::UnparseableResponse => "unparseable response: the answer could not be parsed",
+        ErrorClass::LoopAbandoned => {
+            "loop abandoned: loop detection abandoned the answer on every attempt"
+        }
+    }
+    .to_owned()
 }

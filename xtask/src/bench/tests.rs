@@ -117,6 +117,8 @@ fn every_row_reads_a_bench_that_some_target_runs() {
         "assemble/",
         "replay_100k/",
         "open_1M/",
+        "live_1M/",
+        "last_page_1M/",
         "search_1M/",
         "proxy_ttfb/",
         "proxy_stream/",

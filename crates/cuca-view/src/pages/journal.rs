@@ -1,9 +1,7 @@
 //! Journal run pages in plain words: outcomes, origins and statuses as sentences, not Rust's
 //! `Debug` text, and each entry's content on its own page.
 
-use cuca_journal::format::{
-    AgentOrigin, AgentStatus, ErrorClass, Input, StoredBlock, StoredMessage,
-};
+use cuca_journal::format::{AgentOrigin, AgentStatus, Input, StoredBlock, StoredMessage};
 use cuca_journal::Outcome;
 use maud::{html, Markup};
 
@@ -75,25 +73,6 @@ pub(crate) fn status_words(status: AgentStatus, ceiling: Option<&str>) -> String
     }
 }
 
-/// Why a model call failed, in words: the class the loop branches on, then what it means.
-pub(crate) fn error_class_words(class: ErrorClass) -> String {
-    match class {
-        ErrorClass::MissingCredential => "missing credential: no credential for the provider",
-        ErrorClass::FatalStatus => {
-            "fatal status: the provider answered a status the client does not retry"
-        }
-        ErrorClass::RetryExhaustion => {
-            "retries exhausted: the client retried over its whole schedule"
-        }
-        ErrorClass::UnsupportedImage => "unsupported image: the model refused an image",
-        ErrorClass::UnparseableResponse => "unparseable response: the answer could not be parsed",
-        ErrorClass::LoopAbandoned => {
-            "loop abandoned: loop detection abandoned the answer on every attempt"
-        }
-    }
-    .to_owned()
-}
-
 /// The href of one entry's page.
 pub(crate) fn entry_href(run: &str, seq: u64) -> String {
     format!("{}/entries/{seq}", run_href(run))
@@ -160,7 +139,7 @@ pub(crate) fn entry(run: &str, view: &EntryView) -> Markup {
                     div #response { (message(view, io.response.message, view.messages.get(&io.response.message))) }
                 }
                 Input::ModelError(error) => {
-                    p #model-error .error { "the call failed: " (error_class_words(error.class))
+                    p #model-error .error { "the call failed: " (crate::runs::error_class_words(error.class))
                         @if let Some(status) = error.status { " · HTTP " (status) }
                         @if let Some(detail) = &error.detail { " · " (detail) } }
                     h2 { "Request" } div #request { (messages(view, &error.request.messages)) }

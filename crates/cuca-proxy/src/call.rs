@@ -1,0 +1,62 @@
+//! One model call as the router took it in, and where the recording places it: what every
+//! mode starts from.
+
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, StatusCode};
+use bytes::Bytes;
+use cuca_wire::{Format, WireRequest};
+
+use crate::refusal::ApiError;
+use crate::replay::{self, Lookup};
+use crate::state::Shared;
+
+/// One model call as the router took it in, for its mode to answer.
+pub(crate) struct Call {
+    pub(crate) format: Format,
+    /// The base session the call came in on.
+    pub(crate) session: String,
+    /// The query string the caller sent, forwarded as it was.
+    pub(crate) query: Option<String>,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+    /// What the proxy understood of the body: `Err` says why it is not a request of the
+    /// format (forwarded all the same when recording, refused when replaying).
+    pub(crate) request: Result<WireRequest, String>,
+    /// The conversation the call continues when that is known without placing it: the one
+    /// its `previous_response_id` was recorded in, or the one its caller named.
+    pub(crate) continued: Option<String>,
+    /// The conversation its caller named (`X-Cuca-Conversation`), matched alone in replay.
+    pub(crate) named: Option<String>,
+}
+
+/// Loads the session (one load shared by every caller of it meanwhile, see
+/// [`replay::Loads`]) and places the request in it.
+pub(crate) async fn load_and_lookup(
+    shared: &Arc<Shared>,
+    session: &str,
+    named: Option<&str>,
+    request: &WireRequest,
+) -> Result<(Lookup, String), ApiError> {
+    let loaded = match named {
+        Some(conversation) => shared
+            .replay
+            .index(conversation)
+            .await
+            .map(|trajectory| vec![(conversation.to_owned(), trajectory)]),
+        None => shared.replay.index_conversations(session).await,
+    };
+    let trajectory = loaded.map_err(|message| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "cuca_replay_failed",
+            message,
+        )
+        .in_session(session)
+    })?;
+    let (lookup, conversation) =
+        replay::lookup_conversations(&trajectory, request, &shared.served, &shared.matching)
+            .await?;
+    Ok((lookup, conversation))
+}
