@@ -44,21 +44,10 @@ struct Node {
 }
 
 pub(crate) async fn fork_mode(shared: Arc<Shared>, call: Call) -> Result<Response, ApiError> {
-    let Call {
-        format,
-        session,
-        query,
-        headers,
-        body,
-        request,
-        ..
-    } = call;
-    let Ok(parsed) = &request else {
+    let (format, session) = (call.format, call.session.clone());
+    let Ok(parsed) = &call.request else {
         let recording = placement::recording(&shared, &session).await?;
-        return Ok(record::forward(
-            shared, format, query, session, headers, body, request, recording,
-        )
-        .await);
+        return Ok(record::forward(shared, call, session, recording).await);
     };
     let (why, original) = match load_and_lookup(&shared, &session, None, parsed).await? {
         (Lookup::Found(turn, turn_idx), replayed_from) => {
@@ -73,10 +62,7 @@ pub(crate) async fn fork_mode(shared: Arc<Shared>, call: Call) -> Result<Respons
         (Lookup::NotRecorded(_), _) => {
             let placed = placement::place(&shared, &session, Some(parsed)).await?;
             let recording = placement::placed_recording(&shared, &session, &placed).await?;
-            return Ok(record::forward(
-                shared, format, query, placed.id, headers, body, request, recording,
-            )
-            .await);
+            return Ok(record::forward(shared, call, placed.id, recording).await);
         }
         (Lookup::Diverged(error), conversation) => (error.message, conversation),
     };
@@ -146,10 +132,7 @@ pub(crate) async fn fork_mode(shared: Arc<Shared>, call: Call) -> Result<Respons
             Lookup::NotRecorded(_)
                 if replay::matched_turns(&index, parsed, &shared.matching) == index.len() =>
             {
-                return Ok(record::forward(
-                    shared, format, query, branch, headers, body, request, recording,
-                )
-                .await);
+                return Ok(record::forward(shared, call, branch, recording).await);
             }
             _ => drop(recording),
         }
@@ -217,10 +200,7 @@ pub(crate) async fn fork_mode(shared: Arc<Shared>, call: Call) -> Result<Respons
         .push(branch.clone());
     let mut recording = placement::recording(&shared, &branch).await?;
     recording.note = Some(note);
-    let mut response = record::forward(
-        shared, format, query, branch, headers, body, request, recording,
-    )
-    .await;
+    let mut response = record::forward(shared, call, branch, recording).await;
     if let Some(value) = forked_from.and_then(|point| HeaderValue::from_str(&point).ok()) {
         response
             .headers_mut()

@@ -38,21 +38,11 @@ pub(crate) async fn answer(shared: Arc<Shared>, call: Call) -> Result<Response, 
             let (conversation, recording) = take_writer(
                 &shared,
                 &call.session,
-                call.continued,
+                call.continued.clone(),
                 call.request.as_ref().ok(),
             )
             .await?;
-            Ok(record::forward(
-                shared,
-                call.format,
-                call.query,
-                conversation,
-                call.headers,
-                call.body,
-                call.request,
-                recording,
-            )
-            .await)
+            Ok(record::forward(shared, call, conversation, recording).await)
         }
         Mode::Fork => fork::fork_mode(shared, call).await,
         Mode::Auto => {
@@ -61,7 +51,7 @@ pub(crate) async fn answer(shared: Arc<Shared>, call: Call) -> Result<Response, 
             let (conversation, recording) = take_writer(
                 &shared,
                 &call.session,
-                call.continued,
+                call.continued.clone(),
                 call.request.as_ref().ok(),
             )
             .await?;
@@ -81,17 +71,7 @@ pub(crate) async fn answer(shared: Arc<Shared>, call: Call) -> Result<Response, 
                     (Lookup::NotRecorded(_), _) => {}
                 }
             }
-            Ok(record::forward(
-                shared,
-                call.format,
-                call.query,
-                conversation,
-                call.headers,
-                call.body,
-                call.request,
-                recording,
-            )
-            .await)
+            Ok(record::forward(shared, call, conversation, recording).await)
         }
     }
 }

@@ -13,16 +13,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use cuca_events::{
     CucaPlugin, MessageContentBlock, PluginError, SessionEvent, TokenUsage, UnifiedResponse,
 };
-use cuca_wire::{Format, StreamDecoder, StreamSummary, WireRequest};
+use cuca_wire::{Format, StreamDecoder, StreamSummary};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use crate::call::Call;
 use crate::flush::OneAtATime;
 use crate::headers::{caller_headers, upstream_headers, POINT_HEADER, SESSION_HEADER};
 use crate::placement::{record_request, Recording};
@@ -43,20 +44,24 @@ const CHANNEL_CHUNKS: usize = 16;
 /// recorded without its blocks.
 const MAX_DECODED_BODY: usize = 8 << 20;
 
-/// Forwards one chat call and answers the caller with the upstream's answer as it streams.
-/// `request` is what the proxy understood of the body (`Err` when it is not a chat request:
-/// it is still forwarded, and only the call log records it).
-#[allow(clippy::too_many_arguments)]
+/// Forwards one model call, recorded in `session` by `recording`, and answers the caller
+/// with the upstream's answer as it streams. What the proxy understood of the body is
+/// `call.request` (`Err` when it is not a request of the format: it is still forwarded, and
+/// only the call log records it).
 pub(crate) async fn forward(
     shared: Arc<Shared>,
-    format: Format,
-    query: Option<String>,
+    call: Call,
     mut session: String,
-    headers: HeaderMap,
-    body: Bytes,
-    request: Result<WireRequest, String>,
     mut recording: Recording,
 ) -> Response {
+    let Call {
+        format,
+        query,
+        headers,
+        body,
+        request,
+        ..
+    } = call;
     // The call begins now, its writer held: its request records are stamped with this time
     // and its latency counts from it, whenever its answer comes (a non-streamed answer comes
     // whole, at the end, and a call timed from it would take 0 ms).
