@@ -1,8 +1,9 @@
 //! `cuca completions SHELL`: the shell's completion script for every command and option,
 //! generated from the same definitions clap parses with, so it never falls behind them; for
-//! bash and fish, followed by the lines that complete session ids from the store typed
-//! before them (`cuca complete-sessions STORE`). clap_complete's scripts are static: they
-//! cannot ask the store, so those lines are written here.
+//! bash, zsh, fish and elvish, followed by the lines that complete session ids from the store
+//! typed before them (`cuca complete-sessions STORE`). clap_complete's scripts are static:
+//! they cannot ask the store, so those lines are written here. PowerShell gets commands and
+//! options only.
 
 use std::io::Write;
 
@@ -17,6 +18,8 @@ pub(crate) fn write(shell: clap_complete::Shell) -> Result<(), CliError> {
     match shell {
         clap_complete::Shell::Bash => script.extend_from_slice(BASH_SESSIONS.as_bytes()),
         clap_complete::Shell::Fish => script.extend_from_slice(FISH_SESSIONS.as_bytes()),
+        clap_complete::Shell::Zsh => script = zsh(&script),
+        clap_complete::Shell::Elvish => script.extend_from_slice(ELVISH_SESSIONS.as_bytes()),
         _ => {}
     }
     let mut out = std::io::stdout().lock();
@@ -83,7 +86,103 @@ else
 fi
 "#;
 
-/// Fish: the same, through `commandline`.
+/// Zsh: clap's script ends by registering `_cuca` (or, autoloaded from `fpath` as `_cuca`,
+/// by calling it). Both are pointed at `_cuca_sessions` instead, which answers the commands
+/// that take a session and hands everything else to clap's `_cuca`. Autoloaded, the file
+/// redefines `_cuca` as clap's function, so it registers `_cuca_sessions` for the completions
+/// after the first as well. A script whose ending clap changed gets the lines appended, which
+/// registers them too.
+fn zsh(script: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(script);
+    let head = text.strip_suffix(ZSH_CLAP_ENDING).unwrap_or(&text);
+    let mut out = head.as_bytes().to_vec();
+    out.extend_from_slice(ZSH_SESSIONS.as_bytes());
+    out
+}
+
+/// The lines clap_complete ends its zsh script with.
+const ZSH_CLAP_ENDING: &str = r#"
+if [ "$funcstack[1]" = "_cuca" ]; then
+    _cuca "$@"
+else
+    compdef _cuca cuca
+fi
+"#;
+
+/// Zsh's session-id completion; zsh does not split words at `:`, so whole ids are offered
+/// and zsh matches them against what was typed.
+const ZSH_SESSIONS: &str = r#"
+_cuca_sessions() {
+    local cmd="${words[2]}"
+    case "${cmd}" in
+        show|replay|export|repair|verify|compact|diff|fork) ;;
+        *) _cuca "$@"; return ;;
+    esac
+    local store="" i
+    for (( i = 3; i < CURRENT; i++ )); do
+        [[ "${words[i]}" == -* ]] && continue
+        store="${words[i]}"
+        break
+    done
+    if [[ -z "${store}" || "${words[CURRENT]}" == -* ]]; then
+        _cuca "$@"
+        return
+    fi
+    local listed
+    listed="$(cuca complete-sessions "${store}" 2>/dev/null)" || { _cuca "$@"; return; }
+    local -a ids
+    ids=("${(@f)listed}")
+    ids=("${(@)ids:#}")
+    if [[ "${cmd}" == fork ]]; then
+        compadd -S ':' -- "${ids[@]}"
+    else
+        compadd -- "${ids[@]}"
+    fi
+}
+
+if [ "$funcstack[1]" = "_cuca" ]; then
+    compdef _cuca_sessions cuca
+    _cuca_sessions "$@"
+else
+    compdef _cuca_sessions cuca
+fi
+"#;
+
+/// Elvish: clap's arg-completer is kept and wrapped; the commands that take a session, once
+/// their store is typed, list the store's ids (elvish matches them against what was typed).
+const ELVISH_SESSIONS: &str = r#"
+var cuca-static-completer~ = $edit:completion:arg-completer[cuca]
+set edit:completion:arg-completer[cuca] = {|@words|
+    var n = (count $words)
+    var store = ''
+    if (and (> $n 3) (has-value [show replay export repair verify compact diff fork] $words[1]) (not (str:has-prefix $words[-1] '-'))) {
+        for word $words[2..(- $n 1)] {
+            if (and (eq $store '') (not (str:has-prefix $word '-'))) {
+                set store = $word
+            }
+        }
+    }
+    if (eq $store '') {
+        cuca-static-completer $@words
+    } else {
+        var suffix = ''
+        if (eq $words[1] fork) {
+            set suffix = ':'
+        }
+        try {
+            var ids = [(cuca complete-sessions $store 2>/dev/null | from-lines)]
+            for id $ids {
+                edit:complex-candidate $id &code-suffix=$suffix
+            }
+        } catch {
+            # No cuca on PATH or an unreadable store: nothing to offer, and clap's completer
+            # has no entry for a command line holding a store.
+        }
+    }
+}
+"#;
+
+/// Fish: the same, through `commandline` (a point for `fork`: the session then `:`).
 const FISH_SESSIONS: &str = r#"
 function __cuca_store
     set -l words (commandline -opc)
@@ -96,4 +195,5 @@ function __cuca_store
     return 1
 end
 complete -c cuca -n '__fish_seen_subcommand_from show replay export repair verify compact diff; and __cuca_store >/dev/null' -f -a '(cuca complete-sessions (__cuca_store) 2>/dev/null)'
+complete -c cuca -n '__fish_seen_subcommand_from fork; and __cuca_store >/dev/null' -f -a '(cuca complete-sessions (__cuca_store) 2>/dev/null | string replace -r \'$\' :)'
 "#;
