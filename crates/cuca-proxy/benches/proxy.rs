@@ -668,7 +668,171 @@ fn bench_replay(c: &mut Criterion) {
     group.finish();
 }
 
+/// How many one-question conversations the eval-harness session holds.
+const CONVERSATIONS: u64 = 1_000;
+
+/// The question of conversation `k` of the eval-harness session.
+fn harness_question(k: u64) -> String {
+    format!("Question {k}: what is {k} plus one? Reply with the number.")
+}
+
+/// The request that asks conversation `k`'s question again.
+fn harness_request(k: u64) -> String {
+    serde_json::json!({
+        "model": "tiny",
+        "stream": true,
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": harness_question(k)},
+        ],
+    })
+    .to_string()
+}
+
+/// A replaying proxy over `dir`, holding session `harness` recorded as an eval harness
+/// records: [`CONVERSATIONS`] one-question conversations on one session, the first in the
+/// base session and each next one in `harness:conv:N`.
+async fn replaying_harness(dir: &std::path::Path) -> String {
+    use cuca_events::{Message, SessionEvent, SessionRecord};
+    let backend = FileBackend::new(dir).unwrap();
+    for k in 0..CONVERSATIONS {
+        let session = if k == 0 {
+            "harness".to_owned()
+        } else {
+            cuca_events::conversation_session_id("harness", k)
+        };
+        let events = [
+            SessionEvent::SystemPrompt {
+                text: "You are terse.".into(),
+            },
+            SessionEvent::Message(Message::user(harness_question(k))),
+            SessionEvent::CallRequest {
+                model: "tiny".into(),
+                parameters: "{}".into(),
+                tools: "[]".into(),
+                messages: 2,
+            },
+            SessionEvent::Output {
+                text: format!("{}", k + 1),
+            },
+            SessionEvent::CallFinish {
+                finish_reason: Some("stop".into()),
+                model: "cuca-tiny-random".into(),
+            },
+            SessionEvent::Latency { duration_ms: 41 },
+            SessionEvent::TokenUsage {
+                prompt_tokens: 31,
+                completion_tokens: 2,
+            },
+        ];
+        for (sequence, event) in events.into_iter().enumerate() {
+            backend
+                .append(SessionRecord {
+                    session_id: session.clone(),
+                    sequence: sequence as u64,
+                    timestamp_ms: 1_700_000_000_000,
+                    event,
+                })
+                .unwrap();
+        }
+    }
+    let proxy = Proxy::with_call_log(
+        ProxyConfig::new(Mode::Replay, None).unwrap(),
+        Arc::new(backend),
+        CallLog::builder().path(None).build(),
+    )
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { proxy.serve(listener, std::future::pending()).await.unwrap() });
+    format!("http://{addr}")
+}
+
+/// One call of `body` to `url`, read whole.
+async fn asked(client: &reqwest::Client, url: &str, body: &str) {
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(!response.bytes().await.unwrap().is_empty());
+}
+
+/// A conversation's replay costs what its own turns cost, not what the session's other
+/// conversations do: the first and the last of [`CONVERSATIONS`] against the direct call.
+fn bench_replay_conversations(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (proxy, upstream) = runtime.block_on(async {
+        (
+            replaying_harness(dir.path()).await,
+            upstream(transcript()).await,
+        )
+    });
+    let client = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .build()
+        .unwrap();
+    let url = format!("{proxy}/s/harness/v1/chat/completions");
+    let routes: Vec<(&str, String, String)> = vec![
+        ("first", url.clone(), harness_request(0)),
+        ("last", url.clone(), harness_request(CONVERSATIONS - 1)),
+        (
+            "direct",
+            format!("{upstream}/v1/chat/completions"),
+            harness_request(0),
+        ),
+    ];
+    runtime.block_on(async {
+        for _ in 0..50 {
+            for (_, url, body) in &routes {
+                asked(&client, url, body).await;
+            }
+        }
+    });
+    let medians: Vec<Duration> = runtime.block_on(async {
+        let mut times = vec![Vec::new(); routes.len()];
+        for _ in 0..REPLAY_ROUNDS {
+            for (i, (_, url, body)) in routes.iter().enumerate() {
+                let started = Instant::now();
+                asked(&client, url, body).await;
+                times[i].push(started.elapsed());
+            }
+        }
+        times
+            .iter_mut()
+            .map(|t| {
+                t.sort();
+                percentile(t, 0.5)
+            })
+            .collect()
+    });
+    let ratio = |a: usize| medians[a].as_secs_f64() / medians[2].as_secs_f64();
+    println!(
+        "proxy replay of a {CONVERSATIONS}-conversation session ({REPLAY_ROUNDS} interleaved calls each), median: first {:?}, last {:?}, direct {:?}; first / direct {:.2}, last / direct {:.2}",
+        medians[0],
+        medians[1],
+        medians[2],
+        ratio(0),
+        ratio(1)
+    );
+    let mut group = c.benchmark_group("proxy_replay_conversations");
+    for (name, url, body) in &routes {
+        group.bench_function(*name, |b| {
+            b.iter(|| runtime.block_on(asked(&client, url, body)))
+        });
+    }
+    group.finish();
+}
+
 // The replay rows first: they write nothing, so the interleaved time-to-first-byte run that
 // opens `bench` still finds a quiet disk.
-criterion_group!(benches, bench_replay, bench);
+criterion_group!(benches, bench_replay, bench_replay_conversations, bench);
 criterion_main!(benches);

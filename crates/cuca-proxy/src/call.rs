@@ -38,13 +38,16 @@ pub(crate) async fn load_and_lookup(
     named: Option<&str>,
     request: &WireRequest,
 ) -> Result<(Lookup, String), ApiError> {
+    // Every index of the proxy shares its keys: the request is keyed once, and its first
+    // message decides which conversations are read on.
+    let asked = replay::Asked::new(shared.replay.keys(), request);
     let loaded = match named {
         Some(conversation) => shared
             .replay
             .index(conversation)
             .await
             .map(|trajectory| vec![(conversation.to_owned(), trajectory)]),
-        None => shared.replay.index_conversations(session).await,
+        None => shared.replay.index_conversations(session, &asked).await,
     };
     let trajectory = loaded.map_err(|message| {
         ApiError::new(
@@ -55,8 +58,13 @@ pub(crate) async fn load_and_lookup(
         )
         .in_session(session)
     })?;
-    let (lookup, conversation) =
-        replay::lookup_conversations(&trajectory, request, &shared.served, &shared.matching)
-            .await?;
+    let (lookup, conversation) = replay::lookup_conversations(
+        &trajectory,
+        request,
+        &asked,
+        &shared.served,
+        &shared.matching,
+    )
+    .await?;
     Ok((lookup, conversation))
 }

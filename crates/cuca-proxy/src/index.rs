@@ -146,6 +146,15 @@ impl Keys {
     }
 }
 
+/// The key of the first user or assistant message of `messages` (role and key each, in
+/// order): tool results and system prompts are not compared everywhere, these always are.
+pub(crate) fn first_dialogue_key(messages: impl IntoIterator<Item = (Role, Key)>) -> Option<Key> {
+    messages
+        .into_iter()
+        .find(|(role, _)| matches!(role, Role::User | Role::Assistant))
+        .map(|(_, key)| key)
+}
+
 /// One recorded message in the index: its key and role (the role decides whether it is
 /// compared: tool results only where the recording holds any).
 #[derive(Debug, Clone, Copy)]
@@ -267,6 +276,12 @@ impl TurnIndex {
 
     pub(crate) fn knows_tools(&self) -> bool {
         self.knows_tools
+    }
+
+    /// The key of the first recorded user or assistant message: what a request must start
+    /// its dialogue with to be answered from this recording. `None` while none is recorded.
+    pub(crate) fn first_key(&self) -> Option<Key> {
+        first_dialogue_key(self.messages.iter().map(|m| (m.role, m.key)))
     }
 
     pub(crate) fn keys(&self) -> &Keys {
@@ -613,37 +628,63 @@ impl Indexes {
     /// The session's index, refreshed from its tail first (on a blocking thread: the first
     /// refresh of a long session reads it whole).
     pub(crate) async fn index(&self, session: &str) -> Result<Arc<TurnIndex>, String> {
-        let mut one = self.refreshed(session, false).await?;
+        let mut one = self.refreshed(session, None).await?;
         match one.pop() {
             Some((_, index)) => Ok(index),
             None => Err(format!("session {session:?} has no index")),
         }
     }
 
+    /// The keys every index of this proxy shares: a request keyed with them once is compared
+    /// with any of its sessions.
+    pub(crate) fn keys(&self) -> &Keys {
+        &self.0.keys
+    }
+
     /// The index of every conversation of session `base`: the base's, then each
-    /// `{base}:conv:{n}`'s in order up to the first with no records — all refreshed on one
-    /// blocking thread, one hand-over per request rather than one per conversation.
+    /// `{base}:conv:{n}`'s in order up to the first with no records — on one blocking thread,
+    /// one hand-over per request rather than one per conversation.
+    ///
+    /// Only the conversations a request can be answered from are refreshed: those whose first
+    /// compared message has the key `first` (the request's own first user or assistant
+    /// message). A conversation's first message never changes once written, and a request
+    /// that matches a recording holds the recording's first message where the recording has
+    /// it, so a conversation indexed before with another first message cannot answer; its
+    /// index is handed back as last read, for wording a refusal only. The base, a
+    /// conversation not indexed yet or indexed while empty, and every conversation when
+    /// `first` is `None` are refreshed, so the 1,000th conversation of an eval harness costs
+    /// one refresh, not a thousand.
     pub(crate) async fn conversations(
         &self,
         base: &str,
+        first: Option<Key>,
     ) -> Result<Vec<(String, Arc<TurnIndex>)>, String> {
-        self.refreshed(base, true).await
+        self.refreshed(base, Some(first)).await
     }
 
+    /// `base`'s index refreshed, then, with `conversations` set, its conversations' as
+    /// [`Indexes::conversations`] hands them back.
     async fn refreshed(
         &self,
         base: &str,
-        conversations: bool,
+        conversations: Option<Option<Key>>,
     ) -> Result<Vec<(String, Arc<TurnIndex>)>, String> {
         let inner = Arc::clone(&self.0);
         let name = base.to_owned();
         let base = base.to_owned();
         let refreshed = tokio::task::spawn_blocking(move || {
             let mut out = vec![(base.clone(), inner.refresh(&base)?)];
-            if conversations {
+            if let Some(first) = conversations {
                 for n in 1.. {
                     let id = cuca_events::conversation_session_id(&base, n);
-                    let index = inner.refresh(&id)?;
+                    let index = match (first, inner.indexed(&id)) {
+                        (Some(asked), Some(kept))
+                            if kept.first_key().is_some_and(|key| key != asked) =>
+                        {
+                            kept
+                        }
+                        _ => inner.refresh(&id)?,
+                    };
                     if index.is_empty() {
                         break;
                     }
@@ -708,6 +749,18 @@ impl Inner {
         }));
         entries.insert(session.to_owned(), Arc::clone(&entry));
         entry
+    }
+
+    /// The session's index as last refreshed, not read again; `None` when it has none.
+    fn indexed(&self, session: &str) -> Option<Arc<TurnIndex>> {
+        let entry = {
+            // The map holds no invariant a panic could break halfway.
+            let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(entries.get(session)?)
+        };
+        let mut entry = lock(&entry);
+        entry.last_used = self.clock.fetch_add(1, Ordering::Relaxed);
+        Some(Arc::clone(&entry.index))
     }
 
     /// Refreshes one session's index (blocking) and returns it.

@@ -25,7 +25,7 @@ use cuca_replay::{ReplayTrajectory, ReplayTurn, SessionReplay};
 use crate::divergence::FirstDifference;
 use crate::flush::OneAtATime;
 use crate::headers::{INCOMPLETE_HEADER, POINT_HEADER, SESSION_HEADER, TURN_HEADER};
-use crate::index::{Indexes, Key, Keys, TurnIndex};
+use crate::index::{first_dialogue_key, Indexes, Key, Keys, TurnIndex};
 use crate::matching::Matching;
 use crate::refusal::ApiError;
 use cuca_wire::{Format, RecordedAnswer, WireRequest};
@@ -102,11 +102,19 @@ impl Loads {
 
     /// The index of every conversation of session `base`: the base's, then each
     /// `{base}:conv:{n}`'s in order up to the first with no records.
+    /// Every conversation of session `base` a request `asked` can be answered from,
+    /// refreshed, and the rest as last read ([`Indexes::conversations`]).
     pub(crate) async fn index_conversations(
         &self,
         base: &str,
+        asked: &Asked,
     ) -> Result<Vec<(String, Arc<TurnIndex>)>, String> {
-        self.indexes.conversations(base).await
+        self.indexes.conversations(base, asked.first_key()).await
+    }
+
+    /// The keys the indexes share, to key a request with once.
+    pub(crate) fn keys(&self) -> &Keys {
+        self.indexes.keys()
     }
 
     fn in_flight(
@@ -222,6 +230,11 @@ impl Asked {
             systems,
         }
     }
+
+    /// The key of the first user or assistant message asked with.
+    pub(crate) fn first_key(&self) -> Option<Key> {
+        first_dialogue_key(self.messages.iter().map(|(_, role, key)| (*role, *key)))
+    }
 }
 
 /// Whether a message of `role` is compared, in a recording that does or does not hold tool
@@ -248,28 +261,45 @@ fn read_failed(session: &str, message: String) -> ApiError {
 /// Places `request` among the conversations of a session: the first conversation whose
 /// recording answers it (in the order they were recorded, so of two that match equally the
 /// one recorded first), else the refusal of the one that agrees with it longest — its system
-/// prompts first, then the messages they share from the start.
+/// prompts first, then the messages they share from the start. `asked` is the request keyed
+/// with the indexes' keys ([`Loads::keys`]).
+///
+/// A conversation whose first user or assistant message is not the request's cannot answer
+/// it and agrees with it on no message: it is only weighed by its system prompts, and its
+/// refusal is worded (which reads its recorded message back) only when it is the one sent.
 pub(crate) async fn lookup_conversations(
     conversations: &[(String, Arc<TurnIndex>)],
     wire: &WireRequest,
+    asked: &Asked,
     served: &Served,
     matching: &Matching,
 ) -> Result<(Lookup, String), ApiError> {
-    let Some((_, first)) = conversations.first() else {
+    if conversations.is_empty() {
         return Ok((not_recorded_anywhere(), String::new()));
-    };
-    // Every index of a proxy shares its keys: the request is keyed once.
-    let asked = Asked::new(first.keys(), wire);
+    }
     let dialogue: Vec<Key> = asked
         .messages
         .iter()
         .filter(|(_, role, _)| compared(*role, false))
         .map(|(_, _, key)| *key)
         .collect();
-    let mut best: Option<((bool, usize), Lookup, &str)> = None;
+    let first_asked = asked.first_key();
+    let mut best: Option<Refusal<'_>> = None;
     let mut first_found: Option<(Lookup, String)> = None;
     for (id, index) in conversations {
-        let found = lookup_asked(index, id, wire, &asked, &served.of(id), matching).await?;
+        let same_systems = index
+            .turns()
+            .last()
+            .is_some_and(|turn| turn.systems == asked.systems_key);
+        let first_recorded = index.first_key();
+        if first_asked.is_some() && first_recorded.is_some() && first_asked != first_recorded {
+            let affinity = (same_systems, 0);
+            if best.as_ref().is_none_or(|Refusal(b, ..)| affinity > *b) {
+                best = Some(Refusal(affinity, None, id, index));
+            }
+            continue;
+        }
+        let found = lookup_asked(index, id, wire, asked, &served.of(id), matching).await?;
         if let Lookup::Found(_, turn_idx) = &found {
             // A turn not served yet answers at once; one served before only if no other
             // conversation has a fresh one (two apps' identical first questions).
@@ -289,13 +319,9 @@ pub(crate) async fn lookup_conversations(
             .zip(&dialogue)
             .take_while(|(a, b)| a.key == **b)
             .count();
-        let same_systems = index
-            .turns()
-            .last()
-            .is_some_and(|turn| turn.systems == asked.systems_key);
         let affinity = (same_systems, shared);
-        if best.as_ref().is_none_or(|(b, _, _)| affinity > *b) {
-            best = Some((affinity, found, id));
+        if best.as_ref().is_none_or(|Refusal(b, ..)| affinity > *b) {
+            best = Some(Refusal(affinity, Some(found), id, index));
         }
     }
     if let Some((found, id)) = first_found {
@@ -307,10 +333,19 @@ pub(crate) async fn lookup_conversations(
         return Ok((found, id));
     }
     Ok(match best {
-        Some((_, found, id)) => (found, id.to_owned()),
+        Some(Refusal(_, Some(found), id, _)) => (found, id.to_owned()),
+        Some(Refusal(_, None, id, index)) => (
+            lookup_asked(index, id, wire, asked, &served.of(id), matching).await?,
+            id.to_owned(),
+        ),
         None => (not_recorded_anywhere(), String::new()),
     })
 }
+
+/// The refusal to send when no conversation answers: how far its conversation agrees with
+/// the request (same system prompts, messages shared from the start), its lookup once worded,
+/// and the conversation.
+struct Refusal<'a>((bool, usize), Option<Lookup>, &'a str, &'a TurnIndex);
 
 fn not_recorded_anywhere() -> Lookup {
     Lookup::NotRecorded(ApiError::new(

@@ -320,3 +320,83 @@ async fn past_the_cap_the_least_recently_used_index_is_dropped() {
     let kept: Vec<bool> = ["a", "b", "c"].iter().map(|s| indexes.has(s)).collect();
     assert_eq!(kept, [true, false, true]);
 }
+
+/// One one-turn conversation asking `question`, as the proxy records it.
+fn asking(session: &str, question: &str, from: u64) -> Vec<SessionRecord> {
+    [
+        SessionEvent::Message(Message::user(question)),
+        SessionEvent::CallRequest {
+            model: "tiny".into(),
+            parameters: "{}".into(),
+            tools: "[]".into(),
+            messages: 1,
+        },
+        SessionEvent::Output { text: "ok".into() },
+        SessionEvent::CallFinish {
+            finish_reason: Some("stop".into()),
+            model: "tiny".into(),
+        },
+        SessionEvent::Latency { duration_ms: 1 },
+        SessionEvent::TokenUsage {
+            prompt_tokens: 1,
+            completion_tokens: 1,
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, event)| SessionRecord {
+        session_id: session.to_owned(),
+        sequence: from + i as u64,
+        timestamp_ms: 0,
+        event,
+    })
+    .collect()
+}
+
+#[tokio::test]
+async fn only_the_conversations_a_request_can_match_are_read_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let ids: Vec<String> = (0..4)
+        .map(|n| match n {
+            0 => "harness".to_owned(),
+            n => cuca_events::conversation_session_id("harness", n),
+        })
+        .collect();
+    for (n, id) in ids.iter().enumerate() {
+        append(&backend, asking(id, &format!("question {n}"), 0));
+    }
+    let indexes = indexes(dir.path());
+    let all = indexes.conversations("harness", None).await.unwrap();
+    assert_eq!(all.len(), 4);
+    assert!(all.iter().all(|(_, index)| index.len() == 1));
+
+    // Another writer answers conversations 2 and 3 once more.
+    for id in &ids[2..] {
+        append(&backend, asking(id, "again", 6));
+    }
+    let third = indexes.keys().message(&Message::user("question 3"));
+    let asked = indexes.conversations("harness", Some(third)).await.unwrap();
+    let turns: Vec<usize> = asked.iter().map(|(_, index)| index.len()).collect();
+    // The one that starts as the request does is read on; the one that cannot answer it is
+    // handed back as last read, not read.
+    assert_eq!(turns, [1, 1, 1, 2]);
+    assert_eq!(asked[3].1.first_key(), Some(third));
+
+    // Without a first message to go by, every conversation is read on.
+    let all = indexes.conversations("harness", None).await.unwrap();
+    let turns: Vec<usize> = all.iter().map(|(_, index)| index.len()).collect();
+    assert_eq!(turns, [1, 1, 2, 2]);
+
+    // A conversation recorded after the last read is found whatever the request asks.
+    append(
+        &backend,
+        asking(
+            &cuca_events::conversation_session_id("harness", 4),
+            "question 4",
+            0,
+        ),
+    );
+    let found = indexes.conversations("harness", Some(third)).await.unwrap();
+    assert_eq!(found.len(), 5);
+}
