@@ -372,6 +372,8 @@ const ROWS: &[Row] = &[
     row("replayed call, 1,000-turn session", C("proxy_replay/turns_1000"), "direct to upstream", C("proxy_replay/direct"), Cost, AtMost(2.0)),
     row("replayed call, 100-turn session", C("proxy_replay/turns_100"), "replayed call, 10-turn session", C("proxy_replay/turns_10"), Cost, Info),
     row("replayed call, 10-turn session", C("proxy_replay/turns_10"), "direct to upstream", C("proxy_replay/direct"), Cost, Info),
+    row("replayed call, 1,000th of 1,000 conversations", C("proxy_replay_conversations/last"), "direct to upstream", C("proxy_replay_conversations/direct"), Cost, AtMost(2.0)),
+    row("replayed call, 1st of 1,000 conversations", C("proxy_replay_conversations/first"), "direct to upstream", C("proxy_replay_conversations/direct"), Cost, Info),
     // Call-log append p99 under 50 µs at 8 writers.
     row("calllog append p99, 8 writers", CalllogP99("cuca-calllog append"), "raw write p99, 8 writers", CalllogP99("raw write of the line bytes"), Cost, Below(50_000.0)),
     row("calllog append p99, 8 writers", CalllogP99("cuca-calllog append"), "tracing-appender p99", CalllogP99("tracing-appender JSON (non-blocking)"), Cost, Info),
