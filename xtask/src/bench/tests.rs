@@ -126,6 +126,7 @@ fn every_row_reads_a_bench_that_some_target_runs() {
         "proxy_stream_messages/",
         "proxy_stream_responses/",
         "proxy_replay/",
+        "proxy_replay_conversations/",
         "summary_200k/",
         "backend_stream/",
     ];
