@@ -110,7 +110,9 @@ async fn upstream_at(path: &str, events: Vec<Bytes>) -> String {
     let events = Arc::new(events);
     let router = Router::new().route(
         path,
-        post(move || {
+        // The body is read, as a real server reads it: one answered before its request was
+        // read whole closes the connection under a long request.
+        post(move |_request: Bytes| {
             let events = Arc::clone(&events);
             async move {
                 // One write per event, as llama-server sends them: a yield after each makes
@@ -578,15 +580,23 @@ async fn replaying(dir: &std::path::Path, sizes: &[u64]) -> String {
 
 /// One replayed call, read whole.
 async fn replayed(client: &reqwest::Client, url: &str) {
-    let response = client
-        .post(url)
-        .header("content-type", "application/json")
-        .body(REPLAY_REQUEST)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    assert!(!response.bytes().await.unwrap().is_empty());
+    asked(client, url, REPLAY_REQUEST).await;
+}
+
+/// The request of call `k` of the recorded agent loop ([`replay_turn`]): the system prompt,
+/// the `k` exchanges before it and its question — what an agent sends at its `k + 1`th turn.
+fn loop_request(k: u64) -> String {
+    let mut messages = vec![serde_json::json!({"role": "system", "content": "You are terse."})];
+    for j in 0..=k {
+        messages.push(serde_json::json!({
+            "role": "user",
+            "content": format!("The vault is in city {j}. Reply with: noted"),
+        }));
+        if j < k {
+            messages.push(serde_json::json!({"role": "assistant", "content": format!("noted {j}")}));
+        }
+    }
+    serde_json::json!({"model": "tiny", "stream": true, "messages": messages}).to_string()
 }
 
 /// A replayed call costs what its turn costs, not what its session does.
@@ -618,6 +628,19 @@ fn bench_replay(c: &mut Criterion) {
         })
         .collect();
     routes.push(("direct".into(), format!("{upstream}/v1/chat/completions")));
+    // The last turn of the 1,000-turn loop, as the agent sends it (1,999 messages), against
+    // the same request sent to the upstream directly: what an agent's late turns cost.
+    let late = loop_request(999);
+    let late_routes = [
+        (
+            "turns_1000_last".to_owned(),
+            format!("{proxy}/s/turns_1000/v1/chat/completions"),
+        ),
+        (
+            "direct_last".to_owned(),
+            format!("{upstream}/v1/chat/completions"),
+        ),
+    ];
     // The first call of each session builds its index; the bench measures the calls after.
     // Interleaved warm-up rounds first, so no route is measured on a machine still settling
     // (connections, caches, the writeback of the sessions just written).
@@ -625,6 +648,9 @@ fn bench_replay(c: &mut Criterion) {
         for _ in 0..200 {
             for (_, url) in &routes {
                 replayed(&client, url).await;
+            }
+            for (_, url) in &late_routes {
+                asked(&client, url, &late).await;
             }
         }
     });
@@ -659,10 +685,38 @@ fn bench_replay(c: &mut Criterion) {
         ratio(2, 0),
         ratio(2, 3)
     );
+    let late_medians: Vec<Duration> = runtime.block_on(async {
+        let mut times = vec![Vec::new(); late_routes.len()];
+        for _ in 0..REPLAY_ROUNDS {
+            for (i, (_, url)) in late_routes.iter().enumerate() {
+                let started = Instant::now();
+                asked(&client, url, &late).await;
+                times[i].push(started.elapsed());
+            }
+        }
+        times
+            .iter_mut()
+            .map(|t| {
+                t.sort();
+                percentile(t, 0.5)
+            })
+            .collect()
+    });
+    println!(
+        "proxy replay of the 1,000th turn ({REPLAY_ROUNDS} interleaved calls each), median: replayed {:?}, direct {:?}; replayed / direct {:.2}",
+        late_medians[0],
+        late_medians[1],
+        late_medians[0].as_secs_f64() / late_medians[1].as_secs_f64()
+    );
     let mut group = c.benchmark_group("proxy_replay");
     for (name, url) in &routes {
         group.bench_function(name.as_str(), |b| {
             b.iter(|| runtime.block_on(replayed(&client, url)))
+        });
+    }
+    for (name, url) in &late_routes {
+        group.bench_function(name.as_str(), |b| {
+            b.iter(|| runtime.block_on(asked(&client, url, &late)))
         });
     }
     group.finish();
