@@ -203,7 +203,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Write a session as JSON Lines (one serde_json `SessionRecord` per line) to stdout.
+    /// Write a session as JSON Lines (one serde_json `SessionRecord` per line), or as one
+    /// HTML page that opens with no server (`--format html`), to stdout or `-o FILE`.
     Export {
         /// A directory of `.cslog` files, or a PostgreSQL URL (`postgres://…`).
         #[arg(value_name = "STORE")]
@@ -213,6 +214,12 @@ enum Command {
         /// The interchange format.
         #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
         format: ExportFormat,
+        /// Write to FILE (replaced whole once written) instead of stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// The call log whose failed calls the HTML page shows (default: this machine's).
+        #[arg(long, value_name = "FILE")]
+        calls: Option<PathBuf>,
     },
     /// Read a JSON Lines export into a new session (refuses a session that exists).
     Import {
@@ -281,6 +288,8 @@ impl Command {
 enum ExportFormat {
     /// JSON Lines: one serde_json `SessionRecord` per line.
     Jsonl,
+    /// One self-contained HTML page: the viewer's session page, searchable, offline.
+    Html,
 }
 
 /// Runs the command line `args` (the first item is the program name) and returns the exit
@@ -423,8 +432,18 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
         Command::Export {
             store,
             session,
-            format: ExportFormat::Jsonl,
-        } => sessions::export(&open(&store)?, &session),
+            format,
+            output,
+            calls,
+        } => sessions::export(
+            &open(&store)?,
+            &session,
+            &sessions::ExportTo {
+                format,
+                output,
+                calls,
+            },
+        ),
         Command::Import {
             file,
             store,

@@ -41,6 +41,15 @@ pub enum ViewError {
     /// A search could not run (an invalid pattern, an unreadable directory).
     #[error(transparent)]
     Search(#[from] cuca_search::SearchError),
+    /// A page saved as one file could not be written (`cuca export --format html`).
+    #[error("write the page of session {session:?}: {source}")]
+    Write {
+        /// The session the page shows.
+        session: String,
+        /// What the writer said.
+        #[source]
+        source: std::io::Error,
+    },
     /// A journal record could not be read.
     #[error("read journal run {run:?}: {reason}")]
     Run {

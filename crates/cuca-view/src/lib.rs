@@ -5,7 +5,9 @@
 //! arrive), for a call log (calls in flight, failures, latency per model) and for a directory of
 //! assembled journal runs. Pages are built on the server with [`maud`], which escapes every
 //! interpolated string, and served with a strict Content-Security-Policy; the one script and
-//! the one stylesheet are embedded in the binary, so the viewer works offline.
+//! the one stylesheet are embedded in the binary, so the viewer works offline. A session page
+//! can also be saved as one file that opens with no server and no network
+//! ([`standalone::write_session`], `cuca export --format html`).
 //!
 //! ```no_run
 //! # async fn docs() -> std::io::Result<()> {
@@ -53,6 +55,7 @@ mod routes;
 pub mod runs;
 pub mod search;
 pub mod sessions;
+pub mod standalone;
 pub mod timeline;
 
 pub use error::ViewError;

@@ -40,6 +40,68 @@ pub(crate) fn run_href(id: &str) -> String {
     format!("/runs/{}", utf8_percent_encode(id, SEGMENT))
 }
 
+/// Where a session page's links go: the viewer's routes, or, for a page saved as one file
+/// ([`crate::standalone`]), anchors within the page only (there is no server to ask), other
+/// sessions named but not linked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Links<'a> {
+    /// Served by the viewer: every route is there.
+    Server,
+    /// One file of `session`, opened with no server: only `#…` anchors lead anywhere.
+    Offline {
+        /// The session the file holds.
+        session: &'a str,
+    },
+}
+
+impl Links<'_> {
+    /// Whether the viewer's routes (timeline, sorted turns, comparison, other pages) exist.
+    pub(crate) fn served(self) -> bool {
+        matches!(self, Links::Server)
+    }
+
+    /// A session's page; offline only the file's own session has one (its top).
+    fn session(self, id: &str) -> Option<String> {
+        match self {
+            Links::Server => Some(session_href(id)),
+            Links::Offline { session } => (id == session).then(|| "#top".to_owned()),
+        }
+    }
+
+    /// A point's record; offline only the file's own session's points, by their anchors.
+    fn point(self, point: &str) -> Option<String> {
+        match self {
+            Links::Server => Some(point_href(point)),
+            Links::Offline { session } => point
+                .strip_prefix(session)
+                .and_then(|rest| rest.strip_prefix(':'))
+                .and_then(|sequence| sequence.parse::<u64>().ok())
+                .map(|sequence| format!("#p-{sequence}")),
+        }
+    }
+
+    /// A fork's comparison with its parent: a server page only.
+    fn compare(self, fork: &str) -> Option<String> {
+        self.served().then(|| compare_href(fork))
+    }
+
+    /// Turn `number` of `session` scrolled to `anchor`: its page, or offline the anchor.
+    fn turn(self, session: &str, number: usize, anchor: &str) -> String {
+        match self {
+            Links::Server => format!("{}?turn={number}#{anchor}", session_href(session)),
+            Links::Offline { .. } => format!("#{anchor}"),
+        }
+    }
+}
+
+/// `text` as a link to `href`, or as plain text (still named) where there is nowhere to go.
+fn link(href: Option<String>, class: Option<&str>, id: Option<&str>, text: &str) -> Markup {
+    html! {
+        @if let Some(href) = href { a class=[class] id=[id] href=(href) { (text) } }
+        @else { span class=[class] id=[id] { (text) } }
+    }
+}
+
 /// The frame every page shares: the navigation, the stylesheet and the script.
 pub(crate) fn layout(title: &str, body: Markup) -> Markup {
     html! {
@@ -177,21 +239,25 @@ pub(crate) struct SessionContext<'a> {
     pub(crate) failures: &'a [CallRow],
     /// The directory the session lives in, for the `cuca fork DIR POINT` command.
     pub(crate) dir: String,
+    /// Where the page's links go.
+    pub(crate) links: Links<'a>,
 }
 
 /// The fork tree as nested lists, the page's own session in bold; a branch links to its
 /// comparison with its parent.
-fn tree_list(node: &ForkNode, current: &str) -> Markup {
+fn tree_list(node: &ForkNode, current: &str, links: Links<'_>) -> Markup {
     html! {
         li {
             @if node.id == current { strong.current { (node.id) } }
-            @else { a.tree-link href=(session_href(&node.id)) { (node.id) } }
+            @else { (link(links.session(&node.id), Some("tree-link"), None, &node.id)) }
             @if let Some(point) = &node.point {
-                span.muted { " at " } a href=(point_href(point)) { (point) }
-                " " a.compare-link href=(compare_href(&node.id)) { "compare with parent" }
+                span.muted { " at " } (link(links.point(point), None, None, point))
+                @if let Some(href) = links.compare(&node.id) {
+                    " " a.compare-link href=(href) { "compare with parent" }
+                }
             }
             @if !node.children.is_empty() {
-                ul { @for child in &node.children { (tree_list(child, current)) } }
+                ul { @for child in &node.children { (tree_list(child, current, links)) } }
             }
         }
     }
@@ -253,7 +319,7 @@ fn failure_slot(index: &SessionIndex, failure: &CallRow) -> usize {
 }
 
 /// Errors in page order: (the turn number whose page shows it, its anchor).
-fn error_marks(context: &SessionContext<'_>) -> Vec<(usize, String)> {
+pub(crate) fn error_marks(context: &SessionContext<'_>) -> Vec<(usize, String)> {
     let n_turns = context.index.turns.len().max(1);
     let with_failure: std::collections::BTreeSet<usize> = context
         .failures
@@ -311,10 +377,17 @@ fn summary(session: &str, context: &SessionContext<'_>, marks: &[(usize, String)
             div { dt { "Errors" } dd #summary-errors {
                 (thousands(marks.len() as u64))
                 @if let Some((turn, anchor)) = marks.first() {
-                    " · " a href=(format!("{}?turn={turn}#{anchor}", session_href(session))) { "first" }
+                    " · " a href=(context.links.turn(session, *turn, anchor)) { "first" }
                 } } }
             div { dt { "Forks" } dd #summary-forks { (thousands(context.children.len() as u64)) } }
         }
+        @if context.links.served() { (views(session, context)) }
+    }
+}
+
+/// Links to the session's other views, which only the viewer's server has.
+fn views(session: &str, context: &SessionContext<'_>) -> Markup {
+    html! {
         nav.views {
             a #timeline-link href=(format!("{}/timeline", session_href(session))) { "Timeline" }
             a #slowest-link href=(format!("{}/turns?sort=latency", session_href(session))) { "Turns by latency" }
@@ -337,54 +410,16 @@ pub(crate) fn session(page: &Page, context: &SessionContext<'_>) -> Markup {
     let n_shown = page.turns.iter().filter(|t| !t.is_notes()).count();
     let page_first = context.first_turn + 1;
     let page_last = context.first_turn + n_shown;
-    // Failed calls that recorded no turn get a box of their own, at their place.
-    let standalone: Vec<&CallRow> = context
-        .failures
-        .iter()
-        .filter(|f| failure_turn(context.index, f).is_none())
-        .collect();
-    let failures_before = |number: usize| {
-        standalone
-            .iter()
-            .copied()
-            .filter(move |f| failure_slot(context.index, f) + 1 == number)
-    };
     let n_turns = context.index.turns.len();
     html! {
-        h1 { "Session " code #session-id { (session) } " " (copy_button(session, "copy id")) }
-        (summary(session, context, &marks))
-        section.tree #forks {
-            @if let Some((parent, point)) = &context.parent {
-                p { "Branch of " a #parent-link href=(session_href(parent)) { (parent) }
-                    ", cut at " a href=(point_href(point)) { (point) } "." }
-            }
-            p #fork-list-head hidden[context.children.is_empty()] { (plural(context.children.len() as u64, "fork", "forks")) " of this session:" }
-            ul #fork-list {
-                @for (child, point) in context.children {
-                    li { a.child-link href=(session_href(child)) { (child) }
-                         span.muted { " at " } a href=(point_href(point)) { (point) }
-                         " " a.compare-link href=(compare_href(child)) { "compare" } }
-                }
-            }
-            @if context.parent.is_some() || !context.children.is_empty() {
-                details #fork-tree open {
-                    summary { "Fork tree" }
-                    ul { (tree_list(context.tree, session)) }
-                }
-            }
-        }
+        (session_top(session, context, &marks))
         (pager(session, context.first_turn, n_shown, n_turns, &marks, page_last))
         @if page.turns.is_empty() {
             p.muted { "No records on this page." }
         }
-        @for turn in &page.turns {
-            @for failure in failures_before(turn.turn_idx + 1) { (failed_call(failure)) }
-            (turn_box(session, turn, context))
-        }
+        (turns_with_failures(session, &page.turns, context))
         @if last_page {
-            @for failure in standalone.iter().copied().filter(|f| failure_slot(context.index, f) >= page_last.max(page_first)) {
-                (failed_call(failure))
-            }
+            (failures_after(context, page_first.max(page_last)))
             div #live data-session=(session) data-after=(page.last_sequence().map(|s| s.to_string()).unwrap_or_default())
                 data-next-turn=(n_turns + 1) data-first-turn=(context.first_turn)
                 data-per-page=(crate::sessions::TURNS_PER_PAGE) data-records=(context.index.n_records)
@@ -393,6 +428,72 @@ pub(crate) fn session(page: &Page, context: &SessionContext<'_>) -> Markup {
             p #live-status {}
         }
         (pager(session, context.first_turn, n_shown, n_turns, &marks, page_last))
+    }
+}
+
+/// The session page's top: its id, the summary header, its place in the fork tree.
+pub(crate) fn session_top(
+    session: &str,
+    context: &SessionContext<'_>,
+    marks: &[(usize, String)],
+) -> Markup {
+    let links = context.links;
+    html! {
+        h1 #top { "Session " code #session-id { (session) } " " (copy_button(session, "copy id")) }
+        (summary(session, context, marks))
+        section.tree #forks {
+            @if let Some((parent, point)) = &context.parent {
+                p { "Branch of " (link(links.session(parent), None, Some("parent-link"), parent))
+                    ", cut at " (link(links.point(point), None, None, point)) "." }
+            }
+            p #fork-list-head hidden[context.children.is_empty()] { (plural(context.children.len() as u64, "fork", "forks")) " of this session:" }
+            ul #fork-list {
+                @for (child, point) in context.children {
+                    li { (link(links.session(child), Some("child-link"), None, child))
+                         span.muted { " at " } (link(links.point(point), None, None, point))
+                         @if let Some(href) = links.compare(child) { " " a.compare-link href=(href) { "compare" } } }
+                }
+            }
+            @if context.parent.is_some() || !context.children.is_empty() {
+                details #fork-tree open {
+                    summary { "Fork tree" }
+                    ul { (tree_list(context.tree, session, links)) }
+                }
+            }
+        }
+    }
+}
+
+/// Failed calls that recorded no turn: each gets a box of its own, at its place.
+fn turnless_failures<'a>(context: &'a SessionContext<'_>) -> impl Iterator<Item = &'a CallRow> {
+    context
+        .failures
+        .iter()
+        .filter(|f| failure_turn(context.index, f).is_none())
+}
+
+/// `turns`, each after the turnless failed calls that came just before it.
+pub(crate) fn turns_with_failures(
+    session: &str,
+    turns: &[TurnView],
+    context: &SessionContext<'_>,
+) -> Markup {
+    html! {
+        @for turn in turns {
+            @for failure in turnless_failures(context).filter(|f| failure_slot(context.index, f) == turn.turn_idx) {
+                (failed_call(failure))
+            }
+            (turn_box(session, turn, context))
+        }
+    }
+}
+
+/// The turnless failed calls after the turns shown, when the last shown is turn `last` (from 1).
+pub(crate) fn failures_after(context: &SessionContext<'_>, last: usize) -> Markup {
+    html! {
+        @for failure in turnless_failures(context).filter(|f| failure_slot(context.index, f) >= last) {
+            (failed_call(failure))
+        }
     }
 }
 
@@ -585,15 +686,15 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
                         (copy_button(&format!("cuca fork {} {point}", context.dir), "copy fork command"))
                     }
                 }
-                a.anchor href=(format!("{}?turn={}#{}", session_href(session), number, anchor)) { "link" }
+                a.anchor href=(context.links.turn(session, number, &anchor)) { "link" }
             }
             @for group in groups(&turn.records) {
                 @if group.iter().all(|r| turn.echoes.contains(&r.sequence)) {
-                    (echo_group(group))
+                    (echo_group(group, context.links))
                 } @else if tokens.is_none() && matches!(group[0].event, SessionEvent::TokenUsage { .. }) {
                     div.rec.meta { (anchors(group)) "tokens not known (the call was cut short) · #" (group[0].sequence) }
                 } @else {
-                    (record_group(group))
+                    (record_group(group, context.links))
                 }
             }
             @for failure in &logged {
@@ -611,7 +712,7 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
 
 /// A record that repeats the turn before, folded: still there (and its anchor still lands),
 /// read once.
-fn echo_group(group: &[RecordView]) -> Markup {
+fn echo_group(group: &[RecordView], links: Links<'_>) -> Markup {
     let what = match group.first().map(|r| &r.event) {
         Some(SessionEvent::SystemPrompt { .. }) => "system prompt, as in the turn before",
         _ => "the previous answer, sent back with this request",
@@ -619,7 +720,7 @@ fn echo_group(group: &[RecordView]) -> Markup {
     html! {
         div.rec.echo { (anchors(group))
             details.echo { summary { (what) " · #" (group.first().map_or(0, |r| r.sequence)) " (shown once, above)" }
-                (record_group(group)) }
+                (record_group(group, links)) }
         }
     }
 }
@@ -648,7 +749,7 @@ fn anchors(group: &[RecordView]) -> Markup {
     html! { @for r in group { span.point id=(format!("p-{}", r.sequence)) {} } }
 }
 
-fn record_group(group: &[RecordView]) -> Markup {
+fn record_group(group: &[RecordView], links: Links<'_>) -> Markup {
     let Some(first) = group.first() else {
         return html! {};
     };
@@ -738,8 +839,8 @@ fn record_group(group: &[RecordView]) -> Markup {
             to_session,
         } => html! {
             div.rec.note { (anchors(group)) div.who { "note: fork · " (seq_label) }
-                div { "Branch " a.fork-link href=(session_href(to_session)) { (to_session) }
-                      " was taken at " a href=(point_href(from_point)) { (from_point) } "." } }
+                div { "Branch " (link(links.session(to_session), Some("fork-link"), None, to_session))
+                      " was taken at " (link(links.point(from_point), None, None, from_point)) "." } }
         },
         SessionEvent::CallRequest {
             model,
@@ -1169,9 +1270,9 @@ fn tail_column(tail: &crate::compare::Tail, groups: &[&[RecordView]], equal: &[b
             @if tail.records.is_empty() { p.muted { "Nothing after the shared records." } }
             @for (i, group) in groups.iter().enumerate() {
                 @if equal.get(i).copied().unwrap_or(false) {
-                    div.same title="The same on both sides" { (record_group(group)) }
+                    div.same title="The same on both sides" { (record_group(group, Links::Server)) }
                 } @else {
-                    (record_group(group))
+                    (record_group(group, Links::Server))
                 }
             }
             @if (tail.records.len() as u64) < tail.n_records || tail.clipped_bytes > 0 {

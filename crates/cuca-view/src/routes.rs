@@ -161,6 +161,7 @@ async fn session(
                 index: &index,
                 failures: &failures,
                 dir,
+                links: pages::Links::Server,
             };
             Html(pages::layout(&title, pages::session(&page, &context)).into_string())
                 .into_response()

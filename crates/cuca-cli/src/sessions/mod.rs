@@ -19,6 +19,7 @@ use crate::ui::count;
 mod compact;
 mod diff;
 mod export;
+mod export_html;
 mod fork;
 mod import;
 mod list;
@@ -28,7 +29,7 @@ mod verify;
 
 pub(crate) use compact::compact;
 pub(crate) use diff::diff;
-pub(crate) use export::export;
+pub(crate) use export::{export, ExportTo};
 pub(crate) use fork::fork;
 pub(crate) use import::import;
 pub(crate) use list::{list, SortBy};
