@@ -593,7 +593,8 @@ fn loop_request(k: u64) -> String {
             "content": format!("The vault is in city {j}. Reply with: noted"),
         }));
         if j < k {
-            messages.push(serde_json::json!({"role": "assistant", "content": format!("noted {j}")}));
+            messages
+                .push(serde_json::json!({"role": "assistant", "content": format!("noted {j}")}));
         }
     }
     serde_json::json!({"model": "tiny", "stream": true, "messages": messages}).to_string()
