@@ -88,6 +88,7 @@ mod flush;
 mod fork;
 mod headers;
 mod index;
+mod json_path;
 mod matching;
 mod modes;
 mod placement;
@@ -98,6 +99,7 @@ mod rows;
 mod server;
 mod session;
 mod state;
+mod strict;
 mod upstream;
 
 pub use config::{
@@ -114,3 +116,6 @@ pub use headers::{
 };
 pub use matching::{DEFAULT_IGNORE, SAMPLING_PARAMETERS};
 pub use server::Proxy;
+pub use strict::{
+    Divergence, RecordedCall, ReplayReport, SessionOutcome, MAX_DIVERGENCES_KEPT,
+};

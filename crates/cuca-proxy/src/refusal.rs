@@ -24,6 +24,9 @@ pub(crate) struct ApiError {
     /// Where a request first differs from its recording, for a divergence: the body's
     /// `error.divergence` (path, offset, and the text around it on both sides).
     pub(crate) divergence: Option<Box<Value>>,
+    /// The recorded call a divergence was found against, as a point id (`{session}:{sequence}`
+    /// of its first record), for a strict replay's report.
+    pub(crate) point: Option<String>,
 }
 
 impl ApiError {
@@ -42,7 +45,14 @@ impl ApiError {
             session: None,
             format: Format::Chat,
             divergence: None,
+            point: None,
         }
+    }
+
+    /// The error about the recorded call at `point`, where one is known.
+    pub(crate) fn at_point(mut self, point: Option<String>) -> Self {
+        self.point = point;
+        self
     }
 
     /// The error shaped for a caller of `format`.

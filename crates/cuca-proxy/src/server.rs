@@ -29,7 +29,7 @@ use cuca_wire::Format;
 /// The OpenAI-compatible recording and replaying proxy. See the crate docs.
 #[derive(Clone)]
 pub struct Proxy {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Proxy {
