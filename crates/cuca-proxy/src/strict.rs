@@ -191,7 +191,8 @@ impl SessionOutcome {
 }
 
 /// What a strict replay found, session by session. See [`crate::Proxy::replay_report`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The default is the report of a replay that served nothing and was asked about nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct ReplayReport {
     /// Each session, in name order.
