@@ -107,7 +107,7 @@ impl ExpiryArgs {
         };
         let first_record = first_record_time(store, session)?.ok_or_else(|| {
             CliError::Usage(format!(
-                "session {session:?} has no records in {}, so --max-age has no age to check",
+                "session {session:?} and its conversations have no records in {}, so --max-age has no age to check",
                 store.describe()
             ))
         })?;
@@ -131,9 +131,31 @@ impl ExpiryArgs {
     }
 }
 
-/// The time of `session`'s first record, read without reading the rest; `None` when it has
-/// none.
+/// When the recording of `session` began: the earliest first record of the session and of
+/// its conversations (`S:conv:N`, `S:conv:NAME`, which hold every call of a recording whose
+/// callers named their conversations); `None` when none has a record.
 fn first_record_time(
+    store: &crate::store::Store,
+    session: &str,
+) -> Result<Option<SystemTime>, CliError> {
+    let prefix = format!("{session}:conv:");
+    let conversations = store
+        .backend()
+        .sessions()?
+        .into_iter()
+        .filter(|id| id.starts_with(&prefix));
+    let mut earliest = first_record_of(store, session)?;
+    for id in conversations {
+        if let Some(time) = first_record_of(store, &id)? {
+            earliest = Some(earliest.map_or(time, |e: SystemTime| e.min(time)));
+        }
+    }
+    Ok(earliest)
+}
+
+/// The time of `session`'s own first record, read without reading the rest; `None` when it
+/// has none.
+fn first_record_of(
     store: &crate::store::Store,
     session: &str,
 ) -> Result<Option<SystemTime>, CliError> {

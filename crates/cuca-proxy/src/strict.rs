@@ -6,7 +6,7 @@
 //! the first refusals of each session); [`crate::Proxy::replay_report`] lays it over the
 //! sessions' recordings and says, call by call, what was consumed.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 
 use crate::divergence::FirstDifference;
@@ -209,6 +209,25 @@ impl ReplayReport {
 }
 
 impl Proxy {
+    /// The sessions of the store under `{session}:conv:`, read on a blocking thread (a
+    /// directory's listing); none when the store cannot list them.
+    async fn named_conversations(&self, session: &str) -> Vec<String> {
+        let backend = std::sync::Arc::clone(&self.shared.backend);
+        let prefix = format!("{session}:conv:");
+        tokio::task::spawn_blocking(move || {
+            backend
+                .sessions()
+                .map(|all| {
+                    all.into_iter()
+                        .filter(|id| id.starts_with(&prefix))
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .await
+        .unwrap_or_default()
+    }
+
     /// What replay served and refused in each session a call came in on, and in each of
     /// `sessions` (a session no call asked for has every recorded call unconsumed): for every
     /// recorded call, whether a request consumed it, and the calls refused. `cuca run
@@ -240,13 +259,18 @@ impl Proxy {
             };
             match self.shared.replay.index_conversations(&session).await {
                 Ok(conversations) => {
-                    // Conversations a caller named are reported too, after the session's own.
-                    let mut named: BTreeMap<&String, &BTreeSet<usize>> = consumed
-                        .iter()
-                        .filter(|(id, _)| !conversations.iter().any(|(c, _)| c == *id))
+                    // Conversations a caller named (`X-Cuca-Conversation`) are reported too,
+                    // after the numbered ones: those the store holds, asked for or not, and
+                    // those a call was served from.
+                    let stored = self.named_conversations(&session).await;
+                    let named: BTreeSet<String> = consumed
+                        .keys()
+                        .cloned()
+                        .chain(stored)
+                        .filter(|id| !conversations.iter().any(|(c, _)| c == id))
                         .collect();
                     let mut indexes = conversations;
-                    for id in std::mem::take(&mut named).into_keys() {
+                    for id in &named {
                         match self.shared.replay.index(id).await {
                             Ok(index) => indexes.push((id.clone(), index)),
                             Err(message) => outcome.unreadable = Some(message),
