@@ -122,10 +122,7 @@ impl ExpiryArgs {
             fails: self.on_expiry == "fail",
         };
         if age.expired() && !age.fails {
-            eprintln!(
-                "{tool}: warning: {}; record it again",
-                age.sentence()
-            );
+            eprintln!("{tool}: warning: {}; record it again", age.sentence());
         }
         Ok(Some(age))
     }
@@ -199,7 +196,9 @@ pub(crate) fn finish(
     if report.passed() && !stopped {
         if args.strict {
             let n: usize = report.sessions.iter().map(|s| s.calls.len()).sum();
-            eprintln!("{tool}: strict replay passed: all {n} recorded calls consumed, none refused");
+            eprintln!(
+                "{tool}: strict replay passed: all {n} recorded calls consumed, none refused"
+            );
         }
         return Ok(());
     }

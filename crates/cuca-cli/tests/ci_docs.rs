@@ -133,12 +133,15 @@ fn junit(path: &Path) -> Vec<(String, Option<(String, String)>)> {
     xml.descendants()
         .filter(|n| n.has_tag_name("testcase"))
         .map(|case| {
-            let failure = case.children().find(|n| n.has_tag_name("failure")).map(|f| {
-                (
-                    f.attribute("type").unwrap().to_owned(),
-                    f.attribute("message").unwrap().to_owned(),
-                )
-            });
+            let failure = case
+                .children()
+                .find(|n| n.has_tag_name("failure"))
+                .map(|f| {
+                    (
+                        f.attribute("type").unwrap().to_owned(),
+                        f.attribute("message").unwrap().to_owned(),
+                    )
+                });
             (case.attribute("name").unwrap().to_owned(), failure)
         })
         .collect()
@@ -198,7 +201,10 @@ fn the_documented_pytest_recipe_records_once_and_replays_strictly() {
     // Three recorded calls, and the recording's age under the workflow's `--max-age`.
     assert_eq!(cases.len(), 4, "{cases:?}");
     assert_eq!(cases[3].0, "recording age");
-    assert!(cases.iter().all(|(_, failure)| failure.is_none()), "{cases:?}");
+    assert!(
+        cases.iter().all(|(_, failure)| failure.is_none()),
+        "{cases:?}"
+    );
     assert!(
         cases[0]
             .0
@@ -213,7 +219,11 @@ fn the_documented_pytest_recipe_records_once_and_replays_strictly() {
     );
 
     // A test changed to skip its second call: pytest passes, the strict replay does not.
-    edit(dir, "second = ask(openai_client, messages)", "second = \"skipped\"");
+    edit(
+        dir,
+        "second = ask(openai_client, messages)",
+        "second = \"skipped\"",
+    );
     let skipped = cuca_in(dir, &replay, None);
     assert!(said(&skipped).contains("2 passed"), "{}", said(&skipped));
     assert_eq!(skipped.status.code(), Some(1), "{}", said(&skipped));
@@ -228,7 +238,11 @@ fn the_documented_pytest_recipe_records_once_and_replays_strictly() {
     let (kind, message) = failure.as_ref().unwrap();
     assert_eq!(kind, "unconsumed");
     assert!(message.contains("was never asked for"), "{message}");
-    edit(dir, "second = \"skipped\"", "second = ask(openai_client, messages)");
+    edit(
+        dir,
+        "second = \"skipped\"",
+        "second = ask(openai_client, messages)",
+    );
 
     // A changed prompt: the SDK raises the 409, pytest fails, and the report says where.
     edit(
@@ -238,7 +252,11 @@ fn the_documented_pytest_recipe_records_once_and_replays_strictly() {
     );
     let changed = cuca_in(dir, &replay, None);
     assert_eq!(changed.status.code(), Some(1), "{}", said(&changed));
-    assert!(said(&changed).contains("1 failed, 1 passed"), "{}", said(&changed));
+    assert!(
+        said(&changed).contains("1 failed, 1 passed"),
+        "{}",
+        said(&changed)
+    );
     let cases = junit(&report);
     let failed: Vec<_> = cases.iter().filter(|(_, f)| f.is_some()).collect();
     assert_eq!(failed.len(), 1, "{cases:?}");

@@ -163,7 +163,10 @@ fn strict_replay_fails_on_a_divergence_the_agent_swallowed() {
         "{said}"
     );
     assert!(said.contains("(turn 3 of demo): never asked for"), "{said}");
-    assert!(said.contains("1 of 3 recorded calls consumed, 1 refused"), "{said}");
+    assert!(
+        said.contains("1 of 3 recorded calls consumed, 1 refused"),
+        "{said}"
+    );
 }
 
 /// The JUnit file a CI reporter reads: well formed, one testcase per recorded call, the
@@ -225,13 +228,18 @@ fn the_junit_report_is_well_formed_and_names_each_failure() {
         .to_owned();
     assert!(point.starts_with("demo:"), "{text}");
     assert!(
-        message.starts_with(&format!("{point}: first difference at messages[2].content[0].text")),
+        message.starts_with(&format!(
+            "{point}: first difference at messages[2].content[0].text"
+        )),
         "{message}"
     );
     assert!(message.contains("\"And its bridges?\""), "{message}");
     let (kind, message) = failure(&cases[2]).unwrap();
     assert_eq!(kind, "unconsumed");
-    assert!(message.contains("(turn 3 of demo) was never asked for"), "{message}");
+    assert!(
+        message.contains("(turn 3 of demo) was never asked for"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -375,7 +383,13 @@ fn strict_is_refused_outside_replay_mode() {
     let dir = tempfile::tempdir().unwrap();
     let output = run(
         dir.path(),
-        &["--mode", "record", "--upstream", "http://127.0.0.1:9", "--strict"],
+        &[
+            "--mode",
+            "record",
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--strict",
+        ],
         "{}",
         &[],
     );

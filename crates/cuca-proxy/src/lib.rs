@@ -89,6 +89,7 @@ mod fork;
 mod headers;
 mod index;
 mod json_path;
+mod ledger;
 mod matching;
 mod modes;
 mod placement;
@@ -114,8 +115,7 @@ pub use headers::{
     CONVERSATION_HEADER, FORKED_FROM_HEADER, INCOMPLETE_HEADER, POINT_HEADER, SESSION_HEADER,
     TURN_HEADER,
 };
+pub use ledger::{Divergence, MAX_DIVERGENCES_KEPT};
 pub use matching::{DEFAULT_IGNORE, SAMPLING_PARAMETERS};
 pub use server::Proxy;
-pub use strict::{
-    Divergence, RecordedCall, ReplayReport, SessionOutcome, MAX_DIVERGENCES_KEPT,
-};
+pub use strict::{RecordedCall, ReplayReport, SessionOutcome};

@@ -293,7 +293,9 @@ mod tests {
             whole.parameter_difference(r#"{"temperature":0.2}"#, r#"{"temperature":0.7}"#),
             None
         );
-        assert!(defaults().ignoring_json_paths(&["$..x".to_owned()]).is_err());
+        assert!(defaults()
+            .ignoring_json_paths(&["$..x".to_owned()])
+            .is_err());
     }
 
     #[test]

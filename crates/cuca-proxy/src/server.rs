@@ -29,7 +29,7 @@ use cuca_wire::Format;
 /// The OpenAI-compatible recording and replaying proxy. See the crate docs.
 #[derive(Clone)]
 pub struct Proxy {
-    pub(crate) shared: Arc<Shared>,
+    shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -90,6 +90,14 @@ impl Proxy {
         for slot in self.shared.slots.all() {
             drop(slot.lock.lock().await);
         }
+    }
+
+    /// What replay served and refused in each session a call came in on, and in each of
+    /// `sessions` (one no call asked for has every recorded call unconsumed): for every
+    /// recorded call whether a request consumed it, and the calls refused. `cuca run
+    /// --strict` and `cuca proxy --strict` fail on it (`crate::strict`).
+    pub async fn replay_report(&self, sessions: &[String]) -> crate::strict::ReplayReport {
+        crate::strict::report(&self.shared, sessions).await
     }
 
     /// How many calls are in flight now: sessions whose writer a call holds.

@@ -1,3 +1,5 @@
+//! The JSONPath subset: what each form removes, and what is refused where.
+
 use serde_json::json;
 
 use super::*;
@@ -30,7 +32,10 @@ fn the_documented_forms_remove_what_they_name_and_nothing_else() {
         removed("$['odd-name'].x", request.clone())["odd-name"],
         json!({})
     );
-    assert_eq!(removed("$.metadata.*", request.clone())["metadata"], json!({}));
+    assert_eq!(
+        removed("$.metadata.*", request.clone())["metadata"],
+        json!({})
+    );
     // A path that names nothing in this request leaves it whole.
     assert_eq!(removed("$.nothing.here", request.clone()), request);
     assert_eq!(removed("$.a[7].b", request.clone()), request);
@@ -62,5 +67,8 @@ fn what_the_subset_does_not_hold_is_refused_naming_the_character() {
 fn a_path_into_what_has_records_of_its_own_says_to_use_ignore() {
     let error = JsonPath::parse("$.messages[*].content").unwrap_err();
     let text = error.to_string();
-    assert!(text.contains("\"messages\"") && text.contains("--ignore REGEX"), "{text}");
+    assert!(
+        text.contains("\"messages\"") && text.contains("--ignore REGEX"),
+        "{text}"
+    );
 }
