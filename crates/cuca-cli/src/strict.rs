@@ -309,8 +309,9 @@ fn readable(tool: &str, report: &ReplayReport, age: Option<&Age>) -> String {
     out
 }
 
-/// Escapes `text` for an XML attribute or element: the five specials, and the characters
-/// XML 1.0 forbids (controls other than tab and newline) as `?`, since a prompt may hold any.
+/// Escapes `text` for an XML attribute or element: the five specials, tab and line ends as
+/// character references, and the characters XML 1.0 forbids (the other controls) as `?`,
+/// since a prompt may hold any.
 fn xml(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -320,7 +321,10 @@ fn xml(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
-            '\t' | '\n' => out.push(c),
+            // As references, so an attribute keeps them (a parser turns a raw one into a
+            // space there).
+            '\t' => out.push_str("&#9;"),
+            '\n' => out.push_str("&#10;"),
             '\r' => out.push_str("&#13;"),
             c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('?'),
             c => out.push(c),
@@ -554,3 +558,6 @@ pub(crate) fn json_report(report: &ReplayReport, age: Option<&Age>) -> Value {
         "n_untracked": report.n_untracked,
     })
 }
+
+#[cfg(test)]
+mod tests;

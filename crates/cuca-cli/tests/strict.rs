@@ -396,3 +396,59 @@ fn strict_is_refused_outside_replay_mode() {
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(stderr(&output).contains("use them with --mode replay"));
 }
+
+/// `cuca proxy --mode replay --strict`: checked when it shuts down, over every session a
+/// call came in on.
+#[test]
+fn a_strict_replaying_proxy_reports_on_shutdown() {
+    let dir = recorded("{}");
+    let report = dir.path().join("proxy.xml");
+    let mut proxy = cuca()
+        .arg("proxy")
+        .arg("--store")
+        .arg(dir.path())
+        .args(["--mode", "replay", "--listen", "127.0.0.1:0", "--strict"])
+        .arg("--report")
+        .arg(&report)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(proxy.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
+    let agent = Command::new("python3")
+        .arg(dialogue())
+        .arg("{}")
+        .args(&PROMPTS[..2])
+        .env("OPENAI_BASE_URL", format!("{base}/s/demo/v1"))
+        .output()
+        .unwrap();
+    assert!(agent.status.success(), "{}", stderr(&agent));
+    let sent = Command::new("kill")
+        .args(["-TERM", &proxy.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let stopped = proxy.wait_with_output().unwrap();
+    let said = stderr(&stopped);
+    assert_eq!(stopped.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("cuca proxy: strict replay of session \"demo\": 2 of 3 recorded calls consumed, 0 refused"),
+        "{said}"
+    );
+    let text = std::fs::read_to_string(&report).unwrap();
+    let xml = roxmltree::Document::parse(&text).unwrap();
+    let failures: Vec<_> = xml
+        .descendants()
+        .filter(|n| n.has_tag_name("failure"))
+        .map(|f| f.attribute("type").unwrap().to_owned())
+        .collect();
+    assert_eq!(failures, ["unconsumed"], "{text}");
+}
