@@ -149,7 +149,7 @@ pub(crate) fn run(args: RunArgs, schema: Option<&str>) -> Result<(), CliError> {
     let age = if mode == cuca_proxy::Mode::Record {
         None
     } else {
-        args.expiry.check(&store, &session, "cuca run")?
+        args.expiry.check(&store, &session, mode)?
     };
     if age.as_ref().is_some_and(crate::strict::Age::stops) {
         // An expired recording under `--on-expiry fail`: COMMAND is not run against it.

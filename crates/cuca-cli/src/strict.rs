@@ -95,22 +95,27 @@ impl Age {
 
 impl ExpiryArgs {
     /// Reads the session's first record's time and compares it with `--max-age`; warns on
-    /// stderr when it is older and `--on-expiry warn`. `None` without `--max-age`.
+    /// stderr when it is older and `--on-expiry warn`. `None` without `--max-age`, and for a
+    /// session with no records in a mode that records one (auto, fork); in replay mode such a
+    /// session is a usage error.
     pub(crate) fn check(
         &self,
         store: &crate::store::Store,
         session: &str,
-        tool: &str,
+        mode: cuca_proxy::Mode,
     ) -> Result<Option<Age>, CliError> {
         let Some(max_age) = self.max_age else {
             return Ok(None);
         };
-        let first_record = first_record_time(store, session)?.ok_or_else(|| {
-            CliError::Usage(format!(
+        let Some(first_record) = first_record_time(store, session)? else {
+            if mode.forwards() {
+                return Ok(None);
+            }
+            return Err(CliError::Usage(format!(
                 "session {session:?} and its conversations have no records in {}, so --max-age has no age to check",
                 store.describe()
-            ))
-        })?;
+            )));
+        };
         let age = SystemTime::now()
             .duration_since(first_record)
             .unwrap_or(Duration::ZERO);
@@ -122,7 +127,7 @@ impl ExpiryArgs {
             fails: self.on_expiry == "fail",
         };
         if age.expired() && !age.fails {
-            eprintln!("{tool}: warning: {}; record it again", age.sentence());
+            eprintln!("cuca run: warning: {}; record it again", age.sentence());
         }
         Ok(Some(age))
     }
