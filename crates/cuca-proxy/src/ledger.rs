@@ -17,6 +17,17 @@ const MAX_SESSIONS: usize = 4096;
 /// bound only their number is counted.
 pub const MAX_DIVERGENCES_KEPT: usize = 64;
 
+/// How many refusals the ledger keeps whole over all its sessions. Each is at most a few
+/// kilobytes (its message is cut at [`MAX_MESSAGE_CHARS`], its quotes are already clipped), so
+/// a proxy replaying for a fleet for weeks keeps a few megabytes of them at most, not
+/// [`MAX_SESSIONS`] × [`MAX_DIVERGENCES_KEPT`]; past it only their number is counted.
+const MAX_DIVERGENCES_KEPT_IN_ALL: usize = 1024;
+
+/// The longest refusal message the ledger keeps. Divergence messages quote at most 160
+/// characters of each side; a message longer than this is a request error quoting the body,
+/// and its start says what it is.
+const MAX_MESSAGE_CHARS: usize = 2048;
+
 /// What the ledger knows of one session.
 #[derive(Debug, Default)]
 struct SessionLedger {
@@ -41,6 +52,8 @@ pub(crate) struct Ledger(Mutex<LedgerInner>);
 struct LedgerInner {
     sessions: HashMap<String, SessionLedger>,
     n_untracked: u64,
+    /// Refusals kept whole, over every session.
+    n_kept: usize,
 }
 
 impl Ledger {
@@ -74,12 +87,18 @@ impl Ledger {
     /// request that could not be read or a recording that could not be).
     pub(crate) fn refused(&self, session: &str, error: &ApiError) {
         let divergence = Divergence::of(error);
-        self.with(session, |ledger| {
-            ledger.n_divergences += 1;
-            if ledger.divergences.len() < MAX_DIVERGENCES_KEPT {
-                ledger.divergences.push(divergence);
-            }
-        });
+        let mut inner = self.lock();
+        if !inner.sessions.contains_key(session) && inner.sessions.len() >= MAX_SESSIONS {
+            inner.n_untracked += 1;
+            return;
+        }
+        let room = inner.n_kept < MAX_DIVERGENCES_KEPT_IN_ALL;
+        let ledger = inner.sessions.entry(session.to_owned()).or_default();
+        ledger.n_divergences += 1;
+        if room && ledger.divergences.len() < MAX_DIVERGENCES_KEPT {
+            ledger.divergences.push(divergence);
+            inner.n_kept += 1;
+        }
     }
 
     /// What the ledger holds of `session`: the turns served by conversation, the refusals
@@ -146,7 +165,10 @@ impl Divergence {
             status: error.status.as_u16(),
             code: error.code.to_owned(),
             param: error.param.clone(),
-            message: error.message.clone(),
+            message: match error.message.char_indices().nth(MAX_MESSAGE_CHARS) {
+                Some((cut, _)) => format!("{}…", &error.message[..cut]),
+                None => error.message.clone(),
+            },
             difference,
         }
     }
@@ -159,3 +181,6 @@ impl Divergence {
             .map_or_else(|| self.message.clone(), FirstDifference::sentence)
     }
 }
+
+#[cfg(test)]
+mod tests;
