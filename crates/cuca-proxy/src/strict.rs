@@ -35,7 +35,7 @@ pub struct SessionOutcome {
     /// whole count: a call the recorder marked incomplete (cut short, then retried) is never
     /// served, so it is not one the agent owes.
     pub calls: Vec<RecordedCall>,
-    /// The first [`MAX_DIVERGENCES_KEPT`] refusals.
+    /// The first [`crate::MAX_DIVERGENCES_KEPT`] refusals.
     pub divergences: Vec<Divergence>,
     /// How many refusals there were in all.
     pub n_divergences: u64,
