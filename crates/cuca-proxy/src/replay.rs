@@ -109,6 +109,15 @@ impl Loads {
         self.indexes.conversations(base).await
     }
 
+    /// Every conversation of session `base`, each refreshed from its tail: what a strict
+    /// replay's report lays the ledger over, where no request says which can answer.
+    pub(crate) async fn every_conversation(
+        &self,
+        base: &str,
+    ) -> Result<Vec<(String, Arc<TurnIndex>)>, String> {
+        self.indexes.conversations(base).await
+    }
+
     fn in_flight(
         &self,
     ) -> std::sync::MutexGuard<'_, HashMap<String, Arc<tokio::sync::OnceCell<Loaded>>>> {

@@ -114,7 +114,7 @@ pub(crate) async fn report(shared: &Shared, sessions: &[String]) -> ReplayReport
             n_divergences,
             unreadable: None,
         };
-        match shared.replay.index_conversations(&session).await {
+        match shared.replay.every_conversation(&session).await {
             Ok(conversations) => {
                 // Conversations a caller named (`X-Cuca-Conversation`) are reported too,
                 // after the numbered ones: those the store holds, asked for or not, and
