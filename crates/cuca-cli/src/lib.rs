@@ -64,6 +64,7 @@ mod run;
 mod serve;
 mod sessions;
 mod store;
+mod strict;
 mod term;
 mod ui;
 mod view;

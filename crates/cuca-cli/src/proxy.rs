@@ -31,6 +31,9 @@ pub(crate) struct ProxyArgs {
     /// What replay compares.
     #[command(flatten)]
     matching: MatchingArgs,
+    /// Strict replay for CI (`docs/ci.md`): checked when the proxy shuts down.
+    #[command(flatten)]
+    strict: crate::strict::StrictArgs,
     /// The session of a call that names none (by `/s/{session}/v1` or `X-Cuca-Session`).
     #[arg(long, default_value = DEFAULT_SESSION)]
     session: String,
@@ -70,6 +73,11 @@ pub(crate) struct MatchingArgs {
     /// Do not compare sampling parameters (temperature, max_tokens, seed, …).
     #[arg(long)]
     ignore_params: bool,
+    /// A JSON path of a request field replay leaves out on both sides (repeatable):
+    /// `$.metadata.request_id`, `$.a[*].b`, `$.a[0]`, `$['a-b']` — a field that changes on
+    /// every run.
+    #[arg(long = "ignore-json-path", value_name = "PATH")]
+    ignore_json_path: Vec<String>,
 }
 
 impl MatchingArgs {
@@ -80,6 +88,9 @@ impl MatchingArgs {
         }
         config.ignore.extend(self.ignore.iter().cloned());
         config.compare_parameters = !self.ignore_params;
+        config
+            .ignore_json_paths
+            .extend(self.ignore_json_path.iter().cloned());
         config
             .validate()
             .map_err(|error| CliError::Usage(error.to_string()))
@@ -118,6 +129,7 @@ pub(crate) fn run(args: &ProxyArgs, schema: Option<&str>) -> Result<(), CliError
     config.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
     config.shutdown_grace = args.shutdown_grace;
     args.matching.apply(&mut config)?;
+    args.strict.check_mode(mode)?;
     let store = args.store.open_for_recording(schema)?;
     // A database may restart under a running fleet: its callers are answered all the same.
     config.answer_unrecorded = store.file().is_none();
@@ -161,10 +173,16 @@ pub(crate) fn run(args: &ProxyArgs, schema: Option<&str>) -> Result<(), CliError
                 watcher.in_flight()
             );
         };
+        let reporter = proxy.clone();
         proxy
             .serve(listener, shutdown)
             .await
-            .map_err(|error| CliError::Failed(error.to_string()))
+            .map_err(|error| CliError::Failed(error.to_string()))?;
+        if args.strict.wanted() {
+            let report = reporter.replay_report(&[]).await;
+            crate::strict::finish(&args.strict, "cuca proxy", &report, None)?;
+        }
+        Ok(())
     })
 }
 

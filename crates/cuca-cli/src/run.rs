@@ -39,6 +39,12 @@ pub(crate) struct RunArgs {
     /// What replay compares.
     #[command(flatten)]
     matching: crate::proxy::MatchingArgs,
+    /// Strict replay for CI (`docs/ci.md`).
+    #[command(flatten)]
+    strict: crate::strict::StrictArgs,
+    /// How old a replayed recording may be.
+    #[command(flatten)]
+    expiry: crate::strict::ExpiryArgs,
     /// The session recorded into or replayed (default in record mode: `run-{UTC time}`;
     /// replay and auto need it).
     #[arg(long)]
@@ -138,13 +144,25 @@ pub(crate) fn run(args: RunArgs, schema: Option<&str>) -> Result<(), CliError> {
     let mut config = crate::proxy::config(&args.mode, args.upstream.clone(), &session)?;
     args.matching.apply(&mut config)?;
     let mode = config.mode;
+    args.strict.check_mode(mode)?;
     let store = args.store.open_for_recording(schema)?;
+    let age = if mode == cuca_proxy::Mode::Record {
+        None
+    } else {
+        args.expiry.check(&store, &session, mode)?
+    };
+    if age.as_ref().is_some_and(crate::strict::Age::stops) {
+        // An expired recording under `--on-expiry fail`: COMMAND is not run against it.
+        let nothing = cuca_proxy::ReplayReport::default();
+        return crate::strict::finish(&args.strict, "cuca run", &nothing, age.as_ref());
+    }
     // As `cuca proxy`: a database may restart under a run, and the agent is answered all the
     // same (the call log and stderr say what was not recorded).
     config.answer_unrecorded = store.file().is_none();
     let proxy = crate::proxy::open_store(config, &store)?;
     let runtime = crate::proxy::runtime()?;
-    let status = runtime.block_on(async {
+    let reporter = proxy.clone();
+    let (status, replayed) = runtime.block_on(async {
         let listen = &args.listen;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
@@ -219,7 +237,12 @@ pub(crate) fn run(args: RunArgs, schema: Option<&str>) -> Result<(), CliError> {
             Ok(Err(error)) => return Err(CliError::Failed(error.to_string())),
             Err(error) => return Err(CliError::Failed(format!("the proxy stopped: {error}"))),
         }
-        Ok::<_, CliError>(status)
+        let replayed = if args.strict.wanted() {
+            Some(reporter.replay_report(std::slice::from_ref(&session)).await)
+        } else {
+            None
+        };
+        Ok::<_, CliError>((status, replayed))
     })?;
     eprintln!(
         "cuca run: session {session} in {}; look at it with:",
@@ -228,8 +251,13 @@ pub(crate) fn run(args: RunArgs, schema: Option<&str>) -> Result<(), CliError> {
     let typed = store.command_form();
     eprintln!("  cuca view {typed}");
     eprintln!("  cuca replay {typed} {session}");
+    let checked = match &replayed {
+        Some(report) => crate::strict::finish(&args.strict, "cuca run", report, age.as_ref()),
+        None => Ok(()),
+    };
+    // COMMAND's own failure comes first: it said what it had to, and its status is kept.
     match exit_code(status) {
-        0 => Ok(()),
+        0 => checked,
         code => Err(CliError::Exit(code)),
     }
 }

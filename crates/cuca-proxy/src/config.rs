@@ -167,6 +167,10 @@ pub struct ProxyConfig {
     /// Whether replay compares the sampling parameters ([`crate::SAMPLING_PARAMETERS`]) with
     /// the recorded call's (`cuca proxy --ignore-params` turns it off).
     pub compare_parameters: bool,
+    /// JSON paths (`$.metadata.request_id`, the subset `docs/proxy.md` lists) of request
+    /// fields replay leaves out on both sides before comparing (`cuca proxy
+    /// --ignore-json-path PATH`): fields that change on every run.
+    pub ignore_json_paths: Vec<String>,
     /// Whether a call whose request cannot be recorded (the store is away: a database
     /// restarting) is still forwarded and answered, its call-log row and stderr saying the
     /// session does not hold it (`true`: what `cuca proxy` does on a PostgreSQL store, where
@@ -195,6 +199,7 @@ impl ProxyConfig {
                 .map(|p| (*p).to_owned())
                 .collect(),
             compare_parameters: true,
+            ignore_json_paths: Vec::new(),
             answer_unrecorded: false,
         };
         config.validate()?;
@@ -230,7 +235,8 @@ impl ProxyConfig {
                 message: "0 cancels every streamed call".into(),
             });
         }
-        crate::matching::Matching::new(&self.ignore, self.compare_parameters)?;
+        crate::matching::Matching::new(&self.ignore, self.compare_parameters)?
+            .ignoring_json_paths(&self.ignore_json_paths)?;
         if self.max_sessions == 0 {
             return Err(ProxyError::InvalidConfig {
                 field: "max_sessions",

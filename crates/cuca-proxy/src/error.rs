@@ -37,4 +37,15 @@ pub enum ProxyError {
         #[source]
         source: std::io::Error,
     },
+    /// An `--ignore-json-path` outside the supported subset (`$.a.b`, `$.a[*].b`, `$.a[0]`,
+    /// `$['a']`), or into a field replay compares as records of its own.
+    #[error("invalid json path {path:?} at character {at}: {message}")]
+    InvalidJsonPath {
+        /// The path as given.
+        path: String,
+        /// The character (from 0) where it stops being understood.
+        at: usize,
+        /// What is wrong there, and what would be right.
+        message: String,
+    },
 }

@@ -88,6 +88,8 @@ mod flush;
 mod fork;
 mod headers;
 mod index;
+mod json_path;
+mod ledger;
 mod matching;
 mod modes;
 mod placement;
@@ -98,6 +100,7 @@ mod rows;
 mod server;
 mod session;
 mod state;
+mod strict;
 mod upstream;
 
 pub use config::{
@@ -112,5 +115,7 @@ pub use headers::{
     CONVERSATION_HEADER, FORKED_FROM_HEADER, INCOMPLETE_HEADER, POINT_HEADER, SESSION_HEADER,
     TURN_HEADER,
 };
+pub use ledger::{Divergence, MAX_DIVERGENCES_KEPT};
 pub use matching::{DEFAULT_IGNORE, SAMPLING_PARAMETERS};
 pub use server::Proxy;
+pub use strict::{RecordedCall, ReplayReport, SessionOutcome};

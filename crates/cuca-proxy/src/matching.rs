@@ -10,6 +10,7 @@ use regex::Regex;
 use serde_json::Value;
 
 use crate::error::ProxyError;
+use crate::json_path::JsonPath;
 
 /// The patterns replay ignores unless told otherwise: what an agent's own run puts in its
 /// prompts and tool output that no rerun reproduces — Codex's per-run `Chunk ID: …` and
@@ -54,6 +55,9 @@ pub const SAMPLING_PARAMETERS: [&str; 20] = [
 pub(crate) struct Matching {
     ignore: Vec<Regex>,
     compare_parameters: bool,
+    /// Request fields left out of the parameters on both sides before they are compared
+    /// (`--ignore-json-path`).
+    json_paths: Vec<JsonPath>,
 }
 
 impl Matching {
@@ -71,7 +75,19 @@ impl Matching {
         Ok(Matching {
             ignore,
             compare_parameters,
+            json_paths: Vec::new(),
         })
+    }
+
+    /// The same matching, leaving the fields `paths` name (`$.metadata.request_id`) out of
+    /// both sides' parameters before they are compared; a path outside the supported subset
+    /// is refused by name.
+    pub(crate) fn ignoring_json_paths(mut self, paths: &[String]) -> Result<Self, ProxyError> {
+        self.json_paths = paths
+            .iter()
+            .map(|path| JsonPath::parse(path))
+            .collect::<Result<_, _>>()?;
+        Ok(self)
     }
 
     /// `text` with every ignored stretch replaced by `…`.
@@ -152,8 +168,12 @@ impl Matching {
         if !self.compare_parameters {
             return None;
         }
-        let recorded: Value = serde_json::from_str(recorded).ok()?;
-        let sent: Value = serde_json::from_str(sent).ok()?;
+        let mut recorded: Value = serde_json::from_str(recorded).ok()?;
+        let mut sent: Value = serde_json::from_str(sent).ok()?;
+        for path in &self.json_paths {
+            path.remove_from(&mut recorded);
+            path.remove_from(&mut sent);
+        }
         SAMPLING_PARAMETERS.into_iter().find_map(|key| {
             let (want, got) = (recorded.get(key), sent.get(key));
             (want != got).then(|| {
@@ -235,6 +255,51 @@ mod tests {
             m.parameter_difference(r#"{}"#, r#"{"seed":1}"#),
             Some(("seed", "absent".to_owned(), "1".to_owned()))
         );
+        let off = Matching::new(&[], false).unwrap();
+        assert_eq!(
+            off.parameter_difference(r#"{"seed":2}"#, r#"{"seed":1}"#),
+            None
+        );
+    }
+
+    /// "`--ignore-json-path` for fields that change every run": the named field may differ,
+    /// a field beside it may not.
+    #[test]
+    fn a_named_json_path_is_left_out_on_both_sides_and_nothing_beside_it() {
+        let m = defaults()
+            .ignoring_json_paths(&["$.response_format.json_schema.name".to_owned()])
+            .unwrap();
+        let format = |name: &str, strict: bool| {
+            format!(
+                r#"{{"response_format":{{"type":"json_schema","json_schema":{{"name":"{name}","strict":{strict}}}}}}}"#
+            )
+        };
+        assert_eq!(
+            m.parameter_difference(&format("run-1", true), &format("run-2", true)),
+            None
+        );
+        assert_eq!(
+            m.parameter_difference(&format("run-1", true), &format("run-1", false))
+                .map(|(key, _, _)| key),
+            Some("response_format")
+        );
+        assert!(defaults()
+            .parameter_difference(&format("run-1", true), &format("run-2", true))
+            .is_some());
+        let whole = defaults()
+            .ignoring_json_paths(&["$.temperature".to_owned()])
+            .unwrap();
+        assert_eq!(
+            whole.parameter_difference(r#"{"temperature":0.2}"#, r#"{"temperature":0.7}"#),
+            None
+        );
+        assert!(defaults()
+            .ignoring_json_paths(&["$..x".to_owned()])
+            .is_err());
+    }
+
+    #[test]
+    fn parameters_off_compare_nothing() {
         let off = Matching::new(&[], false).unwrap();
         assert_eq!(
             off.parameter_difference(r#"{"seed":2}"#, r#"{"seed":1}"#),

@@ -20,19 +20,13 @@ use crate::state::Shared;
 pub(crate) async fn answer(shared: Arc<Shared>, call: Call) -> Result<Response, ApiError> {
     match shared.config.mode {
         Mode::Replay => {
-            let request = call
-                .request
-                .map_err(|message| bad_request(&call.session, message))?;
-            match load_and_lookup(&shared, &call.session, call.named.as_deref(), &request).await? {
-                (Lookup::Found(turn, turn_idx), conversation) => Ok(replay::render(
-                    &turn,
-                    turn_idx,
-                    &conversation,
-                    &request,
-                    call.format,
-                )),
-                (Lookup::Diverged(error) | Lookup::NotRecorded(error), _) => Err(error),
+            let session = call.session.clone();
+            let answered = replay_mode(&shared, call).await;
+            // Every refusal is kept for a strict replay's report: the agent may swallow it.
+            if let Err(error) = &answered {
+                shared.ledger.refused(&session, error);
             }
+            answered
         }
         Mode::Record => {
             let (conversation, recording) = take_writer(
@@ -73,5 +67,28 @@ pub(crate) async fn answer(shared: Arc<Shared>, call: Call) -> Result<Response, 
             }
             Ok(record::forward(shared, call, conversation, recording).await)
         }
+    }
+}
+
+/// Replay mode: the recorded answer, or the refusal; a recorded call that answers is marked
+/// consumed in the ledger.
+async fn replay_mode(shared: &Arc<Shared>, call: Call) -> Result<Response, ApiError> {
+    let request = call
+        .request
+        .map_err(|message| bad_request(&call.session, message))?;
+    match load_and_lookup(shared, &call.session, call.named.as_deref(), &request).await? {
+        (Lookup::Found(turn, turn_idx), conversation) => {
+            shared
+                .ledger
+                .consumed(&call.session, &conversation, turn_idx);
+            Ok(replay::render(
+                &turn,
+                turn_idx,
+                &conversation,
+                &request,
+                call.format,
+            ))
+        }
+        (Lookup::Diverged(error) | Lookup::NotRecorded(error), _) => Err(error),
     }
 }

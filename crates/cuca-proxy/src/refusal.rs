@@ -21,9 +21,20 @@ pub(crate) struct ApiError {
     pub(crate) session: Option<String>,
     /// The wire format whose error shape the body takes.
     pub(crate) format: Format,
-    /// Where a request first differs from its recording, for a divergence: the body's
-    /// `error.divergence` (path, offset, and the text around it on both sides).
-    pub(crate) divergence: Option<Box<Value>>,
+    /// What a divergence adds, boxed: most refusals have none, and a `Result` with this
+    /// error stays small.
+    pub(crate) detail: Option<Box<Detail>>,
+}
+
+/// What a divergence adds to a refusal.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Detail {
+    /// Where a request first differs from its recording: the body's `error.divergence`
+    /// (path, offset, and the text around it on both sides).
+    pub(crate) divergence: Option<Value>,
+    /// The recorded call the request was found to differ from, as a point id
+    /// (`{session}:{sequence}` of its first record), for a strict replay's report.
+    pub(crate) point: Option<String>,
 }
 
 impl ApiError {
@@ -41,8 +52,24 @@ impl ApiError {
             param: None,
             session: None,
             format: Format::Chat,
-            divergence: None,
+            detail: None,
         }
+    }
+
+    /// The error about the recorded call at `point`, where one is known.
+    pub(crate) fn at_point(mut self, point: Option<String>) -> Self {
+        self.detail.get_or_insert_default().point = point;
+        self
+    }
+
+    /// The recorded call the error is about, where one is known.
+    pub(crate) fn point(&self) -> Option<&str> {
+        self.detail.as_ref()?.point.as_deref()
+    }
+
+    /// The first difference, as the body's `error.divergence` holds it, where one was found.
+    pub(crate) fn divergence(&self) -> Option<&Value> {
+        self.detail.as_ref()?.divergence.as_ref()
     }
 
     /// The error shaped for a caller of `format`.
@@ -57,7 +84,7 @@ impl ApiError {
     }
 
     pub(crate) fn with_divergence(mut self, divergence: Value) -> Self {
-        self.divergence = Some(Box::new(divergence));
+        self.detail.get_or_insert_default().divergence = Some(divergence);
         self
     }
 
@@ -76,7 +103,7 @@ impl ApiError {
             param: self.param.as_deref(),
         });
         if let (Some(divergence), Some(error)) = (
-            &self.divergence,
+            self.divergence(),
             body.get_mut("error").and_then(Value::as_object_mut),
         ) {
             error.insert("divergence".to_owned(), Value::clone(divergence));

@@ -117,6 +117,15 @@ impl Loads {
         self.indexes.keys()
     }
 
+    /// Every conversation of session `base`, each refreshed from its tail: what a strict
+    /// replay's report lays the ledger over, where no request says which can answer.
+    pub(crate) async fn every_conversation(
+        &self,
+        base: &str,
+    ) -> Result<Vec<(String, Arc<TurnIndex>)>, String> {
+        self.indexes.conversations(base).await
+    }
+
     fn in_flight(
         &self,
     ) -> std::sync::MutexGuard<'_, HashMap<String, Arc<tokio::sync::OnceCell<Loaded>>>> {
@@ -432,13 +441,16 @@ async fn lookup_asked(
         if want != *got {
             let expected = index.read_message(at).await.map_err(read)?;
             let sent = &request.messages[*message_idx];
-            return Ok(Lookup::Diverged(diverged(
-                session,
-                *message_idx,
-                &describe(&expected),
-                &describe(sent),
-                FirstDifference::of_messages(*message_idx, &expected, sent, matching),
-            )));
+            return Ok(Lookup::Diverged(
+                diverged(
+                    session,
+                    *message_idx,
+                    &describe(&expected),
+                    &describe(sent),
+                    FirstDifference::of_messages(*message_idx, &expected, sent, matching),
+                )
+                .at_point(point_of_message(index, session, at)),
+            ));
         }
     }
     let systems = &asked.systems;
@@ -529,22 +541,46 @@ async fn lookup_asked(
             Some((at, _)) => describe_recorded(*at).await?,
             None => "a turn asked with as many messages".to_owned(),
         };
-        return Ok(Lookup::Diverged(diverged(
-            session,
-            index_at,
-            &expected,
-            "no message (the request ends here)",
-            None,
-        )));
+        let point = recorded
+            .get(n)
+            .and_then(|(at, _)| point_of_message(index, session, *at));
+        return Ok(Lookup::Diverged(
+            diverged(
+                session,
+                index_at,
+                &expected,
+                "no message (the request ends here)",
+                None,
+            )
+            .at_point(point),
+        ));
     };
     // Chosen by the index: now its records are read, and what the index holds no key of (the
     // tools, the parameters) is compared with them.
     let turn = index.read_turn(turn_idx).await.map_err(read)?;
+    let point = Some(format!("{session}:{}", turn.sequence_range().start()));
+    match compare_chosen(session, &turn, turn_idx, wire, systems, matching) {
+        Some(error) => Ok(Lookup::Diverged(error.at_point(point))),
+        None => Ok(Lookup::Found(Box::new(turn), turn_idx)),
+    }
+}
+
+/// What the index holds no key of, compared with the chosen turn's records: its system
+/// prompts, its tools and its sampling parameters; the refusal of the first that differs.
+fn compare_chosen(
+    session: &str,
+    turn: &ReplayTurn,
+    turn_idx: usize,
+    wire: &WireRequest,
+    systems: &[(usize, String)],
+    matching: &Matching,
+) -> Option<ApiError> {
+    let request = &wire.unified;
     let expected = turn.system_prompts();
     for i in 0..systems.len().max(expected.len()) {
         match (expected.get(i), systems.get(i)) {
             (Some(want), Some((index, got))) if !matching.same_text(want, got) => {
-                return Ok(Lookup::Diverged(diverged(
+                return Some(diverged(
                     session,
                     *index,
                     &format!("system {:?}", quote(want)),
@@ -554,25 +590,25 @@ async fn lookup_asked(
                         &matching.normal(want),
                         &matching.normal(got),
                     ),
-                )));
+                ));
             }
             (Some(want), None) => {
-                return Ok(Lookup::Diverged(diverged(
+                return Some(diverged(
                     session,
                     request.messages.len(),
                     &format!("system {:?}", quote(want)),
                     "no system message",
                     None,
-                )));
+                ));
             }
             (None, Some((index, got))) => {
-                return Ok(Lookup::Diverged(diverged(
+                return Some(diverged(
                     session,
                     *index,
                     "no system message",
                     &format!("system {:?}", quote(got)),
                     None,
-                )));
+                ));
             }
             _ => {}
         }
@@ -591,7 +627,7 @@ async fn lookup_asked(
                 })
                 .collect();
             let got: Vec<String> = request.tools.iter().map(|t| t.name.clone()).collect();
-            return Ok(Lookup::Diverged(refused(
+            return Some(refused(
                 session,
                 "tools",
                 format!(
@@ -599,12 +635,12 @@ async fn lookup_asked(
                     quote(&names(want)),
                     quote(&names(got))
                 ),
-            )));
+            ));
         }
         if let Some((key, want, got)) =
             matching.parameter_difference(&recorded.parameters, &wire.parameters)
         {
-            return Ok(Lookup::Diverged(refused(
+            return Some(refused(
                 session,
                 key,
                 format!(
@@ -612,10 +648,10 @@ async fn lookup_asked(
                     quote(&want),
                     quote(&got)
                 ),
-            )));
+            ));
         }
     }
-    Ok(Lookup::Found(Box::new(turn), turn_idx))
+    None
 }
 
 /// How many of the recording's turns, from the first, `request` agrees with: turns asked
@@ -656,6 +692,16 @@ pub(crate) fn matched_turns(index: &TurnIndex, wire: &WireRequest, _matching: &M
         matched += 1;
     }
     matched
+}
+
+/// The point of the recorded call whose messages hold the recorded message `at` (counted
+/// among all of the index's messages), as `{session}:{sequence}` of its first record.
+fn point_of_message(index: &TurnIndex, session: &str, at: usize) -> Option<String> {
+    index
+        .turns()
+        .iter()
+        .find(|turn| (turn.messages_from..turn.messages_from + turn.n_messages).contains(&at))
+        .map(|turn| format!("{session}:{}", turn.sequence_range().start()))
 }
 
 /// A 409 about `param`, in words.

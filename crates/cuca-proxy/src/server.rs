@@ -92,6 +92,14 @@ impl Proxy {
         }
     }
 
+    /// What replay served and refused in each session a call came in on, and in each of
+    /// `sessions` (one no call asked for has every recorded call unconsumed): for every
+    /// recorded call whether a request consumed it, and the calls refused. `cuca run
+    /// --strict` and `cuca proxy --strict` fail on it (`crate::strict`).
+    pub async fn replay_report(&self, sessions: &[String]) -> crate::strict::ReplayReport {
+        crate::strict::report(&self.shared, sessions).await
+    }
+
     /// How many calls are in flight now: sessions whose writer a call holds.
     pub fn in_flight(&self) -> usize {
         self.shared

@@ -29,6 +29,8 @@ pub(crate) struct Shared {
     pub(crate) served: replay::Served,
     /// What replay compares, and what it ignores.
     pub(crate) matching: Matching,
+    /// What replay served and refused, per session, for a strict replay's report.
+    pub(crate) ledger: crate::ledger::Ledger,
     /// Fork mode's tree: the branches made of each recorded conversation or branch, in the
     /// order they were made, so the calls after a divergence continue their branch.
     pub(crate) branches: Mutex<HashMap<String, Vec<String>>>,
@@ -53,15 +55,15 @@ impl Shared {
         call_log: CallLog,
     ) -> Result<Self, ProxyError> {
         let upstream = Upstream::new(&config)?;
+        let matching = Matching::new(&config.ignore, config.compare_parameters)?
+            .ignoring_json_paths(&config.ignore_json_paths)?;
         Ok(Shared {
-            replay: replay::Loads::new(
-                SessionReplay::new(Arc::clone(&backend)),
-                Matching::new(&config.ignore, config.compare_parameters)?,
-            ),
+            replay: replay::Loads::new(SessionReplay::new(Arc::clone(&backend)), matching.clone()),
             slots: Slots::new(Arc::clone(&backend), config.max_sessions),
             conversations: Arc::new(Conversations::new(Arc::clone(&backend))),
             served: replay::Served::default(),
-            matching: Matching::new(&config.ignore, config.compare_parameters)?,
+            matching,
+            ledger: crate::ledger::Ledger::default(),
             branches: Mutex::default(),
             backend,
             upstream,
