@@ -123,7 +123,7 @@ impl Loads {
         &self,
         base: &str,
     ) -> Result<Vec<(String, Arc<TurnIndex>)>, String> {
-        self.indexes.conversations(base).await
+        self.indexes.conversations(base, None).await
     }
 
     fn in_flight(
