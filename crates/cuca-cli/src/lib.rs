@@ -47,7 +47,6 @@
 #![forbid(unsafe_code)]
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
@@ -65,6 +64,7 @@ mod serve;
 mod sessions;
 mod store;
 mod term;
+mod transcripts;
 mod ui;
 mod view;
 
@@ -214,19 +214,9 @@ enum Command {
         #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
         format: ExportFormat,
     },
-    /// Read a JSON Lines export into a new session (refuses a session that exists).
-    Import {
-        /// The `.jsonl` file `cuca export` wrote (`-` for stdin).
-        file: PathBuf,
-        /// A directory of `.cslog` files (created if missing), or a PostgreSQL URL.
-        #[arg(value_name = "STORE")]
-        store: store::StoreArg,
-        /// The new session's id; every record is relabelled with it.
-        session: String,
-        /// Print a JSON summary.
-        #[arg(long)]
-        json: bool,
-    },
+    /// Read a JSON Lines export into a new session (refuses a session that exists), or an
+    /// agent's transcripts (`cuca import claude-code|codex [DIR] --store STORE`).
+    Import(transcripts::ImportArgs),
     /// Search every session in STORE: message text, outputs, tools, results, models, errors.
     Grep(grep::GrepArgs),
     /// The call log: in-flight calls, per-run counts and tokens, failures, ttft percentiles.
@@ -425,12 +415,15 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
             session,
             format: ExportFormat::Jsonl,
         } => sessions::export(&open(&store)?, &session),
-        Command::Import {
-            file,
-            store,
-            session,
-            json,
-        } => sessions::import(&file, &store, schema, &session, json),
+        Command::Import(args) => match (&args.agent, args.file, args.store, args.session) {
+            (Some(agent), ..) => transcripts::run(agent, schema),
+            (None, Some(file), Some(store), Some(session)) => {
+                sessions::import(&file, &store, schema, &session, args.json)
+            }
+            _ => Err(CliError::Usage(
+                "import takes FILE STORE SESSION, or claude-code|codex [DIR] --store STORE".into(),
+            )),
+        },
         Command::Grep(args) => grep::run(&args, schema),
         Command::Logs(args) => logs::run(&args),
         Command::Journal(command) => journal::run(command),
