@@ -180,7 +180,12 @@ pub fn import(
     let mut seen = seen_keys(backend, source)?;
     for file in &files {
         report.files += 1;
-        import_file(backend, source, file, max_line_bytes, &mut seen, &mut report)?;
+        let children: Vec<String> = files
+            .iter()
+            .filter(|f| f.parent.as_deref() == Some(file.session.as_str()))
+            .map(|f| f.session.clone())
+            .collect();
+        import_file(backend, source, file, &children, max_line_bytes, &mut seen, &mut report)?;
     }
     Ok(report)
 }
@@ -215,7 +220,7 @@ fn seen_keys(backend: &dyn SessionBackend, source: Source) -> Result<HashSet<u64
     Ok(seen)
 }
 
-fn link(kind: &str, session: &str) -> SessionEvent {
+pub(crate) fn link(kind: &str, session: &str) -> SessionEvent {
     SessionEvent::CallWire {
         format: IMPORT_WIRE.into(),
         wire: json!({ "kind": kind, "session": session }).to_string(),
@@ -232,7 +237,8 @@ fn link_parent(
 ) -> Result<(), ImportError> {
     child.other(backend, ts, link("parent", parent))?;
     let (mut parent_writer, parent_existing) = SessionWriter::open(backend, parent)?;
-    if parent_existing.has_records {
+    // The parent names its sub-agents when it is imported; this is for one that came later.
+    if parent_existing.has_records && !parent_existing.children.contains(&child.id) {
         let at = parent_writer.last_ts;
         parent_writer.other(backend, at, link("child", &child.id))?;
     }
@@ -243,6 +249,7 @@ fn import_file(
     backend: &dyn SessionBackend,
     source: Source,
     file: &Transcript,
+    children: &[String],
     max_line_bytes: usize,
     seen: &mut HashSet<u64>,
     report: &mut ImportReport,
@@ -394,9 +401,14 @@ fn import_file(
             "state": translator.state(),
         });
         if let Some(writer) = &mut side {
-            writer.finish(backend, marker.clone())?;
+            writer.finish(backend, marker.clone(), Vec::new())?;
         }
-        main.finish(backend, marker)?;
+        let links = children
+            .iter()
+            .filter(|child| !existing.children.contains(*child))
+            .map(|child| link("child", child))
+            .collect();
+        main.finish(backend, marker, links)?;
     }
     for writer in [Some(&main), side.as_ref()].into_iter().flatten() {
         report.sessions.push(SessionOutcome {

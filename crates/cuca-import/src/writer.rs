@@ -39,6 +39,9 @@ struct Group {
     /// False when another line (in this or another transcript) already counted this call.
     counted: bool,
     last_ts: u64,
+    /// The call's records are all written (Codex's usage comes last): the next answer is
+    /// another call's.
+    done: bool,
 }
 
 /// A stable 64-bit hash of a call key: the set of keys seen is kept as these.
@@ -55,6 +58,8 @@ pub(crate) struct Existing {
     pub(crate) marker: Option<Value>,
     /// The session has records.
     pub(crate) has_records: bool,
+    /// The sub-agent sessions it already names.
+    pub(crate) children: HashSet<String>,
 }
 
 /// Appends to one session, tracking its next sequence, its open call and its turn start.
@@ -86,6 +91,7 @@ impl SessionWriter {
         let mut marker = None;
         let mut has_records = false;
         let mut last_ts = 0;
+        let mut children = HashSet::new();
         if exists {
             backend
                 .replay_each(id, &mut |record| {
@@ -97,6 +103,10 @@ impl SessionWriter {
                             if let Ok(value) = serde_json::from_str::<Value>(wire) {
                                 if value["kind"] == "marker" {
                                     marker = Some(value);
+                                } else if value["kind"] == "child" {
+                                    if let Some(child) = value["session"].as_str() {
+                                        children.insert(child.to_string());
+                                    }
                                 }
                             }
                         }
@@ -124,6 +134,7 @@ impl SessionWriter {
             Existing {
                 marker,
                 has_records,
+                children,
             },
         ))
     }
@@ -158,6 +169,9 @@ impl SessionWriter {
         ts: u64,
         event: SessionEvent,
     ) -> Result<(), ImportError> {
+        if self.open.as_ref().is_some_and(|group| group.done) {
+            self.close(backend)?;
+        }
         if let Some(group) = &mut self.open {
             group.last_ts = group.last_ts.max(ts);
         }
@@ -226,11 +240,13 @@ impl SessionWriter {
             recorded,
             counted,
             last_ts: ts,
+            done: false,
         });
         Ok(())
     }
 
-    /// A call whose usage comes after its records (Codex's `token_count`): written at once.
+    /// A call whose usage comes after its records (Codex's `token_count`): its closing
+    /// records are written when the next record comes, or at the end.
     pub(crate) fn call_done(
         &mut self,
         backend: &dyn SessionBackend,
@@ -243,16 +259,34 @@ impl SessionWriter {
             recorded: TranscriptUsage::default(),
             counted: true,
             last_ts: ts,
+            done: true,
         });
-        self.close(backend)
+        Ok(())
     }
 
     /// Writes the open call's closing records: its wire fields, how it finished, its latency
     /// and its usage.
     pub(crate) fn close(&mut self, backend: &dyn SessionBackend) -> Result<(), ImportError> {
+        self.close_after(backend, Vec::new())
+    }
+
+    /// [`SessionWriter::close`], writing `before` first (inside the call's turn, so that
+    /// the import's own records never make a turn of their own).
+    fn close_after(
+        &mut self,
+        backend: &dyn SessionBackend,
+        before: Vec<SessionEvent>,
+    ) -> Result<(), ImportError> {
         let Some(group) = self.open.take() else {
+            for event in before {
+                let ts = self.last_ts;
+                self.append(backend, ts, event)?;
+            }
             return Ok(());
         };
+        for event in before {
+            self.append(backend, group.last_ts, event)?;
+        }
         let ts = group.last_ts;
         let usage = if group.counted {
             group.call.usage.beyond(&group.recorded)
@@ -297,28 +331,37 @@ impl SessionWriter {
         Ok(())
     }
 
-    /// Closes the open call and writes the resume marker.
+    /// Writes `links` and the resume marker, then closes the open call: the marker goes
+    /// inside the last call's turn, before its closing records.
     pub(crate) fn finish(
         &mut self,
         backend: &dyn SessionBackend,
         mut marker: Value,
+        links: Vec<SessionEvent>,
     ) -> Result<(), ImportError> {
-        self.close(backend)?;
+        let last_call = match &self.open {
+            Some(group) => group.call.key.clone().map(|key| {
+                let usage = if group.counted {
+                    group.call.usage.beyond(&group.recorded)
+                } else {
+                    TranscriptUsage::default()
+                };
+                (key, group.recorded_plus(usage))
+            }),
+            None => self.last_call.clone(),
+        };
         if let Some(object) = marker.as_object_mut() {
             object.insert("kind".into(), json!("marker"));
-            if let Some((key, usage)) = &self.last_call {
+            if let Some((key, usage)) = &last_call {
                 object.insert("last_call".into(), json!({ "key": key, "usage": usage }));
             }
         }
-        let ts = self.last_ts;
-        self.append(
-            backend,
-            ts,
-            SessionEvent::CallWire {
-                format: IMPORT_WIRE.to_string(),
-                wire: marker.to_string(),
-            },
-        )
+        let mut before = links;
+        before.push(SessionEvent::CallWire {
+            format: IMPORT_WIRE.to_string(),
+            wire: marker.to_string(),
+        });
+        self.close_after(backend, before)
     }
 }
 
