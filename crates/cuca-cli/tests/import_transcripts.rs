@@ -21,7 +21,9 @@ use cuca::{FileBackend, SessionBackend, SessionEvent};
 const A: &str = "claude-code-1b0c5a2e-4d3f-4c6e-9a1b-2f7d8e9c0a11";
 
 fn fixtures(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(name)
 }
 
 struct Run {
@@ -90,9 +92,25 @@ fn verify_replay_and_grep_read_imported_sessions() {
 
     let replay = run(&["replay", s, A, "--turn", "1"]);
     assert_eq!(replay.code, 0, "{}", replay.stderr);
-    assert!(replay.stdout.contains("user: Where is the vault's config file read?"), "{}", replay.stdout);
-    assert!(replay.stdout.contains("tool call: Grep (toolu_01GrepA)"), "{}", replay.stdout);
-    assert!(replay.stdout.contains("13,843 prompt tokens, 212 completion tokens"), "{}", replay.stdout);
+    assert!(
+        replay
+            .stdout
+            .contains("user: Where is the vault's config file read?"),
+        "{}",
+        replay.stdout
+    );
+    assert!(
+        replay.stdout.contains("tool call: Grep (toolu_01GrepA)"),
+        "{}",
+        replay.stdout
+    );
+    assert!(
+        replay
+            .stdout
+            .contains("13,843 prompt tokens, 212 completion tokens"),
+        "{}",
+        replay.stdout
+    );
     // The import's own records sit inside the last call's turn: every turn is complete.
     let all = run(&["replay", s, A, "--json"]);
     for turn in all.stdout.lines() {
@@ -102,9 +120,18 @@ fn verify_replay_and_grep_read_imported_sessions() {
 
     let grep = run(&["grep", s, "load_config"]);
     assert_eq!(grep.code, 0, "{}", grep.stderr);
-    assert!(grep.stdout.contains(&format!("{A}-agent-7f3a9c01:")), "{}", grep.stdout);
+    assert!(
+        grep.stdout.contains(&format!("{A}-agent-7f3a9c01:")),
+        "{}",
+        grep.stdout
+    );
     let grep = run(&["grep", s, "reads_toml"]);
-    assert!(grep.stdout.contains("codex-0199a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a44:"), "{}", grep.stdout);
+    assert!(
+        grep.stdout
+            .contains("codex-0199a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a44:"),
+        "{}",
+        grep.stdout
+    );
 }
 
 #[test]
@@ -119,7 +146,10 @@ fn the_export_form_of_import_still_takes_file_store_session() {
     let copy = run(&["import", file.to_str().unwrap(), s, "copy"]);
     assert_eq!(copy.code, 0, "{}", copy.stderr);
     let backend = FileBackend::new(store.path()).unwrap();
-    assert_eq!(backend.replay("copy").unwrap().len(), backend.replay(A).unwrap().len());
+    assert_eq!(
+        backend.replay("copy").unwrap().len(),
+        backend.replay(A).unwrap().len()
+    );
     // A missing argument of either form is a usage error.
     assert_eq!(run(&["import", file.to_str().unwrap(), s]).code, 2);
     assert_eq!(run(&["import", "claude-code", "--store"]).code, 2);
@@ -167,7 +197,9 @@ fn imported_daily(store: &Path) -> BTreeMap<String, Day> {
                     prompt_tokens,
                     completion_tokens,
                 } => {
-                    let Some(usage) = pending.take() else { continue };
+                    let Some(usage) = pending.take() else {
+                        continue;
+                    };
                     let n = |key: &str| usage[key].as_u64().unwrap_or(0);
                     let day = days.entry(utc_date(record.timestamp_ms)).or_default();
                     let cache_creation = n("cache_creation_input_tokens");
@@ -175,7 +207,10 @@ fn imported_daily(store: &Path) -> BTreeMap<String, Day> {
                     day.output += n("output_tokens");
                     day.cache_creation += cache_creation;
                     day.cache_read += n("cache_read_input_tokens");
-                    day.total += n("input_tokens") + n("output_tokens") + cache_creation + n("cache_read_input_tokens");
+                    day.total += n("input_tokens")
+                        + n("output_tokens")
+                        + cache_creation
+                        + n("cache_read_input_tokens");
                     // The folded record agrees with the kinds it folds.
                     assert_eq!(
                         *prompt_tokens,
@@ -194,14 +229,20 @@ fn ccusage() -> Option<PathBuf> {
     match std::env::var_os("CUCA_TEST_CCUSAGE") {
         Some(path) => {
             let path = PathBuf::from(path);
-            assert!(path.exists(), "CUCA_TEST_CCUSAGE={} does not exist; .ci/run installs ccusage@20.0.24", path.display());
+            assert!(
+                path.exists(),
+                "CUCA_TEST_CCUSAGE={} does not exist; .ci/run installs ccusage@20.0.24",
+                path.display()
+            );
             Some(path)
         }
         None if std::env::var_os("CI").is_some() => {
             panic!("CI is set but CUCA_TEST_CCUSAGE is not: the comparison needs ccusage@20.0.24, which .ci/run installs")
         }
         None => {
-            eprintln!("skipping: CUCA_TEST_CCUSAGE is not set (.ci/run sets it to ccusage@20.0.24's bin)");
+            eprintln!(
+                "skipping: CUCA_TEST_CCUSAGE is not set (.ci/run sets it to ccusage@20.0.24's bin)"
+            );
             None
         }
     }
@@ -215,13 +256,24 @@ fn imported_claude_code_usage_equals_ccusage_daily_token_for_token() {
     let Some(ccusage) = ccusage() else { return };
     let home = tempfile::tempdir().unwrap();
     let output = Command::new(&ccusage)
-        .args(["claude", "daily", "--json", "--offline", "--timezone", "UTC"])
+        .args([
+            "claude",
+            "daily",
+            "--json",
+            "--offline",
+            "--timezone",
+            "UTC",
+        ])
         .env("CLAUDE_CONFIG_DIR", fixtures("claude-code"))
         .env("HOME", home.path())
         .env("NO_COLOR", "1")
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let theirs: BTreeMap<String, Day> = report["daily"]
         .as_array()

@@ -29,7 +29,9 @@ impl ClaudeCode {
 
 /// The usage kinds of one `message.usage` object.
 pub(crate) fn usage_of(usage: &Value) -> TranscriptUsage {
-    let written = usage.get("cache_creation_input_tokens").and_then(Value::as_u64);
+    let written = usage
+        .get("cache_creation_input_tokens")
+        .and_then(Value::as_u64);
     let split = usage.get("cache_creation");
     let w1h = split.map_or(0, |s| u64_at(s, "ephemeral_1h_input_tokens"));
     let w5m_said = split.map_or(0, |s| u64_at(s, "ephemeral_5m_input_tokens"));
@@ -43,7 +45,10 @@ pub(crate) fn usage_of(usage: &Value) -> TranscriptUsage {
         cache_read: u64_at(usage, "cache_read_input_tokens"),
         cache_write_5m: total.saturating_sub(w1h),
         cache_write_1h: w1h.min(total),
-        reasoning: 0,
+        // Claude Code 2.1 writes the thinking part of the output beside it.
+        reasoning: usage
+            .get("output_tokens_details")
+            .map_or(0, |d| u64_at(d, "thinking_tokens")),
     }
 }
 
@@ -81,7 +86,9 @@ impl Translate for ClaudeCode {
             return Err("the line has no \"type\"".into());
         };
         let ts = match str_at(&value, "timestamp") {
-            Some(text) => parse_ts(text).ok_or_else(|| format!("timestamp {text:?} is not RFC 3339"))?,
+            Some(text) => {
+                parse_ts(text).ok_or_else(|| format!("timestamp {text:?} is not RFC 3339"))?
+            }
             None if matches!(kind, "user" | "assistant") => {
                 return Err(format!("a {kind} line without a \"timestamp\""))
             }
@@ -93,7 +100,13 @@ impl Translate for ClaudeCode {
         } else {
             Side::Main
         };
-        let mut emit = |out_: Out| out.push(Emit { side, ts, out: out_ });
+        let mut emit = |out_: Out| {
+            out.push(Emit {
+                side,
+                ts,
+                out: out_,
+            })
+        };
         match kind {
             "user" => {
                 let message = value
@@ -102,7 +115,9 @@ impl Translate for ClaudeCode {
                 let mut blocks = Vec::new();
                 let mut results = Vec::new();
                 match message.get("content") {
-                    Some(Value::String(text)) => blocks.push(MessageContentBlock::text(text.clone())),
+                    Some(Value::String(text)) => {
+                        blocks.push(MessageContentBlock::text(text.clone()))
+                    }
                     Some(Value::Array(items)) => {
                         for block in items {
                             match str_at(block, "type") {
@@ -112,7 +127,9 @@ impl Translate for ClaudeCode {
                                 Some("image") => {
                                     let source = block.get("source").unwrap_or(&Value::Null);
                                     blocks.push(MessageContentBlock::ImageBase64 {
-                                        media_type: str_at(source, "media_type").unwrap_or("").into(),
+                                        media_type: str_at(source, "media_type")
+                                            .unwrap_or("")
+                                            .into(),
                                         data: str_at(source, "data").unwrap_or("").into(),
                                     });
                                 }
@@ -122,7 +139,9 @@ impl Translate for ClaudeCode {
                             }
                         }
                     }
-                    _ => return Err("a user message whose content is neither text nor blocks".into()),
+                    _ => {
+                        return Err("a user message whose content is neither text nor blocks".into())
+                    }
                 }
                 if !blocks.is_empty() {
                     emit(Out::Input(SessionEvent::Message(Message {
@@ -144,7 +163,10 @@ impl Translate for ClaudeCode {
                     emit(Out::Input(SessionEvent::ToolResult {
                         tool_call_id: str_at(block, "tool_use_id").unwrap_or("").into(),
                         content: result_text(block.get("content").unwrap_or(&Value::Null), report),
-                        is_error: block.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+                        is_error: block
+                            .get("is_error")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
                         stdout: stream("stdout"),
                         stderr: stream("stderr"),
                         exit_code: None,
@@ -199,18 +221,25 @@ impl Translate for ClaudeCode {
                         Some("thinking") => emit(Out::Answer(SessionEvent::Reasoning {
                             text: str_at(block, "thinking").unwrap_or("").into(),
                         })),
-                        Some("tool_use" | "server_tool_use") => emit(Out::Answer(SessionEvent::ToolCall {
-                            id: str_at(block, "id").unwrap_or("").into(),
-                            name: str_at(block, "name").unwrap_or("").into(),
-                            arguments: block.get("input").map_or_else(|| "{}".into(), Value::to_string),
-                        })),
+                        Some("tool_use" | "server_tool_use") => {
+                            emit(Out::Answer(SessionEvent::ToolCall {
+                                id: str_at(block, "id").unwrap_or("").into(),
+                                name: str_at(block, "name").unwrap_or("").into(),
+                                arguments: block
+                                    .get("input")
+                                    .map_or_else(|| "{}".into(), Value::to_string),
+                            }))
+                        }
                         Some(other) => report.skip(format!("block:{other}")),
                         None => return Err("a content block without a \"type\"".into()),
                     }
                 }
             }
             "system" => match str_at(&value, "content") {
-                Some(text) => emit(Out::Other(SessionEvent::Message(Message::new(Role::System, text)))),
+                Some(text) => emit(Out::Other(SessionEvent::Message(Message::new(
+                    Role::System,
+                    text,
+                )))),
                 None => report.skip("system line without content"),
             },
             other => report.skip(other.to_string()),

@@ -50,7 +50,10 @@ fn minus(total: &Value, previous: Option<&Value>) -> Value {
     if let Some(object) = total.as_object() {
         for (key, value) in object {
             let before = previous.map_or(0, |p| u64_at(p, key));
-            out.insert(key.clone(), json!(value.as_u64().unwrap_or(0).saturating_sub(before)));
+            out.insert(
+                key.clone(),
+                json!(value.as_u64().unwrap_or(0).saturating_sub(before)),
+            );
         }
     }
     Value::Object(out)
@@ -67,7 +70,9 @@ impl Translate for Codex {
             return Err("the line has no \"type\"".into());
         };
         let ts = match str_at(&value, "timestamp") {
-            Some(text) => parse_ts(text).ok_or_else(|| format!("timestamp {text:?} is not RFC 3339"))?,
+            Some(text) => {
+                parse_ts(text).ok_or_else(|| format!("timestamp {text:?} is not RFC 3339"))?
+            }
             None => return Err("the line has no \"timestamp\"".into()),
         };
         self.last_ts = self.last_ts.max(ts);
@@ -124,7 +129,11 @@ impl Translate for Codex {
                             }
                         }
                         "user" | "developer" | "system" => {
-                            let role = if role == "user" { Role::User } else { Role::System };
+                            let role = if role == "user" {
+                                Role::User
+                            } else {
+                                Role::System
+                            };
                             emit(Out::Input(SessionEvent::Message(Message {
                                 role,
                                 content: text.into_iter().map(MessageContentBlock::text).collect(),
@@ -141,21 +150,27 @@ impl Translate for Codex {
                     if text.is_empty() {
                         report.skip("response_item:reasoning (encrypted only)");
                     } else {
-                        emit(Out::Answer(SessionEvent::Reasoning { text: text.join("\n") }));
+                        emit(Out::Answer(SessionEvent::Reasoning {
+                            text: text.join("\n"),
+                        }));
                     }
                 }
                 "function_call" | "custom_tool_call" | "local_shell_call" | "web_search_call" => {
                     let arguments = match item {
                         "function_call" => str_at(payload, "arguments").unwrap_or("{}").to_string(),
                         "custom_tool_call" => str_at(payload, "input").unwrap_or("").to_string(),
-                        _ => payload.get("action").map_or_else(|| "{}".into(), Value::to_string),
+                        _ => payload
+                            .get("action")
+                            .map_or_else(|| "{}".into(), Value::to_string),
                     };
                     let name = match item {
                         "local_shell_call" => "local_shell",
                         "web_search_call" => "web_search",
                         _ => str_at(payload, "name").unwrap_or(""),
                     };
-                    let id = str_at(payload, "call_id").or_else(|| str_at(payload, "id")).unwrap_or("");
+                    let id = str_at(payload, "call_id")
+                        .or_else(|| str_at(payload, "id"))
+                        .unwrap_or("");
                     emit(Out::Answer(SessionEvent::ToolCall {
                         id: id.into(),
                         name: name.into(),
@@ -166,7 +181,8 @@ impl Translate for Codex {
                     let output = payload.get("output").unwrap_or(&Value::Null);
                     let content = match output {
                         Value::String(text) => text.clone(),
-                        Value::Object(_) => str_at(output, "content").map_or_else(|| output.to_string(), str::to_string),
+                        Value::Object(_) => str_at(output, "content")
+                            .map_or_else(|| output.to_string(), str::to_string),
                         other => other.to_string(),
                     };
                     // A shell call's output is itself JSON with the exit code beside it.
@@ -226,7 +242,10 @@ impl Translate for Codex {
 
     fn restore(&mut self, state: &Value) {
         self.model = str_at(state, "model").unwrap_or("").to_string();
-        self.previous_total = state.get("previous_total").filter(|t| t.is_object()).cloned();
+        self.previous_total = state
+            .get("previous_total")
+            .filter(|t| t.is_object())
+            .cloned();
         self.last_ts = u64_at(state, "last_ts");
     }
 }

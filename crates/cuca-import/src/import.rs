@@ -93,10 +93,17 @@ pub fn transcripts(
     Ok(out)
 }
 
-fn walk(entries: std::fs::ReadDir, depth: usize, files: &mut Vec<PathBuf>, report: &mut ImportReport) {
+fn walk(
+    entries: std::fs::ReadDir,
+    depth: usize,
+    files: &mut Vec<PathBuf>,
+    report: &mut ImportReport,
+) {
     for entry in entries.flatten() {
         let path = entry.path();
-        let Ok(kind) = entry.file_type() else { continue };
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
         if kind.is_dir() && depth < MAX_DEPTH {
             match std::fs::read_dir(&path) {
                 Ok(inner) => walk(inner, depth + 1, files, report),
@@ -114,7 +121,9 @@ fn walk(entries: std::fs::ReadDir, depth: usize, files: &mut Vec<PathBuf>, repor
 }
 
 fn stem(path: &Path) -> String {
-    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 fn transcript(source: Source, path: PathBuf) -> Transcript {
@@ -185,7 +194,15 @@ pub fn import(
             .filter(|f| f.parent.as_deref() == Some(file.session.as_str()))
             .map(|f| f.session.clone())
             .collect();
-        import_file(backend, source, file, &children, max_line_bytes, &mut seen, &mut report)?;
+        import_file(
+            backend,
+            source,
+            file,
+            &children,
+            max_line_bytes,
+            &mut seen,
+            &mut report,
+        )?;
     }
     Ok(report)
 }
@@ -265,7 +282,10 @@ fn import_file(
         report.findings.push(finding(
             None,
             FindingKind::Foreign,
-            format!("session \"{}\" exists and was not written by an import; not imported", file.session),
+            format!(
+                "session \"{}\" exists and was not written by an import; not imported",
+                file.session
+            ),
         ));
         return Ok(());
     }
@@ -273,7 +293,11 @@ fn import_file(
     let mut lines = match opened {
         Ok(f) => Lines::new(BufReader::with_capacity(1 << 16, f), max_line_bytes),
         Err(error) => {
-            report.findings.push(finding(None, FindingKind::Io, format!("cannot open: {error}")));
+            report.findings.push(finding(
+                None,
+                FindingKind::Io,
+                format!("cannot open: {error}"),
+            ));
             return Ok(());
         }
     };
@@ -320,7 +344,9 @@ fn import_file(
             Ok(None) => break,
             Err(error) => {
                 let (kind, message) = io_finding(error);
-                report.findings.push(finding(Some(lines.next_line_no), kind, message));
+                report
+                    .findings
+                    .push(finding(Some(lines.next_line_no), kind, message));
                 break;
             }
         };
@@ -347,7 +373,11 @@ fn import_file(
                 break;
             }
             Err(error) => {
-                report.findings.push(finding(Some(line_no), FindingKind::Unreadable, format!("not JSON: {error}")));
+                report.findings.push(finding(
+                    Some(line_no),
+                    FindingKind::Unreadable,
+                    format!("not JSON: {error}"),
+                ));
                 continue;
             }
         };
@@ -356,7 +386,9 @@ fn import_file(
         }
         emits.clear();
         if let Err(why) = translator.line(value, report, &mut emits) {
-            report.findings.push(finding(Some(line_no), FindingKind::Unreadable, why));
+            report
+                .findings
+                .push(finding(Some(line_no), FindingKind::Unreadable, why));
             continue;
         }
         for Emit { side: to, ts, out } in emits.drain(..) {
@@ -416,7 +448,11 @@ fn import_file(
             file: file.path.clone(),
             new: writer.new,
             records: writer.appended,
-            parent: if writer.id == main.id { file.parent.clone() } else { Some(main.id.clone()) },
+            parent: if writer.id == main.id {
+                file.parent.clone()
+            } else {
+                Some(main.id.clone())
+            },
         });
     }
     Ok(())

@@ -97,7 +97,11 @@ impl<R: BufRead> Lines<R> {
                 Some(at) => (at + 1, true),
                 None => (chunk.len(), false),
             };
-            let content = if ends { &chunk[..take - 1] } else { &chunk[..take] };
+            let content = if ends {
+                &chunk[..take - 1]
+            } else {
+                &chunk[..take]
+            };
             if !too_long && buf.len() + content.len() > self.cap {
                 too_long = true;
                 // The part already buffered is hashed below with the rest; drop it.

@@ -17,8 +17,14 @@ fn lines_are_capped_counted_and_fingerprinted_as_read() {
     let mut lines = Lines::new(Cursor::new(&text[..]), 8);
     let mut buf = Vec::new();
     assert_eq!(lines.next_line(&mut buf).unwrap(), Some(Line::Complete));
-    assert_eq!((buf.as_slice(), lines.offset, lines.next_line_no), (&b"one"[..], 4, 2));
-    assert_eq!(lines.next_line(&mut buf).unwrap(), Some(Line::TooLong { len: 16 }));
+    assert_eq!(
+        (buf.as_slice(), lines.offset, lines.next_line_no),
+        (&b"one"[..], 4, 2)
+    );
+    assert_eq!(
+        lines.next_line(&mut buf).unwrap(),
+        Some(Line::TooLong { len: 16 })
+    );
     assert_eq!(lines.offset, 21);
     assert_eq!(lines.next_line(&mut buf).unwrap(), Some(Line::Complete));
     assert_eq!(buf, b"three");
@@ -47,17 +53,29 @@ fn cache_writes_split_into_five_minutes_and_one_hour_keeping_the_total() {
     let usage = usage_of(&split);
     assert_eq!(
         usage,
-        TranscriptUsage { input: 3, output: 9, cache_read: 70, cache_write_5m: 200, cache_write_1h: 300, reasoning: 0 }
+        TranscriptUsage {
+            input: 3,
+            output: 9,
+            cache_read: 70,
+            cache_write_5m: 200,
+            cache_write_1h: 300,
+            reasoning: 0
+        }
     );
     assert_eq!(usage.total(), 3 + 9 + 70 + 500);
     // No split: every write was a 5-minute one. No total: the split's sum is.
     let unsplit = usage_of(&json!({"cache_creation_input_tokens": 640}));
     assert_eq!((unsplit.cache_write_5m, unsplit.cache_write_1h), (640, 0));
-    let no_total = usage_of(&json!({"cache_creation": {"ephemeral_5m_input_tokens": 5, "ephemeral_1h_input_tokens": 7}}));
+    let no_total = usage_of(
+        &json!({"cache_creation": {"ephemeral_5m_input_tokens": 5, "ephemeral_1h_input_tokens": 7}}),
+    );
     assert_eq!((no_total.cache_write_5m, no_total.cache_write_1h), (5, 7));
     assert_eq!(
         usage_records(&usage),
-        [cuca_events::SessionEvent::TokenUsage { prompt_tokens: 573, completion_tokens: 9 }]
+        [cuca_events::SessionEvent::TokenUsage {
+            prompt_tokens: 573,
+            completion_tokens: 9
+        }]
     );
 }
 
@@ -72,15 +90,27 @@ fn transcript_files_name_their_sessions_parents_first() {
     std::fs::write(root.join("p/notes.txt"), "").unwrap();
     let mut report = ImportReport::default();
     let found = transcripts(Source::ClaudeCode, root, &mut report).unwrap();
-    let named: Vec<(&str, Option<&str>)> =
-        found.iter().map(|t| (t.session.as_str(), t.parent.as_deref())).collect();
-    assert_eq!(named, [("claude-code-S1", None), ("claude-code-S1-agent-a1", Some("claude-code-S1"))]);
+    let named: Vec<(&str, Option<&str>)> = found
+        .iter()
+        .map(|t| (t.session.as_str(), t.parent.as_deref()))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("claude-code-S1", None),
+            ("claude-code-S1-agent-a1", Some("claude-code-S1"))
+        ]
+    );
 
     let day = root.join("2026/03/09");
     std::fs::create_dir_all(&day).unwrap();
-    let rollout = day.join("rollout-2026-03-09T14-02-11-0199a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a44.jsonl");
+    let rollout =
+        day.join("rollout-2026-03-09T14-02-11-0199a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a44.jsonl");
     std::fs::write(&rollout, "").unwrap();
     let found = transcripts(Source::Codex, &rollout, &mut report).unwrap();
-    assert_eq!(found[0].session, "codex-0199a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a44");
+    assert_eq!(
+        found[0].session,
+        "codex-0199a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a44"
+    );
     assert!(transcripts(Source::Codex, Path::new("/no/such/dir"), &mut report).is_err());
 }

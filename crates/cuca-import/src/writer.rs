@@ -86,7 +86,11 @@ impl SessionWriter {
             session: id.to_string(),
             source,
         };
-        let exists = backend.sessions().map_err(store_error)?.iter().any(|s| s == id);
+        let exists = backend
+            .sessions()
+            .map_err(store_error)?
+            .iter()
+            .any(|s| s == id);
         let mut next_seq = 0;
         let mut marker = None;
         let mut has_records = false;
@@ -319,7 +323,9 @@ impl SessionWriter {
         )?;
         // The transcript has no latency; the time from the input that started the turn to
         // the call's last line is the nearest it says.
-        let duration_ms = self.turn_start_ts.map_or(0, |start| ts.saturating_sub(start));
+        let duration_ms = self
+            .turn_start_ts
+            .map_or(0, |start| ts.saturating_sub(start));
         self.append(backend, ts, SessionEvent::Latency { duration_ms })?;
         for event in usage_records(&usage) {
             self.append(backend, ts, event)?;

@@ -18,7 +18,9 @@ const X: &str = "codex-0199a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a44";
 const Y: &str = "codex-0199a7c8-d9e0-7f1a-9b2c-3d4e5f6a7b55";
 
 fn fixtures(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(name)
 }
 
 /// A copy of a fixture tree a test may change.
@@ -40,7 +42,12 @@ fn run(store: &FileBackend, source: Source, dir: &Path) -> ImportReport {
 }
 
 fn events(store: &FileBackend, session: &str) -> Vec<SessionEvent> {
-    store.replay(session).unwrap().into_iter().map(|r| r.event).collect()
+    store
+        .replay(session)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.event)
+        .collect()
 }
 
 fn usage(events: &[SessionEvent]) -> Vec<(u64, u64)> {
@@ -81,7 +88,11 @@ fn humantime_ms(text: &str) -> u64 {
     let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
     let t: Vec<i64> = hms.split(':').map(|p| p.parse().unwrap()).collect();
     // Days from the civil date (Howard Hinnant's algorithm).
-    let (y, m) = if d[1] <= 2 { (d[0] - 1, d[1] + 9) } else { (d[0], d[1] - 3) };
+    let (y, m) = if d[1] <= 2 {
+        (d[0] - 1, d[1] + 9)
+    } else {
+        (d[0], d[1] - 3)
+    };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
     let doy = (153 * m + 2) / 5 + d[2] - 1;
@@ -141,11 +152,17 @@ fn claude_code_lines_become_messages_tool_calls_results_thinking_usage_and_model
     // Three calls; the first is written on two lines (one per block) and counted once, with
     // the larger count; the prompt sums input, cache reads and cache writes. The third is
     // counted in C, which repeats it and comes first in path order (see the dedup test).
-    assert_eq!(usage(&events), [(3 + 13840, 212), (6 + 13840 + 412, 164), (0, 0)]);
+    assert_eq!(
+        usage(&events),
+        [(3 + 13840, 212), (6 + 13840 + 412, 164), (0, 0)]
+    );
     // The kinds apart, as the transcript gave them, beside each call.
     let calls = wires(&events, "messages");
     assert_eq!(calls.len(), 3);
-    assert_eq!(calls[2]["usage"]["cache_creation"]["ephemeral_1h_input_tokens"], 2210);
+    assert_eq!(
+        calls[2]["usage"]["cache_creation"]["ephemeral_1h_input_tokens"],
+        2210
+    );
     assert_eq!(calls[0]["id"], "msg_01VaultA1xQ");
     assert_eq!(calls[0]["request_id"], "req_011CVaultA1");
     // The turn's last record is its usage, at the time of the call's last line.
@@ -161,8 +178,12 @@ fn claude_code_lines_become_messages_tool_calls_results_thinking_usage_and_model
     let finding = &report.findings[0];
     assert_eq!(finding.kind, FindingKind::Unreadable);
     assert_eq!(finding.line, Some(6));
-    assert!(finding.file.ends_with("1b0c5a2e-4d3f-4c6e-9a1b-2f7d8e9c0a11.jsonl"));
-    assert!(finding.to_string().contains("1b0c5a2e-4d3f-4c6e-9a1b-2f7d8e9c0a11.jsonl:6: not JSON"));
+    assert!(finding
+        .file
+        .ends_with("1b0c5a2e-4d3f-4c6e-9a1b-2f7d8e9c0a11.jsonl"));
+    assert!(finding
+        .to_string()
+        .contains("1b0c5a2e-4d3f-4c6e-9a1b-2f7d8e9c0a11.jsonl:6: not JSON"));
     assert_eq!(report.skipped.get("summary"), Some(&1));
 }
 
@@ -175,7 +196,12 @@ fn sub_agents_are_sessions_of_their_own_linked_both_ways() {
         wires(&events(&store, session), "cuca-import")
             .into_iter()
             .filter(|w| w["kind"] != "marker")
-            .map(|w| (w["kind"].as_str().unwrap().to_string(), w["session"].as_str().unwrap().to_string()))
+            .map(|w| {
+                (
+                    w["kind"].as_str().unwrap().to_string(),
+                    w["session"].as_str().unwrap().to_string(),
+                )
+            })
             .collect()
     };
     // A sub-agent file (`<session>/subagents/agent-<id>.jsonl`).
@@ -222,7 +248,11 @@ fn a_call_another_transcript_already_counted_is_counted_zero() {
     // C does not, across two runs, and the totals are the same.
     let dir2 = tempfile::tempdir().unwrap();
     let store2 = FileBackend::new(dir2.path()).unwrap();
-    run(&store2, Source::ClaudeCode, &fixtures("claude-code/projects/-home-ada-src-vault"));
+    run(
+        &store2,
+        Source::ClaudeCode,
+        &fixtures("claude-code/projects/-home-ada-src-vault"),
+    );
     run(&store2, Source::ClaudeCode, &fixtures("claude-code"));
     assert_eq!(usage(&events(&store2, A))[2], copied);
     assert_eq!(usage(&events(&store2, C))[0], (0, 0));
@@ -239,7 +269,10 @@ fn a_call_another_transcript_already_counted_is_counted_zero() {
 
 #[test]
 fn a_second_import_appends_nothing() {
-    for (source, dir) in [(Source::ClaudeCode, "claude-code"), (Source::Codex, "codex")] {
+    for (source, dir) in [
+        (Source::ClaudeCode, "claude-code"),
+        (Source::Codex, "codex"),
+    ] {
         let store_dir = tempfile::tempdir().unwrap();
         let store = FileBackend::new(store_dir.path()).unwrap();
         let first = run(&store, source, &fixtures(dir));
@@ -315,15 +348,23 @@ fn a_line_appended_to_a_transcript_is_all_the_next_import_appends() {
             r#"{{"type":"assistant","sessionId":"c47e0d19-8b2a-4f55-b3c4-6e1d2a3b4c22","timestamp":"2026-03-10T00:04:05.000Z","requestId":"req_011COpusC4","message":{{"id":"msg_01OpusC4dd","model":"claude-opus-4-1-20250805","role":"assistant","content":[{block}],"stop_reason":null,"usage":{{"input_tokens":3,"output_tokens":{out},"cache_read_input_tokens":18990,"cache_creation_input_tokens":0}}}}}}"#
         ) + "\n"
     };
-    append(&transcript, &answer(2, r#"{"type":"thinking","thinking":"main.rs:22"}"#));
+    append(
+        &transcript,
+        &answer(2, r#"{"type":"thinking","thinking":"main.rs:22"}"#),
+    );
     run(&store, Source::ClaudeCode, tree.path());
-    append(&transcript, &answer(57, r#"{"type":"text","text":"Done."}"#));
+    append(
+        &transcript,
+        &answer(57, r#"{"type":"text","text":"Done."}"#),
+    );
     let report = run(&store, Source::ClaudeCode, tree.path());
     assert!(!report.failed(), "{:?}", report.findings);
     let all = events(&store, B);
     let u = usage(&all);
     assert_eq!(&u[u.len() - 2..], [(3 + 18990, 2), (0, 55)]);
-    assert!(all.contains(&SessionEvent::Output { text: "Done.".into() }));
+    assert!(all.contains(&SessionEvent::Output {
+        text: "Done.".into()
+    }));
 }
 
 #[test]
@@ -338,11 +379,21 @@ fn a_transcript_changed_before_the_imported_point_is_reported_not_reimported() {
     run(&store, Source::ClaudeCode, tree.path());
     let before = store.replay(B).unwrap().len();
     let text = std::fs::read_to_string(&transcript).unwrap();
-    std::fs::write(&transcript, text.replacen("Rename load_config", "Rename LOAD_config", 1)).unwrap();
+    std::fs::write(
+        &transcript,
+        text.replacen("Rename load_config", "Rename LOAD_config", 1),
+    )
+    .unwrap();
     let report = run(&store, Source::ClaudeCode, tree.path());
     assert!(report.failed());
-    let finding = report.findings.iter().find(|f| f.kind == FindingKind::Changed).unwrap();
-    assert!(finding.file.ends_with("c47e0d19-8b2a-4f55-b3c4-6e1d2a3b4c22.jsonl"));
+    let finding = report
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::Changed)
+        .unwrap();
+    assert!(finding
+        .file
+        .ends_with("c47e0d19-8b2a-4f55-b3c4-6e1d2a3b4c22.jsonl"));
     assert_eq!(store.replay(B).unwrap().len(), before);
 }
 
@@ -357,12 +408,28 @@ fn a_line_over_the_cap_and_a_last_line_still_being_written_are_reported() {
             r#"{{"type":"user","timestamp":"2026-03-09T10:00:00.000Z","message":{{"role":"user","content":"{text}"}}}}"#
         )
     };
-    std::fs::write(&file, format!("{}\n{}\n{}", user("short"), user(&"x".repeat(400)), &user("torn")[..40])).unwrap();
+    std::fs::write(
+        &file,
+        format!(
+            "{}\n{}\n{}",
+            user("short"),
+            user(&"x".repeat(400)),
+            &user("torn")[..40]
+        ),
+    )
+    .unwrap();
     let store_dir = tempfile::tempdir().unwrap();
     let store = FileBackend::new(store_dir.path()).unwrap();
     let report = import(&store, Source::ClaudeCode, tree.path(), 200).unwrap();
-    let kinds: Vec<(FindingKind, Option<u64>)> = report.findings.iter().map(|f| (f.kind, f.line)).collect();
-    assert_eq!(kinds, [(FindingKind::TooLong, Some(2)), (FindingKind::Incomplete, Some(3))]);
+    let kinds: Vec<(FindingKind, Option<u64>)> =
+        report.findings.iter().map(|f| (f.kind, f.line)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (FindingKind::TooLong, Some(2)),
+            (FindingKind::Incomplete, Some(3))
+        ]
+    );
     // The line being written is finished later: the next import reads it, from its start.
     append(&file, &user("torn")[40..]);
     append(&file, "\n");
@@ -390,15 +457,24 @@ fn a_session_not_written_by_an_import_is_not_written_into() {
             session_id: B.into(),
             sequence: 0,
             timestamp_ms: 1,
-            event: SessionEvent::Output { text: "mine".into() },
+            event: SessionEvent::Output {
+                text: "mine".into(),
+            },
         })
         .unwrap();
     let report = run(&store, Source::ClaudeCode, &fixtures("claude-code"));
     assert!(report
         .findings
         .iter()
-        .any(|f| f.kind == FindingKind::Foreign && f.file.ends_with("c47e0d19-8b2a-4f55-b3c4-6e1d2a3b4c22.jsonl")));
-    assert_eq!(events(&store, B), [SessionEvent::Output { text: "mine".into() }]);
+        .any(|f| f.kind == FindingKind::Foreign
+            && f.file
+                .ends_with("c47e0d19-8b2a-4f55-b3c4-6e1d2a3b4c22.jsonl")));
+    assert_eq!(
+        events(&store, B),
+        [SessionEvent::Output {
+            text: "mine".into()
+        }]
+    );
 }
 
 #[test]
@@ -418,12 +494,17 @@ fn codex_rollouts_become_sessions_with_tools_reasoning_usage_and_model() {
     assert!(x.contains(&SessionEvent::ToolCall {
         id: "call_Xq1b2C3d".into(),
         name: "shell".into(),
-        arguments: r#"{"command":["bash","-lc","cargo test -q"],"workdir":"/home/ada/src/vault"}"#.into(),
+        arguments: r#"{"command":["bash","-lc","cargo test -q"],"workdir":"/home/ada/src/vault"}"#
+            .into(),
     }));
     let result = x
         .iter()
         .find_map(|e| match e {
-            SessionEvent::ToolResult { exit_code, tool_call_id, .. } => Some((tool_call_id.clone(), *exit_code)),
+            SessionEvent::ToolResult {
+                exit_code,
+                tool_call_id,
+                ..
+            } => Some((tool_call_id.clone(), *exit_code)),
             _ => None,
         })
         .unwrap();
@@ -433,15 +514,26 @@ fn codex_rollouts_become_sessions_with_tools_reasoning_usage_and_model() {
         to: "gpt-5".into(),
         reason: "turn_context".into(),
     }));
-    assert!(x.contains(&SessionEvent::CallFinish { finish_reason: None, model: "gpt-5".into() }));
+    assert!(x.contains(&SessionEvent::CallFinish {
+        finish_reason: None,
+        model: "gpt-5".into()
+    }));
     // Three calls; the repeated running total is the same count written twice. The prompt
     // is Codex's input_tokens (cached included), the completion its output_tokens.
     assert_eq!(usage(&x), [(9120, 412), (9650, 98), (10010, 140)]);
-    assert_eq!(report.skipped.get("event_msg:token_count (repeated total)"), Some(&1));
+    assert_eq!(
+        report.skipped.get("event_msg:token_count (repeated total)"),
+        Some(&1)
+    );
     // A token_count with only the running total: the difference is the call's.
     let y = events(&store, Y);
     assert_eq!(usage(&y), [(3100, 40)]);
-    assert_eq!(y[0], SessionEvent::SystemPrompt { text: "Answer in one sentence.".into() });
+    assert_eq!(
+        y[0],
+        SessionEvent::SystemPrompt {
+            text: "Answer in one sentence.".into()
+        }
+    );
     let meta = wires(&y, "cuca-import");
     assert_eq!(meta[0]["kind"], "meta");
     assert_eq!(meta[0]["cli_version"], "0.46.0");
