@@ -63,7 +63,7 @@ fn usage(events: &[SessionEvent]) -> Vec<(u64, u64)> {
         .collect()
 }
 
-fn wires<'a>(events: &'a [SessionEvent], format: &str) -> Vec<serde_json::Value> {
+fn wires(events: &[SessionEvent], format: &str) -> Vec<serde_json::Value> {
     events
         .iter()
         .filter_map(|e| match e {
@@ -75,14 +75,9 @@ fn wires<'a>(events: &'a [SessionEvent], format: &str) -> Vec<serde_json::Value>
         .collect()
 }
 
-fn ms(rfc3339: &str) -> u64 {
-    let t = humantime_ms(rfc3339);
-    t
-}
-
 /// Milliseconds of a `YYYY-MM-DDTHH:MM:SS.mmmZ` UTC time, computed here independently of
 /// the importer's parser.
-fn humantime_ms(text: &str) -> u64 {
+fn ms(text: &str) -> u64 {
     let (date, time) = text.trim_end_matches('Z').split_once('T').unwrap();
     let d: Vec<i64> = date.split('-').map(|p| p.parse().unwrap()).collect();
     let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
@@ -168,8 +163,7 @@ fn claude_code_lines_become_messages_tool_calls_results_thinking_usage_and_model
     // The turn's last record is its usage, at the time of the call's last line.
     let last_usage = records
         .iter()
-        .filter(|r| matches!(r.event, SessionEvent::TokenUsage { .. }))
-        .last()
+        .rfind(|r| matches!(r.event, SessionEvent::TokenUsage { .. }))
         .unwrap();
     assert_eq!(last_usage.timestamp_ms, ms("2026-03-09T09:15:34.777Z"));
     // The malformed line is reported with its file and line, and nothing else is.
