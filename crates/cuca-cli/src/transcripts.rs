@@ -7,6 +7,7 @@ use cuca_import::{import, ImportReport, Source, DEFAULT_MAX_LINE_BYTES};
 
 use crate::error::CliError;
 use crate::store::StoreArg;
+use crate::ui::count;
 
 /// `cuca import`: a `cuca export` file into a new session, or an agent's transcripts.
 #[derive(Debug, Args)]
@@ -84,7 +85,7 @@ pub(crate) fn run(agent: &Agent, schema: Option<&str>) -> Result<(), CliError> {
     let report = import(store.backend(), source, &dir, args.max_line_bytes)
         .map_err(|error| CliError::Failed(error_chain(&error)))?;
     for finding in &report.findings {
-        eprintln!("cuca: warning: {finding}");
+        crate::ui::warn(&finding.to_string());
     }
     print_report(&report, &dir, args.json)?;
     if report.failed() {
@@ -94,7 +95,8 @@ pub(crate) fn run(agent: &Agent, schema: Option<&str>) -> Result<(), CliError> {
             .filter(|f| f.kind != cuca_import::FindingKind::Incomplete)
             .count();
         return Err(CliError::Failed(format!(
-            "{n} line(s) or file(s) of {} could not be imported (listed above); everything else was",
+            "{} of {} could not be imported (listed above); everything else was",
+            count(n as u64, "line or file", "lines or files"),
             dir.display()
         )));
     }
@@ -151,15 +153,27 @@ fn print_report(report: &ImportReport, dir: &Path, json: bool) -> Result<(), Cli
         writeln!(out, "{summary}")
     } else {
         let changed = report.sessions.iter().filter(|s| s.records > 0).count();
+        let path = dir.display().to_string();
+        let read_new: std::collections::HashSet<&Path> = report
+            .sessions
+            .iter()
+            .filter(|s| s.records > 0)
+            .map(|s| s.file.as_path())
+            .collect();
         writeln!(
             out,
-            "{} transcript(s) in {}: {} record(s) appended to {changed} session(s) ({} new), {} up to date, {} finding(s)",
-            report.files,
-            dir.display(),
-            report.records(),
+            "{} in {}: {} appended to {} ({} new), {} up to date, {}",
+            count(report.files, "transcript", "transcripts"),
+            crate::term::line(&path),
+            count(report.records(), "record", "records"),
+            count(changed as u64, "session", "sessions"),
             report.sessions.iter().filter(|s| s.new).count(),
-            report.sessions.len() - changed,
-            report.findings.len()
+            count(
+                report.files.saturating_sub(read_new.len() as u64),
+                "transcript",
+                "transcripts"
+            ),
+            count(report.findings.len() as u64, "finding", "findings"),
         )
     };
     written.map_err(|error| CliError::Failed(format!("write to stdout: {error}")))
