@@ -186,7 +186,7 @@ pub fn import(
 ) -> Result<ImportReport, ImportError> {
     let mut report = ImportReport::default();
     let files = transcripts(source, dir, &mut report)?;
-    let mut seen = seen_keys(backend, source)?;
+    let mut memory = seen_keys(backend, source)?;
     for file in &files {
         report.files += 1;
         let children: Vec<String> = files
@@ -200,15 +200,24 @@ pub fn import(
             file,
             &children,
             max_line_bytes,
-            &mut seen,
+            &mut memory,
             &mut report,
         )?;
     }
     Ok(report)
 }
 
-/// The call keys the store's sessions of `source` already hold.
-fn seen_keys(backend: &dyn SessionBackend, source: Source) -> Result<HashSet<u64>, ImportError> {
+/// What an import remembers across transcripts.
+struct Memory {
+    /// The hashes of the call keys seen (counted) so far.
+    seen: HashSet<u64>,
+    /// The sessions the store holds, listed once at the start (a listing per transcript would
+    /// make an import of thousands of transcripts quadratic) and grown as sessions are made.
+    known: HashSet<String>,
+}
+
+/// The store's sessions, and the call keys those of `source` already hold.
+fn seen_keys(backend: &dyn SessionBackend, source: Source) -> Result<Memory, ImportError> {
     let mut seen = HashSet::new();
     let prefix = format!("{}-", source.name());
     let sessions = backend.sessions().map_err(|source| ImportError::Store {
@@ -234,7 +243,10 @@ fn seen_keys(backend: &dyn SessionBackend, source: Source) -> Result<HashSet<u64
                 source,
             })?;
     }
-    Ok(seen)
+    Ok(Memory {
+        seen,
+        known: sessions.into_iter().collect(),
+    })
 }
 
 pub(crate) fn link(kind: &str, session: &str) -> SessionEvent {
@@ -248,12 +260,14 @@ pub(crate) fn link(kind: &str, session: &str) -> SessionEvent {
 /// child.
 fn link_parent(
     backend: &dyn SessionBackend,
+    known: &HashSet<String>,
     child: &mut SessionWriter,
     parent: &str,
     ts: u64,
 ) -> Result<(), ImportError> {
     child.other(backend, ts, link("parent", parent))?;
-    let (mut parent_writer, parent_existing) = SessionWriter::open(backend, parent)?;
+    let (mut parent_writer, parent_existing) =
+        SessionWriter::open(backend, parent, known.contains(parent))?;
     // The parent names its sub-agents when it is imported; this is for one that came later.
     if parent_existing.has_records && !parent_existing.children.contains(&child.id) {
         let at = parent_writer.last_ts;
@@ -268,7 +282,7 @@ fn import_file(
     file: &Transcript,
     children: &[String],
     max_line_bytes: usize,
-    seen: &mut HashSet<u64>,
+    memory: &mut Memory,
     report: &mut ImportReport,
 ) -> Result<(), ImportError> {
     let finding = |line: Option<u64>, kind: FindingKind, message: String| Finding {
@@ -277,7 +291,8 @@ fn import_file(
         kind,
         message,
     };
-    let (mut main, existing) = SessionWriter::open(backend, &file.session)?;
+    let (mut main, existing) =
+        SessionWriter::open(backend, &file.session, memory.known.contains(&file.session))?;
     if existing.has_records && existing.marker.is_none() {
         report.findings.push(finding(
             None,
@@ -393,7 +408,7 @@ fn import_file(
         }
         for Emit { side: to, ts, out } in emits.drain(..) {
             if let Some(parent) = pending_parent.take() {
-                link_parent(backend, &mut main, &parent, ts)?;
+                link_parent(backend, &memory.known, &mut main, &parent, ts)?;
             }
             let writer = match to {
                 Side::Main => &mut main,
@@ -401,7 +416,8 @@ fn import_file(
                     Some(writer) => writer,
                     None => {
                         let id = format!("{}-sidechain", file.session);
-                        let (mut writer, _) = SessionWriter::open(backend, &id)?;
+                        let (mut writer, _) =
+                            SessionWriter::open(backend, &id, memory.known.contains(&id))?;
                         if writer.new {
                             writer.other(backend, ts, link("parent", &file.session))?;
                             main.other(backend, ts, link("child", &id))?;
@@ -414,7 +430,7 @@ fn import_file(
                 Out::Input(event) => writer.input(backend, ts, event)?,
                 Out::Answer(event) => writer.answer(backend, ts, event)?,
                 Out::Other(event) => writer.other(backend, ts, event)?,
-                Out::CallLine(call) => writer.call_line(backend, seen, ts, call)?,
+                Out::CallLine(call) => writer.call_line(backend, &mut memory.seen, ts, call)?,
                 Out::CallDone(call) => writer.call_done(backend, ts, call)?,
             }
         }
@@ -422,7 +438,7 @@ fn import_file(
     if lines.offset != start_offset || existing.marker.is_none() {
         if let Some(parent) = pending_parent.take() {
             let ts = main.last_ts;
-            link_parent(backend, &mut main, &parent, ts)?;
+            link_parent(backend, &memory.known, &mut main, &parent, ts)?;
         }
         let marker = json!({
             "source": source.name(),
@@ -443,6 +459,9 @@ fn import_file(
         main.finish(backend, marker, links)?;
     }
     for writer in [Some(&main), side.as_ref()].into_iter().flatten() {
+        if writer.appended > 0 {
+            memory.known.insert(writer.id.clone());
+        }
         report.sessions.push(SessionOutcome {
             session: writer.id.clone(),
             file: file.path.clone(),

@@ -77,20 +77,16 @@ pub(crate) struct SessionWriter {
 }
 
 impl SessionWriter {
-    /// Opens `id` for appending, reading what it already holds.
+    /// Opens `id` for appending, reading what it already holds when `exists`.
     pub(crate) fn open(
         backend: &dyn SessionBackend,
         id: &str,
+        exists: bool,
     ) -> Result<(SessionWriter, Existing), ImportError> {
         let store_error = |source| ImportError::Store {
             session: id.to_string(),
             source,
         };
-        let exists = backend
-            .sessions()
-            .map_err(store_error)?
-            .iter()
-            .any(|s| s == id);
         let mut next_seq = 0;
         let mut marker = None;
         let mut has_records = false;
