@@ -39,7 +39,8 @@
 //!
 //! It never repairs a file unasked: `verify` reports damage, `repair` is the one command that
 //! rewrites a damaged session (into a new file, the old one kept aside), and `import` refuses
-//! to write into a session that exists. It does not talk to a model server (recording is the library's job,
+//! to write into a session that exists (`import claude-code|codex` appends only to the sessions
+//! an earlier import of the same transcripts made). It does not talk to a model server (recording is the library's job,
 //! see `fixtures/sessions/README.md`). It reads sessions from `FileBackend` directories and,
 //! with the default `postgres` feature, from PostgreSQL (`--store postgres://…`, `--schema`);
 //! `compact` and `repair` work on directories only. `cuca serve` serves assembled records and nothing else: no listing,
