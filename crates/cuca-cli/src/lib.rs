@@ -39,7 +39,8 @@
 //!
 //! It never repairs a file unasked: `verify` reports damage, `repair` is the one command that
 //! rewrites a damaged session (into a new file, the old one kept aside), and `import` refuses
-//! to write into a session that exists. It does not talk to a model server (recording is the library's job,
+//! to write into a session that exists (`import claude-code|codex` appends only to the sessions
+//! an earlier import of the same transcripts made). It does not talk to a model server (recording is the library's job,
 //! see `fixtures/sessions/README.md`). It reads sessions from `FileBackend` directories and,
 //! with the default `postgres` feature, from PostgreSQL (`--store postgres://…`, `--schema`);
 //! `compact` and `repair` work on directories only. `cuca serve` serves assembled records and nothing else: no listing,
@@ -47,7 +48,6 @@
 #![forbid(unsafe_code)]
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
@@ -66,6 +66,7 @@ mod sessions;
 mod store;
 mod strict;
 mod term;
+mod transcripts;
 mod ui;
 mod view;
 
@@ -222,19 +223,9 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         calls: Option<PathBuf>,
     },
-    /// Read a JSON Lines export into a new session (refuses a session that exists).
-    Import {
-        /// The `.jsonl` file `cuca export` wrote (`-` for stdin).
-        file: PathBuf,
-        /// A directory of `.cslog` files (created if missing), or a PostgreSQL URL.
-        #[arg(value_name = "STORE")]
-        store: store::StoreArg,
-        /// The new session's id; every record is relabelled with it.
-        session: String,
-        /// Print a JSON summary.
-        #[arg(long)]
-        json: bool,
-    },
+    /// Read a JSON Lines export into a new session (refuses a session that exists), or an
+    /// agent's transcripts (`cuca import claude-code|codex [DIR] --store STORE`).
+    Import(transcripts::ImportArgs),
     /// Search every session in STORE: message text, outputs, tools, results, models, errors.
     Grep(grep::GrepArgs),
     /// The call log: in-flight calls, per-run counts and tokens, failures, ttft percentiles.
@@ -445,12 +436,15 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
                 calls,
             },
         ),
-        Command::Import {
-            file,
-            store,
-            session,
-            json,
-        } => sessions::import(&file, &store, schema, &session, json),
+        Command::Import(args) => match (&args.agent, args.file, args.store, args.session) {
+            (Some(agent), ..) => transcripts::run(agent, schema),
+            (None, Some(file), Some(store), Some(session)) => {
+                sessions::import(&file, &store, schema, &session, args.json)
+            }
+            _ => Err(CliError::Usage(
+                "import takes FILE STORE SESSION, or claude-code|codex [DIR] --store STORE".into(),
+            )),
+        },
         Command::Grep(args) => grep::run(&args, schema),
         Command::Logs(args) => logs::run(&args),
         Command::Journal(command) => journal::run(command),
