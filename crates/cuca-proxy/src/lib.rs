@@ -98,6 +98,7 @@ mod rows;
 mod server;
 mod session;
 mod state;
+mod swap;
 mod upstream;
 
 pub use config::{
@@ -114,3 +115,4 @@ pub use headers::{
 };
 pub use matching::{DEFAULT_IGNORE, SAMPLING_PARAMETERS};
 pub use server::Proxy;
+pub use swap::{ModelSwap, SwapPoint};

@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     /// Fork mode's tree: the branches made of each recorded conversation or branch, in the
     /// order they were made, so the calls after a divergence continue their branch.
     pub(crate) branches: Mutex<HashMap<String, Vec<String>>>,
+    /// Fork mode onto another model: the model each known branch's live calls went to.
+    pub(crate) swapped: crate::swap::KnownBranches,
     /// The store, for fork mode's forks.
     pub(crate) backend: Arc<dyn SessionBackend>,
     pub(crate) upstream: Upstream,
@@ -63,6 +65,7 @@ impl Shared {
             served: replay::Served::default(),
             matching: Matching::new(&config.ignore, config.compare_parameters)?,
             branches: Mutex::default(),
+            swapped: crate::swap::KnownBranches::default(),
             backend,
             upstream,
             call_log,
