@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A scripted Chat Completions server that answers as the model each request names
 (crates/cuca-cli/tests/model_swap.rs): the answer to a request for model M carrying N user
-messages is "M-answer-N", so which model served which call shows in the agent's output.
+messages is "M-answer-N", so which model served which call shows in the agent's output; a
+last user message "step N WORDS" adds " (WORDS)".
 
 Usage: per_model_upstream.py LOG. Listens on a free loopback port and prints
 `listening on http://127.0.0.1:PORT` once it does; appends one line "MODEL N" to LOG per
@@ -33,6 +34,12 @@ class Handler(BaseHTTPRequestHandler):
             with open(LOG, "a") as log:
                 log.write(f"{model} {n}\n")
         text = f"{model}-answer-{n}"
+        # A variant of the agent (three_calls.py with VARIANT set) is answered in its own
+        # words, so each caller can check that the answer it got is its own.
+        users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        words = str(users[-1].get("content", "")).split(" ", 2) if users else []
+        if len(words) == 3:
+            text += f" ({words[2]})"
         answer = {
             "id": f"chatcmpl-{model}-{n}",
             "object": "chat.completion",

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A three-step agent for crates/cuca-cli/tests/model_swap.rs: three Chat Completions calls
 to $OPENAI_BASE_URL with model "a", each carrying the conversation so far, then its last
-answer written to answer.txt in the working directory. Standard library only.
+answer written to answer.txt in the working directory. With VARIANT set, the second and third
+steps say it too. Standard library only.
 """
 
 import json
@@ -12,7 +13,10 @@ base = os.environ["OPENAI_BASE_URL"]
 messages = [{"role": "system", "content": "You do three steps."}]
 answer = ""
 for step in (1, 2, 3):
-    messages.append({"role": "user", "content": f"step {step}"})
+    # VARIANT changes every step after the first: a changed run that diverges at call 2.
+    variant = os.environ.get("VARIANT", "") if step > 1 else ""
+    content = f"step {step} {variant}" if variant else f"step {step}"
+    messages.append({"role": "user", "content": content})
     request = urllib.request.Request(
         f"{base}/chat/completions",
         data=json.dumps({"model": "a", "messages": messages}).encode(),

@@ -1,9 +1,12 @@
-//! Fork mode onto another model (`cuca run --mode fork --from POINT --model MODEL`), `cuca
-//! compare` and `cuca diff`'s word on a model switch, against a scripted upstream that answers
-//! as the model each request names and logs every call it gets.
+//! Fork mode run by one process after another and at once: a changed run another process
+//! recorded replays free, fork ids stay bounded over many variants, and onto another model
+//! (`cuca run --mode fork --from POINT --model MODEL`), `cuca compare` and `cuca diff`'s word
+//! on a model switch — against a scripted upstream that answers as the model each request
+//! names and logs every call it gets, on files and (with `CUCA_PG_URL`) on PostgreSQL.
 // A failed step is a failed test.
 #![allow(clippy::unwrap_used)]
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -14,6 +17,55 @@ fn cuca() -> Command {
         .env_remove("NO_COLOR")
         .env_remove("CUCA_CALL_LOG")
         .env("CUCA_CALL_LOG", "off");
+    command
+}
+
+/// A store as the commands name it: a directory, or a PostgreSQL URL and a schema.
+struct Store {
+    word: OsString,
+    schema: Option<String>,
+    /// The throwaway schema, dropped with it.
+    _pg: Option<cuca::PostgresBackend>,
+}
+
+impl Store {
+    fn dir(dir: &Path) -> Store {
+        Store {
+            word: dir.join("store").into_os_string(),
+            schema: None,
+            _pg: None,
+        }
+    }
+
+    /// A schema of its own on the test server `CUCA_PG_URL` names; `None` (the test skips)
+    /// without one, unless `CI` is set.
+    fn postgres() -> Option<Store> {
+        let Some(url) = std::env::var("CUCA_PG_URL").ok().filter(|u| !u.is_empty()) else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set but CUCA_PG_URL is not"
+            );
+            eprintln!("skipped: CUCA_PG_URL is unset (bash .ci/postgres.sh start env; . ./env)");
+            return None;
+        };
+        let config = cuca::PostgresConfig::new(&url)
+            .unwrap()
+            .with_throwaway_schema();
+        let backend = cuca::PostgresBackend::connect(config).unwrap();
+        Some(Store {
+            word: url.into(),
+            schema: Some(backend.schema().to_owned()),
+            _pg: Some(backend),
+        })
+    }
+}
+
+/// `cuca` on `store`: with its `--schema` when it has one.
+fn on(store: &Store) -> Command {
+    let mut command = cuca();
+    if let Some(schema) = &store.schema {
+        command.args(["--schema", schema]);
+    }
     command
 }
 
@@ -71,19 +123,28 @@ fn stderr(output: &Output) -> String {
 }
 
 /// `cuca run --store STORE --session s ARGS -- python3 three_calls.py` in `work`.
-fn run_agent(store: &Path, work: &Path, args: &[&str]) -> Output {
-    let output = cuca()
+fn run_agent(store: &Store, work: &Path, args: &[&str]) -> Output {
+    run_variant(store, work, args, None)
+}
+
+/// [`run_agent`] with the agent changed from its second call on (`VARIANT`).
+fn run_variant(store: &Store, work: &Path, args: &[&str], variant: Option<&str>) -> Output {
+    let mut command = on(store);
+    command
         .arg("run")
         .arg("--store")
-        .arg(store)
+        .arg(&store.word)
         .args(["--session", "s"])
         .args(args)
         .arg("--")
         .arg("python3")
         .arg(agents().join("three_calls.py"))
         .current_dir(work)
-        .output()
-        .unwrap();
+        .env_remove("VARIANT");
+    if let Some(variant) = variant {
+        command.env("VARIANT", variant);
+    }
+    let output = command.output().unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     output
 }
@@ -95,10 +156,10 @@ fn json_lines(output: &Output) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn records(store: &Path, session: &str) -> Vec<serde_json::Value> {
-    let output = cuca()
+fn records(store: &Store, session: &str) -> Vec<serde_json::Value> {
+    let output = on(store)
         .args(["--no-pager", "show", "--json"])
-        .arg(store)
+        .arg(&store.word)
         .arg(session)
         .output()
         .unwrap();
@@ -106,10 +167,10 @@ fn records(store: &Path, session: &str) -> Vec<serde_json::Value> {
     json_lines(&output)
 }
 
-fn sessions(store: &Path) -> Vec<String> {
-    let output = cuca()
+fn sessions(store: &Store) -> Vec<String> {
+    let output = on(store)
         .args(["--no-pager", "sessions", "--json", "--sort", "name"])
-        .arg(store)
+        .arg(&store.word)
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
@@ -120,7 +181,7 @@ fn sessions(store: &Path) -> Vec<String> {
 }
 
 /// The original's records, less the `Fork` audit records a fork leaves in its parent.
-fn own_records(store: &Path, session: &str) -> Vec<serde_json::Value> {
+fn own_records(store: &Store, session: &str) -> Vec<serde_json::Value> {
     records(store, session)
         .into_iter()
         .filter(|record| record["event"].get("Fork").is_none())
@@ -128,7 +189,7 @@ fn own_records(store: &Path, session: &str) -> Vec<serde_json::Value> {
 }
 
 /// Records session `s` in `store`: three calls, all to model a.
-fn record(store: &Path, work: &Path, upstream: &Upstream) {
+fn record(store: &Store, work: &Path, upstream: &Upstream) {
     run_agent(store, work, &["--upstream", &upstream.url]);
     assert_eq!(upstream.calls(), ["a 1", "a 2", "a 3"]);
 }
@@ -136,7 +197,7 @@ fn record(store: &Path, work: &Path, upstream: &Upstream) {
 #[test]
 fn a_fork_onto_another_model_replays_before_the_point_and_sends_the_rest_to_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (store, work) = (dir.path().join("store"), dir.path().join("work"));
+    let (store, work) = (Store::dir(dir.path()), dir.path().join("work"));
     std::fs::create_dir_all(&work).unwrap();
     let upstream = Upstream::start(dir.path());
     record(&store, &work, &upstream);
@@ -218,9 +279,9 @@ fn a_fork_onto_another_model_replays_before_the_point_and_sends_the_rest_to_it()
     );
 
     // `cuca diff` names the switch.
-    let diff = cuca()
+    let diff = on(&store)
         .args(["--no-pager", "diff"])
-        .arg(&store)
+        .arg(&store.word)
         .args(["s", fork])
         .output()
         .unwrap();
@@ -230,9 +291,9 @@ fn a_fork_onto_another_model_replays_before_the_point_and_sends_the_rest_to_it()
         text.contains(&format!("model switch: s asked for a, {fork} for b")),
         "{text}"
     );
-    let diff_json = cuca()
+    let diff_json = on(&store)
         .args(["--no-pager", "diff", "--json"])
-        .arg(&store)
+        .arg(&store.word)
         .args(["s", fork])
         .output()
         .unwrap();
@@ -241,23 +302,23 @@ fn a_fork_onto_another_model_replays_before_the_point_and_sends_the_rest_to_it()
     assert_eq!(b_tail["model"], "b");
     assert_eq!(b_tail["model_switched"], true);
 
-    let verify = cuca().arg("verify").arg(&store).output().unwrap();
+    let verify = on(&store).arg("verify").arg(&store.word).output().unwrap();
     assert!(verify.status.success(), "{}", stderr(&verify));
 }
 
 #[test]
 fn a_call_that_differs_before_the_point_is_a_divergence_and_reaches_no_model() {
     let dir = tempfile::tempdir().unwrap();
-    let (store, work) = (dir.path().join("store"), dir.path().join("work"));
+    let (store, work) = (Store::dir(dir.path()), dir.path().join("work"));
     std::fs::create_dir_all(&work).unwrap();
     let upstream = Upstream::start(dir.path());
     record(&store, &work, &upstream);
     // A point past the first call: the first two calls must match the recording, and the
     // agent's calls do; one that asks something else before the point is refused.
-    let output = cuca()
+    let output = on(&store)
         .arg("run")
         .arg("--store")
-        .arg(&store)
+        .arg(&store.word)
         .args(["--session", "s", "--mode", "fork", "--from", "3", "--model", "b"])
         .args(["--upstream", &upstream.url, "--", "sh", "-c"])
         .arg(format!(
@@ -279,10 +340,10 @@ fn a_call_that_differs_before_the_point_is_a_divergence_and_reaches_no_model() {
         &["--mode", "record", "--from", "2", "--model", "b"][..],
         &["--mode", "fork", "--from", "1", "--model", "b"][..],
     ] {
-        let refused = cuca()
+        let refused = on(&store)
             .arg("run")
             .arg("--store")
-            .arg(&store)
+            .arg(&store.word)
             .args(["--session", "s", "--upstream", &upstream.url])
             .args(args)
             .args(["--", "true"])
@@ -300,7 +361,7 @@ fn a_call_that_differs_before_the_point_is_a_divergence_and_reaches_no_model() {
 #[test]
 fn compare_runs_each_model_in_its_own_copy_and_grades_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (store, work) = (dir.path().join("store"), dir.path().join("work"));
+    let (store, work) = (Store::dir(dir.path()), dir.path().join("work"));
     std::fs::create_dir_all(&work).unwrap();
     std::fs::write(work.join("task.md"), "three steps\n").unwrap();
     let upstream = Upstream::start(dir.path());
@@ -309,10 +370,10 @@ fn compare_runs_each_model_in_its_own_copy_and_grades_it() {
     let before = records(&store, "s");
 
     let compare = |json: bool| {
-        let mut command = cuca();
+        let mut command = on(&store);
         command
             .args(["--no-pager", "compare"])
-            .arg(&store)
+            .arg(&store.word)
             .args(["s", "--from", "2", "--models", "a,b", "--jobs", "2"])
             .args(["--verify", "grep -q b-answer answer.txt && test -f task.md"])
             .args(["--upstream", &upstream.url]);
@@ -387,6 +448,117 @@ fn compare_runs_each_model_in_its_own_copy_and_grades_it() {
         assert_eq!(answer, format!("{model}-answer-3\n"));
     }
     assert_eq!(own_records(&store, "s"), before);
-    let verify = cuca().arg("verify").arg(&store).output().unwrap();
+    let verify = on(&store).arg("verify").arg(&store.word).output().unwrap();
     assert!(verify.status.success(), "{}", stderr(&verify));
+}
+
+/// A changed run (the agent's second call differs) recorded by one `cuca run --mode fork`
+/// process replays, free, in the next: the upstream gets no call.
+fn a_changed_run_replays_free_in_the_next_process(store: &Store, dir: &Path) {
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let upstream = Upstream::start(dir);
+    record(store, &work, &upstream);
+    let fork = ["--mode", "fork", "--upstream", upstream.url.as_str()];
+    run_variant(store, &work, &fork, Some("changed"));
+    assert_eq!(upstream.calls(), ["a 2", "a 3"]);
+    let first = std::fs::read_to_string(work.join("answer.txt")).unwrap();
+    assert_eq!(first, "a-answer-3 (changed)\n");
+    let again = run_variant(store, &work, &fork, Some("changed"));
+    assert_eq!(upstream.calls(), Vec::<String>::new(), "{}", stderr(&again));
+    assert_eq!(
+        std::fs::read_to_string(work.join("answer.txt")).unwrap(),
+        first
+    );
+    let forks = sessions(store)
+        .into_iter()
+        .filter(|id| id.contains(":fork:"))
+        .count();
+    assert_eq!(forks, 1);
+}
+
+#[test]
+fn a_changed_run_one_process_recorded_replays_free_in_the_next_on_files() {
+    let dir = tempfile::tempdir().unwrap();
+    a_changed_run_replays_free_in_the_next_process(&Store::dir(dir.path()), dir.path());
+}
+
+#[test]
+fn a_changed_run_one_process_recorded_replays_free_in_the_next_on_postgres() {
+    let Some(store) = Store::postgres() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    a_changed_run_replays_free_in_the_next_process(&store, dir.path());
+}
+
+/// Twenty variants of a run one after another, then eight at once, each its own process:
+/// every fork id stays within the 200 bytes a session id may have, every agent gets its own
+/// answers, a variant run again replays free, and the store verifies clean.
+fn many_variants_keep_ids_bounded(store: &Store, dir: &Path) {
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let upstream = Upstream::start(dir);
+    record(store, &work, &upstream);
+    let fork = ["--mode", "fork", "--upstream", upstream.url.as_str()];
+    for n in 0..20 {
+        let variant = format!("v{n}");
+        run_variant(store, &work, &fork, Some(&variant));
+        assert_eq!(upstream.calls(), ["a 2", "a 3"], "variant {n}");
+        assert_eq!(
+            std::fs::read_to_string(work.join("answer.txt")).unwrap(),
+            format!("a-answer-3 ({variant})\n")
+        );
+    }
+    let works: Vec<PathBuf> = (20..28)
+        .map(|n| {
+            let work = dir.join(format!("work-{n}"));
+            std::fs::create_dir_all(&work).unwrap();
+            work
+        })
+        .collect();
+    std::thread::scope(|scope| {
+        for (n, work) in (20..28).zip(&works) {
+            let fork = &fork;
+            scope.spawn(move || run_variant(store, work, fork, Some(&format!("v{n}"))));
+        }
+    });
+    let mut calls = upstream.calls();
+    calls.sort();
+    assert_eq!(calls.len(), 16, "{calls:?}");
+    for (n, work) in (20..28).zip(&works) {
+        assert_eq!(
+            std::fs::read_to_string(work.join("answer.txt")).unwrap(),
+            format!("a-answer-3 (v{n})\n"),
+            "every answer its caller's"
+        );
+    }
+    // A variant already tried replays from its branch.
+    run_variant(store, &work, &fork, Some("v7"));
+    assert_eq!(upstream.calls(), Vec::<String>::new());
+    let ids = sessions(store);
+    let forks: Vec<&String> = ids.iter().filter(|id| id.contains(":fork:")).collect();
+    assert_eq!(forks.len(), 28, "{forks:?}");
+    let longest = ids.iter().map(String::len).max().unwrap();
+    assert!(
+        longest <= 200,
+        "the longest id has {longest} bytes: {ids:?}"
+    );
+    let verify = on(store).arg("verify").arg(&store.word).output().unwrap();
+    assert!(verify.status.success(), "{}", stderr(&verify));
+}
+
+#[test]
+fn twenty_variants_then_eight_at_once_keep_fork_ids_bounded_on_files() {
+    let dir = tempfile::tempdir().unwrap();
+    many_variants_keep_ids_bounded(&Store::dir(dir.path()), dir.path());
+}
+
+#[test]
+fn twenty_variants_then_eight_at_once_keep_fork_ids_bounded_on_postgres() {
+    let Some(store) = Store::postgres() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    many_variants_keep_ids_bounded(&store, dir.path());
 }
