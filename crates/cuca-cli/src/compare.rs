@@ -508,9 +508,14 @@ fn verdict_word(row: &Outcome) -> &'static str {
     }
 }
 
-/// A cost in dollars, or `unknown` when the price table does not know the model.
+/// A cost in dollars, or `unknown` when the price table does not know the model. A cost
+/// under a cent keeps six decimals, so a cheap run never reads as `$0.0000`.
 fn cost_word(cost: Option<f64>) -> String {
-    cost.map_or_else(|| "unknown".to_owned(), |cost| format!("${cost:.4}"))
+    match cost {
+        None => "unknown".to_owned(),
+        Some(cost) if cost < 0.01 => format!("${cost:.6}"),
+        Some(cost) => format!("${cost:.4}"),
+    }
 }
 
 fn row_json(row: &Outcome) -> serde_json::Value {
