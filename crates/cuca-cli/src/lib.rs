@@ -65,6 +65,7 @@ mod run;
 mod serve;
 mod sessions;
 mod store;
+mod swap;
 mod term;
 mod ui;
 mod view;

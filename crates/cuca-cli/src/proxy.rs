@@ -33,7 +33,7 @@ pub(crate) struct ProxyArgs {
     matching: MatchingArgs,
     /// Fork mode onto another model.
     #[command(flatten)]
-    swap: crate::compare::SwapArgs,
+    swap: crate::swap::SwapArgs,
     /// The session of a call that names none (by `/s/{session}/v1` or `X-Cuca-Session`).
     #[arg(long, default_value = DEFAULT_SESSION)]
     session: String,

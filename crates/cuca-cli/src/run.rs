@@ -41,7 +41,7 @@ pub(crate) struct RunArgs {
     matching: crate::proxy::MatchingArgs,
     /// Fork mode onto another model.
     #[command(flatten)]
-    swap: crate::compare::SwapArgs,
+    swap: crate::swap::SwapArgs,
     /// The session recorded into or replayed (default in record mode: `run-{UTC time}`;
     /// replay and auto need it).
     #[arg(long)]

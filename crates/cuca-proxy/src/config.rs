@@ -176,7 +176,7 @@ pub struct ProxyConfig {
     /// Fork mode onto another model: the calls before the point are replayed, and from it
     /// on every call is sent to another model, recorded in a fork that says so
     /// (`cuca run --mode fork --from POINT --model MODEL`); `None`: fork mode as above.
-    pub model_swap: Option<crate::swap::ModelSwap>,
+    pub model_swap: Option<crate::model_swap::ModelSwap>,
 }
 
 impl ProxyConfig {

@@ -89,6 +89,7 @@ mod fork;
 mod headers;
 mod index;
 mod matching;
+mod model_swap;
 mod modes;
 mod placement;
 mod record;
@@ -114,5 +115,5 @@ pub use headers::{
     TURN_HEADER,
 };
 pub use matching::{DEFAULT_IGNORE, SAMPLING_PARAMETERS};
+pub use model_swap::{ModelSwap, SwapPoint};
 pub use server::Proxy;
-pub use swap::{ModelSwap, SwapPoint};
