@@ -376,7 +376,9 @@ fn compare_runs_each_model_in_its_own_copy_and_grades_it() {
             .arg(&store.word)
             .args(["s", "--from", "2", "--models", "a,b", "--jobs", "2"])
             .args(["--verify", "grep -q b-answer answer.txt && test -f task.md"])
-            .args(["--upstream", &upstream.url]);
+            .args(["--upstream", &upstream.url])
+            // The copies are kept under the temporary directory: this test's own.
+            .env("TMPDIR", dir.path());
         if json {
             command.arg("--json");
         }

@@ -113,3 +113,45 @@ impl ModelSwap {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_point_is_a_call_number_or_a_session_point_and_nothing_else() {
+        assert_eq!("2".parse::<SwapPoint>().unwrap(), SwapPoint::Call(2));
+        assert_eq!(
+            "s:fork:s:7:0:12".parse::<SwapPoint>().unwrap(),
+            SwapPoint::At {
+                session: "s:fork:s:7:0".into(),
+                sequence: 12
+            }
+        );
+        for bad in ["", "two", "s:x", ":5", "s"] {
+            assert!(bad.parse::<SwapPoint>().is_err(), "{bad:?}");
+        }
+        let swap = |from: SwapPoint, model: &str| ModelSwap {
+            from,
+            model: model.into(),
+        };
+        assert!(swap(SwapPoint::Call(2), "b").validate().is_ok());
+        assert!(swap(SwapPoint::Call(1), "b").validate().is_err());
+        assert!(swap(SwapPoint::Call(0), "b").validate().is_err());
+        assert!(swap(SwapPoint::Call(2), " ").validate().is_err());
+    }
+
+    #[test]
+    fn a_swap_is_fork_modes_only() {
+        let mut config =
+            crate::ProxyConfig::new(crate::Mode::Record, Some("http://127.0.0.1:9".into()))
+                .unwrap();
+        config.model_swap = Some(ModelSwap {
+            from: SwapPoint::Call(2),
+            model: "b".into(),
+        });
+        assert!(config.validate().is_err());
+        config.mode = crate::Mode::Fork;
+        assert!(config.validate().is_ok());
+    }
+}
