@@ -361,16 +361,31 @@ fn a_call_that_differs_before_the_point_is_a_divergence_and_reaches_no_model() {
 #[test]
 fn compare_runs_each_model_in_its_own_copy_and_grades_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (store, work) = (Store::dir(dir.path()), dir.path().join("work"));
+    compare_grades_each_model(&Store::dir(dir.path()), dir.path());
+}
+
+#[test]
+fn compare_runs_each_model_in_its_own_copy_and_grades_it_on_postgres() {
+    let Some(store) = Store::postgres() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    compare_grades_each_model(&store, dir.path());
+}
+
+/// `cuca compare … --models a,b --verify …` on `store`: a table with one pass and one fail,
+/// each model's fork recorded, the recording untouched; `--json` the same, replayed free.
+fn compare_grades_each_model(store: &Store, dir: &Path) {
+    let work = dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     std::fs::write(work.join("task.md"), "three steps\n").unwrap();
-    let upstream = Upstream::start(dir.path());
-    record(&store, &work, &upstream);
+    let upstream = Upstream::start(dir);
+    record(store, &work, &upstream);
     std::fs::remove_file(work.join("answer.txt")).unwrap();
-    let before = records(&store, "s");
+    let before = records(store, "s");
 
     let compare = |json: bool| {
-        let mut command = on(&store);
+        let mut command = on(store);
         command
             .args(["--no-pager", "compare"])
             .arg(&store.word)
@@ -378,7 +393,7 @@ fn compare_runs_each_model_in_its_own_copy_and_grades_it() {
             .args(["--verify", "grep -q b-answer answer.txt && test -f task.md"])
             .args(["--upstream", &upstream.url])
             // The copies are kept under the temporary directory: this test's own.
-            .env("TMPDIR", dir.path());
+            .env("TMPDIR", dir);
         if json {
             command.arg("--json");
         }
@@ -438,7 +453,7 @@ fn compare_runs_each_model_in_its_own_copy_and_grades_it() {
         assert_eq!(row["completion_tokens"], 6, "{row}");
         assert!(row["cost_usd"].is_null(), "{row}");
         let fork = row["fork"].as_str().unwrap();
-        let swapped = records(&store, fork)
+        let swapped = records(store, fork)
             .into_iter()
             .find_map(|r| r["event"].get("ModelSwap").cloned())
             .unwrap();
@@ -449,8 +464,8 @@ fn compare_runs_each_model_in_its_own_copy_and_grades_it() {
         .unwrap();
         assert_eq!(answer, format!("{model}-answer-3\n"));
     }
-    assert_eq!(own_records(&store, "s"), before);
-    let verify = on(&store).arg("verify").arg(&store.word).output().unwrap();
+    assert_eq!(own_records(store, "s"), before);
+    let verify = on(store).arg("verify").arg(&store.word).output().unwrap();
     assert!(verify.status.success(), "{}", stderr(&verify));
 }
 
