@@ -114,10 +114,19 @@ pub(crate) fn run(args: &CompareArgs, schema: Option<&str>) -> Result<(), CliErr
             models.len()
         )));
     }
-    // The point is checked before anything is copied.
-    args.from
+    // The point is checked before anything is copied, as each run will check it.
+    let from = args
+        .from
         .parse::<cuca_proxy::SwapPoint>()
         .map_err(|error| CliError::Usage(error.to_string()))?;
+    for model in &models {
+        cuca_proxy::ModelSwap {
+            from: from.clone(),
+            model: model.clone(),
+        }
+        .validate()
+        .map_err(|error| CliError::Usage(error.to_string()))?;
+    }
     let store = args.store.open(schema, false)?;
     if store
         .backend()

@@ -465,6 +465,33 @@ fn compare_grades_each_model(store: &Store, dir: &Path) {
         assert_eq!(answer, format!("{model}-answer-3\n"));
     }
     assert_eq!(own_records(store, "s"), before);
+    // A point that leaves nothing to replay, or a model named twice, is refused before
+    // anything runs.
+    for (from, models) in [("1", "a,b"), ("2", "a,a"), ("two", "a")] {
+        let refused = on(store)
+            .args(["--no-pager", "compare"])
+            .arg(&store.word)
+            .args([
+                "s",
+                "--from",
+                from,
+                "--models",
+                models,
+                "--upstream",
+                &upstream.url,
+            ])
+            .args(["--", "true"])
+            .current_dir(&work)
+            .output()
+            .unwrap();
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{from} {models}: {}",
+            stderr(&refused)
+        );
+    }
+    assert_eq!(upstream.calls(), Vec::<String>::new());
     let verify = on(store).arg("verify").arg(&store.word).output().unwrap();
     assert!(verify.status.success(), "{}", stderr(&verify));
 }

@@ -78,7 +78,7 @@ impl ModelSwap {
     /// Checks the swap: a model is named, and at least one call is replayed before the point
     /// (a run that is live from its first call is a new recording, `--mode record` with the
     /// agent told its model).
-    pub(crate) fn validate(&self) -> Result<(), ProxyError> {
+    pub fn validate(&self) -> Result<(), ProxyError> {
         if self.model.trim().is_empty() {
             return Err(ProxyError::InvalidConfig {
                 field: "model_swap.model",
