@@ -141,9 +141,12 @@ pub(crate) fn run(args: &ProxyArgs, schema: Option<&str>) -> Result<(), CliError
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "listening on http://{address}");
             let upstream = args.upstream.as_deref().filter(|_| mode.forwards());
+            let swap = proxy.config().model_swap.as_ref().map_or(String::new(), |swap| {
+                format!(", calls from {} on sent to {}", swap.from, swap.model)
+            });
             let _ = writeln!(
                 out,
-                "mode {mode}, sessions in {}{}; point an OpenAI SDK at http://{address}/s/SESSION/v1",
+                "mode {mode}{swap}, sessions in {}{}; point an OpenAI SDK at http://{address}/s/SESSION/v1",
                 store.describe(),
                 upstream.map_or(String::new(), |u| format!(", upstream {u}")),
             );

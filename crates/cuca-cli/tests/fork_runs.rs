@@ -355,7 +355,37 @@ fn a_call_that_differs_before_the_point_is_a_divergence_and_reaches_no_model() {
             "{args:?}: {}",
             stderr(&refused)
         );
+        let proxy = on(&store)
+            .arg("proxy")
+            .arg("--store")
+            .arg(&store.word)
+            .args(["--listen", "127.0.0.1:0", "--upstream", &upstream.url])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(proxy.status.code(), Some(2), "{args:?}: {}", stderr(&proxy));
     }
+    // `cuca proxy` takes the same swap, and says so.
+    let mut proxy = on(&store)
+        .arg("proxy")
+        .arg("--store")
+        .arg(&store.word)
+        .args(["--listen", "127.0.0.1:0", "--upstream", &upstream.url])
+        .args(["--mode", "fork", "--from", "2", "--model", "b"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(proxy.stdout.take().unwrap()).lines();
+    let listening = lines.next().unwrap().unwrap();
+    let said = lines.next().unwrap().unwrap();
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    assert!(listening.starts_with("listening on "), "{listening}");
+    assert!(
+        said.starts_with("mode fork, calls from 2 on sent to b, "),
+        "{said}"
+    );
 }
 
 #[test]
