@@ -51,6 +51,7 @@ use std::ffi::OsString;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
+mod compare;
 mod completions;
 mod error;
 mod grep;
@@ -65,6 +66,7 @@ mod serve;
 mod sessions;
 mod store;
 mod strict;
+mod swap;
 mod term;
 mod transcripts;
 mod ui;
@@ -239,6 +241,9 @@ enum Command {
     Proxy(proxy::ProxyArgs),
     /// Run an agent with its SDKs pointed at a recording proxy started for it, or replaying.
     Run(run::RunArgs),
+    /// Re-run an agent from a point of a recorded session on each of several models, each
+    /// in its own copy of the working directory, and grade each run with a command.
+    Compare(compare::CompareArgs),
     /// Serve `GET /runs/{id}/replay` from a directory of run directories.
     Serve(serve::ServeArgs),
     /// A local web viewer: sessions, turns, forks, live records, the call log, journal runs.
@@ -331,7 +336,7 @@ where
 
 /// The subcommands whose output never pages (servers, data, one-line results): their help
 /// does not offer `--no-pager`, which the command line still accepts everywhere.
-const NEVER_PAGED: [&str; 13] = [
+const NEVER_PAGED: [&str; 14] = [
     "fork",
     "compact",
     "repair",
@@ -341,6 +346,7 @@ const NEVER_PAGED: [&str; 13] = [
     "export-otlp",
     "proxy",
     "run",
+    "compare",
     "serve",
     "view",
     "completions",
@@ -453,6 +459,7 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
         Command::ExportOtlp(args) => otel::run(&args, schema),
         Command::Proxy(args) => proxy::run(&args, schema),
         Command::Run(args) => run::run(args, schema),
+        Command::Compare(args) => compare::run(&args, schema),
         Command::Completions { shell } => completions::write(shell),
         Command::CompleteSessions { store } => completions::sessions(&open(&store)?),
     }

@@ -34,6 +34,9 @@ pub(crate) struct ProxyArgs {
     /// Strict replay for CI (`docs/ci.md`): checked when the proxy shuts down.
     #[command(flatten)]
     strict: crate::strict::StrictArgs,
+    /// Fork mode onto another model.
+    #[command(flatten)]
+    swap: crate::swap::SwapArgs,
     /// The session of a call that names none (by `/s/{session}/v1` or `X-Cuca-Session`).
     #[arg(long, default_value = DEFAULT_SESSION)]
     session: String,
@@ -130,6 +133,7 @@ pub(crate) fn run(args: &ProxyArgs, schema: Option<&str>) -> Result<(), CliError
     config.shutdown_grace = args.shutdown_grace;
     args.matching.apply(&mut config)?;
     args.strict.check_mode(mode)?;
+    args.swap.apply(&mut config)?;
     let store = args.store.open_for_recording(schema)?;
     // A database may restart under a running fleet: its callers are answered all the same.
     config.answer_unrecorded = store.file().is_none();
@@ -149,9 +153,12 @@ pub(crate) fn run(args: &ProxyArgs, schema: Option<&str>) -> Result<(), CliError
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "listening on http://{address}");
             let upstream = args.upstream.as_deref().filter(|_| mode.forwards());
+            let swap = proxy.config().model_swap.as_ref().map_or(String::new(), |swap| {
+                format!(", calls from {} on sent to {}", swap.from, swap.model)
+            });
             let _ = writeln!(
                 out,
-                "mode {mode}, sessions in {}{}; point an OpenAI SDK at http://{address}/s/SESSION/v1",
+                "mode {mode}{swap}, sessions in {}{}; point an OpenAI SDK at http://{address}/s/SESSION/v1",
                 store.describe(),
                 upstream.map_or(String::new(), |u| format!(", upstream {u}")),
             );

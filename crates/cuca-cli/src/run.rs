@@ -45,6 +45,9 @@ pub(crate) struct RunArgs {
     /// How old a replayed recording may be.
     #[command(flatten)]
     expiry: crate::strict::ExpiryArgs,
+    /// Fork mode onto another model.
+    #[command(flatten)]
+    swap: crate::swap::SwapArgs,
     /// The session recorded into or replayed (default in record mode: `run-{UTC time}`;
     /// replay and auto need it).
     #[arg(long)]
@@ -143,6 +146,7 @@ pub(crate) fn run(args: RunArgs, schema: Option<&str>) -> Result<(), CliError> {
     crate::proxy::report_to_stderr();
     let mut config = crate::proxy::config(&args.mode, args.upstream.clone(), &session)?;
     args.matching.apply(&mut config)?;
+    args.swap.apply(&mut config)?;
     let mode = config.mode;
     args.strict.check_mode(mode)?;
     let store = args.store.open_for_recording(schema)?;

@@ -22,6 +22,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use serde_json::Value;
+
 const SESSION: &str = "agent";
 /// The final answer of a tool loop: the scripted upstream quotes the tool's result.
 const ANSWER: &str = "The tool returned: cuca-tool-ok";
@@ -347,6 +349,80 @@ fn claude_code_runs_one_bash_command_recorded_then_replayed_offline() {
     );
     let output = run.assert_recorded_and_replayed("/v1/messages", "Bash", ANSWER);
     assert_eq!(output.trim(), ANSWER);
+}
+
+/// Claude Code forked at its second call onto another model: the upstream is sent that
+/// model from the second call on and never the first call, and the fork says so; the same
+/// run from a new process then costs no upstream call.
+#[test]
+fn claude_code_forked_at_its_second_call_onto_another_model() {
+    let (Some(modules), true) = (node_modules(), can_unshare()) else {
+        return;
+    };
+    let claude = modules.join(".bin/claude");
+    let scratch = tempfile::tempdir().unwrap();
+    let mut env = claude_env(scratch.path(), 1024);
+    env.push(("SWAP_MODEL", "claude-swapped-in".to_owned()));
+    let run = record_then_replay(
+        &[
+            claude.to_str().unwrap(),
+            "-p",
+            "Run: echo cuca-tool-ok",
+            "--output-format",
+            "text",
+            "--allowedTools",
+            "Bash",
+        ],
+        &env,
+    );
+    let story = || {
+        format!(
+            "{}--- swap.out\n{}\n--- swap.err\n{}",
+            run.story(),
+            run.read("swap.out"),
+            run.read("swap.err")
+        )
+    };
+    assert_eq!(run.read("swap.status").trim(), "0", "{}", story());
+    assert_eq!(run.read("swap.out").trim(), ANSWER, "{}", story());
+    let before: usize = run.read("swap.before").trim().parse().unwrap();
+    let mut bodies: Vec<PathBuf> = std::fs::read_dir(run.out.path().join("bodies"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    bodies.sort();
+    let sent: Vec<Value> = bodies[before..]
+        .iter()
+        .filter(|path| path.to_string_lossy().ends_with("_messages.json"))
+        .map(|path| serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap())
+        .collect();
+    assert!(!sent.is_empty(), "{}", story());
+    for body in &sent {
+        assert_eq!(body["model"], "claude-swapped-in", "{}", story());
+        // Not the first call: each carries the first call's tool result.
+        assert!(body.to_string().contains("tool_result"), "{body}");
+    }
+    let sessions = run.sessions();
+    let dir = sessions.to_str().unwrap();
+    let listed = run.cuca(&["sessions", dir, "--json", "--sort", "name"]);
+    let fork = listed
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .map(|row| row["session"].as_str().unwrap().to_owned())
+        .find(|id| id.contains(":fork:"))
+        .unwrap_or_else(|| panic!("no fork: {listed}\n{}", story()));
+    let shown = run.cuca(&["show", dir, &fork, "--json"]);
+    assert!(
+        shown.contains(r#""ModelSwap":{"from":"#) && shown.contains(r#""to":"claude-swapped-in""#),
+        "{shown}"
+    );
+    // The same swap from a new process replays the fork whole: the upstream gets nothing.
+    assert_eq!(run.read("swap2.status").trim(), "0", "{}", story());
+    assert_eq!(run.read("swap2.out").trim(), ANSWER, "{}", story());
+    let again: Vec<String> = run.read("swap.again").lines().map(str::to_owned).collect();
+    assert_eq!(again.len(), 2);
+    assert_eq!(again[0], again[1], "the second swap reached the upstream");
+    run.cuca(&["verify", dir]);
 }
 
 #[test]

@@ -285,6 +285,16 @@ pub trait SessionBackend: Send + Sync + std::fmt::Debug {
     /// that does not exist fails and changes nothing.
     fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError>;
 
+    /// Lets go of what this instance holds open to append to `session_id` (a file store's
+    /// handle and the lock on it), so that another process sharing the store may append to
+    /// it or fork it; the next append here takes it again. A fork leaves its parent held (its
+    /// audit record was appended there), and a proxy that forked a recording it does not
+    /// otherwise write calls this so that another proxy can fork the same recording. The
+    /// default holds nothing, so does nothing.
+    fn release(&self, session_id: &str) {
+        let _ = session_id;
+    }
+
     /// The ids of the sessions the backend holds, sorted.
     fn sessions(&self) -> Result<Vec<String>, PluginError>;
 

@@ -177,6 +177,10 @@ pub struct ProxyConfig {
     /// the caller's answer must not depend on the database), or refused with a 500 so that
     /// nothing is served that is not recorded (`false`, the default).
     pub answer_unrecorded: bool,
+    /// Fork mode onto another model: the calls before the point are replayed, and from it
+    /// on every call is sent to another model, recorded in a fork that says so
+    /// (`cuca run --mode fork --from POINT --model MODEL`); `None`: fork mode as above.
+    pub model_swap: Option<crate::model_swap::ModelSwap>,
 }
 
 impl ProxyConfig {
@@ -201,6 +205,7 @@ impl ProxyConfig {
             compare_parameters: true,
             ignore_json_paths: Vec::new(),
             answer_unrecorded: false,
+            model_swap: None,
         };
         config.validate()?;
         Ok(config)
@@ -216,6 +221,18 @@ impl ProxyConfig {
                     self.mode
                 ),
             });
+        }
+        if let Some(swap) = &self.model_swap {
+            if self.mode != Mode::Fork {
+                return Err(ProxyError::InvalidConfig {
+                    field: "model_swap",
+                    message: format!(
+                        "another model from a point on is fork mode's; {} mode sends calls as they come",
+                        self.mode
+                    ),
+                });
+            }
+            swap.validate()?;
         }
         if let Some(message) = crate::session::invalid_session_id(&self.default_session) {
             return Err(ProxyError::InvalidConfig {

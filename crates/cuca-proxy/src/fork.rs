@@ -15,10 +15,11 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
 
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
-use cuca_events::fork_parent;
+use cuca_events::{fork_parent, PluginError};
 
 use crate::call::{load_and_lookup, Call};
 use crate::headers::FORKED_FROM_HEADER;
@@ -155,12 +156,9 @@ pub(crate) async fn fork_mode(shared: Arc<Shared>, call: Call) -> Result<Respons
     {
         Some(last) => {
             let point = format!("{}:{}", node.id, last.sequence_range().end());
-            let backend = Arc::clone(&shared.backend);
-            let (from, at) = (node.id.clone(), point.clone());
-            let forked = tokio::task::spawn_blocking(move || backend.fork(&from, &at))
-                .await
-                .map_err(|join| join.to_string())
-                .and_then(|forked| forked.map_err(|e| e.to_string()));
+            // The recorded conversation is only read here, so it is let go once forked; a
+            // branch may be one this proxy goes on recording into.
+            let forked = fork_at(&shared, &node.id, &point, node.depth == 0).await;
             let fork = forked.map_err(|message| {
                 ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,
@@ -238,9 +236,47 @@ fn tree(shared: &Shared, root: &str, stored: &[String]) -> Vec<(String, usize)> 
     out
 }
 
+/// How long a fork waits for another process that holds the session it forks open (a file
+/// store's lock: it is forking the same recording, and lets go as soon as it has).
+const FORK_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Forks `from` at `at` on a blocking thread, waiting up to [`FORK_LOCK_WAIT`] while another
+/// process holds `from`; `release`: let go of `from` once forked (see
+/// `SessionBackend::release`), when this proxy does not record into it, so another proxy can
+/// fork it too.
+pub(crate) async fn fork_at(
+    shared: &Shared,
+    from: &str,
+    at: &str,
+    release: bool,
+) -> Result<String, String> {
+    let backend = Arc::clone(&shared.backend);
+    let (from, at) = (from.to_owned(), at.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + FORK_LOCK_WAIT;
+        loop {
+            match backend.fork(&from, &at) {
+                Ok(branch) => {
+                    if release {
+                        backend.release(&from);
+                    }
+                    return Ok(branch);
+                }
+                Err(PluginError::Locked { .. }) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(error) => return Err(error.to_string()),
+            }
+        }
+    })
+    .await
+    .map_err(|join| join.to_string())
+    .and_then(|forked| forked)
+}
+
 /// Every fork the store holds (`{parent}:fork:{point}:{n}`), sorted; on a blocking thread,
 /// as listing may read a directory or a database.
-async fn stored_forks(shared: &Shared) -> Result<Vec<String>, ApiError> {
+pub(crate) async fn stored_forks(shared: &Shared) -> Result<Vec<String>, ApiError> {
     let backend = Arc::clone(&shared.backend);
     let listed = tokio::task::spawn_blocking(move || backend.sessions())
         .await
@@ -263,7 +299,7 @@ async fn stored_forks(shared: &Shared) -> Result<Vec<String>, ApiError> {
 }
 
 /// A session's replay index, refreshed, or the 500 of a store that cannot be read.
-async fn index(shared: &Shared, session: &str) -> Result<Arc<TurnIndex>, ApiError> {
+pub(crate) async fn index(shared: &Shared, session: &str) -> Result<Arc<TurnIndex>, ApiError> {
     shared.replay.index(session).await.map_err(|message| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -91,6 +91,7 @@ mod index;
 mod json_path;
 mod ledger;
 mod matching;
+mod model_swap;
 mod modes;
 mod placement;
 mod record;
@@ -101,6 +102,7 @@ mod server;
 mod session;
 mod state;
 mod strict;
+mod swap;
 mod upstream;
 
 pub use config::{
@@ -117,5 +119,6 @@ pub use headers::{
 };
 pub use ledger::{Divergence, MAX_DIVERGENCES_KEPT};
 pub use matching::{DEFAULT_IGNORE, SAMPLING_PARAMETERS};
+pub use model_swap::{ModelSwap, SwapPoint};
 pub use server::Proxy;
 pub use strict::{RecordedCall, ReplayReport, SessionOutcome};

@@ -38,7 +38,10 @@ pub(crate) async fn answer(shared: Arc<Shared>, call: Call) -> Result<Response, 
             .await?;
             Ok(record::forward(shared, call, conversation, recording).await)
         }
-        Mode::Fork => fork::fork_mode(shared, call).await,
+        Mode::Fork => match shared.config.model_swap.clone() {
+            Some(swap) => crate::swap::swap_mode(shared, call, &swap).await,
+            None => fork::fork_mode(shared, call).await,
+        },
         Mode::Auto => {
             // The writer is taken before the lookup, so a call recorded meanwhile on the same
             // conversation cannot slip between the two.

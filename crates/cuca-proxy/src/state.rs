@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use cuca_calllog::CallLog;
 use cuca_events::SessionBackend;
@@ -34,6 +34,8 @@ pub(crate) struct Shared {
     /// Fork mode's tree: the branches made of each recorded conversation or branch, in the
     /// order they were made, so the calls after a divergence continue their branch.
     pub(crate) branches: Mutex<HashMap<String, Vec<String>>>,
+    /// Fork mode onto another model: the model each known branch's live calls went to.
+    pub(crate) swapped: KnownBranches,
     /// The store, for fork mode's forks.
     pub(crate) backend: Arc<dyn SessionBackend>,
     pub(crate) upstream: Upstream,
@@ -65,6 +67,7 @@ impl Shared {
             matching,
             ledger: crate::ledger::Ledger::default(),
             branches: Mutex::default(),
+            swapped: KnownBranches::default(),
             backend,
             upstream,
             call_log,
@@ -73,6 +76,32 @@ impl Shared {
             cut: watch::Sender::new(false),
             config,
         })
+    }
+}
+
+/// The most branches whose model this proxy remembers; past it the memory is emptied and
+/// each branch's model is read again from its recording when next needed.
+const MAX_KNOWN_BRANCHES: usize = 4096;
+
+/// The branches whose first live call this proxy knows the model of: made by it, or read.
+#[derive(Default)]
+pub(crate) struct KnownBranches(std::sync::Mutex<HashMap<String, String>>);
+
+impl KnownBranches {
+    pub(crate) fn get(&self, branch: &str) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(branch)
+            .cloned()
+    }
+
+    pub(crate) fn note(&self, branch: &str, model: &str) {
+        let mut known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if known.len() >= MAX_KNOWN_BRANCHES {
+            known.clear();
+        }
+        known.insert(branch.to_owned(), model.to_owned());
     }
 }
 

@@ -1103,6 +1103,10 @@ impl SessionBackend for FileBackend {
         Ok(new_id)
     }
 
+    fn release(&self, session_id: &str) {
+        self.close(session_id);
+    }
+
     fn sessions(&self) -> Result<Vec<String>, PluginError> {
         let entries = std::fs::read_dir(&self.dir)
             .map_err(|error| PluginError::io("list", &self.dir, error))?;

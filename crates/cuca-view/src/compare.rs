@@ -154,6 +154,25 @@ fn feed(
     })
 }
 
+/// Most sessions the compare page sets side by side against one.
+pub const MAX_COMPARED: usize = 8;
+
+// `view.css` has a grid for each count of columns up to eight (`.compare.cols-8`).
+const _: () = assert!(MAX_COMPARED == 8);
+
+/// Compares each of `forks` (at most [`MAX_COMPARED`] are read) with `base`, in order.
+pub fn compare_many(
+    config: &ViewConfig,
+    base: &str,
+    forks: &[String],
+) -> Result<Vec<Comparison>, ViewError> {
+    forks
+        .iter()
+        .take(MAX_COMPARED)
+        .map(|fork| compare(config, base, fork))
+        .collect()
+}
+
 /// Compares `left` (the parent) with `right` (the fork).
 pub fn compare(config: &ViewConfig, left: &str, right: &str) -> Result<Comparison, ViewError> {
     let left_backend = sessions::locate(config, left)?;

@@ -268,6 +268,18 @@ pub(crate) fn compare_href(fork: &str) -> String {
     format!("/compare/{}", utf8_percent_encode(fork, SEGMENT))
 }
 
+/// The href of `first` and `others` (at most the compare page's cap) compared side by side
+/// with their parent.
+pub(crate) fn compare_all_href<'a>(first: &str, others: impl Iterator<Item = &'a str>) -> String {
+    let mut href = compare_href(first);
+    for (i, other) in others.take(crate::compare::MAX_COMPARED - 1).enumerate() {
+        href.push(if i == 0 { '?' } else { '&' });
+        href.push_str("and=");
+        href.push_str(&utf8_percent_encode(other, SEGMENT).to_string());
+    }
+    href
+}
+
 /// The href of the page holding turn `number` (from 1), scrolled to it.
 fn turn_href(session: &str, number: usize) -> String {
     format!("{}?turn={number}#turn-{number}", session_href(session))
@@ -452,6 +464,12 @@ pub(crate) fn session_top(
                     li { (link(links.session(child), Some("child-link"), None, child))
                          span.muted { " at " } (link(links.point(point), None, None, point))
                          @if let Some(href) = links.compare(child) { " " a.compare-link href=(href) { "compare" } } }
+                }
+            }
+            @if let [first, rest @ ..] = context.children {
+                @if !rest.is_empty() && links.compare(&first.0).is_some() {
+                    p { a #compare-all href=(compare_all_href(&first.0, rest.iter().map(|(child, _)| child.as_str()))) {
+                        "Compare " (rest.len().min(crate::compare::MAX_COMPARED - 1) + 1) " forks side by side" } }
                 }
             }
             @if context.parent.is_some() || !context.children.is_empty() {
@@ -1316,6 +1334,53 @@ pub(crate) fn compare(c: &crate::compare::Comparison) -> Markup {
                 " of " (l.session) "'s tail after the difference are the same on both sides (dimmed, marked =)." }
         }
         div.compare #tails { (tail_column(l, &left_groups, &equal)) (tail_column(r, &right_groups, &equal)) }
+    }
+}
+
+/// Several sessions, each against the same one: a compare of one is [`compare`]; of more, a
+/// row per session (what it shares, the model it switched to, what its tail cost) and the
+/// tails side by side.
+pub(crate) fn compare_many(cs: &[crate::compare::Comparison]) -> Markup {
+    let [first, ..] = cs else {
+        return html! { p { "Nothing to compare." } };
+    };
+    if cs.len() == 1 {
+        return compare(first);
+    }
+    let base = &first.left.session;
+    // The page's style sheet has a grid for each count up to the cap (no inline style: the
+    // page's CSP allows none).
+    let columns = format!("compare cols-{}", cs.len());
+    html! {
+        h1 { (cs.len()) " sessions compared with " code { (base) } }
+        table #compared {
+            thead { tr { th { "session" } th { "shared records" } th { "model" } th { "records after" }
+                th { "tokens in" } th { "tokens out" } th { "ms" } } }
+            tbody {
+                @for c in cs {
+                    tr {
+                        td { a href=(session_href(&c.right.session)) { code { (c.right.session) } } }
+                        td { (c.common) }
+                        td.model-switch {
+                            @match c.model_switch() {
+                                Some((from, to)) => { "model switched: " code { (from) } " → " code { (to) } }
+                                None => { "the same" }
+                            }
+                        }
+                        td { (c.right.n_records) }
+                        td { (c.right.prompt_tokens) }
+                        td { (c.right.completion_tokens) }
+                        td { (c.right.duration_ms) }
+                    }
+                }
+            }
+        }
+        div #tails class=(columns) {
+            @for c in cs {
+                @let groups = groups(&c.right.records);
+                (tail_column(&c.right, &groups, &[]))
+            }
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
@@ -232,13 +232,15 @@ async fn timeline(
     }
 }
 
-/// `/compare/{fork}`: a fork against its parent (or `?with=` another session).
+/// `/compare/{fork}`: a fork against its parent (or `?with=` another session); with
+/// `&and=B&and=C…`, those sessions too, side by side, each against the same one.
 async fn compare(
     State(config): State<Config>,
     Path(fork): Path<String>,
-    Query(query): Query<WithQuery>,
+    RawQuery(raw): RawQuery,
 ) -> Response {
     let title = fork.clone();
+    let query = CompareQuery::parse(raw.as_deref().unwrap_or(""));
     match blocking(move || {
         let with = match query.with {
             Some(with) => with,
@@ -248,14 +250,20 @@ async fn compare(
                     session: format!("the parent of {fork}"),
                 })?,
         };
-        crate::compare::compare(&config, &with, &fork)
+        let mut forks = vec![fork];
+        for also in query.and {
+            if !forks.contains(&also) && forks.len() < crate::compare::MAX_COMPARED {
+                forks.push(also);
+            }
+        }
+        crate::compare::compare_many(&config, &with, &forks)
     })
     .await
     {
-        Ok(comparison) => Html(
+        Ok(comparisons) => Html(
             pages::layout(
                 &format!("{title} against its parent"),
-                pages::compare(&comparison),
+                pages::compare_many(&comparisons),
             )
             .into_string(),
         )
@@ -264,9 +272,32 @@ async fn compare(
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct WithQuery {
+/// `/compare`'s query: `with=` once, `and=` any number of times (serde's query reader keeps
+/// one value per key, so it is read here).
+#[derive(Debug, Default)]
+struct CompareQuery {
     with: Option<String>,
+    and: Vec<String>,
+}
+
+impl CompareQuery {
+    fn parse(raw: &str) -> CompareQuery {
+        let mut query = CompareQuery::default();
+        for pair in raw.split('&').filter(|pair| !pair.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let value = value.replace('+', " ");
+            let value = percent_encoding::percent_decode_str(&value)
+                .decode_utf8_lossy()
+                .into_owned();
+            match key {
+                "with" => query.with = Some(value),
+                // Bounded before anything is read: past the cap the rest are dropped.
+                "and" if query.and.len() < crate::compare::MAX_COMPARED => query.and.push(value),
+                _ => {}
+            }
+        }
+        query
+    }
 }
 
 /// `/points/{session}:{sequence}`: the page holding that record, scrolled to it.

@@ -714,3 +714,63 @@ async fn a_big_run_s_timeline_draws_every_call_by_columns_and_pages_its_table() 
     assert!(lane.contains(r#"<rect class="bar""#), "{lane}");
     assert!(!lane.contains("column"), "{lane}");
 }
+
+#[tokio::test]
+async fn several_forks_compare_side_by_side_with_their_parent() {
+    use cuca_events::{Message, SessionBackend, SessionEvent, SessionRecord};
+    let fixture = Fixture::new();
+    // A recording on model-a, forked twice after its first call: one fork goes on with
+    // model-a, the other with model-b.
+    let backend = cuca_store_file::FileBackend::new(&fixture.sessions).unwrap();
+    let append = |session: &str, sequence: u64, event: SessionEvent| {
+        backend
+            .append(SessionRecord {
+                session_id: session.to_owned(),
+                sequence,
+                timestamp_ms: sequence,
+                event,
+            })
+            .unwrap();
+    };
+    let call = |model: &str| SessionEvent::CallRequest {
+        model: model.into(),
+        parameters: "{}".into(),
+        tools: "[]".into(),
+        messages: 1,
+    };
+    append(
+        "m",
+        0,
+        SessionEvent::Message(Message::user("Where is the vault?")),
+    );
+    append("m", 1, call("model-a"));
+    append(
+        "m",
+        2,
+        SessionEvent::Output {
+            text: "In Lisbon.".into(),
+        },
+    );
+    append("m", 3, call("model-a"));
+    let first = backend.fork("m", "m:2").unwrap();
+    let second = backend.fork("m", "m:2").unwrap();
+    append(&first, 3, call("model-a"));
+    append(&second, 3, call("model-b"));
+    drop(backend);
+    let base = support::serve(fixture.config()).await;
+    let (status, _, page) = get(&format!("{base}/sessions/m")).await;
+    assert_eq!(status, 200);
+    assert!(page.contains(r#"id="compare-all""#), "{page}");
+    assert!(page.contains("Compare 2 forks side by side"), "{page}");
+    let (a, b) = (first.replace(':', "%3A"), second.replace(':', "%3A"));
+    let (status, _, body) = get(&format!("{base}/compare/{a}?and={b}")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("2 sessions compared with"), "{body}");
+    assert!(body.contains(r#"class="compare cols-2""#), "{body}");
+    assert!(body.contains(&first) && body.contains(&second), "{body}");
+    assert_eq!(body.matches(r#"<div class="side">"#).count(), 2, "{body}");
+    // The model switch is named on the fork that made one, and only there.
+    assert_eq!(body.matches("model switched: ").count(), 1, "{body}");
+    assert!(body.contains("<code>model-b</code>"), "{body}");
+    assert!(body.contains("the same"), "{body}");
+}

@@ -23,6 +23,70 @@ pub(crate) fn top_level(body: &[u8]) -> Result<TopLevel, String> {
     })
 }
 
+/// The top-level fields of a JSON object in the order the caller sent them, each as its own
+/// bytes: what [`with_model`] writes back with one value changed.
+struct Ordered(Vec<(String, Box<RawValue>)>);
+
+impl<'de> serde::Deserialize<'de> for Ordered {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = Ordered;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Ordered, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(field) = map.next_entry::<String, Box<RawValue>>()? {
+                    fields.push(field);
+                }
+                Ok(Ordered(fields))
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
+}
+
+/// `body` with its top-level `model` set to `model` (see `Format::with_model`).
+pub(crate) fn with_model(body: &[u8], model: &str) -> Result<Vec<u8>, String> {
+    let Ordered(fields) = serde_json::from_slice(body).map_err(|e| {
+        if e.classify() == serde_json::error::Category::Data {
+            "the body is not a JSON object".to_owned()
+        } else {
+            format!("the body is not JSON: {e}")
+        }
+    })?;
+    let named = Value::String(model.to_owned()).to_string();
+    let mut out = Vec::with_capacity(body.len() + named.len());
+    out.push(b'{');
+    let mut seen = false;
+    if !fields.iter().any(|(key, _)| key == "model") {
+        out.extend_from_slice(b"\"model\":");
+        out.extend_from_slice(named.as_bytes());
+        seen = true;
+    }
+    for (key, raw) in &fields {
+        if seen {
+            out.push(b',');
+        }
+        seen = true;
+        out.extend_from_slice(Value::String(key.clone()).to_string().as_bytes());
+        out.push(b':');
+        // A repeated `model` key is set everywhere, so no reader can take the old one.
+        let value = if key == "model" {
+            named.as_str()
+        } else {
+            raw.get()
+        };
+        out.extend_from_slice(value.as_bytes());
+    }
+    out.push(b'}');
+    Ok(out)
+}
+
 /// Every field of `object` but those in `recorded_elsewhere`, as the JSON text of one object
 /// whose values are the caller's own bytes: a `CallRequest` record's parameters.
 pub(crate) fn parameters(object: &TopLevel, recorded_elsewhere: &[&str]) -> String {
@@ -74,5 +138,45 @@ pub(crate) fn image_of(url: &str) -> MessageContentBlock {
     MessageContentBlock::ImageBase64 {
         media_type: "text/uri-list".into(),
         data: url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Format;
+
+    #[test]
+    fn another_model_is_set_in_each_formats_own_field_and_nothing_else_moves() {
+        let bodies = [
+            (
+                Format::Chat,
+                r#"{"model":"a","messages":[{"role":"user","content":"hi"}],"temperature":0.5,"stream":true}"#,
+            ),
+            (
+                Format::Messages,
+                r#"{"max_tokens":64,"model":"a","messages":[{"role":"user","content":"hi"}]}"#,
+            ),
+            (
+                Format::Responses,
+                r#"{"model":"a","input":"hi","store":false}"#,
+            ),
+        ];
+        for (format, body) in bodies {
+            let before = format.parse_request(body.as_bytes()).unwrap();
+            let swapped = format.with_model(body.as_bytes(), "b \"quoted\"").unwrap();
+            let after = format.parse_request(&swapped).unwrap();
+            assert_eq!(after.unified.model, "b \"quoted\"", "{}", format.name());
+            assert_eq!(after.parameters, before.parameters, "{}", format.name());
+            assert_eq!(after.unified.messages, before.unified.messages);
+            assert_eq!(
+                String::from_utf8(swapped.to_vec()).unwrap(),
+                body.replace(r#""model":"a""#, r#""model":"b \"quoted\"""#),
+                "the fields keep their order and bytes"
+            );
+        }
+        let unnamed = Format::Chat.with_model(br#"{"messages":[]}"#, "b").unwrap();
+        assert_eq!(&unnamed[..], br#"{"model":"b","messages":[]}"#);
+        assert!(Format::Chat.with_model(b"[1]", "b").is_err());
+        assert!(Format::Chat.with_model(b"{", "b").is_err());
     }
 }

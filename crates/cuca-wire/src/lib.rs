@@ -158,6 +158,15 @@ impl Format {
         each_format!(self, F => F::encode_object(answer, request))
     }
 
+    /// `body` with the model it asks for replaced by `model`: every format names it in the
+    /// body's top-level `model` field (Chat Completions, Messages and Responses alike), so
+    /// this is where a call is sent to another model. The other fields keep their order and
+    /// their bytes; a body that names no model gets the field first. `Err` says, in words,
+    /// why the body is not a JSON object.
+    pub fn with_model(self, body: &[u8], model: &str) -> Result<Bytes, String> {
+        body::with_model(body, model).map(Bytes::from)
+    }
+
     /// An error body in this format's shape, so the caller's SDK raises its own exception
     /// with the message in it.
     pub fn error_body(self, error: &ErrorInfo<'_>) -> serde_json::Value {

@@ -227,6 +227,52 @@ fn feed(
     })
 }
 
+/// The models a side's calls were made with: the first a call asked for by name
+/// (`CallRequest`) and the first that answered (`CallFinish`) — the viewer's compare page
+/// reads them the same way.
+#[derive(Default, Clone)]
+struct Models {
+    requested: Option<String>,
+    answered: Option<String>,
+}
+
+impl Models {
+    /// Notes the model `event` names; `first_only`: keep the first of each kind (a tail), else
+    /// the last (the shared records, whose last call is where the tails part).
+    fn see(&mut self, event: &SessionEvent, first_only: bool) {
+        let (slot, model) = match event {
+            SessionEvent::CallRequest { model, .. } if !model.is_empty() => {
+                (&mut self.requested, model)
+            }
+            SessionEvent::CallFinish { model, .. } if !model.is_empty() => {
+                (&mut self.answered, model)
+            }
+            _ => return,
+        };
+        if slot.is_none() || !first_only {
+            *slot = Some(model.clone());
+        }
+    }
+
+    fn or(&self, shared: &Models) -> Models {
+        Models {
+            requested: self.requested.clone().or_else(|| shared.requested.clone()),
+            answered: self.answered.clone().or_else(|| shared.answered.clone()),
+        }
+    }
+}
+
+/// The two sides' models when the second's calls were made with another model than the
+/// first's: the requested models when both name one, else those that answered.
+fn model_switch(a: &Models, b: &Models, shared: &Models) -> Option<(String, String)> {
+    let (a, b) = (a.or(shared), b.or(shared));
+    let pair = match (a.requested, b.requested) {
+        (Some(x), Some(y)) => (x, y),
+        _ => (a.answered?, b.answered?),
+    };
+    (pair.0 != pair.1).then_some(pair)
+}
+
 /// What one tail cost so far.
 #[derive(Default)]
 struct Totals {
@@ -234,12 +280,14 @@ struct Totals {
     prompt: u64,
     completion: u64,
     ms: u64,
+    models: Models,
 }
 
 impl Totals {
     fn add(&mut self, record: Option<&SessionRecord>) {
         let Some(record) = record else { return };
         self.records += 1;
+        self.models.see(&record.event, true);
         let (prompt, completion, ms) = totals(std::slice::from_ref(record));
         self.prompt += prompt;
         self.completion += completion;
@@ -309,12 +357,14 @@ fn compare(
     let mut common = 0u64;
     // The streamed run the shared records end in, as each side numbers it.
     let mut shared_run: Option<(Run, u64)> = None;
+    let mut shared_models = Models::default();
     let (mut x, mut y) = (left.recv().ok(), right.recv().ok());
     while let (Some(p), Some(q)) = (&x, &y) {
         if p.event != q.event {
             break;
         }
         common += 1;
+        shared_models.see(&p.event, false);
         shared_run = match (streamed(&p.event), shared_run.take()) {
             (Some((kind, text)), Some((mut run, first_b))) if run.kind == kind => {
                 run.add(text);
@@ -393,12 +443,25 @@ fn compare(
         });
         table(out, (a, b), (x, y), (left, right), seeds)?
     };
+    let switch = model_switch(&left_totals.models, &right_totals.models, &shared_models);
+    if let (Some((from, to)), false) = (&switch, as_json) {
+        writeln!(
+            out,
+            "model switch: {} asked for {}, {} for {}",
+            line(a),
+            line(from),
+            line(b),
+            line(to)
+        )?;
+    }
     for (id, side, t) in [(a, "a_tail", &left_totals), (b, "b_tail", &right_totals)] {
         if as_json {
+            let models = t.models.or(&shared_models);
+            let model = models.requested.or(models.answered);
             writeln!(
                 out,
                 "{}",
-                json!({side: {"session": id, "records": t.records, "prompt_tokens": t.prompt, "completion_tokens": t.completion, "duration_ms": t.ms}})
+                json!({side: {"session": id, "records": t.records, "prompt_tokens": t.prompt, "completion_tokens": t.completion, "duration_ms": t.ms, "model": model, "model_switched": switch.is_some()}})
             )?;
         } else {
             writeln!(

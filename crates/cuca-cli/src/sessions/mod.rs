@@ -486,7 +486,7 @@ fn write_json_line(
     Ok(())
 }
 
-fn stdout() -> BufWriter<std::io::StdoutLock<'static>> {
+pub(crate) fn stdout() -> BufWriter<std::io::StdoutLock<'static>> {
     BufWriter::new(std::io::stdout().lock())
 }
 

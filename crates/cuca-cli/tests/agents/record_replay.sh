@@ -10,6 +10,10 @@
 # status of `cuca run`). With DIVERGE_FROM and DIVERGE_TO set, a third run replays the client
 # with the argument DIVERGE_FROM replaced by DIVERGE_TO, a run the recording does not hold:
 # diverge.out/.err/.status as above. replay.ms and diverge.ms: how long each replay took.
+# With SWAP_MODEL set (the scripted upstream only), the upstream writes each request body into
+# OUT/bodies, and after the record a run in fork mode sends the calls from the second on to
+# SWAP_MODEL: swap.out/.err/.status, and swap.before (the bodies sent before it); then the
+# same again (swap2.out/.err/.status), swap.again holding the bodies sent before and after.
 set -u
 out=$1
 session=$2
@@ -38,7 +42,8 @@ if [ -n "${LLAMA_SERVER:-}" ]; then
 else
   # The upstream prints its address once it listens: read through a fifo, no polling.
   mkfifo "$out/upstream.fifo" || exit 91
-  python3 "$here/scripted_upstream.py" 0 > "$out/upstream.fifo" 2> "$out/upstream.log" &
+  python3 "$here/scripted_upstream.py" 0 ${SWAP_MODEL:+--dump "$out/bodies"} \
+    > "$out/upstream.fifo" 2> "$out/upstream.log" &
   upstream=$!
   read -r line < "$out/upstream.fifo"
   url=${line#listening on }
@@ -46,6 +51,22 @@ fi
 "$CUCA" run --mode record --upstream "$url" --dir "$out/sessions" --session "$session" -- "$@" \
   > "$out/record.out" 2> "$out/record.err" < /dev/null
 echo $? > "$out/record.status"
+if [ -n "${SWAP_MODEL:-}" ]; then
+  # The same run in fork mode onto SWAP_MODEL from its second call: swap.before holds how
+  # many bodies the upstream had been sent until then.
+  ls "$out/bodies" | wc -l > "$out/swap.before"
+  "$CUCA" run --mode fork --from 2 --model "$SWAP_MODEL" --upstream "$url" \
+    --dir "$out/sessions" --session "$session" -- "$@" \
+    > "$out/swap.out" 2> "$out/swap.err" < /dev/null
+  echo $? > "$out/swap.status"
+  # Once more, from a new process: swap.again holds the bodies sent before and after it.
+  ls "$out/bodies" | wc -l > "$out/swap.again"
+  "$CUCA" run --mode fork --from 2 --model "$SWAP_MODEL" --upstream "$url" \
+    --dir "$out/sessions" --session "$session" -- "$@" \
+    > "$out/swap2.out" 2> "$out/swap2.err" < /dev/null
+  echo $? > "$out/swap2.status"
+  ls "$out/bodies" | wc -l >> "$out/swap.again"
+fi
 kill "$upstream"
 wait "$upstream" 2>/dev/null
 started=$(date +%s%N)
