@@ -59,6 +59,7 @@ mod logs;
 mod otel;
 mod pager;
 mod proxy;
+mod redaction;
 mod repair;
 mod run;
 mod serve;
@@ -213,7 +214,14 @@ enum Command {
         /// The interchange format.
         #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
         format: ExportFormat,
+        /// Export even when a default redaction rule still matches the session (the scan
+        /// that refuses it otherwise names the points).
+        #[arg(long)]
+        allow_secrets: bool,
     },
+    /// Rewrite stored sessions under redaction rules: every value a rule matches becomes
+    /// `[REDACTED:rule]`, a session at a time, atomically; `--dry-run` lists the points.
+    Scrub(redaction::ScrubArgs),
     /// Read a JSON Lines export into a new session (refuses a session that exists).
     Import {
         /// The `.jsonl` file `cuca export` wrote (`-` for stdin).
@@ -330,8 +338,9 @@ where
 
 /// The subcommands whose output never pages (servers, data, one-line results): their help
 /// does not offer `--no-pager`, which the command line still accepts everywhere.
-const NEVER_PAGED: [&str; 13] = [
+const NEVER_PAGED: [&str; 14] = [
     "fork",
+    "scrub",
     "compact",
     "repair",
     "export",
@@ -423,8 +432,19 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
         Command::Export {
             store,
             session,
-            format: ExportFormat::Jsonl,
-        } => sessions::export(&open(&store)?, &session),
+            format,
+            allow_secrets,
+        } => {
+            let store = open(&store)?;
+            // Before the format is chosen: no format lets a secret leave unasked.
+            if !allow_secrets {
+                redaction::refuse_secrets(&store, &session)?;
+            }
+            match format {
+                ExportFormat::Jsonl => sessions::export(&store, &session),
+            }
+        }
+        Command::Scrub(args) => redaction::scrub(&args, schema),
         Command::Import {
             file,
             store,

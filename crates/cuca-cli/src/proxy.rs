@@ -31,6 +31,9 @@ pub(crate) struct ProxyArgs {
     /// What replay compares.
     #[command(flatten)]
     matching: MatchingArgs,
+    /// What is redacted before it is recorded.
+    #[command(flatten)]
+    redaction: crate::redaction::RedactionArgs,
     /// The session of a call that names none (by `/s/{session}/v1` or `X-Cuca-Session`).
     #[arg(long, default_value = DEFAULT_SESSION)]
     session: String,
@@ -118,6 +121,7 @@ pub(crate) fn run(args: &ProxyArgs, schema: Option<&str>) -> Result<(), CliError
     config.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
     config.shutdown_grace = args.shutdown_grace;
     args.matching.apply(&mut config)?;
+    args.redaction.apply(&mut config)?;
     let store = args.store.open_for_recording(schema)?;
     // A database may restart under a running fleet: its callers are answered all the same.
     config.answer_unrecorded = store.file().is_none();

@@ -39,6 +39,9 @@ pub(crate) struct RunArgs {
     /// What replay compares.
     #[command(flatten)]
     matching: crate::proxy::MatchingArgs,
+    /// What is redacted before it is recorded.
+    #[command(flatten)]
+    redaction: crate::redaction::RedactionArgs,
     /// The session recorded into or replayed (default in record mode: `run-{UTC time}`;
     /// replay and auto need it).
     #[arg(long)]
@@ -137,6 +140,7 @@ pub(crate) fn run(args: RunArgs, schema: Option<&str>) -> Result<(), CliError> {
     crate::proxy::report_to_stderr();
     let mut config = crate::proxy::config(&args.mode, args.upstream.clone(), &session)?;
     args.matching.apply(&mut config)?;
+    args.redaction.apply(&mut config)?;
     let mode = config.mode;
     let store = args.store.open_for_recording(schema)?;
     // As `cuca proxy`: a database may restart under a run, and the agent is answered all the

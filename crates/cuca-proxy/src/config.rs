@@ -173,6 +173,10 @@ pub struct ProxyConfig {
     /// the caller's answer must not depend on the database), or refused with a 500 so that
     /// nothing is served that is not recorded (`false`, the default).
     pub answer_unrecorded: bool,
+    /// The redaction rules every record is redacted by before it is stored, and every
+    /// request before replay compares it (`docs/redaction.md`): the default rules unless
+    /// this turns them off, plus the user's. On by default.
+    pub redaction: cuca_redact::Config,
 }
 
 impl ProxyConfig {
@@ -196,6 +200,7 @@ impl ProxyConfig {
                 .collect(),
             compare_parameters: true,
             answer_unrecorded: false,
+            redaction: cuca_redact::Config::default(),
         };
         config.validate()?;
         Ok(config)
@@ -203,6 +208,10 @@ impl ProxyConfig {
 
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ProxyError> {
+        cuca_redact::Rules::new(&self.redaction).map_err(|error| ProxyError::InvalidConfig {
+            field: "redaction",
+            message: error.to_string(),
+        })?;
         if self.mode.forwards() && self.upstream.as_deref().is_none_or(|u| u.trim().is_empty()) {
             return Err(ProxyError::InvalidConfig {
                 field: "upstream",

@@ -92,6 +92,7 @@ mod matching;
 mod modes;
 mod placement;
 mod record;
+mod redaction;
 mod refusal;
 mod replay;
 mod rows;
