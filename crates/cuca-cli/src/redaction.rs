@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use cuca::{SessionBackend, SessionEvent, SessionRecord};
-use cuca_redact::{Config, Counts, Rules, DEFAULT_RULES};
 use cuca_proxy::ProxyConfig;
+use cuca_redact::{Config, Counts, Rules, DEFAULT_RULES};
 
 use crate::error::CliError;
 use crate::store::{Store, StoreArg};
@@ -205,7 +205,11 @@ pub(crate) fn scrub(args: &ScrubArgs, schema: Option<&str>) -> Result<(), CliErr
         total.merge(&counts);
         if args.json {
             let by_rule: BTreeMap<&str, u64> = counts.iter().collect();
-            writeln!(out, "{}", serde_json::json!({"session": session, "replaced": by_rule}))?;
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({"session": session, "replaced": by_rule})
+            )?;
         } else {
             writeln!(out, "{session}: replaced {counts}")?;
         }
@@ -254,9 +258,14 @@ fn scrub_session(store: &Store, session: &str, rules: &Rules) -> Result<Counts, 
         sequence: next,
         timestamp_ms: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX)),
+            .map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            }),
         event: SessionEvent::Scrubbed {
-            replaced: counts.iter().map(|(rule, n)| (rule.to_owned(), n)).collect(),
+            replaced: counts
+                .iter()
+                .map(|(rule, n)| (rule.to_owned(), n))
+                .collect(),
         },
     };
     if let Some(file) = store.file() {

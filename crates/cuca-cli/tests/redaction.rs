@@ -141,11 +141,21 @@ fn scrub_story(store_arg: &[&str], backend: &dyn SessionBackend, rules: &Path) {
     let (code, out, err) = with(&["scrub", "s", "--dry-run", "--rules", rules_arg]);
     assert_eq!(code, 0, "{err}");
     for fake in fakes::FAKES {
-        assert!(out.contains(&format!(" {} ", fake.rule)), "{} not listed:\n{out}", fake.rule);
+        assert!(
+            out.contains(&format!(" {} ", fake.rule)),
+            "{} not listed:\n{out}",
+            fake.rule
+        );
     }
-    assert!(out.contains("s:1 employee Message.content[0].text"), "{out}");
+    assert!(
+        out.contains("s:1 employee Message.content[0].text"),
+        "{out}"
+    );
     assert!(out.contains("s:3 github-token ToolResult.stdout"), "{out}");
-    assert!(out.contains("s:fork:s:1:0:1 openai-key"), "the fork is scrubbed with it:\n{out}");
+    assert!(
+        out.contains("s:fork:s:1:0:1 openai-key"),
+        "the fork is scrubbed with it:\n{out}"
+    );
     assert_eq!(secret_in(&out), None, "{out}");
     assert_eq!(backend.replay("s").unwrap(), before);
 
@@ -158,17 +168,31 @@ fn scrub_story(store_arg: &[&str], backend: &dyn SessionBackend, rules: &Path) {
     // Sequences kept, one record more: what the scrub replaced.
     assert_eq!(after.len(), before.len() + 1);
     for (a, b) in after.iter().zip(&before) {
-        assert_eq!((a.sequence, a.timestamp_ms, a.event.kind()), (b.sequence, b.timestamp_ms, b.event.kind()));
+        assert_eq!(
+            (a.sequence, a.timestamp_ms, a.event.kind()),
+            (b.sequence, b.timestamp_ms, b.event.kind())
+        );
     }
     let SessionEvent::Scrubbed { replaced } = &after.last().unwrap().event else {
         panic!("{:?}", after.last())
     };
-    assert!(replaced.iter().any(|(rule, n)| rule == "employee" && *n == 1), "{replaced:?}");
-    assert!(replaced.iter().any(|(rule, _)| rule == "private-key"), "{replaced:?}");
+    assert!(
+        replaced
+            .iter()
+            .any(|(rule, n)| rule == "employee" && *n == 1),
+        "{replaced:?}"
+    );
+    assert!(
+        replaced.iter().any(|(rule, _)| rule == "private-key"),
+        "{replaced:?}"
+    );
     assert_eq!(secret_in(&format!("{after:?}")), None);
     let fork = backend.replay("s:fork:s:1:0").unwrap();
     assert_eq!(secret_in(&format!("{fork:?}")), None);
-    assert!(matches!(fork.last().unwrap().event, SessionEvent::Scrubbed { .. }));
+    assert!(matches!(
+        fork.last().unwrap().event,
+        SessionEvent::Scrubbed { .. }
+    ));
     // The session untouched by name is left as it is.
     assert!(secret_in(&format!("{:?}", backend.replay("other").unwrap())).is_some());
 
@@ -211,7 +235,12 @@ fn a_rules_file_that_does_not_compile_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("rules.toml");
     std::fs::write(&rules, "disable = [\"no-such-rule\"]\n").unwrap();
-    let (code, _, err) = run(&["scrub", dir.path().to_str().unwrap(), "--rules", rules.to_str().unwrap()]);
+    let (code, _, err) = run(&[
+        "scrub",
+        dir.path().to_str().unwrap(),
+        "--rules",
+        rules.to_str().unwrap(),
+    ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no-such-rule"), "{err}");
 }
@@ -224,7 +253,9 @@ fn scrub_and_the_export_scan_work_on_postgres() {
             std::env::var_os("CI").is_none(),
             "CI is set but CUCA_PG_URL is not"
         );
-        eprintln!("skipped: CUCA_PG_URL is unset (run `bash .ci/postgres.sh start env` and `. ./env`)");
+        eprintln!(
+            "skipped: CUCA_PG_URL is unset (run `bash .ci/postgres.sh start env` and `. ./env`)"
+        );
         return;
     };
     let config = cuca::PostgresConfig::new(&url)
@@ -238,5 +269,9 @@ fn scrub_and_the_export_scan_work_on_postgres() {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("rules.toml");
     std::fs::write(&rules, RULES_TOML).unwrap();
-    scrub_story(&[url.as_str(), "--schema", schema.as_str()], &backend, &rules);
+    scrub_story(
+        &[url.as_str(), "--schema", schema.as_str()],
+        &backend,
+        &rules,
+    );
 }

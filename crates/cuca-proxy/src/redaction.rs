@@ -184,7 +184,9 @@ impl Held {
             // A rule that needs another pass (a user's rule around a marker) runs to its end.
             counts.merge(&rules.redact_string(&mut text));
             let block = match block {
-                MessageContentBlock::Thinking { .. } => MessageContentBlock::Thinking { thinking: text },
+                MessageContentBlock::Thinking { .. } => {
+                    MessageContentBlock::Thinking { thinking: text }
+                }
                 _ => MessageContentBlock::Text { text },
             };
             out.push((index, block));

@@ -55,22 +55,19 @@ impl Shared {
         call_log: CallLog,
     ) -> Result<Self, ProxyError> {
         let upstream = Upstream::new(&config)?;
-        let redaction = cuca_redact::Rules::new(&config.redaction)
-            .map_err(|error| ProxyError::InvalidConfig {
+        let redaction = cuca_redact::Rules::new(&config.redaction).map_err(|error| {
+            ProxyError::InvalidConfig {
                 field: "redaction",
                 message: error.to_string(),
-            })?;
+            }
+        })?;
         let redaction = (!redaction.is_empty()).then(|| Arc::new(redaction));
         Ok(Shared {
             replay: replay::Loads::new(
                 SessionReplay::new(Arc::clone(&backend)),
                 Matching::new(&config.ignore, config.compare_parameters)?,
             ),
-            slots: Slots::new(
-                Arc::clone(&backend),
-                config.max_sessions,
-                redaction.clone(),
-            ),
+            slots: Slots::new(Arc::clone(&backend), config.max_sessions, redaction.clone()),
             conversations: Arc::new(Conversations::new(Arc::clone(&backend))),
             served: replay::Served::default(),
             matching: Matching::new(&config.ignore, config.compare_parameters)?,

@@ -73,7 +73,9 @@ fn every_file(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
 /// user rule's value) is in any file under `dir`.
 fn assert_no_secret_in(dir: &std::path::Path) {
     let files = every_file(dir);
-    assert!(files.iter().any(|(path, _)| path.extension().is_some_and(|e| e == "cslog")));
+    assert!(files
+        .iter()
+        .any(|(path, _)| path.extension().is_some_and(|e| e == "cslog")));
     for (path, bytes) in &files {
         let text = String::from_utf8_lossy(bytes);
         for fake in fakes::FAKES {
@@ -86,7 +88,11 @@ fn assert_no_secret_in(dir: &std::path::Path) {
                 );
             }
         }
-        assert!(!text.contains(EMPLOYEE_ID), "{} holds the employee id", path.display());
+        assert!(
+            !text.contains(EMPLOYEE_ID),
+            "{} holds the employee id",
+            path.display()
+        );
     }
 }
 
@@ -153,7 +159,10 @@ async fn no_key_reaches_the_store_or_the_call_log_and_the_redacted_recording_rep
         .unwrap();
     assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
     let replayed = joined(&blocks_of_sse(&response.bytes().await.unwrap()), false);
-    assert!(replayed.starts_with("Answer 1 to Name the owner of [REDACTED:openai-key]"), "{replayed}");
+    assert!(
+        replayed.starts_with("Answer 1 to Name the owner of [REDACTED:openai-key]"),
+        "{replayed}"
+    );
     assert!(!replayed.contains(fakes::FAKES[0].text));
     upstream.stop().await;
 }

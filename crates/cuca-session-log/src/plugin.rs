@@ -5,11 +5,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use cuca_redact::{Counts, Rules};
 use cuca_events::{
     CucaPlugin, MessageContentBlock, PluginError, Role, SessionBackend, SessionEvent,
     SessionRecord, UnifiedRequest, UnifiedResponse,
 };
+use cuca_redact::{Counts, Rules};
 
 #[cfg(test)]
 mod tests;

@@ -38,7 +38,8 @@ fn request() -> UnifiedRequest {
 fn record(plugin: &SessionLogPlugin, dir: &std::path::Path) -> Vec<u8> {
     let mut request = request();
     block_on(plugin.on_request(&mut request)).unwrap();
-    block_on(plugin.on_stream_chunk(&MessageContentBlock::text(format!("it is {OPENAI}")))).unwrap();
+    block_on(plugin.on_stream_chunk(&MessageContentBlock::text(format!("it is {OPENAI}"))))
+        .unwrap();
     plugin
         .append_log(SessionEvent::ToolResult {
             tool_call_id: "call_2".into(),

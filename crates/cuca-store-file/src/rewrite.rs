@@ -96,7 +96,9 @@ impl FileBackend {
                 return Err(PluginError::Corrupt {
                     path: source,
                     offset: 0,
-                    message: "the session has recovered damage; `cuca repair` it before rewriting it".into(),
+                    message:
+                        "the session has recovered damage; `cuca repair` it before rewriting it"
+                            .into(),
                 })
             }
             Verdict::Refused { offset, reason } => {

@@ -946,12 +946,17 @@ impl Worker {
             if record.session_id != session_id {
                 return Err(PluginError::validation(
                     "SessionRecord",
-                    format!("{} is not a record of session {session_id:?}", record.point_id()),
+                    format!(
+                        "{} is not a record of session {session_id:?}",
+                        record.point_id()
+                    ),
                 ));
             }
-            rows.0.push(to_i64("sequence", record.sequence, session_id)?);
+            rows.0
+                .push(to_i64("sequence", record.sequence, session_id)?);
             rows.1.push(record.event.kind());
-            rows.2.push(to_i64("timestamp_ms", record.timestamp_ms, session_id)?);
+            rows.2
+                .push(to_i64("timestamp_ms", record.timestamp_ms, session_id)?);
             rows.3.push(encode(record)?);
         }
         let mut tail = Vec::with_capacity(appended.len());
