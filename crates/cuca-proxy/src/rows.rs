@@ -215,10 +215,8 @@ impl CallRows {
     /// What every `error` this proxy writes becomes: clipped, and without the bodies pin less
     /// every stretch that quotes the caller's body or headers.
     fn error_field(&self, message: &str) -> String {
-        let message = redacted_text(self.rules.as_deref(), message);
-        let message = message.as_str();
         if self.bodies {
-            return clip_error(message);
+            return clip_error(&redacted_text(self.rules.as_deref(), message));
         }
         let quoted = self
             .headers
@@ -227,7 +225,8 @@ impl CallRows {
             .fold(Quoted::new().body(&self.body), |quoted, (_, value)| {
                 quoted.header(value.as_bytes())
             });
-        redact_error(message, &quoted)
+        // What quotes the caller is replaced first, so the rules see what is left of it.
+        redacted_text(self.rules.as_deref(), &redact_error(message, &quoted))
     }
 
     /// The caller went away (or stopped reading) before the call ended.
