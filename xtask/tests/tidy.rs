@@ -139,7 +139,8 @@ fn crate_folders_match_package_names_and_inherit_lints() {
 }
 
 /// ARCHITECTURE.md: every edge points towards `cuca-events`; the leaf-to-leaf edges are
-/// `cuca-client → cuca-calllog`/`cuca-wire`, `cuca-wire → cuca-calllog` and the exporter's `cuca-otel → cuca-replay`/`cuca-calllog`;
+/// `cuca-client → cuca-calllog`/`cuca-wire`, `cuca-wire → cuca-calllog`, the exporter's `cuca-otel → cuca-replay`/`cuca-calllog`
+/// and the recorder's `cuca-session-log → cuca-redact`;
 /// stores are never normal dependencies of a library crate.
 #[test]
 fn crate_edges_are_the_ones_architecture_md_allows() {
@@ -168,7 +169,11 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
                     | "cuca-session-log"
                     | "cuca-replay"
                     | "cuca-serve"
+                    | "cuca-redact"
             ),
+            // The session log redacts every record by the rules it is given before the store
+            // sees it: the one door every recorder's records pass (ARCHITECTURE.md).
+            "cuca-session-log" => matches!(to, "cuca-events" | "cuca-redact"),
             "cuca-calllog" => false,
             // Prices are data and arithmetic: token counts in, USD out (ARCHITECTURE.md).
             "cuca-cost" => false,

@@ -1,5 +1,7 @@
 //! `Record`, the one row a model call writes, and the small helpers every writer shares.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// The value [`Record::phase`] carries on the row written as a call goes out.
@@ -241,6 +243,11 @@ pub struct Record {
     /// ceiling spent.
     #[serde(skip_serializing_if = "is_false")]
     pub empty_at_ceiling: bool,
+    /// How many values each redaction rule replaced in what this call recorded, by rule
+    /// name (`{"openai-key":1}`): the recorder's redaction at write time. Counts only, never
+    /// a value; absent when nothing was replaced or nothing redacts.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub redacted: BTreeMap<String, u64>,
     /// The request body, whole and unclipped, present ONLY under the bodies pin: the reason
     /// to turn it on is that something in the exact bytes is wrong. Without the pin,
     /// [`CallLog::append`](crate::CallLog::append) drops it, because a transcript is the

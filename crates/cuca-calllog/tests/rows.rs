@@ -75,6 +75,7 @@ fn every_field_keeps_the_seed_json_name() {
         error: "e".into(),
         learned: vec!["reasoning_mandatory".into()],
         empty_at_ceiling: true,
+        redacted: [("openai-key".to_owned(), 2)].into_iter().collect(),
         request_body: "{}".into(),
         response_body: "{}".into(),
     };
@@ -135,6 +136,7 @@ fn every_field_keeps_the_seed_json_name() {
         "error",
         "learned",
         "empty_at_ceiling",
+        "redacted",
         "request_body",
         "response_body",
     ];

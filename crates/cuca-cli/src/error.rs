@@ -25,6 +25,17 @@ pub enum CliError {
     /// through as `cuca run`'s own, with nothing printed (COMMAND said what it had to).
     #[error("the command exited with status {0}")]
     Exit(i32),
+    /// `cuca export` found what a default redaction rule matches in the session, and was not
+    /// given `--allow-secrets` (exit code [`EXIT_FAILED`]): the points, never the values.
+    #[error("session {session:?} still holds what default redaction rules match, at {n_points} point(s): {}{}; nothing was exported (`cuca scrub STORE {session}` replaces them; `--allow-secrets` exports anyway)", points.join(", "), if *n_points > points.len() { format!(", and {} more", n_points - points.len()) } else { String::new() })]
+    Secrets {
+        /// The session.
+        session: String,
+        /// The first points, each `session:sequence rule (field)`.
+        points: Vec<String>,
+        /// How many points in all.
+        n_points: usize,
+    },
     /// Stdout was closed by the reader (`cuca show … | head`): not an error, exit 0.
     #[error("stdout closed")]
     StdoutClosed,
@@ -35,7 +46,7 @@ impl CliError {
     pub fn exit_code(&self) -> i32 {
         match self {
             CliError::Usage(_) => EXIT_USAGE,
-            CliError::Failed(_) => EXIT_FAILED,
+            CliError::Failed(_) | CliError::Secrets { .. } => EXIT_FAILED,
             CliError::Exit(code) => *code,
             CliError::StdoutClosed => EXIT_OK,
         }

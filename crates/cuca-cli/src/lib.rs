@@ -60,6 +60,7 @@ mod logs;
 mod otel;
 mod pager;
 mod proxy;
+mod redaction;
 mod repair;
 mod run;
 mod serve;
@@ -224,7 +225,14 @@ enum Command {
         /// The call log whose failed calls the HTML page shows (default: this machine's).
         #[arg(long, value_name = "FILE")]
         calls: Option<PathBuf>,
+        /// Export even when a default redaction rule still matches the session (the scan
+        /// that refuses it otherwise names the points).
+        #[arg(long)]
+        allow_secrets: bool,
     },
+    /// Rewrite stored sessions under redaction rules: every value a rule matches becomes
+    /// `[REDACTED:rule]`, a session at a time, atomically; `--dry-run` lists the points.
+    Scrub(redaction::ScrubArgs),
     /// Read a JSON Lines export into a new session (refuses a session that exists), or an
     /// agent's transcripts (`cuca import claude-code|codex [DIR] --store STORE`).
     Import(transcripts::ImportArgs),
@@ -338,6 +346,7 @@ where
 /// does not offer `--no-pager`, which the command line still accepts everywhere.
 const NEVER_PAGED: [&str; 14] = [
     "fork",
+    "scrub",
     "compact",
     "repair",
     "export",
@@ -433,15 +442,24 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
             format,
             output,
             calls,
-        } => sessions::export(
-            &open(&store)?,
-            &session,
-            &sessions::ExportTo {
-                format,
-                output,
-                calls,
-            },
-        ),
+            allow_secrets,
+        } => {
+            let store = open(&store)?;
+            // Before the format is chosen: no format lets a secret leave unasked.
+            if !allow_secrets {
+                redaction::refuse_secrets(&store, &session)?;
+            }
+            sessions::export(
+                &store,
+                &session,
+                &sessions::ExportTo {
+                    format,
+                    output,
+                    calls,
+                },
+            )
+        }
+        Command::Scrub(args) => redaction::scrub(&args, schema),
         Command::Import(args) => match (&args.agent, args.file, args.store, args.session) {
             (Some(agent), ..) => transcripts::run(agent, schema),
             (None, Some(file), Some(store), Some(session)) => {

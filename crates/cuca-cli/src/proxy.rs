@@ -37,6 +37,9 @@ pub(crate) struct ProxyArgs {
     /// Fork mode onto another model.
     #[command(flatten)]
     swap: crate::swap::SwapArgs,
+    /// What is redacted before it is recorded.
+    #[command(flatten)]
+    redaction: crate::redaction::RedactionArgs,
     /// The session of a call that names none (by `/s/{session}/v1` or `X-Cuca-Session`).
     #[arg(long, default_value = DEFAULT_SESSION)]
     session: String,
@@ -134,6 +137,7 @@ pub(crate) fn run(args: &ProxyArgs, schema: Option<&str>) -> Result<(), CliError
     args.matching.apply(&mut config)?;
     args.strict.check_mode(mode)?;
     args.swap.apply(&mut config)?;
+    args.redaction.apply(&mut config)?;
     let store = args.store.open_for_recording(schema)?;
     // A database may restart under a running fleet: its callers are answered all the same.
     config.answer_unrecorded = store.file().is_none();

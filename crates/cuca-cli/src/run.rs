@@ -48,6 +48,9 @@ pub(crate) struct RunArgs {
     /// Fork mode onto another model.
     #[command(flatten)]
     swap: crate::swap::SwapArgs,
+    /// What is redacted before it is recorded.
+    #[command(flatten)]
+    redaction: crate::redaction::RedactionArgs,
     /// The session recorded into or replayed (default in record mode: `run-{UTC time}`;
     /// replay and auto need it).
     #[arg(long)]
@@ -147,6 +150,7 @@ pub(crate) fn run(args: RunArgs, schema: Option<&str>) -> Result<(), CliError> {
     let mut config = crate::proxy::config(&args.mode, args.upstream.clone(), &session)?;
     args.matching.apply(&mut config)?;
     args.swap.apply(&mut config)?;
+    args.redaction.apply(&mut config)?;
     let mode = config.mode;
     args.strict.check_mode(mode)?;
     let store = args.store.open_for_recording(schema)?;

@@ -228,6 +228,13 @@ impl Store {
         &self.typed
     }
 
+    /// The database store, when this is one: `cuca scrub` rewrites a session there in one
+    /// transaction.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn postgres(&self) -> Option<&cuca::PostgresBackend> {
+        self.postgres.as_deref()
+    }
+
     /// For a store that is not a directory, each session's size in bytes: for a database,
     /// the bytes of its stored records (what its `.cslog` would hold, less the frames'
     /// headers), every session in one query. `None` for a directory, whose scans measure its

@@ -14,7 +14,7 @@ use crate::message::Message;
 /// the end only, and a change to an existing variant's fields bumps the `.cslog` version byte.
 /// The indices are: `SystemPrompt` 0, `Message` 1, `Reasoning` 2, `Output` 3, `ToolCall` 4,
 /// `ToolResult` 5, `Latency` 6, `TokenUsage` 7, `ModelSwap` 8, `Fork` 9, `CallRequest` 10,
-/// `CallFinish` 11, `CallIncomplete` 12, `CallWire` 13, `RequestDigest` 14.
+/// `CallFinish` 11, `CallIncomplete` 12, `CallWire` 13, `RequestDigest` 14, `Scrubbed` 15.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum SessionEvent {
@@ -159,11 +159,21 @@ pub enum SessionEvent {
         /// The digest as 64 lower-case hex digits.
         sha256: String,
     },
+    /// The session's records were rewritten under redaction rules after they were stored
+    /// (`cuca scrub`): which rules replaced how many values, never the values. Appended at
+    /// the session's tail by the rewrite it describes; the records before it hold the
+    /// markers (`[REDACTED:rule]`) in place of what the rules found.
+    ///
+    /// Added at the end, after `RequestDigest`, so older records keep their indices.
+    Scrubbed {
+        /// Each rule that replaced something, and how many values, in rule-name order.
+        replaced: Vec<(String, u64)>,
+    },
 }
 
 impl SessionEvent {
     /// Every variant name, in format (index) order.
-    pub const KINDS: [&'static str; 15] = [
+    pub const KINDS: [&'static str; 16] = [
         "SystemPrompt",
         "Message",
         "Reasoning",
@@ -179,6 +189,7 @@ impl SessionEvent {
         "CallIncomplete",
         "CallWire",
         "RequestDigest",
+        "Scrubbed",
     ];
 
     /// The variant's name, as the seed's reports print it (`"Reasoning"`, `"Fork"`, …).
@@ -204,6 +215,7 @@ impl SessionEvent {
             SessionEvent::CallIncomplete { .. } => 12,
             SessionEvent::CallWire { .. } => 13,
             SessionEvent::RequestDigest { .. } => 14,
+            SessionEvent::Scrubbed { .. } => 15,
         }
     }
 }

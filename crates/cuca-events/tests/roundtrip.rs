@@ -254,6 +254,9 @@ fn postcard_variant_indices_are_pinned() {
         SessionEvent::RequestDigest {
             sha256: String::new(),
         },
+        SessionEvent::Scrubbed {
+            replaced: Vec::new(),
+        },
     ];
     assert_eq!(samples.len(), SessionEvent::KINDS.len());
     for (index, event) in samples.iter().enumerate() {

@@ -12,7 +12,9 @@
 //! * `proxy_ttfb/{direct,passthrough,recording}`: request sent to first body byte, on the
 //!   transcript;
 //! * `proxy_stream/{…}`: the whole `N_CHUNKS` call, throughput in chunks, so criterion's
-//!   figure is the cost per chunk;
+//!   figure is the cost per chunk; `recording` redacts by the default rules (as `cuca proxy`
+//!   does unless told otherwise), `recording_unredacted` has every rule turned off, so the
+//!   two together say what redaction costs a chunk (the target: at most 10%);
 //! * first, an interleaved run of `TTFB_ROUNDS` transcript calls per route prints p50
 //!   and p99 time to first byte and what the recording proxy adds over each baseline at p99
 //!   (the target: under 1 ms), and writes them, in nanoseconds, to
@@ -229,17 +231,24 @@ async fn passthrough_at(upstream: String, path: &str) -> String {
 }
 
 async fn recording(upstream: String, dir: &std::path::Path) -> String {
+    recording_with(upstream, dir, true).await
+}
+
+/// A recording proxy, redacting by the default rules or, without `redact`, by none.
+async fn recording_with(upstream: String, dir: &std::path::Path, redact: bool) -> String {
+    let mut config = ProxyConfig::new(Mode::Record, Some(upstream)).unwrap();
+    if !redact {
+        config.redaction.disable = cuca_redact::DEFAULT_RULES
+            .iter()
+            .map(|rule| rule.name.to_owned())
+            .collect();
+    }
     let backend: Arc<dyn SessionBackend> =
         Arc::new(FileBackend::new(dir.join("sessions")).unwrap());
     let log = CallLog::builder()
         .path(Some(dir.join("calls.jsonl")))
         .build();
-    let proxy = Proxy::with_call_log(
-        ProxyConfig::new(Mode::Record, Some(upstream)).unwrap(),
-        backend,
-        log,
-    )
-    .unwrap();
+    let proxy = Proxy::with_call_log(config, backend, log).unwrap();
     // Served the way `cuca proxy` serves it, socket options included.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -413,9 +422,19 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
 
+    let unredacted = runtime.block_on(recording_with(
+        routes[0].1.clone(),
+        &dir.path().join("long-unredacted"),
+        false,
+    ));
+    let stream_routes: Vec<(&str, String)> = routes
+        .iter()
+        .cloned()
+        .chain([("recording_unredacted", unredacted)])
+        .collect();
     let mut group = c.benchmark_group("proxy_stream");
     group.throughput(Throughput::Elements(N_CHUNKS));
-    for (name, base) in &routes {
+    for (name, base) in &stream_routes {
         group.bench_function(*name, |b| {
             b.iter_custom(|iters| {
                 runtime.block_on(async {

@@ -28,6 +28,8 @@ pub(crate) struct Call {
     pub(crate) continued: Option<String>,
     /// The conversation its caller named (`X-Cuca-Conversation`), matched alone in replay.
     pub(crate) named: Option<String>,
+    /// How many values redaction replaced in the request as it was taken in.
+    pub(crate) redacted: cuca_redact::Counts,
 }
 
 /// Loads the session (one load shared by every caller of it meanwhile, see

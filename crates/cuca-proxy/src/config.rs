@@ -181,6 +181,10 @@ pub struct ProxyConfig {
     /// on every call is sent to another model, recorded in a fork that says so
     /// (`cuca run --mode fork --from POINT --model MODEL`); `None`: fork mode as above.
     pub model_swap: Option<crate::model_swap::ModelSwap>,
+    /// The redaction rules every record is redacted by before it is stored, and every
+    /// request before replay compares it (`docs/redaction.md`): the default rules unless
+    /// this turns them off, plus the user's. On by default.
+    pub redaction: cuca_redact::Config,
 }
 
 impl ProxyConfig {
@@ -206,6 +210,7 @@ impl ProxyConfig {
             ignore_json_paths: Vec::new(),
             answer_unrecorded: false,
             model_swap: None,
+            redaction: cuca_redact::Config::default(),
         };
         config.validate()?;
         Ok(config)
@@ -213,6 +218,10 @@ impl ProxyConfig {
 
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ProxyError> {
+        cuca_redact::Rules::new(&self.redaction).map_err(|error| ProxyError::InvalidConfig {
+            field: "redaction",
+            message: error.to_string(),
+        })?;
         if self.mode.forwards() && self.upstream.as_deref().is_none_or(|u| u.trim().is_empty()) {
             return Err(ProxyError::InvalidConfig {
                 field: "upstream",

@@ -95,6 +95,7 @@ mod model_swap;
 mod modes;
 mod placement;
 mod record;
+mod redaction;
 mod refusal;
 mod replay;
 mod rows;

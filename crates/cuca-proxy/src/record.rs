@@ -60,6 +60,7 @@ pub(crate) async fn forward(
         headers,
         body,
         request,
+        redacted,
         ..
     } = call;
     // The call begins now, its writer held: its request records are stamped with this time
@@ -81,7 +82,9 @@ pub(crate) async fn forward(
         &body,
         &headers,
         recording.note.as_deref(),
+        shared.redaction.clone(),
     );
+    rows.add_redacted(&redacted);
     let Some(mut url) = shared.upstream.call_url(format) else {
         began_nothing(&mut recording, &mut session, &mut rows).await;
         rows.failed("the proxy has no upstream");
@@ -196,6 +199,7 @@ pub(crate) async fn forward(
         if let Ok(value) = HeaderValue::from_str(&session) {
             response_headers.insert(HeaderName::from_static(SESSION_HEADER), value);
         }
+        rows.recorded_by(&recording.slot.plugin);
         match started {
             Ok(point) => {
                 if let Some(value) = point
@@ -211,6 +215,9 @@ pub(crate) async fn forward(
                     failure: None,
                     missing: Vec::new(),
                     session: session.clone(),
+                    rules: shared.redaction.clone(),
+                    held: crate::redaction::Held::default(),
+                    redacted: cuca_redact::Counts::new(),
                 };
                 recorder.missing.extend(request.unrecorded.iter().cloned());
                 include_usage = request.include_usage;
@@ -325,10 +332,43 @@ struct Recorder {
     /// What the records will not hold, in words, for the call's `CallIncomplete`.
     missing: Vec<String>,
     session: String,
+    /// The redaction rules, when any are in force: the answer's streamed text is then held
+    /// back a little and redacted as one text (`redaction::Held`).
+    rules: Option<Arc<cuca_redact::Rules>>,
+    held: crate::redaction::Held,
+    /// What redacting the held text replaced, for the call-log row.
+    pub(crate) redacted: cuca_redact::Counts,
 }
 
 impl Recorder {
     async fn block(&mut self, block: &MessageContentBlock, index: u64) {
+        if self.failure.is_some() {
+            return;
+        }
+        let Some(rules) = self.rules.clone() else {
+            return self.write(block, index).await;
+        };
+        let mut ready = Vec::new();
+        self.held
+            .push(&rules, index, block.clone(), &mut ready, &mut self.redacted);
+        for (index, block) in ready {
+            self.write(&block, index).await;
+        }
+    }
+
+    /// Writes what is still held of the answer's text, redacted.
+    async fn release_held(&mut self) {
+        let Some(rules) = self.rules.clone() else {
+            return;
+        };
+        let mut ready = Vec::new();
+        self.held.finish(&rules, &mut ready, &mut self.redacted);
+        for (index, block) in ready {
+            self.write(&block, index).await;
+        }
+    }
+
+    async fn write(&mut self, block: &MessageContentBlock, index: u64) {
         if self.failure.is_some() {
             return;
         }
@@ -352,6 +392,7 @@ impl Recorder {
         summary: Option<&StreamSummary>,
         duration: Duration,
     ) -> Option<String> {
+        self.release_held().await;
         let mut missing = std::mem::take(&mut self.missing);
         missing.extend(self.failure.clone());
         let mut failure = self.failure.clone();
@@ -643,7 +684,11 @@ impl Pump {
         match finished {
             Ok(summary) => {
                 let not_recorded = match self.recorder.take() {
-                    Some(mut recorder) => recorder.complete(Some(&summary), duration).await,
+                    Some(mut recorder) => {
+                        let failed = recorder.complete(Some(&summary), duration).await;
+                        self.rows.add_redacted(&recorder.redacted);
+                        failed
+                    }
                     None => None,
                 };
                 if let Some(message) = not_recorded {
@@ -712,7 +757,9 @@ impl Pump {
 
     async fn close_recorder(&mut self, summary: Option<&StreamSummary>, duration: Duration) {
         if let Some(mut recorder) = self.recorder.take() {
-            if let Some(message) = recorder.complete(summary, duration).await {
+            let failed = recorder.complete(summary, duration).await;
+            self.rows.add_redacted(&recorder.redacted);
+            if let Some(message) = failed {
                 self.rows.not_recorded(&message);
             }
         }

@@ -7,12 +7,15 @@
 //! `error` is the upstream's (or the proxy's) own sentence with every stretch that quotes the
 //! caller's body or headers replaced by a marker (`cuca_calllog::redact_error`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::HeaderMap;
 use bytes::Bytes;
 use cuca_calllog::{clip_error, redact_error, Attempt, CallLog, Ended, Quoted, Record};
 use cuca_events::UnifiedRequest;
+use cuca_redact::{Counts, Rules};
+use cuca_session_log::SessionLogPlugin;
 use cuca_wire::StreamSummary;
 use tokio::time::Instant;
 
@@ -46,6 +49,14 @@ pub(crate) struct CallRows {
     headers: HeaderMap,
     /// Why the session does not hold the whole call, when a record could not be written.
     not_recorded: Option<String>,
+    /// The redaction rules: the bodies under the pin and every `error` are redacted by them
+    /// too, so the call log holds no value the session does not.
+    rules: Option<Arc<Rules>>,
+    /// What redaction replaced in the call's request and, taken from `recorder` when the end
+    /// row is written, in its records.
+    redacted: Counts,
+    /// The writer that recorded the call, whose redaction counts the end row carries.
+    recorder: Option<Arc<SessionLogPlugin>>,
 }
 
 impl CallRows {
@@ -64,6 +75,7 @@ impl CallRows {
         body: &Bytes,
         headers: &HeaderMap,
         note: Option<&str>,
+        rules: Option<Arc<Rules>>,
     ) -> Self {
         let row = Record {
             run: run.to_owned(),
@@ -78,7 +90,7 @@ impl CallRows {
         let bodies = log.bodies();
         let mut start = row.clone();
         if bodies {
-            start.request_body = String::from_utf8_lossy(body).into_owned();
+            start.request_body = redacted_text(rules.as_deref(), &String::from_utf8_lossy(body));
         }
         let mut guard = log.start(start);
         // From here the call lives in a future the caller may drop by hanging up.
@@ -95,6 +107,23 @@ impl CallRows {
             body: body.clone(),
             headers: headers.clone(),
             not_recorded: None,
+            rules,
+            redacted: Counts::new(),
+            recorder: None,
+        }
+    }
+
+    /// Adds what redaction replaced in the call's request to the end row's counts.
+    pub(crate) fn add_redacted(&mut self, counts: &Counts) {
+        self.redacted.merge(counts);
+    }
+
+    /// The call is recorded by `plugin`: the end row adds what redacting its records
+    /// replaced. The writer records one call at a time, so what it counted since the last
+    /// row took its counts is this call's.
+    pub(crate) fn recorded_by(&mut self, plugin: &Arc<SessionLogPlugin>) {
+        if plugin.redaction().is_some() {
+            self.recorder = Some(Arc::clone(plugin));
         }
     }
 
@@ -133,6 +162,10 @@ impl CallRows {
         if let Some(message) = &self.not_recorded {
             row.error = self.error_field(message);
         }
+        if let Some(plugin) = self.recorder.take() {
+            self.redacted.merge(&plugin.take_redacted());
+        }
+        row.redacted = crate::redaction::row_counts(&self.redacted);
         row.status = self.status;
         row.ms = ceil_ms(self.sent_at.elapsed());
         row.ttft_ms = self.ttft.map_or(0, ceil_ms);
@@ -147,7 +180,8 @@ impl CallRows {
                     ),
                 );
             }
-            row.response_body = String::from_utf8_lossy(&kept).into_owned();
+            row.response_body =
+                redacted_text(self.rules.as_deref(), &String::from_utf8_lossy(&kept));
         }
         row
     }
@@ -182,7 +216,7 @@ impl CallRows {
     /// every stretch that quotes the caller's body or headers.
     fn error_field(&self, message: &str) -> String {
         if self.bodies {
-            return clip_error(message);
+            return clip_error(&redacted_text(self.rules.as_deref(), message));
         }
         let quoted = self
             .headers
@@ -191,7 +225,8 @@ impl CallRows {
             .fold(Quoted::new().body(&self.body), |quoted, (_, value)| {
                 quoted.header(value.as_bytes())
             });
-        redact_error(message, &quoted)
+        // What quotes the caller is replaced first, so the rules see what is left of it.
+        redacted_text(self.rules.as_deref(), &redact_error(message, &quoted))
     }
 
     /// The caller went away (or stopped reading) before the call ended.
@@ -203,6 +238,14 @@ impl CallRows {
         row.ended = Ended::Cancelled.as_str().to_owned();
         add_note(&mut row, why);
         guard.finish(row);
+    }
+}
+
+/// `text` redacted by `rules`, when there are any.
+fn redacted_text(rules: Option<&Rules>, text: &str) -> String {
+    match rules {
+        Some(rules) => rules.redact_text(text).0.into_owned(),
+        None => text.to_owned(),
     }
 }
 

@@ -339,7 +339,13 @@ async fn take_in(
     if named.is_some() {
         continued = named.clone();
     }
+    // Redacted once, here, before anything is placed, recorded or compared.
+    let redacted = match (&shared.redaction, &mut request) {
+        (Some(rules), Ok(parsed)) => crate::redaction::redact_request(rules, parsed),
+        _ => cuca_redact::Counts::new(),
+    };
     let call = Call {
+        redacted,
         format,
         session,
         query: uri.query().map(str::to_owned),

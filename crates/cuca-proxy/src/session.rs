@@ -209,14 +209,21 @@ pub(crate) struct Slots {
     backend: Arc<dyn SessionBackend>,
     max: usize,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
+    /// What every writer redacts its records by.
+    redaction: Option<Arc<cuca_redact::Rules>>,
 }
 
 impl Slots {
-    pub(crate) fn new(backend: Arc<dyn SessionBackend>, max: usize) -> Self {
+    pub(crate) fn new(
+        backend: Arc<dyn SessionBackend>,
+        max: usize,
+        redaction: Option<Arc<cuca_redact::Rules>>,
+    ) -> Self {
         Slots {
             backend,
             max,
             slots: Mutex::new(HashMap::new()),
+            redaction,
         }
     }
 
@@ -261,7 +268,8 @@ impl Slots {
             .with_session_id(session)
             .with_call_metadata(true)
             // What an agent's tools returned is half its trajectory, and replay compares it.
-            .with_tool_results(true);
+            .with_tool_results(true)
+            .with_redaction(self.redaction.clone());
         let slot = Arc::new(Slot {
             plugin: Arc::new(plugin),
             lock: Arc::new(tokio::sync::Mutex::new(())),

@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     pub(crate) backend: Arc<dyn SessionBackend>,
     pub(crate) upstream: Upstream,
     pub(crate) call_log: CallLog,
+    /// The redaction rules, compiled once; `None` when none is in force.
+    pub(crate) redaction: Option<Arc<cuca_redact::Rules>>,
     /// The call log's `run` for every call this proxy forwards.
     pub(crate) run_id: String,
     /// Set when a shutdown begins: new calls are refused with a 503 from then on.
@@ -57,11 +59,18 @@ impl Shared {
         call_log: CallLog,
     ) -> Result<Self, ProxyError> {
         let upstream = Upstream::new(&config)?;
+        let redaction = cuca_redact::Rules::new(&config.redaction).map_err(|error| {
+            ProxyError::InvalidConfig {
+                field: "redaction",
+                message: error.to_string(),
+            }
+        })?;
+        let redaction = (!redaction.is_empty()).then(|| Arc::new(redaction));
         let matching = Matching::new(&config.ignore, config.compare_parameters)?
             .ignoring_json_paths(&config.ignore_json_paths)?;
         Ok(Shared {
             replay: replay::Loads::new(SessionReplay::new(Arc::clone(&backend)), matching.clone()),
-            slots: Slots::new(Arc::clone(&backend), config.max_sessions),
+            slots: Slots::new(Arc::clone(&backend), config.max_sessions, redaction.clone()),
             conversations: Arc::new(Conversations::new(Arc::clone(&backend))),
             served: replay::Served::default(),
             matching,
@@ -71,6 +80,7 @@ impl Shared {
             backend,
             upstream,
             call_log,
+            redaction,
             run_id: format!("{:08x}", rand::random::<u32>()),
             closing: AtomicBool::new(false),
             cut: watch::Sender::new(false),

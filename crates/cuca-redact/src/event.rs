@@ -1,6 +1,6 @@
 //! Redacting and scanning session events: every text-bearing field of every variant.
 
-use cuca_events::{MessageContentBlock, SessionEvent, SessionRecord};
+use cuca_events::{Message, MessageContentBlock, SessionEvent, SessionRecord};
 use serde_json::Value;
 
 use crate::{Counts, Finding, Rules};
@@ -15,7 +15,7 @@ use crate::{Counts, Finding, Rules};
 /// digests the store, replay and forks key on: ids, tool and model names, the fork points,
 /// the wire format's name, the request digest, timings and token counts, and an image's
 /// base64 bytes (an image of a key is not text the rules can read).
-pub const REDACTED_FIELDS: [(&str, &[&str]); 15] = [
+pub const REDACTED_FIELDS: [(&str, &[&str]); 16] = [
     ("SystemPrompt", &["text"]),
     (
         "Message",
@@ -39,6 +39,7 @@ pub const REDACTED_FIELDS: [(&str, &[&str]); 15] = [
     ("CallIncomplete", &["reason"]),
     ("CallWire", &["wire (JSON)"]),
     ("RequestDigest", &[]),
+    ("Scrubbed", &[]),
 ];
 
 impl Rules {
@@ -80,21 +81,7 @@ impl Rules {
             | SessionEvent::ModelSwap { reason: text, .. } => {
                 counts.merge(&self.redact_string(text))
             }
-            SessionEvent::Message(message) => {
-                for block in &mut message.content {
-                    match block {
-                        MessageContentBlock::Text { text }
-                        | MessageContentBlock::Thinking { thinking: text }
-                        | MessageContentBlock::ToolResult { content: text, .. } => {
-                            counts.merge(&self.redact_string(text))
-                        }
-                        MessageContentBlock::ToolCall { arguments, .. } => {
-                            self.redact_json_text(arguments, &mut counts)
-                        }
-                        MessageContentBlock::ImageBase64 { .. } => {}
-                    }
-                }
-            }
+            SessionEvent::Message(message) => counts.merge(&self.redact_message(message)),
             SessionEvent::ToolCall { arguments, .. } => {
                 self.redact_json_text(arguments, &mut counts)
             }
@@ -120,12 +107,44 @@ impl Rules {
             | SessionEvent::TokenUsage { .. }
             | SessionEvent::Fork { .. }
             | SessionEvent::CallFinish { .. }
-            | SessionEvent::RequestDigest { .. } => {}
+            | SessionEvent::RequestDigest { .. }
+            | SessionEvent::Scrubbed { .. } => {}
             // `SessionEvent` is non-exhaustive; `REDACTED_FIELDS` lists every kind the
             // vocabulary has, and a test fails when a kind is missing from it, so a new
             // kind is placed here before it can pass unredacted.
             _ => {}
         }
+        counts
+    }
+
+    /// Redacts every block of `message` in place as [`Rules::redact_event`] redacts a
+    /// `Message` record: text, thinking and tool results' content by the text rules, tool
+    /// calls' arguments as JSON text. A recorder that redacts an incoming request with this
+    /// gets the bytes its `Message` records hold, which is what replay compares.
+    pub fn redact_message(&self, message: &mut Message) -> Counts {
+        let mut counts = Counts::new();
+        for block in &mut message.content {
+            match block {
+                MessageContentBlock::Text { text }
+                | MessageContentBlock::Thinking { thinking: text }
+                | MessageContentBlock::ToolResult { content: text, .. } => {
+                    counts.merge(&self.redact_string(text))
+                }
+                MessageContentBlock::ToolCall { arguments, .. } => {
+                    self.redact_json_text(arguments, &mut counts)
+                }
+                MessageContentBlock::ImageBase64 { .. } => {}
+            }
+        }
+        counts
+    }
+
+    /// Redacts a text that holds JSON (a tool call's arguments, a request's parameters) as
+    /// the JSON-text fields of an event are: the text rules on the text, then the JSON-path
+    /// rules on the document it parses as.
+    pub fn redact_json_string(&self, text: &mut String) -> Counts {
+        let mut counts = Counts::new();
+        self.redact_json_text(text, &mut counts);
         counts
     }
 

@@ -263,6 +263,12 @@ impl Rules {
             .chain(self.paths.iter().map(|rule| rule.name.as_str()))
     }
 
+    /// Whether no rule is in force (every default turned off and none of the user's): a
+    /// recorder then has nothing to do and skips redacting altogether.
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.paths.is_empty()
+    }
+
     /// Whether `rule` names a JSON-path rule.
     pub(crate) fn is_path_rule(&self, rule: &str) -> bool {
         self.paths.iter().any(|path| path.name == rule)

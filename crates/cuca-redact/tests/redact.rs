@@ -618,6 +618,9 @@ fn one_of_each_kind(secret: &str) -> Vec<SessionEvent> {
         SessionEvent::RequestDigest {
             sha256: "0".repeat(64),
         },
+        SessionEvent::Scrubbed {
+            replaced: vec![("openai-key".into(), 2)],
+        },
     ]
 }
 

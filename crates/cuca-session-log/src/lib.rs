@@ -68,8 +68,8 @@
 //! # What it does not do
 //!
 //! It knows no concrete store: persistence, caps and the fork itself belong to the backend.
-//! It does not replay a session into a stream (that is `cuca-replay`), does not redact
-//! (register a redaction plugin before it), and does not write `ModelSwap` records on its own.
+//! It does not replay a session into a stream (that is `cuca-replay`), redacts only when
+//! asked ([`SessionLogPlugin::with_redaction`], rules from [`redact`]), and does not write `ModelSwap` records on its own.
 //! It is meant to be the only writer of its session: other writers cannot make it store a
 //! duplicate sequence (the store refuses, the plugin moves on), but their records interleave
 //! with its own, and a message position it already recorded is not re-read from them. Hooks
@@ -81,3 +81,6 @@ mod call;
 mod plugin;
 
 pub use plugin::{SessionLogPlugin, DEFAULT_SESSION_ID};
+
+/// The redaction rules [`SessionLogPlugin::with_redaction`] takes (`cuca-redact`).
+pub use cuca_redact as redact;

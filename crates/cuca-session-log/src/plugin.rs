@@ -9,6 +9,7 @@ use cuca_events::{
     CucaPlugin, MessageContentBlock, PluginError, Role, SessionBackend, SessionEvent,
     SessionRecord, UnifiedRequest, UnifiedResponse,
 };
+use cuca_redact::{Counts, Rules};
 
 #[cfg(test)]
 mod tests;
@@ -43,6 +44,8 @@ pub struct SessionLogPlugin {
     /// Whether a request's tool results are recorded too, as `ToolResult` records once per
     /// position (off by default: the seed's rule, "Tool messages are not recorded").
     tool_results: bool,
+    /// The rules every record is redacted by before it is appended (none by default).
+    redaction: Option<Arc<Rules>>,
 }
 
 /// What the plugin knows about its session.
@@ -67,6 +70,12 @@ struct Cursor {
     /// The time the records being written are stamped with instead of now: the call's start,
     /// while its request is written (`RequestMetadata::started_ms`).
     stamp_at: Option<u64>,
+    /// What redacting the record last stamped replaced: added to `redacted` only when that
+    /// record is stored, so a retried append is not counted twice.
+    pending: Counts,
+    /// What redaction replaced in the records stored since [`SessionLogPlugin::take_redacted`]
+    /// was last called.
+    redacted: Counts,
 }
 
 impl Cursor {
@@ -219,7 +228,49 @@ impl SessionLogPlugin {
             cursor: Mutex::new(Cursor::default()),
             call_metadata: false,
             tool_results: false,
+            redaction: None,
         }
+    }
+
+    /// The same plugin, redacting every record by `rules` before it is appended: every
+    /// text-bearing field (`cuca_redact::REDACTED_FIELDS`) of every record a hook or
+    /// [`Self::append_log`] writes, each replaced value becoming `[REDACTED:rule]`, so what
+    /// the rules find never reaches the store. [`Self::take_redacted`] says how many values
+    /// each rule replaced. Off by default; rules with nothing in force (`Rules::is_empty`)
+    /// are the same as none.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use cuca_events::{Message, SessionBackend, SessionEvent, UnifiedRequest};
+    /// # use cuca_session_log::SessionLogPlugin;
+    /// # use cuca_store_mem::InMemoryBackend;
+    /// let backend = Arc::new(InMemoryBackend::new());
+    /// let rules = Arc::new(cuca_redact::Rules::defaults()?);
+    /// let log = SessionLogPlugin::new(backend.clone()).with_redaction(Some(rules));
+    /// log.append_log(SessionEvent::Output { text: "key AKIAZ7Q3X9M2P5L8N4R6".into() })?;
+    /// let records = backend.replay(log.session_id())?;
+    /// assert_eq!(records[0].event, SessionEvent::Output { text: "key [REDACTED:aws-access-key-id]".into() });
+    /// assert_eq!(log.take_redacted().to_string(), "aws-access-key-id=1");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_redaction(self, rules: Option<Arc<Rules>>) -> Self {
+        SessionLogPlugin {
+            redaction: rules.filter(|rules| !rules.is_empty()),
+            ..self
+        }
+    }
+
+    /// The rules records are redacted by, if any ([`Self::with_redaction`]).
+    pub fn redaction(&self) -> Option<&Arc<Rules>> {
+        self.redaction.as_ref()
+    }
+
+    /// How many values each rule replaced in the records stored since the last call (the
+    /// counts are taken, not copied): a recorder that serialises its calls on the session
+    /// takes them at the end of each call for its call-log row. Never the values.
+    pub fn take_redacted(&self) -> Counts {
+        std::mem::take(&mut self.lock().redacted)
     }
 
     /// The same plugin, also recording what each call was sent and how it ended: a
@@ -381,9 +432,15 @@ impl SessionLogPlugin {
     fn stamp(
         &self,
         cursor: &mut Cursor,
-        event: SessionEvent,
+        mut event: SessionEvent,
     ) -> Result<SessionRecord, PluginError> {
         let sequence = self.sync(cursor)?;
+        // Every record passes here before the store sees it, so this is the one place the
+        // rules are applied.
+        cursor.pending = match &self.redaction {
+            Some(rules) => rules.redact_event(&mut event),
+            None => Counts::new(),
+        };
         if sequence == u64::MAX {
             return Err(PluginError::CapacityExceeded {
                 resource: format!("session {:?}", self.session_id),
@@ -403,6 +460,10 @@ impl SessionLogPlugin {
     fn advance(cursor: &mut Cursor) {
         // `stamp` refused u64::MAX, so this cannot overflow.
         cursor.next_sequence = cursor.next_sequence.map(|next| next + 1);
+        if !cursor.pending.is_empty() {
+            let pending = std::mem::take(&mut cursor.pending);
+            cursor.redacted.merge(&pending);
+        }
     }
 
     /// Stamps and appends the event `make` builds (`None`: nothing to record); the cursor
@@ -570,6 +631,7 @@ impl SessionLogPlugin {
         if fresh {
             *cursor = Cursor {
                 stamp_at: at,
+                redacted: std::mem::take(&mut cursor.redacted),
                 ..Cursor::default()
             };
             let next = self.sync(cursor)?;
@@ -591,6 +653,7 @@ impl SessionLogPlugin {
                 tracing::debug!(session = %self.session_id, "another writer appended to the session; reading it anew before the request");
                 *cursor = Cursor {
                     stamp_at: at,
+                    redacted: std::mem::take(&mut cursor.redacted),
                     ..Cursor::default()
                 };
                 self.sync(cursor)?;

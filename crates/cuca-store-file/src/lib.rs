@@ -85,6 +85,7 @@ mod handles;
 mod mark;
 mod naming;
 mod repair;
+mod rewrite;
 mod scan;
 mod sequence;
 

@@ -209,7 +209,7 @@ fn name_len(path: &Path) -> usize {
 }
 
 /// `path` with `suffix` appended to its file name.
-fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)
@@ -232,7 +232,7 @@ fn keep_increasing(records: Vec<SessionRecord>) -> (Vec<SessionRecord>, Vec<Drop
 }
 
 /// Writes a v2 file of `records` at `tmp` (replacing a stray one), synced, and reads it back.
-fn write_checked(
+pub(crate) fn write_checked(
     tmp: &Path,
     session_id: &str,
     records: &[SessionRecord],
@@ -293,7 +293,7 @@ fn keep_aside(source: &Path) -> Result<PathBuf, PluginError> {
     ))
 }
 
-fn sync_dir(dir: &Path) -> Result<(), PluginError> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), PluginError> {
     File::open(dir)
         .and_then(|dir| dir.sync_all())
         .map_err(|error| PluginError::io("sync", dir, error))

@@ -245,6 +245,28 @@ impl PostgresBackend {
         self.call(Worker::session_sizes)
     }
 
+    /// Rewrites a session in one transaction: each record of `updated` replaces the stored
+    /// record of its sequence (same session), and `appended` is added after them, when the
+    /// session's last sequence is still `expected_last` — the one the caller read it with.
+    /// Otherwise nothing changes and the answer is [`PluginError::SequenceTaken`] naming the
+    /// last sequence now stored. Appends and forks of the session wait for it (the session's
+    /// advisory lock), so a reader sees the session before or after, never between. What
+    /// `cuca scrub` writes with.
+    pub fn rewrite(
+        &self,
+        session_id: &str,
+        expected_last: u64,
+        updated: Vec<SessionRecord>,
+        appended: Vec<SessionRecord>,
+    ) -> Result<(), PluginError> {
+        let session = session_id.to_owned();
+        // The appended records move the tail: the session's next append asks the server.
+        if let Ok(mut tails) = self.tails.lock() {
+            tails.remove(&session);
+        }
+        self.call(move |worker| worker.rewrite(&session, expected_last, &updated, &appended))
+    }
+
     /// Where the database is: `host:port/dbname`.
     pub fn host(&self) -> &str {
         &self.host

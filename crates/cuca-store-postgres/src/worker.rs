@@ -927,4 +927,95 @@ impl Worker {
             Ok(new_id)
         })
     }
+
+    /// Replaces the stored records `updated` (same session and sequences, new events) and
+    /// appends `appended`, in one transaction under the session's lock, when the session's
+    /// last sequence is still `expected_last`; otherwise nothing changes and the answer is
+    /// [`PluginError::SequenceTaken`].
+    pub(crate) fn rewrite(
+        &mut self,
+        session_id: &str,
+        expected_last: u64,
+        updated: &[SessionRecord],
+        appended: &[SessionRecord],
+    ) -> Result<(), PluginError> {
+        validate_session_id(session_id)?;
+        let expected = to_i64("sequence", expected_last, session_id)?;
+        let mut rows = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for record in updated {
+            if record.session_id != session_id {
+                return Err(PluginError::validation(
+                    "SessionRecord",
+                    format!(
+                        "{} is not a record of session {session_id:?}",
+                        record.point_id()
+                    ),
+                ));
+            }
+            rows.0
+                .push(to_i64("sequence", record.sequence, session_id)?);
+            rows.1.push(record.event.kind());
+            rows.2
+                .push(to_i64("timestamp_ms", record.timestamp_ms, session_id)?);
+            rows.3.push(encode(record)?);
+        }
+        let mut tail = Vec::with_capacity(appended.len());
+        for record in appended {
+            tail.push((
+                to_i64("sequence", record.sequence, session_id)?,
+                record.event.kind(),
+                to_i64("timestamp_ms", record.timestamp_ms, session_id)?,
+                encode(record)?,
+            ));
+        }
+        self.run("rewrite", |conn, _, _| {
+            let Conn { client, insert, .. } = conn;
+            let mut tx = client.transaction().map_err(retryable)?;
+            tx.execute(SESSION_LOCK, &[&session_id])
+                .map_err(retryable)?;
+            let stored: Option<i64> = tx
+                .query_one(
+                    "SELECT max(sequence) FROM cuca_session_records WHERE session_id = $1",
+                    &[&session_id],
+                )
+                .map_err(retryable)?
+                .try_get(0)
+                .map_err(retryable)?;
+            if stored != Some(expected) {
+                return Err(PluginError::SequenceTaken {
+                    session_id: session_id.to_owned(),
+                    sequence: expected_last,
+                    last: stored.map_or(0, i64::unsigned_abs),
+                }
+                .into());
+            }
+            let changed = tx
+                .execute(
+                    "UPDATE cuca_session_records AS stored SET kind = u.k, timestamp_ms = u.t, record = u.r
+                     FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::bytea[]) AS u(s, k, t, r)
+                     WHERE stored.session_id = $1 AND stored.sequence = u.s",
+                    &[&session_id, &rows.0, &rows.1, &rows.2, &rows.3],
+                )
+                .map_err(retryable)?;
+            if changed != rows.0.len() as u64 {
+                return Err(PluginError::validation(
+                    "SessionRecord",
+                    format!(
+                        "{} of the {} records to rewrite in session {session_id:?} are stored; a rewrite replaces stored records only",
+                        changed,
+                        rows.0.len()
+                    ),
+                )
+                .into());
+            }
+            for (sequence, kind, stamp, bytes) in &tail {
+                tx.execute(&*insert, &[&session_id, sequence, kind, stamp, bytes])
+                    .map_err(retryable)?;
+            }
+            // Once the commit is sent it may land even if the answer is lost: not retried.
+            tx.commit()
+                .map_err(|error| OpError::Pg { error, retry: false })?;
+            Ok(())
+        })
+    }
 }

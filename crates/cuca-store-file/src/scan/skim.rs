@@ -121,6 +121,9 @@ impl SkimmedRecord<'_> {
             SkimmedEvent::RequestDigest { .. } => SessionEvent::RequestDigest {
                 sha256: String::new(),
             },
+            SkimmedEvent::Scrubbed { .. } => SessionEvent::Scrubbed {
+                replaced: Vec::new(),
+            },
         }
     }
 }
@@ -129,7 +132,7 @@ impl<'a> SkimmedRecord<'a> {
     /// Hands every text the record holds to `visit`, borrowed from the frame, in field order:
     /// the field's name (`text`, `thinking`, `id`, `name`, `arguments`, `tool_call_id`,
     /// `content`, `stdout`, `stderr`, `from`, `to`, `reason`, `from_point`, `to_session`,
-    /// `model`, `parameters`, `tools`, `finish_reason`, `format`, `wire`, `sha256`; an image block's
+    /// `model`, `parameters`, `tools`, `finish_reason`, `format`, `wire`, `sha256`, `rule` (each of a `Scrubbed` record's rules); an image block's
     /// `media_type` and `data`), the role of the message it is in (`None` outside a
     /// Message), and the text. A reader that searches text (`cuca-search`) reads it so,
     /// allocating nothing per record but a message's block list.
@@ -255,6 +258,11 @@ impl<'a> SkimmedRecord<'a> {
                 put("wire", wire);
             }
             SkimmedEvent::RequestDigest { sha256 } => put("sha256", sha256),
+            SkimmedEvent::Scrubbed { ref replaced } => {
+                for &(rule, _) in replaced {
+                    put("rule", rule);
+                }
+            }
         }
     }
 }
@@ -325,6 +333,10 @@ enum SkimmedEvent<'a> {
     RequestDigest {
         sha256: &'a str,
     },
+    Scrubbed {
+        #[serde(borrow)]
+        replaced: Vec<(&'a str, u64)>,
+    },
 }
 
 impl SkimmedEvent<'_> {
@@ -345,6 +357,7 @@ impl SkimmedEvent<'_> {
             SkimmedEvent::CallIncomplete { .. } => 12,
             SkimmedEvent::CallWire { .. } => 13,
             SkimmedEvent::RequestDigest { .. } => 14,
+            SkimmedEvent::Scrubbed { .. } => 15,
         }
     }
 }
