@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::message::Message;
+use crate::message::{Message, TokenDetail};
 
 /// One thing that happened in a session.
 ///
@@ -14,7 +14,7 @@ use crate::message::Message;
 /// the end only, and a change to an existing variant's fields bumps the `.cslog` version byte.
 /// The indices are: `SystemPrompt` 0, `Message` 1, `Reasoning` 2, `Output` 3, `ToolCall` 4,
 /// `ToolResult` 5, `Latency` 6, `TokenUsage` 7, `ModelSwap` 8, `Fork` 9, `CallRequest` 10,
-/// `CallFinish` 11, `CallIncomplete` 12, `CallWire` 13, `RequestDigest` 14.
+/// `CallFinish` 11, `CallIncomplete` 12, `CallWire` 13, `RequestDigest` 14, `TokenDetail` 15.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum SessionEvent {
@@ -159,11 +159,20 @@ pub enum SessionEvent {
         /// The digest as 64 lower-case hex digits.
         sha256: String,
     },
+    /// Every token count a call's answer reported, kind by kind, exactly as the provider sent
+    /// it: what [`SessionEvent::TokenUsage`]'s two folded numbers cannot say (cache reads,
+    /// 5-minute and 1-hour cache writes, reasoning), which a price needs. Written by the
+    /// recorder that writes the call's `TokenUsage`, just before its `Latency`-then-`TokenUsage`
+    /// pair, when the answer carried a usage report.
+    ///
+    /// Added at the end, after `RequestDigest`, so older records keep their indices; a session
+    /// recorded before it has only `TokenUsage`, and is priced from prompt and completion.
+    TokenDetail(TokenDetail),
 }
 
 impl SessionEvent {
     /// Every variant name, in format (index) order.
-    pub const KINDS: [&'static str; 15] = [
+    pub const KINDS: [&'static str; 16] = [
         "SystemPrompt",
         "Message",
         "Reasoning",
@@ -179,6 +188,7 @@ impl SessionEvent {
         "CallIncomplete",
         "CallWire",
         "RequestDigest",
+        "TokenDetail",
     ];
 
     /// The variant's name, as the seed's reports print it (`"Reasoning"`, `"Fork"`, …).
@@ -204,6 +214,7 @@ impl SessionEvent {
             SessionEvent::CallIncomplete { .. } => 12,
             SessionEvent::CallWire { .. } => 13,
             SessionEvent::RequestDigest { .. } => 14,
+            SessionEvent::TokenDetail(_) => 15,
         }
     }
 }

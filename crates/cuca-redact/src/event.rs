@@ -39,6 +39,7 @@ pub const REDACTED_FIELDS: [(&str, &[&str]); 15] = [
     ("CallIncomplete", &["reason"]),
     ("CallWire", &["wire (JSON)"]),
     ("RequestDigest", &[]),
+    ("TokenDetail", &[]),
 ];
 
 impl Rules {
@@ -120,7 +121,8 @@ impl Rules {
             | SessionEvent::TokenUsage { .. }
             | SessionEvent::Fork { .. }
             | SessionEvent::CallFinish { .. }
-            | SessionEvent::RequestDigest { .. } => {}
+            | SessionEvent::RequestDigest { .. }
+            | SessionEvent::TokenDetail(_) => {}
             // `SessionEvent` is non-exhaustive; `REDACTED_FIELDS` lists every kind the
             // vocabulary has, and a test fails when a kind is missing from it, so a new
             // kind is placed here before it can pass unredacted.

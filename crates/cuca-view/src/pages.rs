@@ -779,6 +779,10 @@ fn record_group(group: &[RecordView]) -> Markup {
             div.rec.meta.request-digest { (anchors(group))
                 div.who { "request digest · " (seq_label) " · " code { (sha256) } } }
         },
+        SessionEvent::TokenDetail(detail) => html! {
+            div.rec.meta.token-detail { (anchors(group))
+                div.who { "tokens · " (seq_label) " · " (detail.to_string()) } }
+        },
         other => html! {
             div.rec.meta { (anchors(group)) div.who { (other.kind()) " · " (seq_label) } pre { (format!("{other:?}")) } }
         },
@@ -1054,6 +1058,7 @@ fn event_text(event: &SessionEvent) -> String {
         SessionEvent::RequestDigest { sha256 } => {
             format!("request digest {}", sha256.get(..12).unwrap_or(sha256))
         }
+        SessionEvent::TokenDetail(detail) => format!("tokens: {detail}"),
         other => format!("{other:?}"),
     }
 }
