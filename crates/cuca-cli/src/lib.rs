@@ -52,6 +52,7 @@ use std::path::PathBuf;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 mod completions;
+mod cost;
 mod error;
 mod grep;
 mod journal;
@@ -229,6 +230,9 @@ enum Command {
     },
     /// Search every session in STORE: message text, outputs, tools, results, models, errors.
     Grep(grep::GrepArgs),
+    /// What the recorded calls cost, by day, week, month, session or model, with the cache
+    /// split, from a dated price table.
+    Cost(cost::CostArgs),
     /// The call log: in-flight calls, per-run counts and tokens, failures, ttft percentiles.
     Logs(logs::LogsArgs),
     /// Capture journals: assemble, salvage, show a record.
@@ -271,6 +275,7 @@ impl Command {
                 | Command::Diff { .. }
                 | Command::Verify { .. }
                 | Command::Grep(_)
+                | Command::Cost(_)
                 | Command::Logs(_)
         )
     }
@@ -432,6 +437,7 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
             json,
         } => sessions::import(&file, &store, schema, &session, json),
         Command::Grep(args) => grep::run(&args, schema),
+        Command::Cost(args) => cost::run(&args, schema),
         Command::Logs(args) => logs::run(&args),
         Command::Journal(command) => journal::run(command),
         Command::Serve(args) => serve::run(&args),

@@ -183,3 +183,45 @@ fn the_uncached_input_is_the_provider_s_where_it_said_and_the_prompt_less_the_ca
     assert_eq!(ANTHROPIC_DETAIL.uncached_input(), Some(26));
     assert_eq!(OPENAI_DETAIL.uncached_input(), Some(128));
 }
+
+fn anthropic_summary(model: &str) -> StreamSummary {
+    let body = json!({"id":"msg_1","type":"message","role":"assistant","model":model,"content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","stop_sequence":null,"usage":anthropic_usage(57)});
+    whole(Format::Messages, &body)
+}
+
+#[test]
+fn a_call_log_row_without_a_provider_cost_is_priced_kind_by_kind_and_says_by_what() {
+    let mut row = cuca_calllog::Record::default();
+    anthropic_summary("claude-sonnet-4-5-20250929").fill_end_row(&mut row, true);
+    // 26 × $3/M + 57 × $15/M + 3,401 × $0.30/M + 1,000 × $3.75/M + 201 × $6/M.
+    let expected = 26.0 * 3e-6 + 57.0 * 15e-6 + 3_401.0 * 0.3e-6 + 1_000.0 * 3.75e-6 + 201.0 * 6e-6;
+    assert!((row.cost - expected).abs() < 1e-12, "{} != {expected}", row.cost);
+    assert!(row.cost_source.starts_with("LiteLLM"), "{}", row.cost_source);
+    assert!(row.cost_source.contains("(20"), "the table's date: {}", row.cost_source);
+    assert_eq!((row.cached_tokens, row.cache_write_tokens), (3_401, 1_201));
+}
+
+#[test]
+fn a_call_log_row_of_a_model_no_table_prices_has_an_unknown_cost_not_zero() {
+    let mut row = cuca_calllog::Record::default();
+    anthropic_summary("mystery-model-9").fill_end_row(&mut row, true);
+    assert_eq!(row.cost, 0.0, "no figure is written");
+    assert!(
+        row.cost_source.starts_with("unknown: no price for model \"mystery-model-9\""),
+        "{}",
+        row.cost_source
+    );
+    // Serialised, the row has no `cost` at all, and says why.
+    let line = serde_json::to_value(&row).unwrap();
+    assert!(line.get("cost").is_none());
+    assert!(line["cost_source"].as_str().unwrap().starts_with("unknown"));
+}
+
+#[test]
+fn a_provider_s_own_cost_is_kept_and_named() {
+    let mut summary = anthropic_summary("claude-sonnet-4-5-20250929");
+    summary.usage.as_mut().unwrap().cost = Some(0.5);
+    let mut row = cuca_calllog::Record::default();
+    summary.fill_end_row(&mut row, true);
+    assert_eq!((row.cost, row.cost_source.as_str()), (0.5, "provider"));
+}
