@@ -304,6 +304,10 @@ fn summary(session: &str, context: &SessionContext<'_>, marks: &[(usize, String)
                 @for (i, model) in index.models.iter().enumerate() { @if i > 0 { ", " } code { (model) } } } }
             div { dt { "Tokens in / out" } dd #summary-tokens {
                 (thousands(index.prompt_tokens())) " / " (thousands(index.completion_tokens())) } }
+            @if let Some(cost) = index.cost().filter(|c| c.n_calls > 0) {
+                div { dt { "Cost (USD)" } dd #summary-cost title=(crate::cost::priced_by()) {
+                    (crate::cost::words(&cost)) } }
+            }
             div { dt { "Duration" } dd #summary-duration { (duration) } }
             div { dt { "Start" } dd #summary-start { (when(index.start_ms)) } }
             div { dt { "End" } dd #summary-end { (when(index.end_ms)) } }
@@ -569,6 +573,9 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
                 @if let Some(ms) = latency { span.latency { (thousands(ms)) " ms" } }
                 @if let Some((prompt, completion)) = tokens {
                     span.tokens { (thousands(prompt)) " prompt / " (thousands(completion)) " completion tokens" }
+                    @if let Some(cost) = crate::cost::turn_words(&turn.records) {
+                        span.cost title=(crate::cost::priced_by()) { (cost) }
+                    }
                 }
                 @if let Some(model) = call_model { span { code { (model) } } }
                 @if let Some(finish) = finish { span { "finish: " (finish) } }
