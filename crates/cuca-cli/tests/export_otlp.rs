@@ -633,6 +633,12 @@ async fn cached_call_span(opt_in: Option<&str>) -> Span {
         Some(("claude-sonnet-4-5-20250929", 1, "end_turn")),
         true,
     );
+    // The model that answered is the one asked for (the helper names a quantised variant).
+    for record in &mut records {
+        if let SessionEvent::CallFinish { model, .. } = &mut record.event {
+            *model = "claude-sonnet-4-5-20250929".into();
+        }
+    }
     let at = records.len() - 2;
     let mut detail = records[at].clone();
     detail.event = SessionEvent::TokenDetail(cuca::TokenDetail {
