@@ -120,7 +120,13 @@ fn main() {
         })
     );
     if n >= 1_000_000 {
-        assert!(day_s < 2.0 && model_s < 2.0, "cuca cost took {day_s} s / {model_s} s");
-        assert!(day_kib < 65_536.0 && model_kib < 65_536.0, "cuca cost peaked at {day_kib} / {model_kib} KiB");
+        assert!(
+            day_s < 2.0 && model_s < 2.0,
+            "cuca cost took {day_s} s / {model_s} s"
+        );
+        assert!(
+            day_kib < 65_536.0 && model_kib < 65_536.0,
+            "cuca cost peaked at {day_kib} / {model_kib} KiB"
+        );
     }
 }

@@ -72,7 +72,9 @@ impl By {
 
 /// The table `--prices` names, else the configured one (`CUCA_PRICES`, else the bundled
 /// snapshot).
-pub(crate) fn table(prices: Option<&PathBuf>) -> Result<std::borrow::Cow<'static, PriceTable>, CliError> {
+pub(crate) fn table(
+    prices: Option<&PathBuf>,
+) -> Result<std::borrow::Cow<'static, PriceTable>, CliError> {
     match prices {
         Some(path) => PriceTable::from_file(path)
             .map(std::borrow::Cow::Owned)
@@ -258,10 +260,20 @@ fn write_table(
             let models = row
                 .models
                 .keys()
-                .map(|m| if m.is_empty() { "(unnamed)" } else { m.as_str() })
+                .map(|m| {
+                    if m.is_empty() {
+                        "(unnamed)"
+                    } else {
+                        m.as_str()
+                    }
+                })
                 .collect::<Vec<_>>()
                 .join(", ");
-            cells(&row.key, crate::term::line(&models).to_string(), &row.totals)
+            cells(
+                &row.key,
+                crate::term::line(&models).to_string(),
+                &row.totals,
+            )
         })
         .collect();
     rows.push(cells("Total", String::new(), report.totals()));

@@ -141,7 +141,10 @@ fn cost_by_day_sums_every_kind_with_the_cache_split_in_ccusage_s_shape() {
     assert_eq!(daily[0]["cacheReadTokens"], 3_401);
     assert_eq!(daily[0]["totalTokens"], 26 + 57 + 1_201 + 3_401);
     close(&daily[0]["totalCost"], CLAUDE_CALL_USD);
-    assert_eq!(daily[0]["modelsUsed"], serde_json::json!(["claude-sonnet-4-5-20250929"]));
+    assert_eq!(
+        daily[0]["modelsUsed"],
+        serde_json::json!(["claude-sonnet-4-5-20250929"])
+    );
     // The second day: one Claude call and one GPT-4o call, whose 1,000 cached tokens are
     // read from a 2,000-token prompt (1,000 uncached at $2.50/M, 1,000 at $1.25/M).
     let gpt = 1_000.0 * 2.5e-6 + 1_000.0 * 1.25e-6 + 100.0 * 10e-6;
@@ -151,7 +154,10 @@ fn cost_by_day_sums_every_kind_with_the_cache_split_in_ccusage_s_shape() {
     close(&daily[1]["totalCost"], CLAUDE_CALL_USD + gpt);
     let breakdowns = daily[1]["modelBreakdowns"].as_array().unwrap();
     assert_eq!(breakdowns.len(), 2);
-    let gpt_row = breakdowns.iter().find(|b| b["modelName"] == "gpt-4o").unwrap();
+    let gpt_row = breakdowns
+        .iter()
+        .find(|b| b["modelName"] == "gpt-4o")
+        .unwrap();
     close(&gpt_row["cost"], gpt);
     close(&report["totals"]["totalCost"], 2.0 * CLAUDE_CALL_USD + gpt);
     assert_eq!(report["totals"]["calls"], 3);
@@ -163,7 +169,10 @@ fn cost_by_model_and_between_dates() {
     let dir = small_store();
     let report = cost_json(dir.path(), &["--by", "model", "--since", "20261202"]);
     let models = report["models"].as_array().unwrap();
-    let names: Vec<&str> = models.iter().map(|m| m["model"].as_str().unwrap()).collect();
+    let names: Vec<&str> = models
+        .iter()
+        .map(|m| m["model"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["claude-sonnet-4-5-20250929", "gpt-4o"]);
     // Only the second day's Claude call is on or after 2026-12-02.
     assert_eq!(models[0]["calls"], 1);
@@ -176,7 +185,12 @@ fn cost_by_model_and_between_dates() {
 #[test]
 fn a_model_no_table_prices_costs_unknown_never_zero() {
     let dir = tempfile::tempdir().unwrap();
-    write_calls(dir.path(), "m", "mystery-model-9", &[(DAY1_MS, Some(claude_detail()))]);
+    write_calls(
+        dir.path(),
+        "m",
+        "mystery-model-9",
+        &[(DAY1_MS, Some(claude_detail()))],
+    );
     let report = cost_json(dir.path(), &[]);
     assert_eq!(report["daily"][0]["totalCost"], Value::Null);
     assert_eq!(report["totals"]["totalCost"], Value::Null);
@@ -191,11 +205,19 @@ fn a_model_no_table_prices_costs_unknown_never_zero() {
 #[test]
 fn a_session_recorded_with_only_the_folded_counts_is_priced_from_them_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
-    write_calls(dir.path(), "old", "claude-sonnet-4-5-20250929", &[(DAY1_MS, None)]);
+    write_calls(
+        dir.path(),
+        "old",
+        "claude-sonnet-4-5-20250929",
+        &[(DAY1_MS, None)],
+    );
     let report = cost_json(dir.path(), &[]);
     assert_eq!(report["totals"]["foldedCalls"], 1);
     assert_eq!(report["totals"]["inputTokens"], 4_628);
-    close(&report["totals"]["totalCost"], 4_628.0 * 3e-6 + 57.0 * 15e-6);
+    close(
+        &report["totals"]["totalCost"],
+        4_628.0 * 3e-6 + 57.0 * 15e-6,
+    );
     let table = cuca().arg("cost").arg(dir.path()).output().unwrap();
     let text = String::from_utf8(table.stdout).unwrap();
     assert!(text.contains("priced as uncached input"), "{text}");
@@ -210,10 +232,16 @@ fn another_price_list_prices_the_same_calls_and_is_named() {
         r#"{"claude-sonnet-4-5-20250929":{"input_cost_per_token":1e-6,"output_cost_per_token":1e-6}}"#,
     )
     .unwrap();
-    let report = cost_json(dir.path(), &["--by", "model", "--prices", prices.to_str().unwrap()]);
+    let report = cost_json(
+        dir.path(),
+        &["--by", "model", "--prices", prices.to_str().unwrap()],
+    );
     // Every Claude token at $1/M (no cache prices: they are input prices); GPT-4o unknown.
     let claude = &report["models"][0];
-    close(&claude["totalCost"], 2.0 * (26.0 + 57.0 + 3_401.0 + 1_201.0) * 1e-6);
+    close(
+        &claude["totalCost"],
+        2.0 * (26.0 + 57.0 + 3_401.0 + 1_201.0) * 1e-6,
+    );
     assert_eq!(report["models"][1]["totalCost"], Value::Null);
     assert!(report["pricedBy"].as_str().unwrap().contains("prices.json"));
 }
@@ -224,7 +252,10 @@ fn sessions_lists_each_session_s_cost_and_the_table_that_priced_it() {
     let output = cuca().arg("sessions").arg(dir.path()).output().unwrap();
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(text.lines().next().unwrap().contains("COST"), "{text}");
-    assert!(text.contains(&format!("${:.6}", 2.0 * CLAUDE_CALL_USD)), "{text}");
+    assert!(
+        text.contains(&format!("${:.6}", 2.0 * CLAUDE_CALL_USD)),
+        "{text}"
+    );
     assert!(text.contains("costs priced by LiteLLM"), "{text}");
     let output = cuca()
         .arg("sessions")

@@ -662,7 +662,15 @@ async fn cached_call_span(opt_in: Option<&str>) -> Span {
         command
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("OTEL_SEMCONV_STABILITY_OPT_IN")
-            .args(["export-otlp", "--endpoint", &url, "--json", "--provider", "anthropic", "--sessions"])
+            .args([
+                "export-otlp",
+                "--endpoint",
+                &url,
+                "--json",
+                "--provider",
+                "anthropic",
+                "--sessions",
+            ])
             .arg(&dir);
         if let Some(opt_in) = opt_in {
             command.env("OTEL_SEMCONV_STABILITY_OPT_IN", opt_in);
@@ -671,9 +679,16 @@ async fn cached_call_span(opt_in: Option<&str>) -> Span {
     })
     .await
     .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let spans = spans_of(&received.lock().unwrap());
-    let calls: Vec<Span> = spans.into_iter().filter(|s| int(s, "gen_ai.usage.input_tokens").is_some()).collect();
+    let calls: Vec<Span> = spans
+        .into_iter()
+        .filter(|s| int(s, "gen_ai.usage.input_tokens").is_some())
+        .collect();
     assert_eq!(calls.len(), 1);
     calls.into_iter().next().unwrap()
 }
@@ -688,11 +703,26 @@ fn float(span: &Span, key: &str) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_s_span_carries_its_cache_hits_reasoning_and_cost() {
     let span = cached_call_span(None).await;
-    assert_eq!(int(&span, "gen_ai.usage.cache_read.input_tokens"), Some(3_401));
-    assert_eq!(int(&span, "gen_ai.usage.cache_creation.input_tokens"), Some(1_201));
-    assert_eq!(int(&span, "llm.token_count.prompt_details.cache_read"), Some(3_401));
-    assert_eq!(int(&span, "llm.token_count.prompt_details.cache_write"), Some(1_201));
-    assert_eq!(int(&span, "llm.token_count.completion_details.reasoning"), Some(12));
+    assert_eq!(
+        int(&span, "gen_ai.usage.cache_read.input_tokens"),
+        Some(3_401)
+    );
+    assert_eq!(
+        int(&span, "gen_ai.usage.cache_creation.input_tokens"),
+        Some(1_201)
+    );
+    assert_eq!(
+        int(&span, "llm.token_count.prompt_details.cache_read"),
+        Some(3_401)
+    );
+    assert_eq!(
+        int(&span, "llm.token_count.prompt_details.cache_write"),
+        Some(1_201)
+    );
+    assert_eq!(
+        int(&span, "llm.token_count.completion_details.reasoning"),
+        Some(12)
+    );
     // The newest experimental name is sent only when asked for; the pre-1.37 provider key
     // still is.
     assert_eq!(int(&span, "gen_ai.usage.reasoning.output_tokens"), None);
@@ -706,7 +736,10 @@ async fn a_call_s_span_carries_its_cache_hits_reasoning_and_cost() {
 async fn the_latest_experimental_opt_in_sends_the_newest_names_and_not_the_old_one() {
     let span = cached_call_span(Some("http,gen_ai_latest_experimental")).await;
     assert_eq!(int(&span, "gen_ai.usage.reasoning.output_tokens"), Some(12));
-    assert_eq!(int(&span, "gen_ai.usage.cache_read.input_tokens"), Some(3_401));
+    assert_eq!(
+        int(&span, "gen_ai.usage.cache_read.input_tokens"),
+        Some(3_401)
+    );
     assert_eq!(text(&span, "gen_ai.system"), None);
     assert_eq!(text(&span, "gen_ai.provider.name"), Some("anthropic"));
 }

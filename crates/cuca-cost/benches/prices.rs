@@ -80,7 +80,9 @@ fn bench(c: &mut Criterion) {
                 prompt_tokens: 4_628,
                 completion_tokens: 57,
             },
-            _ => SessionEvent::Output { text: " tok".into() },
+            _ => SessionEvent::Output {
+                text: " tok".into(),
+            },
         })
         .collect();
     group.bench_function("1M records into a report by day", |b| {

@@ -41,6 +41,6 @@ mod table;
 pub use calls::{Call, CallReader, Counted};
 pub use configured::{configured, PRICES_ENV};
 pub use error::PricesError;
-pub use report::{parse_day, price_of, utc_day, GroupBy, Report, Row, Totals};
 pub use price::{Cost, ModelPrice, Rates, Tier, Usage};
+pub use report::{parse_day, price_of, utc_day, GroupBy, Report, Row, Totals};
 pub use table::{trim_litellm_json, PriceSource, PriceTable, MAX_TABLE_BYTES};

@@ -126,8 +126,14 @@ impl Report {
     /// Adds one call of `session`, priced by `table`; a call outside the dates is left out.
     pub fn add(&mut self, session: &str, call: &Call, table: &PriceTable) {
         let day = utc_day(call.timestamp_ms);
-        if self.since.as_deref().is_some_and(|since| day.as_str() < since)
-            || self.until.as_deref().is_some_and(|until| day.as_str() > until)
+        if self
+            .since
+            .as_deref()
+            .is_some_and(|since| day.as_str() < since)
+            || self
+                .until
+                .as_deref()
+                .is_some_and(|until| day.as_str() > until)
         {
             return;
         }
@@ -198,7 +204,11 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     // Both are small by construction (1..=31, 1..=12).
-    (y, u32::try_from(m).unwrap_or(1), u32::try_from(d).unwrap_or(1))
+    (
+        y,
+        u32::try_from(m).unwrap_or(1),
+        u32::try_from(d).unwrap_or(1),
+    )
 }
 
 /// Reads a date as `cuca cost --since` takes it, `YYYY-MM-DD` or `YYYYMMDD` (ccusage's
@@ -217,7 +227,12 @@ pub fn parse_day(text: &str) -> Option<String> {
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
         return None;
     }
-    Some(format!("{}-{}-{}", &digits[..4], &digits[4..6], &digits[6..8]))
+    Some(format!(
+        "{}-{}-{}",
+        &digits[..4],
+        &digits[4..6],
+        &digits[6..8]
+    ))
 }
 
 #[cfg(test)]

@@ -50,7 +50,10 @@ fn cache_writes_keep_their_lifetimes_and_an_unsplit_write_is_a_five_minute_one()
         ..TokenDetail::default()
     };
     let usage = Usage::from_detail(&openai);
-    assert_eq!((usage.input, usage.cache_read, usage.output, usage.reasoning), (128, 1_920, 300, 256));
+    assert_eq!(
+        (usage.input, usage.cache_read, usage.output, usage.reasoning),
+        (128, 1_920, 300, 256)
+    );
 }
 
 #[test]

@@ -549,12 +549,24 @@ fn usage_extras(span: SpanBuilder, end: &Record) -> SpanBuilder {
     let mut counts = vec![
         (c::GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, end.cached_tokens),
         (c::LLM_TOKEN_COUNT_PROMPT_CACHE_READ, end.cached_tokens),
-        (c::GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, end.cache_write_tokens),
-        (c::LLM_TOKEN_COUNT_PROMPT_CACHE_WRITE, end.cache_write_tokens),
-        (c::LLM_TOKEN_COUNT_COMPLETION_REASONING, end.reasoning_tokens),
+        (
+            c::GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+            end.cache_write_tokens,
+        ),
+        (
+            c::LLM_TOKEN_COUNT_PROMPT_CACHE_WRITE,
+            end.cache_write_tokens,
+        ),
+        (
+            c::LLM_TOKEN_COUNT_COMPLETION_REASONING,
+            end.reasoning_tokens,
+        ),
     ];
     if crate::span::latest_from_env() {
-        counts.push((c::GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, end.reasoning_tokens));
+        counts.push((
+            c::GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+            end.reasoning_tokens,
+        ));
     }
     for (key, value) in counts {
         if !span.has(key) {

@@ -65,10 +65,22 @@ fn float_attr(span: &Span, key: &str) -> f64 {
 #[test]
 fn cache_reads_and_writes_are_sent_in_both_conventions_with_the_cost() {
     let span = call_span("cached", "claude-sonnet-4-5-20250929");
-    assert_eq!(int_attr(&span, "gen_ai.usage.cache_read.input_tokens"), 3_401);
-    assert_eq!(int_attr(&span, "gen_ai.usage.cache_creation.input_tokens"), 1_201);
-    assert_eq!(int_attr(&span, "llm.token_count.prompt_details.cache_read"), 3_401);
-    assert_eq!(int_attr(&span, "llm.token_count.prompt_details.cache_write"), 1_201);
+    assert_eq!(
+        int_attr(&span, "gen_ai.usage.cache_read.input_tokens"),
+        3_401
+    );
+    assert_eq!(
+        int_attr(&span, "gen_ai.usage.cache_creation.input_tokens"),
+        1_201
+    );
+    assert_eq!(
+        int_attr(&span, "llm.token_count.prompt_details.cache_read"),
+        3_401
+    );
+    assert_eq!(
+        int_attr(&span, "llm.token_count.prompt_details.cache_write"),
+        1_201
+    );
     let prompt = 26.0 * 3e-6 + 3_401.0 * 0.3e-6 + 1_000.0 * 3.75e-6 + 201.0 * 6e-6;
     let completion = 57.0 * 15e-6;
     assert!((float_attr(&span, "llm.cost.prompt") - prompt).abs() < 1e-12);
@@ -82,7 +94,10 @@ fn cache_reads_and_writes_are_sent_in_both_conventions_with_the_cost() {
 #[test]
 fn a_model_no_table_prices_has_no_cost_attribute_and_says_why() {
     let span = call_span("unpriced", "mystery-model-9");
-    assert_eq!(int_attr(&span, "llm.token_count.prompt_details.cache_read"), 3_401);
+    assert_eq!(
+        int_attr(&span, "llm.token_count.prompt_details.cache_read"),
+        3_401
+    );
     assert!(!has(&span, "llm.cost.total"));
     assert!(str_attr(&span, "cuca.cost.unknown").contains("mystery-model-9"));
 }

@@ -32,11 +32,26 @@ fn anthropic_stream() -> String {
         })
     };
     let events = [
-        ("message_start", json!({"type":"message_start","message":{"id":"msg_01Cache","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[],"stop_reason":null,"stop_sequence":null,"usage":usage(1)}})),
-        ("content_block_start", json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})),
-        ("content_block_delta", json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"The vault is in Lisbon."}})),
-        ("content_block_stop", json!({"type":"content_block_stop","index":0})),
-        ("message_delta", json!({"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":usage(57)})),
+        (
+            "message_start",
+            json!({"type":"message_start","message":{"id":"msg_01Cache","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[],"stop_reason":null,"stop_sequence":null,"usage":usage(1)}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"The vault is in Lisbon."}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type":"content_block_stop","index":0}),
+        ),
+        (
+            "message_delta",
+            json!({"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":usage(57)}),
+        ),
         ("message_stop", json!({"type":"message_stop"})),
     ];
     events
@@ -58,11 +73,26 @@ fn responses_stream() -> String {
     };
     let usage = json!({"input_tokens":2048,"input_tokens_details":{"cached_tokens":1920},"output_tokens":300,"output_tokens_details":{"reasoning_tokens":256},"total_tokens":2348});
     let events = [
-        ("response.created", json!({"type":"response.created","sequence_number":0,"response":response("in_progress", None)})),
-        ("response.output_item.added", json!({"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"msg_r","status":"in_progress","role":"assistant","content":[]}})),
-        ("response.output_text.delta", json!({"type":"response.output_text.delta","sequence_number":2,"item_id":"msg_r","output_index":0,"content_index":0,"delta":"Lisbon."})),
-        ("response.output_item.done", json!({"type":"response.output_item.done","sequence_number":3,"output_index":0,"item":{"type":"message","id":"msg_r","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Lisbon.","annotations":[]}]}})),
-        ("response.completed", json!({"type":"response.completed","sequence_number":4,"response":response("completed", Some(usage))})),
+        (
+            "response.created",
+            json!({"type":"response.created","sequence_number":0,"response":response("in_progress", None)}),
+        ),
+        (
+            "response.output_item.added",
+            json!({"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"msg_r","status":"in_progress","role":"assistant","content":[]}}),
+        ),
+        (
+            "response.output_text.delta",
+            json!({"type":"response.output_text.delta","sequence_number":2,"item_id":"msg_r","output_index":0,"content_index":0,"delta":"Lisbon."}),
+        ),
+        (
+            "response.output_item.done",
+            json!({"type":"response.output_item.done","sequence_number":3,"output_index":0,"item":{"type":"message","id":"msg_r","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Lisbon.","annotations":[]}]}}),
+        ),
+        (
+            "response.completed",
+            json!({"type":"response.completed","sequence_number":4,"response":response("completed", Some(usage))}),
+        ),
     ];
     events
         .iter()
@@ -73,7 +103,7 @@ fn responses_stream() -> String {
 /// An upstream that answers every Messages call with [`anthropic_stream`] and every
 /// Responses call with [`responses_stream`].
 async fn scripted_upstream() -> String {
-    let sse = |body: String| {
+    let sse = |body: String| -> Response {
         Response::builder()
             .status(StatusCode::OK)
             .header("Content-Type", "text/event-stream")
@@ -81,15 +111,21 @@ async fn scripted_upstream() -> String {
             .unwrap()
     };
     let app = Router::new()
-        .route("/v1/messages", post(move || async move { sse(anthropic_stream()) }))
-        .route("/v1/responses", post(move || async move { sse(responses_stream()) }));
+        .route(
+            "/v1/messages",
+            post(move || async move { sse(anthropic_stream()) }),
+        )
+        .route(
+            "/v1/responses",
+            post(move || async move { sse(responses_stream()) }),
+        );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
     url
 }
 
-async fn post(url: &str, body: &Value) -> (u16, Vec<u8>) {
+async fn send(url: &str, body: &Value) -> (u16, Vec<u8>) {
     let response = client()
         .post(url)
         .header("anthropic-version", "2023-06-01")
@@ -131,7 +167,7 @@ async fn anthropic_cache_usage_is_recorded_kind_by_kind_priced_and_replayed_as_s
         "messages": [{"role":"user","content":[{"type":"text","text":"Where is the vault?","cache_control":{"type":"ephemeral","ttl":"1h"}}]}],
     });
     let url = format!("{}/s/cc/v1/messages?beta=true", proxy.url);
-    let (status, recorded) = post(&url, &body).await;
+    let (status, recorded) = send(&url, &body).await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&recorded));
     proxy.proxy.settled("cc").await;
 
@@ -165,14 +201,23 @@ async fn anthropic_cache_usage_is_recorded_kind_by_kind_priced_and_replayed_as_s
     // The call log's row is priced from the kinds, and says by what.
     let row = proxy.rows().into_iter().rfind(|r| !r.is_start()).unwrap();
     let expected = 26.0 * 3e-6 + 57.0 * 15e-6 + 3_401.0 * 0.3e-6 + 1_000.0 * 3.75e-6 + 201.0 * 6e-6;
-    assert!((row.cost - expected).abs() < 1e-12, "{} != {expected}", row.cost);
-    assert!(row.cost_source.starts_with("LiteLLM"), "{}", row.cost_source);
+    assert!(
+        (row.cost - expected).abs() < 1e-12,
+        "{} != {expected}",
+        row.cost
+    );
+    assert!(
+        row.cost_source.starts_with("LiteLLM"),
+        "{}",
+        row.cost_source
+    );
     assert_eq!((row.cached_tokens, row.cache_write_tokens), (3_401, 1_201));
     drop(proxy);
 
     // Replayed offline: the caller gets the usage as it was sent, every kind.
     let replay = replaying(dir.path()).await;
-    let (status, replayed) = post(&format!("{}/s/cc/v1/messages?beta=true", replay.url), &body).await;
+    let (status, replayed) =
+        send(&format!("{}/s/cc/v1/messages?beta=true", replay.url), &body).await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&replayed));
     let want = decode(Format::Messages, &recorded);
     let got = decode(Format::Messages, &replayed);
@@ -190,7 +235,7 @@ async fn responses_cached_and_reasoning_tokens_are_recorded_and_replayed_as_sent
     let dir = tempfile::tempdir().unwrap();
     let proxy = recording_at(&upstream, dir.path()).await;
     let body = json!({"model":"o4-mini","stream":true,"input":"Where is the vault?"});
-    let (status, recorded) = post(&format!("{}/s/rs/v1/responses", proxy.url), &body).await;
+    let (status, recorded) = send(&format!("{}/s/rs/v1/responses", proxy.url), &body).await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&recorded));
     proxy.proxy.settled("rs").await;
     assert_eq!(
@@ -205,7 +250,7 @@ async fn responses_cached_and_reasoning_tokens_are_recorded_and_replayed_as_sent
     );
     drop(proxy);
     let replay = replaying(dir.path()).await;
-    let (status, replayed) = post(&format!("{}/s/rs/v1/responses", replay.url), &body).await;
+    let (status, replayed) = send(&format!("{}/s/rs/v1/responses", replay.url), &body).await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&replayed));
     let got = decode(Format::Responses, &replayed);
     assert_eq!(got.usage, decode(Format::Responses, &recorded).usage);

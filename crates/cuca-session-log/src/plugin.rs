@@ -798,7 +798,9 @@ impl SessionLogPlugin {
         // Every count the provider reported, kind by kind, before the pair that closes the
         // turn (which must stay adjacent): the two folded numbers below cannot be priced.
         if let Some(usage) = response.usage.as_ref().filter(|u| !u.detail.is_empty()) {
-            self.write(&mut cursor, || Some(SessionEvent::TokenDetail(usage.detail)))?;
+            self.write(&mut cursor, || {
+                Some(SessionEvent::TokenDetail(usage.detail))
+            })?;
         }
         self.write(&mut cursor, || Some(SessionEvent::Latency { duration_ms }))?;
         self.write(&mut cursor, || {

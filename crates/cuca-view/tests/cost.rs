@@ -66,9 +66,16 @@ async fn the_session_header_and_each_turn_show_the_cost_and_the_table() {
         .unwrap();
     // 26 × $3/M + 57 × $15/M + 3,401 × $0.30/M + 1,000 × $3.75/M + 201 × $6/M.
     assert!(body.contains(r#"id="summary-cost""#), "{body}");
-    assert_eq!(body.matches("$0.006457").count(), 2, "header and turn: {body}");
+    assert_eq!(
+        body.matches("$0.006457").count(),
+        2,
+        "header and turn: {body}"
+    );
     assert!(body.contains("priced by LiteLLM"), "{body}");
-    assert!(body.contains("3401 cache read"), "the kinds are shown: {body}");
+    assert!(
+        body.contains("3401 cache read"),
+        "the kinds are shown: {body}"
+    );
 
     let body = reqwest::get(format!("{base}/sessions/unpriced"))
         .await

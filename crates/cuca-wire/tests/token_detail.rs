@@ -28,10 +28,7 @@ fn streamed(format: Format, body: &[u8]) -> StreamSummary {
 }
 
 fn whole(format: Format, body: &Value) -> StreamSummary {
-    format
-        .decode_whole(body.to_string().as_bytes())
-        .unwrap()
-        .1
+    format.decode_whole(body.to_string().as_bytes()).unwrap().1
 }
 
 fn detail(summary: &StreamSummary) -> TokenDetail {
@@ -195,9 +192,21 @@ fn a_call_log_row_without_a_provider_cost_is_priced_kind_by_kind_and_says_by_wha
     anthropic_summary("claude-sonnet-4-5-20250929").fill_end_row(&mut row, true);
     // 26 × $3/M + 57 × $15/M + 3,401 × $0.30/M + 1,000 × $3.75/M + 201 × $6/M.
     let expected = 26.0 * 3e-6 + 57.0 * 15e-6 + 3_401.0 * 0.3e-6 + 1_000.0 * 3.75e-6 + 201.0 * 6e-6;
-    assert!((row.cost - expected).abs() < 1e-12, "{} != {expected}", row.cost);
-    assert!(row.cost_source.starts_with("LiteLLM"), "{}", row.cost_source);
-    assert!(row.cost_source.contains("(20"), "the table's date: {}", row.cost_source);
+    assert!(
+        (row.cost - expected).abs() < 1e-12,
+        "{} != {expected}",
+        row.cost
+    );
+    assert!(
+        row.cost_source.starts_with("LiteLLM"),
+        "{}",
+        row.cost_source
+    );
+    assert!(
+        row.cost_source.contains("(20"),
+        "the table's date: {}",
+        row.cost_source
+    );
     assert_eq!((row.cached_tokens, row.cache_write_tokens), (3_401, 1_201));
 }
 
@@ -207,7 +216,8 @@ fn a_call_log_row_of_a_model_no_table_prices_has_an_unknown_cost_not_zero() {
     anthropic_summary("mystery-model-9").fill_end_row(&mut row, true);
     assert_eq!(row.cost, 0.0, "no figure is written");
     assert!(
-        row.cost_source.starts_with("unknown: no price for model \"mystery-model-9\""),
+        row.cost_source
+            .starts_with("unknown: no price for model \"mystery-model-9\""),
         "{}",
         row.cost_source
     );

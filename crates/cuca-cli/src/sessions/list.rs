@@ -409,8 +409,7 @@ pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Re
         }
     }
     let write_row = |out: &mut dyn Write, cells: [&str; 11]| -> std::io::Result<()> {
-        let [id, records, bytes, first, last, duration, model, errors, cost, status, forks] =
-            cells;
+        let [id, records, bytes, first, last, duration, model, errors, cost, status, forks] = cells;
         writeln!(
             out,
             "{id:<w0$}  {records:>w1$}  {bytes:>w2$}  {first:<w3$}  {last:<w4$}  {duration:<w5$}  {model:<w6$}  {errors:>w7$}  {cost:>w8$}  {status:<w9$}  {forks}",

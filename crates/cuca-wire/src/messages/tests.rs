@@ -4,8 +4,7 @@
 
 use bytes::Bytes;
 use cuca_events::{
-    Message, MessageContentBlock, PromptCacheUsage, ProviderUsage, Role, TokenDetail,
-    ToolChoice,
+    Message, MessageContentBlock, PromptCacheUsage, ProviderUsage, Role, TokenDetail, ToolChoice,
 };
 use proptest::prelude::*;
 use serde_json::{json, Value};
