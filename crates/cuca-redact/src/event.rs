@@ -15,7 +15,7 @@ use crate::{Counts, Finding, Rules};
 /// digests the store, replay and forks key on: ids, tool and model names, the fork points,
 /// the wire format's name, the request digest, timings and token counts, and an image's
 /// base64 bytes (an image of a key is not text the rules can read).
-pub const REDACTED_FIELDS: [(&str, &[&str]); 15] = [
+pub const REDACTED_FIELDS: [(&str, &[&str]); 16] = [
     ("SystemPrompt", &["text"]),
     (
         "Message",
