@@ -64,10 +64,10 @@ async fn the_session_header_and_each_turn_show_the_cost_and_the_table() {
         .text()
         .await
         .unwrap();
-    // 26 × $3/M + 57 × $15/M + 3,401 × $0.30/M + 1,000 × $3.75/M + 201 × $6/M.
+    // 26 × $3/M + 57 × $15/M + 3,401 × $0.30/M + 1,000 × $3.75/M + 201 × $6/M = $0.006909.
     assert!(body.contains(r#"id="summary-cost""#), "{body}");
     assert_eq!(
-        body.matches("$0.006457").count(),
+        body.matches("$0.006909").count(),
         2,
         "header and turn: {body}"
     );
