@@ -1,6 +1,9 @@
 //! Calls read from records and summed: every kind as the provider sent it, the cache writes
 //! by lifetime, a folded pair priced as uncached input, an unknown model's cost unknown.
 
+// Test helpers unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use cuca_cost::{CallReader, Counted, GroupBy, PriceTable, Report, Usage};
 use cuca_events::{SessionEvent, TokenDetail};
 

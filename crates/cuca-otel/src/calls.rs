@@ -576,10 +576,10 @@ fn usage_extras(span: SpanBuilder, end: &Record) -> SpanBuilder {
     if end.cost != 0.0 && end.cost.is_finite() {
         span = span.float(c::LLM_COST_TOTAL, end.cost);
         if !end.cost_source.is_empty() {
-            span = span.str(c::CUCA_COST_PRICED_BY, &end.cost_source);
+            span = span.str(c::CUCA_COST_PRICED_BY, end.cost_source.as_str());
         }
     } else if end.cost_source.starts_with("unknown") {
-        span = span.str(c::CUCA_COST_UNKNOWN, &end.cost_source);
+        span = span.str(c::CUCA_COST_UNKNOWN, end.cost_source.as_str());
     }
     call_log_flags(span, end)
 }

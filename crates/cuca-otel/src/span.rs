@@ -249,16 +249,16 @@ pub(crate) fn token_detail(
                     )
                     .float(c::LLM_COST_COMPLETION, cost.output + cost.reasoning)
                     .float(c::LLM_COST_TOTAL, cost.total())
-                    .str(c::CUCA_COST_PRICED_BY, &table.source().to_string());
+                    .str(c::CUCA_COST_PRICED_BY, table.source().to_string());
             }
             None => {
                 span = span.str(
                     c::CUCA_COST_UNKNOWN,
-                    &format!("no price for model {model:?} in {}", table.source()),
+                    format!("no price for model {model:?} in {}", table.source()),
                 );
             }
         },
-        Err(error) => span = span.str(c::CUCA_COST_UNKNOWN, &error.to_string()),
+        Err(error) => span = span.str(c::CUCA_COST_UNKNOWN, error.to_string()),
     }
     span
 }

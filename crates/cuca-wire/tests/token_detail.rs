@@ -2,6 +2,9 @@
 //! format, streamed and whole: cache reads, cache writes (Anthropic's 5-minute and 1-hour
 //! writes apart) and reasoning.
 
+// Test helpers unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use cuca_events::TokenDetail;
 use cuca_wire::{Format, StreamSummary};
 use serde_json::{json, Value};

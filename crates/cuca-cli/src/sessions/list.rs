@@ -106,7 +106,7 @@ fn scan(
     let mut see = |record: cuca::ReplayedRecord<'_>| {
         first_ms.get_or_insert(record.timestamp_ms);
         last_ms = Some(record.timestamp_ms);
-        if !inherited.is_some_and(|until| record.sequence <= until) {
+        if inherited.is_none_or(|until| record.sequence > until) {
             if let Some(call) = calls.see(record.sequence, record.timestamp_ms, &record.event) {
                 cost.add_call(&call, table);
             }
