@@ -167,6 +167,18 @@ const TARGETS: &[Target] = &[
         ],
         full_env: &[],
     },
+    // `cuca cost` on a million records (1,000 sessions), by day and by model: one run of the
+    // real binary per figure under GNU time, not criterion. Quick mode uses a tenth.
+    Target {
+        package: "cuca-cli",
+        bench: "cost",
+        quick: Quick::Whole,
+        quick_env: &[
+            ("CUCA_BENCH_COST_RECORDS", "100000"),
+            ("CUCA_BENCH_COST_RUNS", "1"),
+        ],
+        full_env: &[],
+    },
     // Recording into PostgreSQL through the proxy, against a FileBackend; without
     // CUCA_PG_URL it prints why and its rows say "not run".
     Target {

@@ -25,7 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
-use cuca_events::{Message, SessionBackend, SessionEvent, SessionRecord};
+use cuca_events::{Message, SessionBackend, SessionEvent, SessionRecord, TokenDetail};
 use cuca_store_file::FileBackend;
 use serde_json::Value;
 
@@ -51,6 +51,10 @@ const T0: u64 = 1_796_032_800_000;
 /// of the fork's own call, the proxy session's two ended calls (each one span with its
 /// call-log call), and the other run's call with its attempt.
 const FIRST_SPANS: usize = 3 + 2 + 2 + 2;
+
+/// The prompt tokens each proxy-shaped call read from the cache: Phoenix must show them as
+/// the span's cache hits.
+const CACHE_READ: u64 = 16;
 
 /// A Phoenix this task started; stopped when dropped.
 struct Phoenix(Child);
@@ -92,6 +96,15 @@ fn call_records(
             finish_reason: Some(finish.into()),
             model: format!("{model}-q4"),
         });
+    }
+    if metadata.is_some() {
+        // What a proxy records for a call whose answer reported cache reads: every kind.
+        events.push(SessionEvent::TokenDetail(TokenDetail {
+            prompt: Some(20 + first),
+            output: Some(tokens.len() as u64),
+            cache_read: Some(CACHE_READ),
+            ..TokenDetail::default()
+        }));
     }
     events.push(SessionEvent::Latency { duration_ms: 300 });
     events.push(SessionEvent::TokenUsage {
@@ -446,6 +459,15 @@ fn check_first(spans: &[Value], set: &FixtureSet) -> anyhow::Result<()> {
         prompt == 20 + 27,
         "Phoenix counts {prompt} prompt tokens for the proxy session, the session says 47"
     );
+    // Cache hits, as Phoenix stores them on each call's span.
+    for span in &proxied {
+        let read = attr(span, "llm.token_count.prompt_details.cache_read").as_i64();
+        ensure!(
+            read == Some(CACHE_READ as i64),
+            "{}: Phoenix stores {read:?} cache-read tokens, the call read {CACHE_READ}",
+            span["name"]
+        );
+    }
     // 3. Forks: no copied or cut-off call; the fork of a fork's own call links what it copied.
     for (session, calls) in [
         ("demo", 2),

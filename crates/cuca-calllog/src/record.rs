@@ -222,9 +222,20 @@ pub struct Record {
     /// Prompt tokens served from the server's cache, where it reports them.
     #[serde(skip_serializing_if = "is_zero_u64")]
     pub cached_tokens: u64,
-    /// What the call cost, where the server reports it.
+    /// Prompt tokens written to the server's cache (Anthropic's `cache_creation_input_tokens`),
+    /// where it reports them.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub cache_write_tokens: u64,
+    /// What the call cost in USD: the server's own figure where it reports one, else priced
+    /// from the call's token kinds by a price table; [`Record::cost_source`] says which.
     #[serde(skip_serializing_if = "is_zero_f64")]
     pub cost: f64,
+    /// Where [`Record::cost`] came from: `provider` (the server's figure), the price table and
+    /// its date (`LiteLLM model_prices_and_context_window.json, litellm 1.110.2 (2026-12-02)`),
+    /// or `unknown: …` saying why the call has no cost (a model the table does not price), in
+    /// which case `cost` is absent, never a 0 that means "free".
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cost_source: String,
     /// The provider's own sentence, clipped by [`clip_error`]: a provider that answers with a
     /// stack trace or an HTML page would otherwise put a screenful into every line.
     ///

@@ -53,6 +53,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 mod compare;
 mod completions;
+mod cost;
 mod error;
 mod grep;
 mod journal;
@@ -238,6 +239,9 @@ enum Command {
     Import(transcripts::ImportArgs),
     /// Search every session in STORE: message text, outputs, tools, results, models, errors.
     Grep(grep::GrepArgs),
+    /// What the recorded calls cost, by day, week, month, session or model, with the cache
+    /// split, from a dated price table.
+    Cost(cost::CostArgs),
     /// The call log: in-flight calls, per-run counts and tokens, failures, ttft percentiles.
     Logs(logs::LogsArgs),
     /// Capture journals: assemble, salvage, show a record.
@@ -283,6 +287,7 @@ impl Command {
                 | Command::Diff { .. }
                 | Command::Verify { .. }
                 | Command::Grep(_)
+                | Command::Cost(_)
                 | Command::Logs(_)
         )
     }
@@ -470,6 +475,7 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
             )),
         },
         Command::Grep(args) => grep::run(&args, schema),
+        Command::Cost(args) => cost::run(&args, schema),
         Command::Logs(args) => logs::run(&args),
         Command::Journal(command) => journal::run(command),
         Command::Serve(args) => serve::run(&args),

@@ -614,3 +614,132 @@ fn the_help_says_each_call_is_a_trace_of_its_own() {
     assert!(!help.contains("every run in it becomes a trace"), "{help}");
     assert!(help.contains("a trace of its own"), "{help}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Cache hits, reasoning and cost on each call's span, in the GenAI conventions' keys and
+// OpenInference's (what Phoenix reads), and the opt-in to the newest GenAI names.
+
+/// A session of one call that read and wrote the cache and reasoned, exported with
+/// `OTEL_SEMCONV_STABILITY_OPT_IN` set to `opt_in` (unset when `None`); its one span.
+async fn cached_call_span(opt_in: Option<&str>) -> Span {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = FileBackend::new(tmp.path()).unwrap();
+    let mut records = call_records(
+        "cached",
+        0,
+        T0,
+        "Where is the vault?",
+        &["Lisbon"],
+        Some(("claude-sonnet-4-5-20250929", 1, "end_turn")),
+        true,
+    );
+    // The model that answered is the one asked for (the helper names a quantised variant).
+    for record in &mut records {
+        if let SessionEvent::CallFinish { model, .. } = &mut record.event {
+            *model = "claude-sonnet-4-5-20250929".into();
+        }
+    }
+    let at = records.len() - 2;
+    let mut detail = records[at].clone();
+    detail.event = SessionEvent::TokenDetail(cuca::TokenDetail {
+        input: Some(26),
+        output: Some(57),
+        cache_read: Some(3_401),
+        cache_write: Some(1_201),
+        reasoning: Some(12),
+        ..cuca::TokenDetail::default()
+    });
+    records.insert(at, detail);
+    for (i, record) in records.iter_mut().enumerate() {
+        record.sequence = i as u64;
+        file.append(record.clone()).unwrap();
+    }
+    let (url, received) = receiver().await;
+    let dir = tmp.path().to_owned();
+    let opt_in = opt_in.map(str::to_owned);
+    let output = tokio::task::spawn_blocking(move || {
+        let mut command = cuca();
+        command
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_SEMCONV_STABILITY_OPT_IN")
+            .args([
+                "export-otlp",
+                "--endpoint",
+                &url,
+                "--json",
+                "--provider",
+                "anthropic",
+                "--sessions",
+            ])
+            .arg(&dir);
+        if let Some(opt_in) = opt_in {
+            command.env("OTEL_SEMCONV_STABILITY_OPT_IN", opt_in);
+        }
+        command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let spans = spans_of(&received.lock().unwrap());
+    let calls: Vec<Span> = spans
+        .into_iter()
+        .filter(|s| int(s, "gen_ai.usage.input_tokens").is_some())
+        .collect();
+    assert_eq!(calls.len(), 1);
+    calls.into_iter().next().unwrap()
+}
+
+fn float(span: &Span, key: &str) -> Option<f64> {
+    match value(&span.attributes, key) {
+        Some(any_value::Value::DoubleValue(v)) => Some(*v),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_s_span_carries_its_cache_hits_reasoning_and_cost() {
+    let span = cached_call_span(None).await;
+    assert_eq!(
+        int(&span, "gen_ai.usage.cache_read.input_tokens"),
+        Some(3_401)
+    );
+    assert_eq!(
+        int(&span, "gen_ai.usage.cache_creation.input_tokens"),
+        Some(1_201)
+    );
+    assert_eq!(
+        int(&span, "llm.token_count.prompt_details.cache_read"),
+        Some(3_401)
+    );
+    assert_eq!(
+        int(&span, "llm.token_count.prompt_details.cache_write"),
+        Some(1_201)
+    );
+    assert_eq!(
+        int(&span, "llm.token_count.completion_details.reasoning"),
+        Some(12)
+    );
+    // The newest experimental name is sent only when asked for; the pre-1.37 provider key
+    // still is.
+    assert_eq!(int(&span, "gen_ai.usage.reasoning.output_tokens"), None);
+    assert_eq!(text(&span, "gen_ai.system"), Some("anthropic"));
+    let total = float(&span, "llm.cost.total").unwrap();
+    let expected = 26.0 * 3e-6 + 3_401.0 * 0.3e-6 + 1_201.0 * 3.75e-6 + 57.0 * 15e-6;
+    assert!((total - expected).abs() < 1e-12, "{total} != {expected}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_latest_experimental_opt_in_sends_the_newest_names_and_not_the_old_one() {
+    let span = cached_call_span(Some("http,gen_ai_latest_experimental")).await;
+    assert_eq!(int(&span, "gen_ai.usage.reasoning.output_tokens"), Some(12));
+    assert_eq!(
+        int(&span, "gen_ai.usage.cache_read.input_tokens"),
+        Some(3_401)
+    );
+    assert_eq!(text(&span, "gen_ai.system"), None);
+    assert_eq!(text(&span, "gen_ai.provider.name"), Some("anthropic"));
+}

@@ -126,8 +126,9 @@ fn sessions_has_error_duration_and_model_columns_and_says_integrity() {
     };
     assert_eq!(cell("DURATION"), "1h 6m", "{listed}");
     assert_eq!(cell("MODEL"), "qwen2.5-7b", "{listed}");
-    // The CallIncomplete record and the call log's refused call.
-    assert!(row.contains("  2  clean"), "{listed}");
+    // The CallIncomplete record and the call log's refused call; then the cost (a model
+    // the price table does not know) and the integrity.
+    assert!(row.contains("  2  unknown  clean"), "{listed}");
     // The file is over a thousand bytes: written 1,xxx.
     let bytes = std::fs::metadata(dir.path().join("agent.cslog"))
         .unwrap()

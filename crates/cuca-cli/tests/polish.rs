@@ -195,7 +195,7 @@ fn compact_leaves_a_file_it_would_grow_and_says_so() {
     let stdout = String::from_utf8(output.stdout).unwrap();
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(
-        lines[0].starts_with("demo: 33 records, 936 -> "),
+        lines[0].starts_with("demo: 35 records, 997 -> "),
         "{stdout}"
     );
     assert!(
@@ -205,7 +205,7 @@ fn compact_leaves_a_file_it_would_grow_and_says_so() {
         "{stdout}"
     );
     assert!(
-        lines[2].starts_with("1 of 2 sessions compacted, 1 left as they are (gzip would grow them), 0 refused: 936 -> "),
+        lines[2].starts_with("1 of 2 sessions compacted, 1 left as they are (gzip would grow them), 0 refused: 997 -> "),
         "{stdout}"
     );
     assert_eq!(

@@ -106,13 +106,13 @@ fn a_fork_of_a_finished_session_is_a_note_after_the_last_turn() {
     assert!(
         replayed
             .stdout
-            .starts_with("Session \"demo\": 2 turns and notes after them, 34 records, 24 blocks\n"),
+            .starts_with("Session \"demo\": 2 turns and notes after them, 36 records, 24 blocks\n"),
         "{}",
         replayed.stdout
     );
     assert!(
         replayed.stdout.ends_with(
-            "Notes after turn 2 (records 33..=33)\n  note: fork at demo:1 -> demo:fork:demo:1:0\n"
+            "Notes after turn 2 (records 35..=35)\n  note: fork at demo:1 -> demo:fork:demo:1:0\n"
         ),
         "{}",
         replayed.stdout
@@ -231,7 +231,7 @@ fn a_locked_session_gets_shell_advice_not_library_advice() {
     holder
         .append(SessionRecord {
             session_id: "demo".into(),
-            sequence: 33,
+            sequence: 35,
             timestamp_ms: 0,
             event: SessionEvent::Output {
                 text: "still writing".into(),

@@ -63,7 +63,7 @@ fn the_next_minute_block_runs_twice_the_same_and_shows_its_points() {
     // The fork id is the same every time: a fresh copy has no fork of demo at 1 yet.
     assert_eq!(lines[0], "demo:fork:demo:1:0");
     assert!(
-        first.contains("Turn 2 (records 16..=32, complete)"),
+        first.contains("Turn 2 (records 17..=34, complete)"),
         "{first}"
     );
     assert!(
@@ -87,7 +87,7 @@ fn the_next_minute_block_runs_twice_the_same_and_shows_its_points() {
     );
     // The flipped byte: refused, exit 1, the session named alone.
     assert!(
-        first.contains("reasoning: refused (27 records, 903 bytes)"),
+        first.contains("reasoning: refused (28 records, 938 bytes)"),
         "{first}"
     );
     assert!(first.ends_with("exit 1\ndir=TMP\n"), "{first}");

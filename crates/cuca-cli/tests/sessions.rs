@@ -71,9 +71,15 @@ fn sessions_lists_one_row_per_session_with_counts_bytes_and_forks() {
         .lines()
         .find(|l| l.starts_with("demo "))
         .unwrap();
-    // 33 recorded records plus the Fork audit record.
-    assert!(demo_row.contains(" 34 "), "{demo_row}");
-    assert!(demo_row.contains(&format!(" {demo_bytes} ")), "{demo_row}");
+    // 35 recorded records plus the Fork audit record.
+    assert!(demo_row.contains(" 36 "), "{demo_row}");
+    // Written with thousands separators, as every count in the table is.
+    let shown_bytes = if demo_bytes >= 1_000 {
+        format!("{},{:03}", demo_bytes / 1_000, demo_bytes % 1_000)
+    } else {
+        demo_bytes.to_string()
+    };
+    assert!(demo_row.contains(&format!(" {shown_bytes} ")), "{demo_row}");
     assert!(
         demo_row.contains("clean") && demo_row.contains("1 taken"),
         "{demo_row}"
@@ -97,7 +103,7 @@ fn sessions_lists_one_row_per_session_with_counts_bytes_and_forks() {
         .collect();
     assert_eq!(rows.len(), 3);
     assert_eq!(rows[0]["session"], "demo");
-    assert_eq!(rows[0]["records"], 34);
+    assert_eq!(rows[0]["records"], 36);
     assert_eq!(rows[0]["bytes"], demo_bytes);
     assert_eq!(rows[0]["forks"][0], "demo:fork:demo:1:0");
     assert_eq!(rows[1]["forked_from"], "demo:1");
@@ -157,7 +163,7 @@ fn show_prints_one_line_per_record_and_the_seed_kinds_line() {
     let kinds = run(&["show", path(dir.path()), "demo", "--kinds"]);
     assert_eq!(
         kinds.stdout,
-        "demo: 33 records: SystemPrompt 2, Message 3, Output 24, Latency 2, TokenUsage 2\n"
+        "demo: 35 records: SystemPrompt 2, Message 3, Output 24, Latency 2, TokenUsage 2, TokenDetail 2\n"
     );
     let kinds_json = run(&["show", path(dir.path()), "demo", "--kinds", "--json"]);
     let value: serde_json::Value = serde_json::from_str(kinds_json.stdout.trim()).unwrap();
@@ -179,7 +185,7 @@ fn replay_selects_a_turn_and_a_fork_point_prefix() {
     let one = run(&["replay", path(dir.path()), "demo", "--turn", "2"]);
     assert_eq!(one.code, 0);
     assert!(
-        one.stdout.contains("Turn 2 (records 16..=32, complete)"),
+        one.stdout.contains("Turn 2 (records 17..=34, complete)"),
         "{}",
         one.stdout
     );
@@ -279,7 +285,7 @@ fn verify_a_torn_tail_is_recovered_exit_0_with_a_warning() {
     let result = run(&["verify", path(dir.path())]);
     assert_eq!(result.code, 0);
     assert!(
-        result.stdout.contains("demo: recovered (33 records"),
+        result.stdout.contains("demo: recovered (35 records"),
         "{}",
         result.stdout
     );
@@ -321,7 +327,7 @@ fn verify_a_skipped_frame_whose_neighbours_continue_is_recovered() {
     backend
         .append(SessionRecord {
             session_id: "demo".into(),
-            sequence: 33,
+            sequence: 35,
             timestamp_ms: 1,
             event: SessionEvent::Output {
                 text: "after".into(),
@@ -332,7 +338,7 @@ fn verify_a_skipped_frame_whose_neighbours_continue_is_recovered() {
     let result = run(&["verify", path(dir.path()), "demo"]);
     assert_eq!(result.code, 0, "{}", result.stderr);
     assert!(
-        result.stdout.contains("demo: recovered (34 records"),
+        result.stdout.contains("demo: recovered (36 records"),
         "{}",
         result.stdout
     );
@@ -449,14 +455,14 @@ fn export_import_round_trips_and_import_refuses_an_existing_session() {
     assert_eq!(imported.code, 0, "{}", imported.stderr);
     assert!(imported
         .stdout
-        .starts_with("imported 33 records into session \"demo\""));
-    // Byte for byte: the same records make the same frames (the committed recording is a v1
-    // file; an import creates a v2 one, so only the version byte differs).
+        .starts_with("imported 35 records into session \"demo\""));
+    // Byte for byte: the same records make the same frames (an import creates a v2 file; a
+    // recording made before v2 differs in its version byte only, so that byte is left out).
     let (imported, recorded) = (
         std::fs::read(other.path().join("demo.cslog")).unwrap(),
         std::fs::read(dir.path().join("demo.cslog")).unwrap(),
     );
-    assert_eq!((imported[8], recorded[8]), (2, 1));
+    assert_eq!(imported[8], 2);
     assert_eq!(imported[..8], recorded[..8]);
     assert_eq!(imported[9..], recorded[9..]);
     let again = run(&["export", path(other.path()), "demo"]);
@@ -465,7 +471,7 @@ fn export_import_round_trips_and_import_refuses_an_existing_session() {
     // Under another name every record is relabelled.
     let renamed = run(&["import", path(&jsonl), path(other.path()), "copy", "--json"]);
     let value: serde_json::Value = serde_json::from_str(renamed.stdout.trim()).unwrap();
-    assert_eq!(value["records"], 33);
+    assert_eq!(value["records"], 35);
     let copy = FileBackend::new(other.path())
         .unwrap()
         .replay("copy")
@@ -488,12 +494,12 @@ fn import_refuses_a_malformed_line_before_writing_anything() {
     let dir = tempfile::tempdir().unwrap();
     let exported = run(&["export", path(&fixtures_dir()), "demo"]);
     let mut text = exported.stdout.clone();
-    text.push_str("{\"session_id\":\"demo\",\"sequence\":33}\n");
+    text.push_str("{\"session_id\":\"demo\",\"sequence\":35}\n");
     let jsonl = dir.path().join("bad.jsonl");
     std::fs::write(&jsonl, text).unwrap();
     let result = run(&["import", path(&jsonl), path(dir.path()), "demo"]);
     assert_eq!(result.code, 1);
-    assert_one_error_line(&result, "line 34: not a SessionRecord");
+    assert_one_error_line(&result, "line 36: not a SessionRecord");
     assert!(!dir.path().join("demo.cslog").exists());
 
     let missing = run(&[
@@ -535,7 +541,7 @@ fn verify_of_many_sessions_draws_no_progress_bar_or_colour_off_a_terminal() {
         let imported = run(&["import", path(&jsonl), path(&store), &format!("s{i:02}")]);
         assert_eq!(imported.code, 0);
     }
-    // 12 files of 903 bytes (33 records each), plus two torn bytes.
+    // 12 files of 962 bytes (35 records each), plus two torn bytes.
     append_bytes(&store.join("s03.cslog"), b"\x02x");
     for no_color in [None, Some("1")] {
         let mut command = cuca();
@@ -555,7 +561,7 @@ fn verify_of_many_sessions_draws_no_progress_bar_or_colour_off_a_terminal() {
             "{stderr:?}"
         );
         let stdout = String::from_utf8(output.stdout).unwrap();
-        assert!(stdout.ends_with("12 sessions, 396 records, 10838 bytes: 11 clean, 1 recovered (loadable), 0 refused\n"), "{stdout}");
+        assert!(stdout.ends_with("12 sessions, 420 records, 11546 bytes: 11 clean, 1 recovered (loadable), 0 refused\n"), "{stdout}");
     }
 }
 

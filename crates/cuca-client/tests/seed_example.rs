@@ -59,7 +59,7 @@ async fn two_turns_through_two_logs_then_a_fork_at_the_first_message() {
     let after_first = memory_backend.replay("demo").unwrap();
     let mut expected = vec!["SystemPrompt", "Message"];
     expected.extend(std::iter::repeat_n("Output", first.content.len()));
-    expected.extend(["Latency", "TokenUsage"]);
+    expected.extend(["TokenDetail", "Latency", "TokenUsage"]);
     assert_eq!(kinds(&after_first), expected);
 
     conversation.push(Message::assistant(first.text()));
@@ -74,7 +74,7 @@ async fn two_turns_through_two_logs_then_a_fork_at_the_first_message() {
     // deduplicated by position."
     let mut expected = vec!["SystemPrompt", "Message", "Message"];
     expected.extend(std::iter::repeat_n("Output", second.content.len()));
-    expected.extend(["Latency", "TokenUsage"]);
+    expected.extend(["TokenDetail", "Latency", "TokenUsage"]);
     assert_eq!(kinds(turn_two), expected);
 
     // "The file backend replays the same trajectory."

@@ -3,7 +3,8 @@
 #![allow(missing_docs)]
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use cuca_cost::{PriceTable, Usage};
+use cuca_cost::{CallReader, GroupBy, PriceTable, Report, Usage};
+use cuca_events::{SessionEvent, TokenDetail};
 use std::io::Read;
 
 const BUNDLED_GZ: &[u8] = include_bytes!("../data/litellm-prices.json.gz");
@@ -51,6 +52,51 @@ fn bench(c: &mut Criterion) {
                 }
             }
             black_box(total)
+        })
+    });
+    // A million records of a store, read one at a time into calls and summed by day, as
+    // `cuca cost` does once the records are decoded: one call every 10 records.
+    let events: Vec<SessionEvent> = (0..10u64)
+        .map(|i| match i {
+            1 => SessionEvent::CallRequest {
+                model: NAMES[0].into(),
+                parameters: "{}".into(),
+                tools: "[]".into(),
+                messages: 1,
+            },
+            6 => SessionEvent::CallFinish {
+                finish_reason: Some("stop".into()),
+                model: NAMES[0].into(),
+            },
+            7 => SessionEvent::TokenDetail(TokenDetail {
+                input: Some(26),
+                output: Some(57),
+                cache_read: Some(3_401),
+                cache_write: Some(1_201),
+                ..TokenDetail::default()
+            }),
+            8 => SessionEvent::Latency { duration_ms: 900 },
+            9 => SessionEvent::TokenUsage {
+                prompt_tokens: 4_628,
+                completion_tokens: 57,
+            },
+            _ => SessionEvent::Output {
+                text: " tok".into(),
+            },
+        })
+        .collect();
+    group.bench_function("1M records into a report by day", |b| {
+        b.iter(|| {
+            let mut report = Report::new(GroupBy::Day, None, None);
+            let mut reader = CallReader::default();
+            for sequence in 0..1_000_000u64 {
+                let event = &events[(sequence % 10) as usize];
+                let at = 1_796_000_000_000 + sequence * 1_000;
+                if let Some(call) = reader.see(sequence, at, black_box(event)) {
+                    report.add("s", &call, table);
+                }
+            }
+            black_box(report.totals().cost)
         })
     });
     group.finish();

@@ -67,4 +67,13 @@ pub enum PricesError {
         /// What went wrong.
         problem: String,
     },
+    /// The table the price setting names cannot be read: nothing is priced by other prices
+    /// in its place.
+    #[error("the price table {variable} names cannot be read: {problem}")]
+    Configured {
+        /// The setting (`CUCA_PRICES`).
+        variable: &'static str,
+        /// Why, naming the file.
+        problem: String,
+    },
 }

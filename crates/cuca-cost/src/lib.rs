@@ -21,14 +21,26 @@
 //! # Ok::<(), cuca_cost::PricesError>(())
 //! ```
 //!
-//! It deliberately does not know where token counts come from (wire formats, sessions,
-//! transcripts) nor how costs are summed into reports; `docs/cost.md` explains every number.
+//! [`CallReader`] reads a session's records one at a time into model calls (model and every
+//! token kind, from the `TokenDetail` record, or the folded `TokenUsage` pair of a session
+//! recorded before it), and [`Report`] sums calls by day, week, month, session or model, in
+//! memory that grows with the rows, never with the calls. A transcript importer that writes
+//! the same records is priced the same way.
+//!
+//! It deliberately does not know wire formats, stores or files other than a price list;
+//! `docs/cost.md` explains every number.
 #![forbid(unsafe_code)]
 
+mod calls;
+mod configured;
 mod error;
 mod price;
+mod report;
 mod table;
 
+pub use calls::{Call, CallReader, Counted};
+pub use configured::{configured, PRICES_ENV};
 pub use error::PricesError;
 pub use price::{Cost, ModelPrice, Rates, Tier, Usage};
+pub use report::{parse_day, price_of, utc_day, GroupBy, Report, Row, Totals};
 pub use table::{trim_litellm_json, PriceSource, PriceTable, MAX_TABLE_BYTES};

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::message::Message;
+use crate::message::{Message, TokenDetail};
 
 /// One thing that happened in a session.
 ///
@@ -14,7 +14,8 @@ use crate::message::Message;
 /// the end only, and a change to an existing variant's fields bumps the `.cslog` version byte.
 /// The indices are: `SystemPrompt` 0, `Message` 1, `Reasoning` 2, `Output` 3, `ToolCall` 4,
 /// `ToolResult` 5, `Latency` 6, `TokenUsage` 7, `ModelSwap` 8, `Fork` 9, `CallRequest` 10,
-/// `CallFinish` 11, `CallIncomplete` 12, `CallWire` 13, `RequestDigest` 14, `Scrubbed` 15.
+/// `CallFinish` 11, `CallIncomplete` 12, `CallWire` 13, `RequestDigest` 14, `TokenDetail` 15,
+/// `Scrubbed` 16.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum SessionEvent {
@@ -159,12 +160,21 @@ pub enum SessionEvent {
         /// The digest as 64 lower-case hex digits.
         sha256: String,
     },
+    /// Every token count a call's answer reported, kind by kind, exactly as the provider sent
+    /// it: what [`SessionEvent::TokenUsage`]'s two folded numbers cannot say (cache reads,
+    /// 5-minute and 1-hour cache writes, reasoning), which a price needs. Written by the
+    /// recorder that writes the call's `TokenUsage`, just before its `Latency`-then-`TokenUsage`
+    /// pair, when the answer carried a usage report.
+    ///
+    /// Added at the end, after `RequestDigest`, so older records keep their indices; a session
+    /// recorded before it has only `TokenUsage`, and is priced from prompt and completion.
+    TokenDetail(TokenDetail),
     /// The session's records were rewritten under redaction rules after they were stored
     /// (`cuca scrub`): which rules replaced how many values, never the values. Appended at
     /// the session's tail by the rewrite it describes; the records before it hold the
     /// markers (`[REDACTED:rule]`) in place of what the rules found.
     ///
-    /// Added at the end, after `RequestDigest`, so older records keep their indices.
+    /// Added at the end, after `TokenDetail`, so older records keep their indices.
     Scrubbed {
         /// Each rule that replaced something, and how many values, in rule-name order.
         replaced: Vec<(String, u64)>,
@@ -173,7 +183,7 @@ pub enum SessionEvent {
 
 impl SessionEvent {
     /// Every variant name, in format (index) order.
-    pub const KINDS: [&'static str; 16] = [
+    pub const KINDS: [&'static str; 17] = [
         "SystemPrompt",
         "Message",
         "Reasoning",
@@ -189,6 +199,7 @@ impl SessionEvent {
         "CallIncomplete",
         "CallWire",
         "RequestDigest",
+        "TokenDetail",
         "Scrubbed",
     ];
 
@@ -215,7 +226,8 @@ impl SessionEvent {
             SessionEvent::CallIncomplete { .. } => 12,
             SessionEvent::CallWire { .. } => 13,
             SessionEvent::RequestDigest { .. } => 14,
-            SessionEvent::Scrubbed { .. } => 15,
+            SessionEvent::TokenDetail(_) => 15,
+            SessionEvent::Scrubbed { .. } => 16,
         }
     }
 }

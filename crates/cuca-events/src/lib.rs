@@ -41,7 +41,7 @@ pub use error::{BoxError, PluginError};
 pub use event::{ReplayedRecord, SessionEvent, SessionRecord};
 pub use message::{
     Message, MessageContentBlock, PromptCacheUsage, ProviderUsage, RequestMetadata, Role,
-    TokenUsage, ToolChoice, ToolDefinition, UnifiedRequest, UnifiedResponse,
+    TokenDetail, TokenUsage, ToolChoice, ToolDefinition, UnifiedRequest, UnifiedResponse,
 };
 pub use plugin::{AgentResponseStream, CucaPlugin};
 pub use point::{

@@ -241,6 +241,86 @@ pub struct ProviderUsage {
     pub reasoning_tokens: Option<u64>,
     /// What the provider says the call cost, where reported.
     pub cost: Option<f64>,
+    /// Every count the usage report carried, kind by kind, as sent.
+    #[serde(default)]
+    pub detail: TokenDetail,
+}
+
+/// Every token count of one call's usage report, each `None` where the provider did not send
+/// it. Nothing here is derived: a count is the number the provider put in its field, so a
+/// provider's own meaning travels with the field it fills.
+///
+/// `prompt` and `input` are two fields because providers mean two things: OpenAI's
+/// `prompt_tokens` / `input_tokens` count the whole prompt, cache reads included (`prompt`);
+/// Anthropic's `input_tokens` counts only the prompt neither read from nor written to the
+/// cache (`input`). [`TokenDetail::uncached_input`] gives the second from either.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TokenDetail {
+    /// The whole prompt, cache reads and writes included (OpenAI's `prompt_tokens`,
+    /// Responses' `input_tokens`).
+    pub prompt: Option<u64>,
+    /// The prompt neither read from nor written to the cache (Anthropic's `input_tokens`).
+    pub input: Option<u64>,
+    /// The answer, reasoning included (`completion_tokens`, `output_tokens`).
+    pub output: Option<u64>,
+    /// Prompt tokens read from the cache (`cached_tokens`, `cache_read_input_tokens`).
+    pub cache_read: Option<u64>,
+    /// Prompt tokens written to the cache, all lifetimes (`cache_creation_input_tokens`,
+    /// `cache_write_tokens`).
+    pub cache_write: Option<u64>,
+    /// Of the cache writes, those kept 5 minutes (`cache_creation.ephemeral_5m_input_tokens`).
+    pub cache_write_5m: Option<u64>,
+    /// Of the cache writes, those kept 1 hour (`cache_creation.ephemeral_1h_input_tokens`).
+    pub cache_write_1h: Option<u64>,
+    /// Of the answer, tokens spent reasoning (`reasoning_tokens`).
+    pub reasoning: Option<u64>,
+}
+
+impl std::fmt::Display for TokenDetail {
+    /// The counts the provider sent, in words (`26 input, 3401 cache read, 1201 cache write,
+    /// 1000 cache write 5m, 201 cache write 1h, 57 output`); a count not sent is left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts = [
+            (self.prompt, "prompt"),
+            (self.input, "input"),
+            (self.cache_read, "cache read"),
+            (self.cache_write, "cache write"),
+            (self.cache_write_5m, "cache write 5m"),
+            (self.cache_write_1h, "cache write 1h"),
+            (self.output, "output"),
+            (self.reasoning, "reasoning"),
+        ];
+        let mut first = true;
+        for (count, name) in parts {
+            if let Some(count) = count {
+                if !first {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{count} {name}")?;
+                first = false;
+            }
+        }
+        if first {
+            f.write_str("no token counts")?;
+        }
+        Ok(())
+    }
+}
+
+impl TokenDetail {
+    /// Whether the report carried no count at all.
+    pub fn is_empty(&self) -> bool {
+        *self == TokenDetail::default()
+    }
+
+    /// The prompt tokens neither read from nor written to the cache: `input` where the
+    /// provider sent it, else `prompt` less the cache reads and writes (saturating).
+    pub fn uncached_input(&self) -> Option<u64> {
+        self.input.or_else(|| {
+            let cached = self.cache_read.unwrap_or(0) + self.cache_write.unwrap_or(0);
+            self.prompt.map(|prompt| prompt.saturating_sub(cached))
+        })
+    }
 }
 
 /// How much of the prompt was served from the provider's cache.

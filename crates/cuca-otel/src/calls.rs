@@ -417,9 +417,11 @@ fn push_call(spans: &mut Vec<Span>, call: &[Attempt<'_>], options: &ExportOption
         span = span.str(c::SESSION_ID, session);
     }
     if let Some(provider) = options.provider.as_deref() {
-        span = span
-            .str(c::GEN_AI_PROVIDER_NAME, provider)
-            .str(c::GEN_AI_SYSTEM, provider);
+        span = span.str(c::GEN_AI_PROVIDER_NAME, provider);
+        // The name before 1.37 is the old convention the opt-in asks not to send.
+        if !crate::span::latest_from_env() {
+            span = span.str(c::GEN_AI_SYSTEM, provider);
+        }
     }
     let served = last_row.served.as_str();
     span = span
@@ -539,6 +541,51 @@ fn usage_extras(span: SpanBuilder, end: &Record) -> SpanBuilder {
     if end.cost != 0.0 && end.cost.is_finite() {
         span = span.float(c::CUCA_COST, end.cost);
     }
+    // The session's own `TokenDetail` wins where the call is in a session too: these fill
+    // only what its span does not carry yet.
+    if span.has(c::LLM_COST_TOTAL) || span.has(c::CUCA_COST_UNKNOWN) {
+        return call_log_flags(span, end);
+    }
+    let mut counts = vec![
+        (c::GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, end.cached_tokens),
+        (c::LLM_TOKEN_COUNT_PROMPT_CACHE_READ, end.cached_tokens),
+        (
+            c::GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+            end.cache_write_tokens,
+        ),
+        (
+            c::LLM_TOKEN_COUNT_PROMPT_CACHE_WRITE,
+            end.cache_write_tokens,
+        ),
+        (
+            c::LLM_TOKEN_COUNT_COMPLETION_REASONING,
+            end.reasoning_tokens,
+        ),
+    ];
+    if crate::span::latest_from_env() {
+        counts.push((
+            c::GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+            end.reasoning_tokens,
+        ));
+    }
+    for (key, value) in counts {
+        if !span.has(key) {
+            span = span.int_nonzero(key, value);
+        }
+    }
+    if end.cost != 0.0 && end.cost.is_finite() {
+        span = span.float(c::LLM_COST_TOTAL, end.cost);
+        if !end.cost_source.is_empty() {
+            span = span.str(c::CUCA_COST_PRICED_BY, end.cost_source.as_str());
+        }
+    } else if end.cost_source.starts_with("unknown") {
+        span = span.str(c::CUCA_COST_UNKNOWN, end.cost_source.as_str());
+    }
+    call_log_flags(span, end)
+}
+
+/// The call log's flags that no record carries.
+fn call_log_flags(mut span: SpanBuilder, end: &Record) -> SpanBuilder {
     if end.empty_at_ceiling {
         span = span.bool(c::CUCA_EMPTY_AT_CEILING, true);
     }

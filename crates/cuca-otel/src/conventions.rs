@@ -26,6 +26,20 @@ pub const GEN_AI_REQUEST_TEMPERATURE: &str = "gen_ai.request.temperature";
 pub const GEN_AI_USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
 /// Completion tokens.
 pub const GEN_AI_USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+/// Of the input tokens, those read from the provider's cache (a part of
+/// [`GEN_AI_USAGE_INPUT_TOKENS`], which counts every prompt token).
+pub const GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: &str = "gen_ai.usage.cache_read.input_tokens";
+/// Of the input tokens, those written to the provider's cache.
+pub const GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: &str =
+    "gen_ai.usage.cache_creation.input_tokens";
+/// Of the output tokens, those spent reasoning: the newest experimental name, sent only when
+/// `OTEL_SEMCONV_STABILITY_OPT_IN` holds [`GEN_AI_LATEST_EXPERIMENTAL`].
+pub const GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: &str = "gen_ai.usage.reasoning.output_tokens";
+/// The environment variable the GenAI conventions' transition plan names.
+pub const SEMCONV_STABILITY_OPT_IN: &str = "OTEL_SEMCONV_STABILITY_OPT_IN";
+/// The value of [`SEMCONV_STABILITY_OPT_IN`] asking for the latest experimental GenAI
+/// conventions and not the older ones.
+pub const GEN_AI_LATEST_EXPERIMENTAL: &str = "gen_ai_latest_experimental";
 /// Why generation stopped, as a string array.
 pub const GEN_AI_RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
 /// The conversation (for cuca: the session id) a call belongs to.
@@ -73,6 +87,23 @@ pub const LLM_TOKEN_COUNT_PROMPT: &str = "llm.token_count.prompt";
 pub const LLM_TOKEN_COUNT_COMPLETION: &str = "llm.token_count.completion";
 /// OpenInference: all tokens of an LLM span.
 pub const LLM_TOKEN_COUNT_TOTAL: &str = "llm.token_count.total";
+/// OpenInference: prompt tokens read from the cache (Phoenix shows them as cache hits).
+pub const LLM_TOKEN_COUNT_PROMPT_CACHE_READ: &str = "llm.token_count.prompt_details.cache_read";
+/// OpenInference: prompt tokens written to the cache.
+pub const LLM_TOKEN_COUNT_PROMPT_CACHE_WRITE: &str = "llm.token_count.prompt_details.cache_write";
+/// OpenInference: completion tokens spent reasoning.
+pub const LLM_TOKEN_COUNT_COMPLETION_REASONING: &str =
+    "llm.token_count.completion_details.reasoning";
+/// OpenInference: the call's cost in USD.
+pub const LLM_COST_TOTAL: &str = "llm.cost.total";
+/// OpenInference: the prompt's cost in USD (uncached input, cache reads and writes).
+pub const LLM_COST_PROMPT: &str = "llm.cost.prompt";
+/// OpenInference: the completion's cost in USD (output and reasoning).
+pub const LLM_COST_COMPLETION: &str = "llm.cost.completion";
+/// Which price table priced the `llm.cost.*` figures, and its date.
+pub const CUCA_COST_PRICED_BY: &str = "cuca.cost.priced_by";
+/// Why a call carries no `llm.cost.*`: a model the price table does not know.
+pub const CUCA_COST_UNKNOWN: &str = "cuca.cost.unknown";
 /// OpenInference span kind of a model call.
 pub const KIND_LLM: &str = "LLM";
 /// OpenInference span kind of a step that is not itself a model call (an attempt on the wire).

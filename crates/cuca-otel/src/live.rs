@@ -486,8 +486,13 @@ impl OtelPlugin {
         if provider.is_empty() {
             span
         } else {
-            span.str(c::GEN_AI_PROVIDER_NAME, provider)
-                .str(c::GEN_AI_SYSTEM, provider)
+            let span = span.str(c::GEN_AI_PROVIDER_NAME, provider);
+            // The name before 1.37 is the old convention the opt-in asks not to send.
+            if crate::span::latest_from_env() {
+                span
+            } else {
+                span.str(c::GEN_AI_SYSTEM, provider)
+            }
         }
     }
 }
@@ -559,6 +564,14 @@ impl CucaPlugin for OtelPlugin {
         }
         if let Some(cache) = response.prompt_cache_usage {
             span = span.int(c::CUCA_USAGE_CACHED_TOKENS, cache.cached_tokens);
+        }
+        if let Some(usage) = response.usage.as_ref().filter(|u| !u.detail.is_empty()) {
+            span = crate::span::token_detail(
+                span,
+                &usage.detail,
+                &response.model,
+                crate::span::latest_from_env(),
+            );
         }
         if self.config.with_content {
             let output =

@@ -372,9 +372,11 @@ fn turn_span(
         .str(c::GEN_AI_OPERATION_NAME, c::OPERATION_CHAT)
         .str(c::GEN_AI_CONVERSATION_ID, cx.session_id);
     if let Some(provider) = cx.options.provider.as_deref() {
-        span = span
-            .str(c::GEN_AI_PROVIDER_NAME, provider)
-            .str(c::GEN_AI_SYSTEM, provider);
+        span = span.str(c::GEN_AI_PROVIDER_NAME, provider);
+        // The name before 1.37 is the old convention the opt-in asks not to send.
+        if !crate::span::latest_from_env() {
+            span = span.str(c::GEN_AI_SYSTEM, provider);
+        }
     }
     if let Some(model) = requested.as_deref() {
         span = span.str(c::GEN_AI_REQUEST_MODEL, model);
@@ -421,6 +423,14 @@ fn turn_span(
                 .int(c::GEN_AI_USAGE_OUTPUT_TOKENS, done.completion_tokens);
             span =
                 crate::span::openinference_tokens(span, done.prompt_tokens, done.completion_tokens);
+        }
+        if let Some(detail) = call.tokens() {
+            let priced = call
+                .served_model()
+                .filter(|m| !m.is_empty())
+                .or(requested.as_deref())
+                .unwrap_or_default();
+            span = crate::span::token_detail(span, detail, priced, crate::span::latest_from_env());
         }
         span = span.int(c::CUCA_DURATION_MS, done.duration_ms);
     }

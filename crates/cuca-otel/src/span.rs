@@ -182,6 +182,87 @@ pub(crate) fn openinference_tokens(span: SpanBuilder, prompt: u64, completion: u
         )
 }
 
+/// Whether `OTEL_SEMCONV_STABILITY_OPT_IN` asks for the latest experimental GenAI
+/// conventions: a comma-separated list holding `gen_ai_latest_experimental`.
+pub(crate) fn gen_ai_latest_experimental(opt_in: Option<&str>) -> bool {
+    opt_in.is_some_and(|list| {
+        list.split(',')
+            .any(|value| value.trim() == crate::conventions::GEN_AI_LATEST_EXPERIMENTAL)
+    })
+}
+
+/// Read once: the process's `OTEL_SEMCONV_STABILITY_OPT_IN`.
+pub(crate) fn latest_from_env() -> bool {
+    static LATEST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LATEST.get_or_init(|| {
+        gen_ai_latest_experimental(
+            std::env::var(crate::conventions::SEMCONV_STABILITY_OPT_IN)
+                .ok()
+                .as_deref(),
+        )
+    })
+}
+
+/// Every token kind a call's answer reported, and its cost, in the GenAI keys and
+/// OpenInference's: cache reads and writes (`gen_ai.usage.cache_read.input_tokens`,
+/// `…cache_creation.input_tokens`, `llm.token_count.prompt_details.cache_read`/`cache_write`),
+/// reasoning (`llm.token_count.completion_details.reasoning`, and with `latest`, the newest
+/// experimental `gen_ai.usage.reasoning.output_tokens`), and `llm.cost.total`/`prompt`/
+/// `completion` priced by the configured table, which `cuca.cost.priced_by` names; a model
+/// the table does not price gets `cuca.cost.unknown` and no cost, never a 0.
+pub(crate) fn token_detail(
+    mut span: SpanBuilder,
+    detail: &cuca_events::TokenDetail,
+    model: &str,
+    latest: bool,
+) -> SpanBuilder {
+    use crate::conventions as c;
+    let usage = cuca_cost::Usage::from_detail(detail);
+    let written = usage.cache_write_5m + usage.cache_write_1h;
+    if detail.cache_read.is_some() {
+        span = span
+            .int(c::GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read)
+            .int(c::LLM_TOKEN_COUNT_PROMPT_CACHE_READ, usage.cache_read);
+    }
+    if detail.cache_write.is_some() || detail.cache_write_5m.is_some() {
+        span = span
+            .int(c::GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, written)
+            .int(c::LLM_TOKEN_COUNT_PROMPT_CACHE_WRITE, written);
+    }
+    if let Some(reasoning) = detail.reasoning {
+        span = span.int(c::LLM_TOKEN_COUNT_COMPLETION_REASONING, reasoning);
+        if latest {
+            span = span.int(c::GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, reasoning);
+        }
+    }
+    if usage.total() == 0 {
+        return span;
+    }
+    match cuca_cost::configured() {
+        Ok(table) => match table.price(model) {
+            Some(price) => {
+                let cost = price.cost(&usage);
+                span = span
+                    .float(
+                        c::LLM_COST_PROMPT,
+                        cost.input + cost.cache_read + cost.cache_write_5m + cost.cache_write_1h,
+                    )
+                    .float(c::LLM_COST_COMPLETION, cost.output + cost.reasoning)
+                    .float(c::LLM_COST_TOTAL, cost.total())
+                    .str(c::CUCA_COST_PRICED_BY, table.source().to_string());
+            }
+            None => {
+                span = span.str(
+                    c::CUCA_COST_UNKNOWN,
+                    format!("no price for model {model:?} in {}", table.source()),
+                );
+            }
+        },
+        Err(error) => span = span.str(c::CUCA_COST_UNKNOWN, error.to_string()),
+    }
+    span
+}
+
 fn string_value(value: String) -> any_value::Value {
     any_value::Value::StringValue(value)
 }

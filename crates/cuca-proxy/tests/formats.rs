@@ -78,7 +78,13 @@ async fn a_claude_code_shaped_call_passes_byte_for_byte_with_its_query_and_heade
     assert_eq!(n_outputs, blocks.len());
     let mut expected = vec!["SystemPrompt", "Message", "CallRequest", "RequestDigest"];
     expected.extend(std::iter::repeat_n("Output", n_outputs));
-    expected.extend(["CallWire", "CallFinish", "Latency", "TokenUsage"]);
+    expected.extend([
+        "CallWire",
+        "CallFinish",
+        "TokenDetail",
+        "Latency",
+        "TokenUsage",
+    ]);
     assert_eq!(kinds, expected);
     assert_eq!(
         records[0].event,

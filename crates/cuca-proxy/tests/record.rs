@@ -47,7 +47,7 @@ async fn a_streamed_call_passes_byte_for_byte_both_ways_and_says_where_it_was_re
     assert!(n_outputs > 0);
     let mut expected = vec!["SystemPrompt", "Message", "CallRequest", "RequestDigest"];
     expected.extend(std::iter::repeat_n("Output", n_outputs));
-    expected.extend(["CallFinish", "Latency", "TokenUsage"]);
+    expected.extend(["CallFinish", "TokenDetail", "Latency", "TokenUsage"]);
     assert_eq!(kinds, expected);
     let records = proxy.records("s1");
     let text: String = records
@@ -141,6 +141,7 @@ async fn non_streamed_and_reasoning_answers_are_forwarded_unchanged_and_recorded
             "RequestDigest",
             "Reasoning",
             "CallFinish",
+            "TokenDetail",
             "Latency",
             "TokenUsage"
         ]

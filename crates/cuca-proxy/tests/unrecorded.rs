@@ -215,11 +215,17 @@ async fn a_wire_record_the_store_refuses_still_leaves_the_call_s_incomplete_mark
     let kinds: Vec<&str> = records.iter().map(|r| r.event.kind()).collect();
     assert!(!kinds.contains(&"CallWire"), "{kinds:?}");
     assert_eq!(
-        kinds[kinds.len() - 4..],
-        ["CallIncomplete", "CallFinish", "Latency", "TokenUsage"],
+        kinds[kinds.len() - 5..],
+        [
+            "CallIncomplete",
+            "CallFinish",
+            "TokenDetail",
+            "Latency",
+            "TokenUsage"
+        ],
         "{kinds:?}"
     );
-    let SessionEvent::CallIncomplete { reason } = &records[kinds.len() - 4].event else {
+    let SessionEvent::CallIncomplete { reason } = &records[kinds.len() - 5].event else {
         unreachable!()
     };
     assert!(

@@ -15,7 +15,7 @@ use crate::{Counts, Finding, Rules};
 /// digests the store, replay and forks key on: ids, tool and model names, the fork points,
 /// the wire format's name, the request digest, timings and token counts, and an image's
 /// base64 bytes (an image of a key is not text the rules can read).
-pub const REDACTED_FIELDS: [(&str, &[&str]); 16] = [
+pub const REDACTED_FIELDS: [(&str, &[&str]); 17] = [
     ("SystemPrompt", &["text"]),
     (
         "Message",
@@ -39,6 +39,7 @@ pub const REDACTED_FIELDS: [(&str, &[&str]); 16] = [
     ("CallIncomplete", &["reason"]),
     ("CallWire", &["wire (JSON)"]),
     ("RequestDigest", &[]),
+    ("TokenDetail", &[]),
     ("Scrubbed", &[]),
 ];
 
@@ -108,6 +109,7 @@ impl Rules {
             | SessionEvent::Fork { .. }
             | SessionEvent::CallFinish { .. }
             | SessionEvent::RequestDigest { .. }
+            | SessionEvent::TokenDetail(_)
             | SessionEvent::Scrubbed { .. } => {}
             // `SessionEvent` is non-exhaustive; `REDACTED_FIELDS` lists every kind the
             // vocabulary has, and a test fails when a kind is missing from it, so a new

@@ -618,6 +618,10 @@ fn one_of_each_kind(secret: &str) -> Vec<SessionEvent> {
         SessionEvent::RequestDigest {
             sha256: "0".repeat(64),
         },
+        SessionEvent::TokenDetail(cuca_events::TokenDetail {
+            input: Some(26),
+            ..cuca_events::TokenDetail::default()
+        }),
         SessionEvent::Scrubbed {
             replaced: vec![("openai-key".into(), 2)],
         },

@@ -1,6 +1,6 @@
 //! A turn's call metadata: what the call was sent and how it ended, where the recording has it.
 
-use cuca_events::SessionEvent;
+use cuca_events::{SessionEvent, TokenDetail};
 
 use crate::trajectory::ReplayTurn;
 
@@ -30,6 +30,7 @@ pub struct CallMetadata {
     incomplete: Option<String>,
     wire: Option<(String, String)>,
     digest: Option<String>,
+    tokens: Option<TokenDetail>,
 }
 
 impl CallMetadata {
@@ -78,6 +79,12 @@ impl CallMetadata {
         self.digest.as_deref()
     }
 
+    /// Every token count the call's answer reported, from its `TokenDetail` record; `None`
+    /// for a call recorded without one (before the record existed, or with no usage report).
+    pub fn tokens(&self) -> Option<&TokenDetail> {
+        self.tokens.as_ref()
+    }
+
     /// Whether the turn holds none of the call records.
     pub fn is_empty(&self) -> bool {
         self.request.is_none()
@@ -85,6 +92,7 @@ impl CallMetadata {
             && self.incomplete.is_none()
             && self.wire.is_none()
             && self.digest.is_none()
+            && self.tokens.is_none()
     }
 
     /// Files a `CallRequest`, `CallFinish` or `CallIncomplete` event; a turn keeps the last
@@ -111,6 +119,7 @@ impl CallMetadata {
             SessionEvent::CallIncomplete { reason } => self.incomplete = Some(reason),
             SessionEvent::CallWire { format, wire } => self.wire = Some((format, wire)),
             SessionEvent::RequestDigest { sha256 } => self.digest = Some(sha256),
+            SessionEvent::TokenDetail(detail) => self.tokens = Some(detail),
             _ => {}
         }
     }

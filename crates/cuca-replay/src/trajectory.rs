@@ -484,7 +484,8 @@ impl<'c> Segmenter<'c> {
             event @ (SessionEvent::CallFinish { .. }
             | SessionEvent::CallIncomplete { .. }
             | SessionEvent::CallWire { .. }
-            | SessionEvent::RequestDigest { .. }) => {
+            | SessionEvent::RequestDigest { .. }
+            | SessionEvent::TokenDetail(_)) => {
                 turn.call.take(event);
                 None
             }

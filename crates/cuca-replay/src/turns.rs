@@ -295,7 +295,8 @@ where
             | SessionEvent::CallFinish { .. }
             | SessionEvent::CallIncomplete { .. }
             | SessionEvent::CallWire { .. }
-            | SessionEvent::RequestDigest { .. }) => TurnPart::Call(event),
+            | SessionEvent::RequestDigest { .. }
+            | SessionEvent::TokenDetail(_)) => TurnPart::Call(event),
             other => {
                 return Err(PluginError::validation(
                     "SessionEvent",

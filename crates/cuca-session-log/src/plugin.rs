@@ -858,6 +858,13 @@ impl SessionLogPlugin {
         if self.call_metadata {
             self.write(&mut cursor, || Some(crate::call::finish_event(response)))?;
         }
+        // Every count the provider reported, kind by kind, before the pair that closes the
+        // turn (which must stay adjacent): the two folded numbers below cannot be priced.
+        if let Some(usage) = response.usage.as_ref().filter(|u| !u.detail.is_empty()) {
+            self.write(&mut cursor, || {
+                Some(SessionEvent::TokenDetail(usage.detail))
+            })?;
+        }
         self.write(&mut cursor, || Some(SessionEvent::Latency { duration_ms }))?;
         self.write(&mut cursor, || {
             Some(SessionEvent::TokenUsage {

@@ -36,6 +36,9 @@ pub struct TurnStat {
     pub tokens_known: bool,
     /// The model asked for or answering, when call metadata says.
     pub model: Option<String>,
+    /// Every token kind the call's answer reported, from its `TokenDetail` record; `None`
+    /// for a call recorded without one (priced from the two folded counts).
+    pub tokens: Option<cuca_events::TokenDetail>,
     /// What went wrong in it, in words, when something did (an incomplete call, a failed
     /// tool); `None` for a clean turn.
     pub error: Option<String>,
@@ -78,6 +81,18 @@ impl SessionIndex {
     /// Completion tokens over every turn.
     pub fn completion_tokens(&self) -> u64 {
         self.turns.iter().map(|t| t.completion_tokens).sum()
+    }
+
+    /// What the session's calls cost, each priced by the configured table
+    /// (`cuca_cost::configured`) from its token kinds, or its two folded counts when it has
+    /// none; `None` when the table cannot be read.
+    pub fn cost(&self) -> Option<cuca_cost::Totals> {
+        let table = cuca_cost::configured().ok()?;
+        let mut totals = cuca_cost::Totals::default();
+        for turn in self.turns.iter().filter(|t| t.tokens_known) {
+            totals.add_call(&crate::cost::call_of(turn), table);
+        }
+        Some(totals)
     }
 
     /// Turns with an error.
@@ -196,6 +211,7 @@ struct Open {
     token_usage: bool,
     incomplete: bool,
     model: Option<String>,
+    tokens: Option<cuca_events::TokenDetail>,
     error: Option<String>,
     content: bool,
 }
@@ -219,6 +235,7 @@ impl Open {
                 self.prompt_tokens + self.completion_tokens,
             ),
             model: self.model,
+            tokens: self.tokens,
             error: self.error,
             complete,
         }
@@ -289,6 +306,7 @@ impl Builder {
                     open.token_usage = true;
                 }
                 SessionEvent::CallIncomplete { .. } => open.incomplete = true,
+                SessionEvent::TokenDetail(detail) => open.tokens = Some(*detail),
                 SessionEvent::CallRequest { model, .. }
                 | SessionEvent::CallFinish { model, .. }
                     if !model.is_empty() =>

@@ -47,6 +47,7 @@ use std::sync::Arc;
 mod assets;
 pub mod calls;
 pub mod compare;
+mod cost;
 mod error;
 pub mod index;
 mod marks;

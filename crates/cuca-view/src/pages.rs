@@ -382,6 +382,10 @@ fn summary(session: &str, context: &SessionContext<'_>, marks: &[(usize, String)
                 @for (i, model) in index.models.iter().enumerate() { @if i > 0 { ", " } code { (model) } } } }
             div { dt { "Tokens in / out" } dd #summary-tokens {
                 (thousands(index.prompt_tokens())) " / " (thousands(index.completion_tokens())) } }
+            @if let Some(cost) = index.cost().filter(|c| c.n_calls > 0) {
+                div { dt { "Cost (USD)" } dd #summary-cost title=(crate::cost::priced_by()) {
+                    (crate::cost::words(&cost)) } }
+            }
             div { dt { "Duration" } dd #summary-duration { (duration) } }
             div { dt { "Start" } dd #summary-start { (when(index.start_ms)) } }
             div { dt { "End" } dd #summary-end { (when(index.end_ms)) } }
@@ -688,6 +692,9 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
                 @if let Some(ms) = latency { span.latency { (thousands(ms)) " ms" } }
                 @if let Some((prompt, completion)) = tokens {
                     span.tokens { (thousands(prompt)) " prompt / " (thousands(completion)) " completion tokens" }
+                    @if let Some(cost) = crate::cost::turn_words(&turn.records) {
+                        span.cost title=(crate::cost::priced_by()) { (cost) }
+                    }
                 }
                 @if let Some(model) = call_model { span { code { (model) } } }
                 @if let Some(finish) = finish { span { "finish: " (finish) } }
@@ -897,6 +904,10 @@ fn record_group(group: &[RecordView], links: Links<'_>) -> Markup {
         SessionEvent::RequestDigest { sha256 } => html! {
             div.rec.meta.request-digest { (anchors(group))
                 div.who { "request digest · " (seq_label) " · " code { (sha256) } } }
+        },
+        SessionEvent::TokenDetail(detail) => html! {
+            div.rec.meta.token-detail { (anchors(group))
+                div.who { "tokens · " (seq_label) " · " (detail.to_string()) } }
         },
         other => html! {
             div.rec.meta { (anchors(group)) div.who { (other.kind()) " · " (seq_label) } pre { (format!("{other:?}")) } }
@@ -1173,6 +1184,7 @@ fn event_text(event: &SessionEvent) -> String {
         SessionEvent::RequestDigest { sha256 } => {
             format!("request digest {}", sha256.get(..12).unwrap_or(sha256))
         }
+        SessionEvent::TokenDetail(detail) => format!("tokens: {detail}"),
         other => format!("{other:?}"),
     }
 }

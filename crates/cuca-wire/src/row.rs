@@ -2,7 +2,7 @@
 //! client and the proxy, so both doors write the same row for the same call.
 
 use cuca_calllog::Record;
-use cuca_events::{TokenUsage, UnifiedRequest};
+use cuca_events::{TokenDetail, TokenUsage, UnifiedRequest};
 
 use crate::StreamSummary;
 
@@ -50,7 +50,14 @@ impl StreamSummary {
         row.completion_tokens = tokens.completion_tokens;
         if let Some(usage) = &self.usage {
             row.reasoning_tokens = usage.reasoning_tokens.unwrap_or(0);
-            row.cost = usage.cost.unwrap_or(0.0);
+            row.cache_write_tokens = usage.detail.cache_write.unwrap_or(0);
+            match usage.cost {
+                Some(cost) => {
+                    row.cost = cost;
+                    row.cost_source = "provider".to_owned();
+                }
+                None => price_row(row, &usage.detail),
+            }
         }
         row.cached_tokens = match (&self.prompt_cache, &self.timings) {
             (Some(cache), _) => cache.cached_tokens,
@@ -64,5 +71,41 @@ impl StreamSummary {
             && row.completion_tokens > 0
             && row.max_tokens > 0
             && row.completion_tokens >= row.max_tokens;
+    }
+}
+
+/// Prices a row whose server sent no cost from the call's token kinds, by the configured
+/// table (`CUCA_PRICES`, else the bundled snapshot), and says which table priced it or why
+/// nothing did. A usage report with no detail (a server that sent only the two totals) is
+/// priced from them, the prompt as uncached input.
+fn price_row(row: &mut Record, detail: &TokenDetail) {
+    let usage = if detail.is_empty() {
+        cuca_cost::Usage::from_folded(row.prompt_tokens, row.completion_tokens)
+    } else {
+        cuca_cost::Usage::from_detail(detail)
+    };
+    let model = if row.served.is_empty() {
+        &row.model
+    } else {
+        &row.served
+    };
+    let table = match cuca_cost::configured() {
+        Ok(table) => table,
+        Err(error) => {
+            row.cost_source = format!("unknown: {error}");
+            return;
+        }
+    };
+    match table.price(model) {
+        Some(price) => {
+            row.cost = price.cost(&usage).total();
+            row.cost_source = table.source().to_string();
+        }
+        None => {
+            row.cost_source = format!(
+                "unknown: no price for model {model:?} in {}",
+                table.source()
+            );
+        }
     }
 }

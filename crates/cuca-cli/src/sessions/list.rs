@@ -38,6 +38,8 @@ struct Row {
     /// The models that answered (`CallFinish`), else were asked for (`CallRequest`), the
     /// latest last; at most [`MAX_MODELS`] kept.
     models: Vec<String>,
+    /// The calls the session made (a fork's own, after its fork point), priced.
+    cost: cuca_cost::Totals,
 }
 
 /// Models a row names at most; past them it says how many more.
@@ -80,7 +82,11 @@ fn scan(
     id: &str,
     sizes: Option<&HashMap<String, u64>>,
     failed_calls: &HashMap<String, u64>,
+    table: &cuca_cost::PriceTable,
 ) -> Result<Row, CliError> {
+    let mut cost = cuca_cost::Totals::default();
+    let mut calls = cuca_cost::CallReader::default();
+    let inherited = crate::cost::inherited_until(id);
     let (mut first_ms, mut last_ms, mut forks_taken) = (None, None, Vec::new());
     let mut errors = failed_calls.get(id).copied().unwrap_or(0);
     let (mut models, mut more_models) = (Vec::<String>::new(), 0usize);
@@ -100,6 +106,11 @@ fn scan(
     let mut see = |record: cuca::ReplayedRecord<'_>| {
         first_ms.get_or_insert(record.timestamp_ms);
         last_ms = Some(record.timestamp_ms);
+        if inherited.is_none_or(|until| record.sequence > until) {
+            if let Some(call) = calls.see(record.sequence, record.timestamp_ms, &record.event) {
+                cost.add_call(&call, table);
+            }
+        }
         match record.event {
             SessionEvent::Fork { to_session, .. } => forks_taken.push(to_session),
             SessionEvent::CallIncomplete { .. } => errors += 1,
@@ -137,6 +148,7 @@ fn scan(
         bytes_on_disk,
         errors,
         models,
+        cost,
     })
 }
 
@@ -281,10 +293,11 @@ pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Re
     let ids = store.backend().sessions()?;
     let sizes = store.stored_bytes()?;
     let failed = failed_calls();
+    let table = crate::cost::table(None)?;
     let bar = ui::progress(ids.len() as u64, "scanning");
     let mut rows = Vec::with_capacity(ids.len());
     for id in &ids {
-        rows.push(scan(store, id, sizes.as_ref(), &failed)?);
+        rows.push(scan(store, id, sizes.as_ref(), &failed, &table)?);
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -327,6 +340,9 @@ pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Re
                 "integrity": row.scanned.verdict_word(),
                 "duration_ms": row.first_ms.zip(row.last_ms).map(|(first, last)| last.saturating_sub(first)),
                 "models": row.models,
+                "cost_usd": row.cost.known_cost(),
+                "cost_unpriced_calls": row.cost.n_unpriced,
+                "cost_priced_by": table.source().to_string(),
                 "errors": row.errors,
                 "compacted": row.compacted,
                 "bytes_on_disk": row.bytes_on_disk,
@@ -339,7 +355,7 @@ pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Re
         out.flush()?;
         return Ok(());
     }
-    let cells: Vec<[String; 10]> = rows
+    let cells: Vec<[String; 11]> = rows
         .iter()
         .map(|row| {
             [
@@ -361,6 +377,11 @@ pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Re
                     line(&row.models.join(", ")).to_string()
                 },
                 ui::thousands(row.errors),
+                if row.cost.n_calls == 0 {
+                    "-".to_owned()
+                } else {
+                    crate::cost::cost_words(&row.cost)
+                },
                 row.status(),
                 row.forks(),
             ]
@@ -377,6 +398,7 @@ pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Re
         "DURATION",
         "MODEL",
         "ERRORS",
+        "COST",
         "INTEGRITY",
         "FORKS",
     ];
@@ -386,11 +408,11 @@ pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Re
             *width = (*width).max(cell.chars().count());
         }
     }
-    let write_row = |out: &mut dyn Write, cells: [&str; 10]| -> std::io::Result<()> {
-        let [id, records, bytes, first, last, duration, model, errors, status, forks] = cells;
+    let write_row = |out: &mut dyn Write, cells: [&str; 11]| -> std::io::Result<()> {
+        let [id, records, bytes, first, last, duration, model, errors, cost, status, forks] = cells;
         writeln!(
             out,
-            "{id:<w0$}  {records:>w1$}  {bytes:>w2$}  {first:<w3$}  {last:<w4$}  {duration:<w5$}  {model:<w6$}  {errors:>w7$}  {status:<w8$}  {forks}",
+            "{id:<w0$}  {records:>w1$}  {bytes:>w2$}  {first:<w3$}  {last:<w4$}  {duration:<w5$}  {model:<w6$}  {errors:>w7$}  {cost:>w8$}  {status:<w9$}  {forks}",
             w0 = widths[0],
             w1 = widths[1],
             w2 = widths[2],
@@ -400,6 +422,7 @@ pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Re
             w6 = widths[6],
             w7 = widths[7],
             w8 = widths[8],
+            w9 = widths[9],
         )
     };
     write_row(&mut out, header)?;
@@ -408,7 +431,8 @@ pub(crate) fn list(store: &Store, as_json: bool, sort: SortBy, last: bool) -> Re
     }
     writeln!(
         out,
-        "{} in {}",
+        "costs priced by {}; {} in {}",
+        table.source(),
         count(ids.len() as u64, "session", "sessions"),
         store.describe()
     )?;

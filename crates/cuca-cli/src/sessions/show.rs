@@ -116,6 +116,7 @@ pub(crate) fn preview(event: &SessionEvent) -> String {
         SessionEvent::CallIncomplete { reason } => quoted_preview(reason),
         SessionEvent::CallWire { format, wire } => format!("{} {}", line(format), clipped(wire)),
         SessionEvent::RequestDigest { sha256 } => format!("sha256 {sha256}"),
+        SessionEvent::TokenDetail(detail) => detail.to_string(),
         // A kind added after this command was written still gets its line, without a preview.
         _ => String::new(),
     }

@@ -36,6 +36,7 @@ fn summary(finish: &str, completion_tokens: u64) -> StreamSummary {
         completion_tokens,
         reasoning_tokens: Some(completion_tokens),
         cost: Some(0.25),
+        ..ProviderUsage::default()
     });
     summary
 }

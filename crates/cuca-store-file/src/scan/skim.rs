@@ -1,7 +1,7 @@
 //! A record decoded for checking and counting only: its text borrowed from the frame, so a
 //! pass that never looks at the text allocates nothing per record.
 
-use cuca_events::{Message, Role, SessionEvent};
+use cuca_events::{Message, Role, SessionEvent, TokenDetail};
 use serde::Deserialize;
 
 /// A stored record as [`FileBackend::skim_each`](crate::FileBackend::skim_each) hands it
@@ -121,6 +121,7 @@ impl SkimmedRecord<'_> {
             SkimmedEvent::RequestDigest { .. } => SessionEvent::RequestDigest {
                 sha256: String::new(),
             },
+            SkimmedEvent::TokenDetail(detail) => SessionEvent::TokenDetail(detail),
             SkimmedEvent::Scrubbed { .. } => SessionEvent::Scrubbed {
                 replaced: Vec::new(),
             },
@@ -258,6 +259,7 @@ impl<'a> SkimmedRecord<'a> {
                 put("wire", wire);
             }
             SkimmedEvent::RequestDigest { sha256 } => put("sha256", sha256),
+            SkimmedEvent::TokenDetail(_) => {}
             SkimmedEvent::Scrubbed { ref replaced } => {
                 for &(rule, _) in replaced {
                     put("rule", rule);
@@ -333,6 +335,7 @@ enum SkimmedEvent<'a> {
     RequestDigest {
         sha256: &'a str,
     },
+    TokenDetail(TokenDetail),
     Scrubbed {
         #[serde(borrow)]
         replaced: Vec<(&'a str, u64)>,
@@ -357,7 +360,8 @@ impl SkimmedEvent<'_> {
             SkimmedEvent::CallIncomplete { .. } => 12,
             SkimmedEvent::CallWire { .. } => 13,
             SkimmedEvent::RequestDigest { .. } => 14,
-            SkimmedEvent::Scrubbed { .. } => 15,
+            SkimmedEvent::TokenDetail(_) => 15,
+            SkimmedEvent::Scrubbed { .. } => 16,
         }
     }
 }

@@ -18,7 +18,7 @@
 
 use std::borrow::Cow;
 
-use cuca_events::{Message, MessageContentBlock, PromptCacheUsage, ProviderUsage};
+use cuca_events::{Message, MessageContentBlock, PromptCacheUsage, ProviderUsage, TokenDetail};
 use serde::Deserialize;
 
 use serde_json::Value;
@@ -165,15 +165,26 @@ impl ChatEvents {
         if let Some(usage) = chunk.usage {
             let prompt_tokens = usage.prompt_tokens.unwrap_or(0);
             let completion_tokens = usage.completion_tokens.unwrap_or(0);
+            let reasoning_tokens = usage
+                .completion_tokens_details
+                .as_ref()
+                .and_then(|d| d.reasoning_tokens);
+            let prompt_details = usage.prompt_tokens_details.as_ref();
             self.common.summary.usage = Some(ProviderUsage {
                 prompt_tokens,
                 completion_tokens,
-                reasoning_tokens: usage
-                    .completion_tokens_details
-                    .and_then(|d| d.reasoning_tokens),
+                reasoning_tokens,
                 cost: usage.cost,
+                detail: TokenDetail {
+                    prompt: usage.prompt_tokens,
+                    output: usage.completion_tokens,
+                    cache_read: prompt_details.and_then(|d| d.cached_tokens),
+                    cache_write: prompt_details.and_then(|d| d.cache_write_tokens),
+                    reasoning: reasoning_tokens,
+                    ..TokenDetail::default()
+                },
             });
-            if let Some(cached_tokens) = usage.prompt_tokens_details.and_then(|d| d.cached_tokens) {
+            if let Some(cached_tokens) = prompt_details.and_then(|d| d.cached_tokens) {
                 self.common.summary.prompt_cache = Some(PromptCacheUsage { cached_tokens });
             }
         }
@@ -293,6 +304,14 @@ pub fn decode_whole(body: &[u8]) -> Result<(Vec<MessageContentBlock>, StreamSumm
             completion_tokens: count("/completion_tokens").unwrap_or(0),
             reasoning_tokens: count("/completion_tokens_details/reasoning_tokens"),
             cost: usage.get("cost").and_then(Value::as_f64),
+            detail: TokenDetail {
+                prompt: count("/prompt_tokens"),
+                output: count("/completion_tokens"),
+                cache_read: count("/prompt_tokens_details/cached_tokens"),
+                cache_write: count("/prompt_tokens_details/cache_write_tokens"),
+                reasoning: count("/completion_tokens_details/reasoning_tokens"),
+                ..TokenDetail::default()
+            },
         });
         if let Some(cached_tokens) = count("/prompt_tokens_details/cached_tokens") {
             summary.prompt_cache = Some(PromptCacheUsage { cached_tokens });
@@ -389,6 +408,10 @@ struct WireUsage {
 struct WirePromptDetails {
     #[serde(default)]
     cached_tokens: Option<u64>,
+    /// Prompt tokens written to the cache, as gateways that pass on Anthropic's cache
+    /// writes (OpenRouter) report them.
+    #[serde(default)]
+    cache_write_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]

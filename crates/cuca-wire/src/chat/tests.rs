@@ -1,6 +1,6 @@
 //! Unit tests of the chat format: the stream decoder against the real llama-server transcripts.
 
-use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage};
+use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage, TokenDetail};
 use proptest::prelude::*;
 
 use super::*;
@@ -57,7 +57,8 @@ fn llama_server_basic_stream_gives_text_blocks_finish_reason_and_usage() {
             prompt_tokens: 40,
             completion_tokens: 12,
             reasoning_tokens: None,
-            cost: None
+            cost: None,
+            detail: DETAIL_40_12,
         })
     );
     assert_eq!(
@@ -126,7 +127,14 @@ data: [DONE]\n\n";
             prompt_tokens: 10,
             completion_tokens: 7,
             reasoning_tokens: Some(5),
-            cost: Some(0.0012)
+            cost: Some(0.0012),
+            detail: TokenDetail {
+                prompt: Some(10),
+                output: Some(7),
+                cache_read: Some(4),
+                reasoning: Some(5),
+                ..TokenDetail::default()
+            },
         })
     );
     assert_eq!(
@@ -357,3 +365,15 @@ data: [DONE]\n\n";
     let mut plain = ChatStreamDecoder::new();
     assert!(plain.feed(stream, &mut Vec::new()).is_err());
 }
+
+/// The usage of the llama-server fixture, kind by kind, as the server sent it.
+const DETAIL_40_12: TokenDetail = TokenDetail {
+    prompt: Some(40),
+    input: None,
+    output: Some(12),
+    cache_read: Some(0),
+    cache_write: None,
+    cache_write_5m: None,
+    cache_write_1h: None,
+    reasoning: None,
+};

@@ -17,7 +17,7 @@
 
 use std::borrow::Cow;
 
-use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage};
+use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage, TokenDetail};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -494,9 +494,17 @@ fn new_wire(blocks: Vec<Value>) -> Value {
 }
 
 /// A usage object in cuca's terms: every input count (uncached, written to the cache, read
-/// from it) is prompt; `output_tokens` is completion; the cache reads are the cached prompt.
+/// from it) is prompt; `output_tokens` is completion; the cache reads are the cached prompt;
+/// and every count as sent, kind by kind, in the detail.
 fn usage_of(usage: &Map<String, Value>) -> (ProviderUsage, Option<PromptCacheUsage>) {
     let count = |key: &str| usage.get(key).and_then(Value::as_u64);
+    // The 5-minute / 1-hour split of the cache writes, where the answer gives it.
+    let split = |key: &str| {
+        usage
+            .get("cache_creation")
+            .and_then(|c| c.get(key))
+            .and_then(Value::as_u64)
+    };
     let prompt_tokens = count("input_tokens").unwrap_or(0)
         + count("cache_creation_input_tokens").unwrap_or(0)
         + count("cache_read_input_tokens").unwrap_or(0);
@@ -506,6 +514,15 @@ fn usage_of(usage: &Map<String, Value>) -> (ProviderUsage, Option<PromptCacheUsa
             completion_tokens: count("output_tokens").unwrap_or(0),
             reasoning_tokens: None,
             cost: None,
+            detail: TokenDetail {
+                input: count("input_tokens"),
+                output: count("output_tokens"),
+                cache_read: count("cache_read_input_tokens"),
+                cache_write: count("cache_creation_input_tokens"),
+                cache_write_5m: split("ephemeral_5m_input_tokens"),
+                cache_write_1h: split("ephemeral_1h_input_tokens"),
+                ..TokenDetail::default()
+            },
         },
         count("cache_read_input_tokens").map(|cached_tokens| PromptCacheUsage { cached_tokens }),
     )

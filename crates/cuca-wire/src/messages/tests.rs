@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use cuca_events::{
-    Message, MessageContentBlock, PromptCacheUsage, ProviderUsage, Role, ToolChoice,
+    Message, MessageContentBlock, PromptCacheUsage, ProviderUsage, Role, TokenDetail, ToolChoice,
 };
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -106,7 +106,8 @@ fn the_llama_server_text_stream_gives_one_text_block_per_delta_and_its_wire() {
             prompt_tokens: 40,
             completion_tokens: 12,
             reasoning_tokens: None,
-            cost: None
+            cost: None,
+            detail: DETAIL_40_12,
         })
     );
     assert_eq!(
@@ -1107,3 +1108,15 @@ fn a_system_message_inside_messages_is_a_system_prompt_in_its_place() {
     assert_eq!(roles, [Role::System, Role::User, Role::System]);
     assert_eq!(request.unified.messages[2].text(), "# Environment");
 }
+
+/// The usage of the llama-server fixture, kind by kind, as the server sent it.
+const DETAIL_40_12: TokenDetail = TokenDetail {
+    prompt: None,
+    input: Some(1),
+    output: Some(12),
+    cache_read: Some(39),
+    cache_write: None,
+    cache_write_5m: None,
+    cache_write_1h: None,
+    reasoning: None,
+};

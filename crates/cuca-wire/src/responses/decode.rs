@@ -17,7 +17,7 @@
 
 use std::borrow::Cow;
 
-use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage};
+use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage, TokenDetail};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -771,6 +771,14 @@ impl ResponsesEvents {
                 completion_tokens: count("/output_tokens").unwrap_or(0),
                 reasoning_tokens: count("/output_tokens_details/reasoning_tokens"),
                 cost: usage.get("cost").and_then(Value::as_f64),
+                detail: TokenDetail {
+                    prompt: count("/input_tokens"),
+                    output: count("/output_tokens"),
+                    cache_read: count("/input_tokens_details/cached_tokens"),
+                    cache_write: count("/input_tokens_details/cache_write_tokens"),
+                    reasoning: count("/output_tokens_details/reasoning_tokens"),
+                    ..TokenDetail::default()
+                },
             });
             if let Some(cached_tokens) = count("/input_tokens_details/cached_tokens") {
                 self.common.summary.prompt_cache = Some(PromptCacheUsage { cached_tokens });

@@ -2,7 +2,7 @@
 //! hand-written streams in OpenAI's documented shapes (llama-server's tiny model never calls a
 //! tool nor streams a reasoning summary).
 
-use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage};
+use cuca_events::{MessageContentBlock, PromptCacheUsage, ProviderUsage, TokenDetail};
 use serde_json::json;
 
 use super::*;
@@ -71,7 +71,8 @@ fn llama_server_stream_gives_one_text_block_per_delta_and_the_wire_layout() {
             prompt_tokens: 40,
             completion_tokens: 12,
             reasoning_tokens: None,
-            cost: None
+            cost: None,
+            detail: DETAIL_40_12,
         })
     );
     assert_eq!(
@@ -204,7 +205,14 @@ fn an_openai_function_call_stream_records_one_tool_call_with_its_call_id_and_exa
             prompt_tokens: 81,
             completion_tokens: 17,
             reasoning_tokens: Some(5),
-            cost: None
+            cost: None,
+            detail: TokenDetail {
+                prompt: Some(81),
+                output: Some(17),
+                cache_read: Some(64),
+                reasoning: Some(5),
+                ..TokenDetail::default()
+            },
         })
     );
     assert_eq!(
@@ -405,3 +413,15 @@ fn bytes_after_response_completed_are_ignored() {
     body.extend_from_slice(b"data: {garbage\n\n");
     assert_eq!(decode(&body).unwrap(), decode(STREAM).unwrap());
 }
+
+/// The usage of the llama-server fixture, kind by kind, as the server sent it.
+const DETAIL_40_12: TokenDetail = TokenDetail {
+    prompt: Some(40),
+    input: None,
+    output: Some(12),
+    cache_read: Some(39),
+    cache_write: None,
+    cache_write_5m: None,
+    cache_write_1h: None,
+    reasoning: None,
+};
