@@ -15,7 +15,12 @@ use crate::{Counts, Finding, Rules};
 /// digests the store, replay and forks key on: ids, tool and model names, the fork points,
 /// the wire format's name, the request digest, timings and token counts, and an image's
 /// base64 bytes (an image of a key is not text the rules can read).
-pub const REDACTED_FIELDS: [(&str, &[&str]); 15] = [
+///
+/// A workspace snapshot's paths and a shell command's working directory and origin are
+/// left alone too: they are the keys `cuca checkout` restores by. The files and the whole
+/// streams in the workspace object store are not session records and are not redacted
+/// (`docs/workspace.md` says so).
+pub const REDACTED_FIELDS: [(&str, &[&str]); 17] = [
     ("SystemPrompt", &["text"]),
     (
         "Message",
@@ -39,6 +44,8 @@ pub const REDACTED_FIELDS: [(&str, &[&str]); 15] = [
     ("CallIncomplete", &["reason"]),
     ("CallWire", &["wire (JSON)"]),
     ("RequestDigest", &[]),
+    ("WorkspaceSnapshot", &["skipped[]"]),
+    ("ShellCommand", &["command", "stdout.tail", "stderr.tail"]),
 ];
 
 impl Rules {
@@ -116,6 +123,21 @@ impl Rules {
                 self.redact_json_text(tools, &mut counts);
             }
             SessionEvent::CallWire { wire, .. } => self.redact_json_text(wire, &mut counts),
+            SessionEvent::WorkspaceSnapshot { skipped, .. } => {
+                for text in skipped {
+                    counts.merge(&self.redact_string(text));
+                }
+            }
+            SessionEvent::ShellCommand {
+                command,
+                stdout,
+                stderr,
+                ..
+            } => {
+                for text in [command, &mut stdout.tail, &mut stderr.tail] {
+                    counts.merge(&self.redact_string(text));
+                }
+            }
             SessionEvent::Latency { .. }
             | SessionEvent::TokenUsage { .. }
             | SessionEvent::Fork { .. }
