@@ -99,6 +99,7 @@ mod server;
 mod session;
 mod state;
 mod upstream;
+mod workspace;
 
 pub use config::{
     Mode, ProxyConfig, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_CALLER_STALL_TIMEOUT,
@@ -114,3 +115,4 @@ pub use headers::{
 };
 pub use matching::{DEFAULT_IGNORE, SAMPLING_PARAMETERS};
 pub use server::Proxy;
+pub use workspace::WorkspaceWatch;
