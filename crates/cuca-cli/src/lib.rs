@@ -63,10 +63,12 @@ mod repair;
 mod run;
 mod serve;
 mod sessions;
+mod shell;
 mod store;
 mod term;
 mod ui;
 mod view;
+mod workspace;
 
 #[cfg(test)]
 mod tests;
@@ -240,6 +242,12 @@ enum Command {
     Proxy(proxy::ProxyArgs),
     /// Run an agent with its SDKs pointed at a recording proxy started for it, or replaying.
     Run(run::RunArgs),
+    /// Write the workspace as it stood at a point of a session into DIR.
+    Checkout(workspace::CheckoutArgs),
+    /// The shell shim `cuca run` puts on COMMAND's PATH: runs the real shell, reports the
+    /// command to the proxy.
+    #[command(name = "shell-shim", hide = true)]
+    ShellShim(shell::ShimArgs),
     /// Serve `GET /runs/{id}/replay` from a directory of run directories.
     Serve(serve::ServeArgs),
     /// A local web viewer: sessions, turns, forks, live records, the call log, journal runs.
@@ -439,6 +447,8 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
         Command::ExportOtlp(args) => otel::run(&args, schema),
         Command::Proxy(args) => proxy::run(&args, schema),
         Command::Run(args) => run::run(args, schema),
+        Command::Checkout(args) => workspace::checkout(&args, schema),
+        Command::ShellShim(args) => shell::run_shim(args),
         Command::Completions { shell } => completions::write(shell),
         Command::CompleteSessions { store } => completions::sessions(&open(&store)?),
     }
