@@ -172,7 +172,8 @@ pub(crate) fn run(args: RunArgs, schema: Option<&str>) -> Result<(), CliError> {
             .command
             .split_first()
             .ok_or_else(|| CliError::Usage("no COMMAND to run after --".into()))?;
-        let mut command = std::process::Command::new(program);
+        let mut command =
+            std::process::Command::new(crate::workspace::program(program, prepared.as_ref()));
         let provider = codex_provider(program, rest, &format!("{base}/s/{session}/v1"), mode);
         if let Some(provider) = &provider {
             eprintln!(

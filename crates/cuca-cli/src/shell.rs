@@ -135,29 +135,23 @@ fn read_invocation(shell: &str, args: &[OsString]) -> Option<(String, String)> {
             }
             continue;
         }
-        let text = arg.to_string_lossy().into_owned();
-        let origin = if command_mode {
-            format!("{shell} {}", flags.join(" "))
-        } else {
-            format!("{shell} script")
-        };
-        let command = if command_mode {
-            text
-        } else {
-            std::iter::once(text)
-                .chain(rest.map(|a| a.to_string_lossy().into_owned()))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        return Some((command, origin));
+        // A script (`bash build.sh`, or a `#!/usr/bin/env bash` line) is not a command of
+        // its own: wrappers are scripts (a version manager's `python3`, an agent's launcher),
+        // and recording one would record the whole agent as one command and hide the
+        // commands it runs. The `-c` commands a script runs are recorded.
+        if !command_mode {
+            return None;
+        }
+        let origin = format!("{shell} {}", flags.join(" "));
+        return Some((arg.to_string_lossy().into_owned(), origin));
     }
     None
 }
 
-/// Runs `cuca shell-shim`: the real shell with the shim's arguments; a command (`-c`) or a
-/// script is timed, its streams passed through and kept, and reported; anything else (an
-/// interactive shell, a script on stdin, a shell inside a recorded command) is the real
-/// shell as it is.
+/// Runs `cuca shell-shim`: the real shell with the shim's arguments; a command (`-c`) is
+/// timed, its streams passed through and kept, and reported; anything else (an interactive
+/// shell, a script, a script on stdin, a shell inside a recorded command) is the real shell
+/// as it is.
 pub(crate) fn run_shim(args: ShimArgs) -> Result<(), CliError> {
     let shell = args
         .real
@@ -362,10 +356,7 @@ mod tests {
             read_invocation("bash", &os(&["-o", "pipefail", "-c", "a | b"])),
             Some(("a | b".into(), "bash -o -c".into()))
         );
-        assert_eq!(
-            read_invocation("sh", &os(&["build.sh", "fast"])),
-            Some(("build.sh fast".into(), "sh script".into()))
-        );
+        assert_eq!(read_invocation("sh", &os(&["build.sh", "fast"])), None);
         assert_eq!(read_invocation("bash", &os(&["-l"])), None);
         assert_eq!(read_invocation("bash", &os(&[])), None);
     }

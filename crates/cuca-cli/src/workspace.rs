@@ -79,6 +79,20 @@ impl Drop for Prepared {
     }
 }
 
+/// COMMAND as `cuca run`'s own `PATH` finds it: with the shim first on COMMAND's `PATH`, a
+/// COMMAND named `sh` or `bash` (`cuca run -- sh -c '…'`) would otherwise be the shim, and
+/// the whole agent one recorded command.
+pub(crate) fn program(program: &std::ffi::OsStr, prepared: Option<&Prepared>) -> PathBuf {
+    let as_given = PathBuf::from(program);
+    if prepared.is_none_or(|p| p.shims.is_none()) || as_given.components().count() != 1 {
+        return as_given;
+    }
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or(as_given)
+}
+
 /// The object store beside `store`: a directory store keeps it in `STORE/.cuca-workspace`.
 pub(crate) fn objects_for(store: &StoreArg) -> Result<DirObjects, CliError> {
     match store {
