@@ -164,7 +164,9 @@ pub(crate) fn run_shim(args: ShimArgs) -> Result<(), CliError> {
     };
     let Some((command, origin)) = invocation else {
         use std::os::unix::process::CommandExt;
-        let error = std::process::Command::new(&args.real).args(&args.args).exec();
+        let error = std::process::Command::new(&args.real)
+            .args(&args.args)
+            .exec();
         return Err(CliError::Failed(format!(
             "run {}: {error}",
             args.real.display()
@@ -178,12 +180,14 @@ pub(crate) fn run_shim(args: ShimArgs) -> Result<(), CliError> {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .map_err(|error| CliError::Failed(format!("run {}: {error}", args.real.display())))?;
-    let out = child.stdout.take().map(|pipe| {
-        std::thread::spawn(move || tee(pipe, std::io::stdout()))
-    });
-    let err = child.stderr.take().map(|pipe| {
-        std::thread::spawn(move || tee(pipe, std::io::stderr()))
-    });
+    let out = child
+        .stdout
+        .take()
+        .map(|pipe| std::thread::spawn(move || tee(pipe, std::io::stdout())));
+    let err = child
+        .stderr
+        .take()
+        .map(|pipe| std::thread::spawn(move || tee(pipe, std::io::stderr())));
     let status = child
         .wait()
         .map_err(|error| CliError::Failed(format!("wait for {}: {error}", args.real.display())))?;
@@ -284,7 +288,8 @@ fn report(command: &str, origin: &str, code: i32, duration_ms: u64, stdout: Kept
     let Some(base) = std::env::var_os("CUCA_PROXY_URL") else {
         return;
     };
-    let objects = std::env::var_os(crate::workspace::OBJECTS_ENV).map(cuca_workspace::DirObjects::at);
+    let objects =
+        std::env::var_os(crate::workspace::OBJECTS_ENV).map(cuca_workspace::DirObjects::at);
     let body = serde_json::json!({
         "command": command,
         "cwd": relative_cwd(),

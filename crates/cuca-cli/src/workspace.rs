@@ -235,9 +235,7 @@ pub(crate) fn prepare(
             .map_err(|error| CliError::Failed(error.to_string()))?;
         proxy.watch_workspace(cuca_proxy::WorkspaceWatch::new(snapshotter, start));
     }
-    let mut env = vec![
-        (WORKSPACE_ENV.to_owned(), workspace.clone().into_os_string()),
-    ];
+    let mut env = vec![(WORKSPACE_ENV.to_owned(), workspace.clone().into_os_string())];
     if let StoreArg::Dir(dir) = store_arg {
         let objects_dir = std::path::absolute(dir.join(DirObjects::DIR_NAME).join("objects"))
             .unwrap_or_else(|_| dir.join(DirObjects::DIR_NAME).join("objects"));
@@ -265,7 +263,13 @@ fn excluded(store: &StoreArg) -> Vec<PathBuf> {
 fn fresh_copy_dir(session: &str) -> Result<PathBuf, CliError> {
     let safe: String = session
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     for n in 0..1000 {
         let dir = std::env::temp_dir().join(format!("cuca-run-{safe}-{}-{n}", std::process::id()));
@@ -273,11 +277,16 @@ fn fresh_copy_dir(session: &str) -> Result<PathBuf, CliError> {
             Ok(()) => return Ok(dir),
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(error) => {
-                return Err(CliError::Failed(format!("create {}: {error}", dir.display())))
+                return Err(CliError::Failed(format!(
+                    "create {}: {error}",
+                    dir.display()
+                )))
             }
         }
     }
-    Err(CliError::Failed("no free directory name for the restored copy".into()))
+    Err(CliError::Failed(
+        "no free directory name for the restored copy".into(),
+    ))
 }
 
 /// Refuses to restore over a git work tree's uncommitted changes unless `force`: asks

@@ -42,7 +42,11 @@ fn scripted_upstream() -> Upstream {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let url = line.trim().strip_prefix("listening on ").unwrap().to_owned();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
     Upstream(child, url)
 }
 
@@ -133,7 +137,15 @@ fn a_run_records_snapshots_and_commands_and_checkout_and_replay_restore_them() {
     // Recorded with the store at its default, `cuca-sessions` inside the workspace.
     let recorded = cuca()
         .current_dir(root)
-        .args(["run", "--upstream", &upstream.1, "--session", "ws-1", "--", "python3"])
+        .args([
+            "run",
+            "--upstream",
+            &upstream.1,
+            "--session",
+            "ws-1",
+            "--",
+            "python3",
+        ])
         .arg(&agent)
         .output()
         .unwrap();
@@ -157,7 +169,11 @@ fn a_run_records_snapshots_and_commands_and_checkout_and_replay_restore_them() {
         );
     }
     let first = &records[snapshots[0]]["event"]["WorkspaceSnapshot"];
-    assert_eq!(first["changes"], serde_json::json!([]), "the first is the base");
+    assert_eq!(
+        first["changes"],
+        serde_json::json!([]),
+        "the first is the base"
+    );
     let second = &records[snapshots[1]]["event"]["WorkspaceSnapshot"];
     assert_eq!(
         second["changes"],
@@ -176,7 +192,10 @@ fn a_run_records_snapshots_and_commands_and_checkout_and_replay_restore_them() {
         .collect();
     assert_eq!(shell.len(), 1, "{kinds:?}");
     let command = shell[0];
-    assert_eq!(command["command"], "echo cuca-out; echo cuca-failure >&2; exit 3");
+    assert_eq!(
+        command["command"],
+        "echo cuca-out; echo cuca-failure >&2; exit 3"
+    );
     assert_eq!(command["exit_status"], 3);
     assert_eq!(command["cwd"], ".");
     assert_eq!(command["origin"], "bash -c");
@@ -185,9 +204,17 @@ fn a_run_records_snapshots_and_commands_and_checkout_and_replay_restore_them() {
     assert_eq!(command["stderr"]["cut"], 0);
     // Recorded after the second call and before the third call's snapshot.
     let shell_at = kinds.iter().position(|k| *k == "ShellCommand").unwrap();
-    assert!(snapshots[1] < shell_at && shell_at < snapshots[2], "{kinds:?}");
+    assert!(
+        snapshots[1] < shell_at && shell_at < snapshots[2],
+        "{kinds:?}"
+    );
 
-    let verify = cuca().arg("verify").arg(&store).arg("ws-1").output().unwrap();
+    let verify = cuca()
+        .arg("verify")
+        .arg(&store)
+        .arg("ws-1")
+        .output()
+        .unwrap();
     assert!(verify.status.success(), "{}", stderr(&verify));
 
     // Checkout at the first call (before the edit): the old file; at the end: the new one.
@@ -202,9 +229,18 @@ fn a_run_records_snapshots_and_commands_and_checkout_and_replay_restore_them() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let copy = before.path().join("copy");
-    assert_eq!(std::fs::read_to_string(copy.join("notes.txt")).unwrap(), OLD_NOTES);
-    assert!(!copy.join("build.log").exists(), "ignored files are not snapshotted");
-    assert!(!copy.join("cuca-sessions").exists(), "nor the session store");
+    assert_eq!(
+        std::fs::read_to_string(copy.join("notes.txt")).unwrap(),
+        OLD_NOTES
+    );
+    assert!(
+        !copy.join("build.log").exists(),
+        "ignored files are not snapshotted"
+    );
+    assert!(
+        !copy.join("cuca-sessions").exists(),
+        "nor the session store"
+    );
     let after = tempfile::tempdir().unwrap();
     let out = cuca()
         .arg("checkout")
@@ -214,7 +250,10 @@ fn a_run_records_snapshots_and_commands_and_checkout_and_replay_restore_them() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(std::fs::read_to_string(after.path().join("notes.txt")).unwrap(), NEW_NOTES);
+    assert_eq!(
+        std::fs::read_to_string(after.path().join("notes.txt")).unwrap(),
+        NEW_NOTES
+    );
     // A non-empty target is refused unless forced.
     let refused = cuca()
         .arg("checkout")
@@ -224,8 +263,15 @@ fn a_run_records_snapshots_and_commands_and_checkout_and_replay_restore_them() {
         .output()
         .unwrap();
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
-    assert!(stderr(&refused).contains("not empty"), "{}", stderr(&refused));
-    assert_eq!(std::fs::read_to_string(after.path().join("notes.txt")).unwrap(), NEW_NOTES);
+    assert!(
+        stderr(&refused).contains("not empty"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(
+        std::fs::read_to_string(after.path().join("notes.txt")).unwrap(),
+        NEW_NOTES
+    );
 
     // Replayed with the upstream gone: the agent starts in a restored copy of the workspace
     // as the first call saw it, and the original is left as the record run left it.
@@ -233,15 +279,33 @@ fn a_run_records_snapshots_and_commands_and_checkout_and_replay_restore_them() {
     let original = contents(root);
     let replayed = cuca()
         .current_dir(root)
-        .args(["run", "--mode", "replay", "--session", "ws-1", "--", "python3"])
+        .args([
+            "run",
+            "--mode",
+            "replay",
+            "--session",
+            "ws-1",
+            "--",
+            "python3",
+        ])
         .arg(&agent)
         .output()
         .unwrap();
     assert!(replayed.status.success(), "{}", stderr(&replayed));
     let said = String::from_utf8_lossy(&replayed.stdout);
-    let cwd = said.lines().next().unwrap().strip_prefix("cwd ").unwrap().to_owned();
+    let cwd = said
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("cwd ")
+        .unwrap()
+        .to_owned();
     assert_ne!(Path::new(&cwd), root.canonicalize().unwrap());
-    assert!(stderr(&replayed).contains(&format!("restored into {cwd}")), "{}", stderr(&replayed));
+    assert!(
+        stderr(&replayed).contains(&format!("restored into {cwd}")),
+        "{}",
+        stderr(&replayed)
+    );
     assert!(
         said.contains(&format!("notes at start {}", serde_json::json!(OLD_NOTES))),
         "{said}"
@@ -251,6 +315,10 @@ fn a_run_records_snapshots_and_commands_and_checkout_and_replay_restore_them() {
         NEW_NOTES,
         "the agent's edit happened in the copy"
     );
-    assert_eq!(contents(root), original, "the original workspace is untouched");
+    assert_eq!(
+        contents(root),
+        original,
+        "the original workspace is untouched"
+    );
     std::fs::remove_dir_all(&cwd).unwrap();
 }

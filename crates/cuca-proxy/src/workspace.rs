@@ -69,7 +69,9 @@ impl WorkspaceWatch {
     fn state(&self) -> MutexGuard<'_, WatchState> {
         // Every change to the state is a single assignment or push: a panic elsewhere while
         // it was held leaves it whole.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The prelude of a call about to be forwarded in `session`: the shell commands held
@@ -99,7 +101,10 @@ impl WorkspaceWatch {
                 events.push(taken.event());
             }
             Ok(Err(error)) => {
-                tracing::error!(session, "the workspace snapshot failed; the call is recorded without it: {error}");
+                tracing::error!(
+                    session,
+                    "the workspace snapshot failed; the call is recorded without it: {error}"
+                );
             }
             Err(error) => {
                 tracing::error!(session, "the workspace snapshot stopped: {error}");
@@ -126,7 +131,8 @@ impl WorkspaceWatch {
     /// commands wait for the next call.
     pub(crate) fn unrecorded(&self, prelude: Prelude) {
         let mut state = self.state();
-        let mut held: Vec<SessionEvent> = prelude.events.into_iter().take(prelude.n_pending).collect();
+        let mut held: Vec<SessionEvent> =
+            prelude.events.into_iter().take(prelude.n_pending).collect();
         held.append(&mut state.pending);
         held.truncate(MAX_PENDING);
         state.pending = held;
@@ -151,15 +157,24 @@ struct ShellReport {
 /// records nothing (replay mode); 400 for a body that is not a report.
 pub(crate) async fn shell(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     let Some(watch) = shared.workspace.get() else {
-        return answer(StatusCode::NOT_FOUND, serde_json::json!({"error": "this proxy watches no workspace"}));
+        return answer(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({"error": "this proxy watches no workspace"}),
+        );
     };
     if !shared.config.mode.forwards() {
-        return answer(StatusCode::NOT_FOUND, serde_json::json!({"error": "a replaying proxy records no shell commands"}));
+        return answer(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({"error": "a replaying proxy records no shell commands"}),
+        );
     }
     let report: ShellReport = match serde_json::from_slice(&body) {
         Ok(report) => report,
         Err(error) => {
-            return answer(StatusCode::BAD_REQUEST, serde_json::json!({"error": format!("not a shell report: {error}")}))
+            return answer(
+                StatusCode::BAD_REQUEST,
+                serde_json::json!({"error": format!("not a shell report: {error}")}),
+            )
         }
     };
     let event = SessionEvent::ShellCommand {
@@ -194,10 +209,16 @@ pub(crate) async fn shell(State(shared): State<Arc<Shared>>, body: Bytes) -> Res
         Err(error) => Err(error.message),
     };
     match written {
-        Ok(record) => answer(StatusCode::OK, serde_json::json!({"recorded": record.point_id()})),
+        Ok(record) => answer(
+            StatusCode::OK,
+            serde_json::json!({"recorded": record.point_id()}),
+        ),
         Err(message) => {
             tracing::error!(session, "a shell command could not be recorded: {message}");
-            answer(StatusCode::INTERNAL_SERVER_ERROR, serde_json::json!({"error": message}))
+            answer(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                serde_json::json!({"error": message}),
+            )
         }
     }
 }

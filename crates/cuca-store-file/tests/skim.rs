@@ -113,20 +113,22 @@ fn arb_event() -> impl Strategy<Value = SessionEvent> {
             proptest::collection::vec((arb_text(), any::<u64>(), any::<bool>()), 0..3),
             proptest::collection::vec(arb_text(), 0..3)
         )
-            .prop_map(|(snapshot, changes, skipped)| SessionEvent::WorkspaceSnapshot {
-                snapshot,
-                changes: changes
-                    .into_iter()
-                    .map(|(path, lines, binary)| cuca_events::FileChange {
-                        path,
-                        kind: cuca_events::FileChangeKind::Modified,
-                        added_lines: lines,
-                        removed_lines: lines / 2,
-                        binary,
-                    })
-                    .collect(),
-                skipped,
-            }),
+            .prop_map(
+                |(snapshot, changes, skipped)| SessionEvent::WorkspaceSnapshot {
+                    snapshot,
+                    changes: changes
+                        .into_iter()
+                        .map(|(path, lines, binary)| cuca_events::FileChange {
+                            path,
+                            kind: cuca_events::FileChangeKind::Modified,
+                            added_lines: lines,
+                            removed_lines: lines / 2,
+                            binary,
+                        })
+                        .collect(),
+                    skipped,
+                }
+            ),
         (
             (arb_text(), arb_text(), arb_text()),
             any::<Option<i32>>(),

@@ -67,7 +67,11 @@ pub enum WorkspaceError {
 
 impl WorkspaceError {
     /// An [`WorkspaceError::Io`] for `action` on `path`.
-    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
         WorkspaceError::Io {
             action,
             path: path.into(),

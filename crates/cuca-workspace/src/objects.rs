@@ -69,7 +69,10 @@ pub trait ObjectStore: Send + Sync {
 
 /// Compresses `bytes` and stores them under their address, unless they are there already;
 /// returns the address and how many bytes the store grew by (0 when it had them).
-pub fn put_object(store: &dyn ObjectStore, bytes: &[u8]) -> Result<(ObjectId, u64), WorkspaceError> {
+pub fn put_object(
+    store: &dyn ObjectStore,
+    bytes: &[u8],
+) -> Result<(ObjectId, u64), WorkspaceError> {
     let id = ObjectId::of(bytes);
     if store.has(&id)? {
         return Ok((id, 0));
@@ -96,7 +99,9 @@ pub fn get_object(store: &dyn ObjectStore, id: &ObjectId) -> Result<Vec<u8>, Wor
         .read_to_end(&mut bytes)
         .map_err(|error| damaged(format!("it does not decompress: {error}")))?;
     if bytes.len() as u64 > MAX_OBJECT_BYTES {
-        return Err(damaged(format!("it inflates past {MAX_OBJECT_BYTES} bytes")));
+        return Err(damaged(format!(
+            "it inflates past {MAX_OBJECT_BYTES} bytes"
+        )));
     }
     if ObjectId::of(&bytes) != *id {
         return Err(damaged("its bytes have another address".into()));
@@ -213,7 +218,9 @@ impl MemObjects {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<ObjectId, Vec<u8>>> {
         // A panic while holding the map leaves it whole (every step is one insert or read).
-        self.objects.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.objects
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 

@@ -50,7 +50,11 @@ pub fn restore(
     }
     let mut restored = Restored::default();
     if let Some(config) = &options.prune {
-        let walker = Snapshotter::new(target, std::sync::Arc::new(crate::MemObjects::new()), config.clone())?;
+        let walker = Snapshotter::new(
+            target,
+            std::sync::Arc::new(crate::MemObjects::new()),
+            config.clone(),
+        )?;
         let root = walker.root().to_owned();
         for found in walker.walker().build() {
             let Ok(entry) = found else { continue };
@@ -59,7 +63,9 @@ pub fn restore(
                 continue;
             }
             let relative = entry.path().strip_prefix(&root).unwrap_or(entry.path());
-            let kept = relative.to_str().is_some_and(|path| flat.contains_key(path));
+            let kept = relative
+                .to_str()
+                .is_some_and(|path| flat.contains_key(path));
             let over_cap = entry
                 .metadata()
                 .is_ok_and(|m| m.is_file() && m.len() > config.max_file_bytes);
@@ -90,8 +96,13 @@ pub fn restore(
             }
             kind => {
                 use std::os::unix::fs::PermissionsExt;
-                std::fs::write(&at, &bytes).map_err(|error| WorkspaceError::io("write", &at, error))?;
-                let mode = if kind == EntryKind::Executable { 0o755 } else { 0o644 };
+                std::fs::write(&at, &bytes)
+                    .map_err(|error| WorkspaceError::io("write", &at, error))?;
+                let mode = if kind == EntryKind::Executable {
+                    0o755
+                } else {
+                    0o644
+                };
                 std::fs::set_permissions(&at, std::fs::Permissions::from_mode(mode))
                     .map_err(|error| WorkspaceError::io("write", &at, error))?;
             }

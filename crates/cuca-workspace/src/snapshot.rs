@@ -175,7 +175,10 @@ impl Snapshotter {
             if file_type.is_dir() {
                 continue;
             }
-            let relative = entry.path().strip_prefix(&self.root).unwrap_or(entry.path());
+            let relative = entry
+                .path()
+                .strip_prefix(&self.root)
+                .unwrap_or(entry.path());
             let Some(path) = relative.to_str().map(str::to_owned) else {
                 skipped.push(format!(
                     "{}: the path is not UTF-8",
@@ -320,7 +323,12 @@ impl Snapshotter {
                     } else {
                         (get_object(store, &old.id)?, get_object(store, &new.id)?)
                     };
-                    changes.push(change(path, FileChangeKind::Modified, &old_bytes, &new_bytes));
+                    changes.push(change(
+                        path,
+                        FileChangeKind::Modified,
+                        &old_bytes,
+                        &new_bytes,
+                    ));
                 }
                 Some(_) => {}
             }

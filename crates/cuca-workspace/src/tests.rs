@@ -18,9 +18,16 @@ fn snapshotter(root: &Path, store: Arc<MemObjects>) -> Snapshotter {
 /// Moves every file's modification time two seconds back, so the stat cache trusts it
 /// (a file modified within a second of being read is read again, by design).
 fn age(root: &Path) {
-    for entry in ignore::WalkBuilder::new(root).hidden(false).build().flatten() {
+    for entry in ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .build()
+        .flatten()
+    {
         if entry.file_type().is_some_and(|t| t.is_file()) {
-            let file = std::fs::File::options().write(true).open(entry.path()).unwrap();
+            let file = std::fs::File::options()
+                .write(true)
+                .open(entry.path())
+                .unwrap();
             let old = std::time::SystemTime::now() - std::time::Duration::from_secs(2);
             file.set_modified(old).unwrap();
         }
@@ -41,18 +48,35 @@ fn a_snapshot_restores_to_the_same_files_modes_and_links() {
     let taken = snapshotter(root, store.clone()).snapshot(None).unwrap();
     assert_eq!(taken.n_files, 4);
     let copy = tempfile::tempdir().unwrap();
-    let restored = restore(store.as_ref(), &taken.id, copy.path(), &RestoreOptions::default()).unwrap();
+    let restored = restore(
+        store.as_ref(),
+        &taken.id,
+        copy.path(),
+        &RestoreOptions::default(),
+    )
+    .unwrap();
     assert_eq!(restored.n_written, 4);
-    assert_eq!(std::fs::read(copy.path().join("src/main.rs")).unwrap(), b"fn main() {}\n");
-    assert_eq!(std::fs::read(copy.path().join("deep/er/still/file.txt")).unwrap(), b"deep\n");
-    let mode = std::fs::metadata(copy.path().join("run.sh")).unwrap().permissions().mode();
+    assert_eq!(
+        std::fs::read(copy.path().join("src/main.rs")).unwrap(),
+        b"fn main() {}\n"
+    );
+    assert_eq!(
+        std::fs::read(copy.path().join("deep/er/still/file.txt")).unwrap(),
+        b"deep\n"
+    );
+    let mode = std::fs::metadata(copy.path().join("run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o111, 0o111);
     assert_eq!(
         std::fs::read_link(copy.path().join("link")).unwrap(),
         Path::new("src/main.rs")
     );
     // The copy snapshots to the same address: nothing was lost or added.
-    let again = snapshotter(copy.path(), store.clone()).snapshot(None).unwrap();
+    let again = snapshotter(copy.path(), store.clone())
+        .snapshot(None)
+        .unwrap();
     assert_eq!(again.id, taken.id);
 }
 
@@ -83,10 +107,18 @@ fn a_file_over_the_cap_is_skipped_and_named() {
         max_file_bytes: 1024,
         exclude: Vec::new(),
     };
-    let taken = Snapshotter::new(root, store.clone(), config).unwrap().snapshot(None).unwrap();
+    let taken = Snapshotter::new(root, store.clone(), config)
+        .unwrap()
+        .snapshot(None)
+        .unwrap();
     assert_eq!(taken.n_files, 1);
-    assert_eq!(taken.skipped, ["big.bin: 2048 bytes, over the 1024-byte cap"]);
-    assert!(!read_flat(store.as_ref(), &taken.id).unwrap().contains_key("big.bin"));
+    assert_eq!(
+        taken.skipped,
+        ["big.bin: 2048 bytes, over the 1024-byte cap"]
+    );
+    assert!(!read_flat(store.as_ref(), &taken.id)
+        .unwrap()
+        .contains_key("big.bin"));
 }
 
 #[test]
@@ -94,7 +126,11 @@ fn unchanged_files_are_not_read_again() {
     let workspace = tempfile::tempdir().unwrap();
     let root = workspace.path();
     for n in 0..50 {
-        write(root, &format!("dir{}/f{n}.txt", n % 5), format!("file {n}\n").as_bytes());
+        write(
+            root,
+            &format!("dir{}/f{n}.txt", n % 5),
+            format!("file {n}\n").as_bytes(),
+        );
     }
     age(root);
     let store = Arc::new(MemObjects::new());
@@ -133,7 +169,15 @@ fn changes_say_added_modified_deleted_lines_and_binary() {
     let summary: Vec<(&str, FileChangeKind, u64, u64, bool)> = second
         .changes
         .iter()
-        .map(|c| (c.path.as_str(), c.kind, c.added_lines, c.removed_lines, c.binary))
+        .map(|c| {
+            (
+                c.path.as_str(),
+                c.kind,
+                c.added_lines,
+                c.removed_lines,
+                c.binary,
+            )
+        })
         .collect();
     assert_eq!(
         summary,
@@ -177,7 +221,10 @@ fn a_restore_refuses_a_non_empty_target_unless_forced_and_prunes_when_asked() {
     write(root, "ignored.log", b"kept: ignored\n");
     write(root, ".gitignore", b"*.log\n");
     let refused = restore(store.as_ref(), &taken.id, root, &RestoreOptions::default()).unwrap_err();
-    assert!(matches!(refused, WorkspaceError::NotEmpty { .. }), "{refused}");
+    assert!(
+        matches!(refused, WorkspaceError::NotEmpty { .. }),
+        "{refused}"
+    );
     assert_eq!(std::fs::read(root.join("keep.txt")).unwrap(), b"new\n");
     let options = RestoreOptions {
         force: true,
@@ -189,7 +236,13 @@ fn a_restore_refuses_a_non_empty_target_unless_forced_and_prunes_when_asked() {
     assert!(!root.join(".gitignore").exists());
     // Removed with .gitignore it may be, but it was ignored when the prune walked.
     assert!(root.join("ignored.log").exists());
-    assert_eq!(restored, Restored { n_written: 1, n_removed: 2 });
+    assert_eq!(
+        restored,
+        Restored {
+            n_written: 1,
+            n_removed: 2
+        }
+    );
 }
 
 #[test]
@@ -201,11 +254,15 @@ fn a_damaged_object_is_refused_with_its_address() {
     store.put(&id, &swapped).unwrap();
     let error = get_object(&store, &id).unwrap_err();
     assert!(
-        error.to_string().contains(&id.to_string()) && error.to_string().contains("another address"),
+        error.to_string().contains(&id.to_string())
+            && error.to_string().contains("another address"),
         "{error}"
     );
     let missing = ObjectId::of(b"never stored");
-    assert!(matches!(get_object(&store, &missing), Err(WorkspaceError::Missing { .. })));
+    assert!(matches!(
+        get_object(&store, &missing),
+        Err(WorkspaceError::Missing { .. })
+    ));
 }
 
 #[test]
@@ -224,7 +281,10 @@ fn line_counts_follow_a_diff_without_moves() {
 fn ids_print_and_parse_back() {
     let id = ObjectId::of(b"x");
     assert_eq!(ObjectId::parse(&id.to_string()).unwrap(), id);
-    assert!(matches!(ObjectId::parse("sha256:zz"), Err(WorkspaceError::BadId { .. })));
+    assert!(matches!(
+        ObjectId::parse("sha256:zz"),
+        Err(WorkspaceError::BadId { .. })
+    ));
     assert!(ObjectId::parse(&id.hex()).is_err());
 }
 
@@ -234,7 +294,11 @@ fn a_directory_store_keeps_objects_across_handles() {
     let store = DirObjects::beside(sessions.path());
     let (id, grew) = put_object(&store, b"kept on disk").unwrap();
     assert!(grew > 0);
-    assert!(sessions.path().join(".cuca-workspace/objects").join(&id.hex()[..2]).is_dir());
+    assert!(sessions
+        .path()
+        .join(".cuca-workspace/objects")
+        .join(&id.hex()[..2])
+        .is_dir());
     let again = DirObjects::beside(sessions.path());
     assert_eq!(get_object(&again, &id).unwrap(), b"kept on disk");
     assert_eq!(put_object(&again, b"kept on disk").unwrap().1, 0);
@@ -251,7 +315,10 @@ fn an_excluded_directory_inside_the_workspace_is_not_walked() {
         exclude: vec!["cuca-sessions".into()],
         ..SnapshotConfig::default()
     };
-    let taken = Snapshotter::new(root, store.clone(), config).unwrap().snapshot(None).unwrap();
+    let taken = Snapshotter::new(root, store.clone(), config)
+        .unwrap()
+        .snapshot(None)
+        .unwrap();
     let flat = read_flat(store.as_ref(), &taken.id).unwrap();
     assert_eq!(flat.keys().collect::<Vec<_>>(), ["code.txt"]);
 }
