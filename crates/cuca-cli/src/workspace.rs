@@ -125,7 +125,7 @@ pub(crate) fn checkout(args: &CheckoutArgs, schema: Option<&str>) -> Result<(), 
     let sessions = store.backend().sessions()?;
     // A session id may itself end in `:N` (a conversation, `run:conv:1`): a name that is a
     // session is taken whole, anything else as `SESSION:SEQUENCE`.
-    let (session, up_to) = if sessions.iter().any(|s| *s == args.point) {
+    let (session, up_to) = if sessions.contains(&args.point) {
         (args.point.as_str(), u64::MAX)
     } else {
         cuca::parse_point_id(&args.point)?

@@ -50,7 +50,7 @@ fn text(rng: &mut Lcg) -> Vec<u8> {
         for _ in 0..(3 + rng.next() % 6) {
             out.extend_from_slice(WORDS[(rng.next() % 16) as usize].as_bytes());
             out.push(b' ');
-            if rng.next() % 3 == 0 {
+            if rng.next().is_multiple_of(3) {
                 write!(out, "{} ", rng.next() % 100_000).unwrap();
             }
         }
@@ -191,7 +191,7 @@ fn main() {
             git(&shadow_git, &workspace, &["write-tree"]);
             times.push(started.elapsed());
         };
-        if call % 2 == 0 {
+        if call.is_multiple_of(2) {
             run_cuca(&mut cuca_times);
             run_git(&mut git_times);
         } else {
