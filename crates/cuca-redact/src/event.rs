@@ -238,6 +238,21 @@ impl Rules {
             SessionEvent::CallWire { wire, .. } => {
                 self.scan_json_text(wire, &field("wire"), &mut findings)
             }
+            SessionEvent::WorkspaceSnapshot { skipped, .. } => {
+                for (i, text) in skipped.iter().enumerate() {
+                    findings.extend(self.scan_field(text, &field(&format!("skipped[{i}]"))));
+                }
+            }
+            SessionEvent::ShellCommand {
+                command,
+                stdout,
+                stderr,
+                ..
+            } => {
+                findings.extend(self.scan_field(command, &field("command")));
+                findings.extend(self.scan_field(&stdout.tail, &field("stdout.tail")));
+                findings.extend(self.scan_field(&stderr.tail, &field("stderr.tail")));
+            }
             // As in `redact_event`: every other kind holds no text (`REDACTED_FIELDS`).
             _ => {}
         }
