@@ -66,6 +66,7 @@ mod repair;
 mod run;
 mod serve;
 mod sessions;
+mod shell;
 mod store;
 mod strict;
 mod swap;
@@ -73,6 +74,7 @@ mod term;
 mod transcripts;
 mod ui;
 mod view;
+mod workspace;
 
 #[cfg(test)]
 mod tests;
@@ -256,6 +258,12 @@ enum Command {
     /// Re-run an agent from a point of a recorded session on each of several models, each
     /// in its own copy of the working directory, and grade each run with a command.
     Compare(compare::CompareArgs),
+    /// Write the workspace as it stood at a point of a session into DIR.
+    Checkout(workspace::CheckoutArgs),
+    /// The shell shim `cuca run` puts on COMMAND's PATH: runs the real shell, reports the
+    /// command to the proxy.
+    #[command(name = "shell-shim", hide = true)]
+    ShellShim(shell::ShimArgs),
     /// Serve `GET /runs/{id}/replay` from a directory of run directories.
     Serve(serve::ServeArgs),
     /// A local web viewer: sessions, turns, forks, live records, the call log, journal runs.
@@ -484,6 +492,8 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
         Command::Proxy(args) => proxy::run(&args, schema),
         Command::Run(args) => run::run(args, schema),
         Command::Compare(args) => compare::run(&args, schema),
+        Command::Checkout(args) => workspace::checkout(&args, schema),
+        Command::ShellShim(args) => shell::run_shim(args),
         Command::Completions { shell } => completions::write(shell),
         Command::CompleteSessions { store } => completions::sessions(&open(&store)?),
     }

@@ -23,6 +23,13 @@ pub(crate) struct ProxyArgs {
     /// The address to listen on (loopback unless told otherwise; port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:4000")]
     listen: String,
+    /// A workspace to snapshot before every recorded call (into `STORE/.cuca-workspace`);
+    /// `cuca checkout` restores it.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<std::path::PathBuf>,
+    /// With --workspace: files larger than this many bytes are left out of snapshots.
+    #[arg(long, value_name = "BYTES", default_value_t = cuca_workspace::DEFAULT_MAX_FILE_BYTES)]
+    max_file_bytes: u64,
     /// record: forward and record; replay: answer from the recording, no network; auto:
     /// replay what is recorded, forward and record what is not; fork: replay what matches,
     /// and from the first call that differs run live, recorded in a fork of the recording.
@@ -142,6 +149,9 @@ pub(crate) fn run(args: &ProxyArgs, schema: Option<&str>) -> Result<(), CliError
     // A database may restart under a running fleet: its callers are answered all the same.
     config.answer_unrecorded = store.file().is_none();
     let proxy = open_store(config, &store)?;
+    if let Some(dir) = &args.workspace {
+        crate::workspace::watch(&proxy, dir, &args.store, args.max_file_bytes)?;
+    }
     let runtime = runtime()?;
     runtime.block_on(async {
         let listen = &args.listen;

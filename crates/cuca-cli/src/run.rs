@@ -68,6 +68,9 @@ pub(crate) struct RunArgs {
     /// loopback port); a fixed port lets another process reach the same proxy.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     listen: String,
+    /// The workspace recorded and restored.
+    #[command(flatten)]
+    workspace: crate::workspace::RunWorkspaceArgs,
     /// The agent to run and its arguments.
     #[arg(required = true, last = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -168,6 +171,8 @@ pub(crate) fn run(args: RunArgs, schema: Option<&str>) -> Result<(), CliError> {
     // same (the call log and stderr say what was not recorded).
     config.answer_unrecorded = store.file().is_none();
     let proxy = crate::proxy::open_store(config, &store)?;
+    let prepared =
+        crate::workspace::prepare(&args.workspace, &args.store, &store, mode, &session, &proxy)?;
     let runtime = crate::proxy::runtime()?;
     let reporter = proxy.clone();
     let (status, replayed) = runtime.block_on(async {
@@ -193,7 +198,8 @@ pub(crate) fn run(args: RunArgs, schema: Option<&str>) -> Result<(), CliError> {
             .command
             .split_first()
             .ok_or_else(|| CliError::Usage("no COMMAND to run after --".into()))?;
-        let mut command = std::process::Command::new(program);
+        let mut command =
+            std::process::Command::new(crate::workspace::program(program, prepared.as_ref()));
         let provider = codex_provider(program, rest, &format!("{base}/s/{session}/v1"), mode);
         if let Some(provider) = &provider {
             eprintln!(
@@ -208,6 +214,12 @@ pub(crate) fn run(args: RunArgs, schema: Option<&str>) -> Result<(), CliError> {
             .env("ANTHROPIC_BASE_URL", format!("{base}/s/{session}"))
             .env("CUCA_PROXY_URL", &base)
             .env("CUCA_SESSION", &session);
+        if let Some(prepared) = &prepared {
+            command.envs(prepared.env.iter().map(|(key, value)| (key, value)));
+            if let Some(cwd) = &prepared.cwd {
+                command.current_dir(cwd);
+            }
+        }
         if !mode.forwards() {
             for key in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
                 if std::env::var_os(key).is_none() {

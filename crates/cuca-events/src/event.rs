@@ -15,7 +15,7 @@ use crate::message::{Message, TokenDetail};
 /// The indices are: `SystemPrompt` 0, `Message` 1, `Reasoning` 2, `Output` 3, `ToolCall` 4,
 /// `ToolResult` 5, `Latency` 6, `TokenUsage` 7, `ModelSwap` 8, `Fork` 9, `CallRequest` 10,
 /// `CallFinish` 11, `CallIncomplete` 12, `CallWire` 13, `RequestDigest` 14, `TokenDetail` 15,
-/// `Scrubbed` 16.
+/// `Scrubbed` 16, `WorkspaceSnapshot` 17, `ShellCommand` 18.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum SessionEvent {
@@ -179,11 +179,106 @@ pub enum SessionEvent {
         /// Each rule that replaced something, and how many values, in rule-name order.
         replaced: Vec<(String, u64)>,
     },
+    /// The agent's workspace as it stood when a model call was made: written by a recorder
+    /// that watches a workspace (`cuca run`, `cuca proxy --workspace`) as the first of the
+    /// call's request records, so the state the request reflects comes before it.
+    ///
+    /// The files themselves are not in the session: `snapshot` names a tree in the
+    /// workspace object store kept beside the session store, which `cuca checkout` restores.
+    /// A replay of the model's half skips this record; it belongs to no turn's answer.
+    ///
+    /// Added at the end, after `RequestDigest`, so older records keep their indices.
+    WorkspaceSnapshot {
+        /// The tree's content address: `sha256:` and 64 lower-case hex digits.
+        snapshot: String,
+        /// What changed since the session's previous snapshot (every file, for the first),
+        /// sorted by path.
+        changes: Vec<FileChange>,
+        /// Files left out of the snapshot, each with the reason (`"big.bin: 52428800 bytes,
+        /// over the 10485760-byte cap"`).
+        skipped: Vec<String>,
+    },
+    /// One command the agent ran through a shell, as the shell shim `cuca run` puts on
+    /// `PATH` saw it, written when the command ended.
+    ///
+    /// Added at the end, after `WorkspaceSnapshot`, so older records keep their indices.
+    ShellCommand {
+        /// The command line as the shell was given it (`bash -c`'s argument).
+        command: String,
+        /// Where it ran: relative to the workspace when inside it (`"."`, `"src"`), else the
+        /// absolute path.
+        cwd: String,
+        /// Who ran it, where known (`"bash -c"`, `"sh -c"`, `"bash script.sh"`).
+        origin: String,
+        /// The exit code; 128+N when signal N ended the shell; `None` when it never ran.
+        exit_status: Option<i32>,
+        /// Wall time in milliseconds.
+        duration_ms: u64,
+        /// What it wrote on standard output.
+        stdout: CapturedStream,
+        /// What it wrote on standard error.
+        stderr: CapturedStream,
+    },
+}
+
+/// One file's change between two workspace snapshots.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FileChange {
+    /// The path relative to the workspace, `/`-separated.
+    pub path: String,
+    /// What happened to it.
+    pub kind: FileChangeKind,
+    /// Lines added (0 for a binary file).
+    pub added_lines: u64,
+    /// Lines removed (0 for a binary file).
+    pub removed_lines: u64,
+    /// Whether either side is binary (a NUL in its first 8 KiB, or not UTF-8): no line
+    /// counts then.
+    pub binary: bool,
+}
+
+/// What happened to a file between two snapshots. Postcard encodes it by index: new kinds
+/// go at the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FileChangeKind {
+    /// New since the previous snapshot.
+    Added,
+    /// Its content or mode changed.
+    Modified,
+    /// Gone since the previous snapshot.
+    Deleted,
+}
+
+impl FileChangeKind {
+    /// The kind in a word (`"added"`, `"modified"`, `"deleted"`).
+    pub fn word(self) -> &'static str {
+        match self {
+            FileChangeKind::Added => "added",
+            FileChangeKind::Modified => "modified",
+            FileChangeKind::Deleted => "deleted",
+        }
+    }
+}
+
+/// A process's output stream as recorded: its address and length whole, and its tail.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CapturedStream {
+    /// The whole stream's content address (`sha256:` and 64 hex digits), under which the
+    /// workspace object store keeps it (up to its own cap; see `docs/workspace.md`).
+    pub sha256: String,
+    /// How many bytes the whole stream had.
+    pub bytes: u64,
+    /// The stream's last bytes as text (invalid UTF-8 replaced), at most the recorder's
+    /// inline cap: a shell tool shows a model the end of a command's output, and the end is
+    /// where an error says what went wrong.
+    pub tail: String,
+    /// How many bytes of the stream `tail` leaves out (`bytes` less the tail's bytes).
+    pub cut: u64,
 }
 
 impl SessionEvent {
     /// Every variant name, in format (index) order.
-    pub const KINDS: [&'static str; 17] = [
+    pub const KINDS: [&'static str; 19] = [
         "SystemPrompt",
         "Message",
         "Reasoning",
@@ -201,6 +296,8 @@ impl SessionEvent {
         "RequestDigest",
         "TokenDetail",
         "Scrubbed",
+        "WorkspaceSnapshot",
+        "ShellCommand",
     ];
 
     /// The variant's name, as the seed's reports print it (`"Reasoning"`, `"Fork"`, …).
@@ -228,6 +325,8 @@ impl SessionEvent {
             SessionEvent::RequestDigest { .. } => 14,
             SessionEvent::TokenDetail(_) => 15,
             SessionEvent::Scrubbed { .. } => 16,
+            SessionEvent::WorkspaceSnapshot { .. } => 17,
+            SessionEvent::ShellCommand { .. } => 18,
         }
     }
 }

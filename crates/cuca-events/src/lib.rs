@@ -38,7 +38,9 @@ mod session_id;
 
 pub use backend::{replay_after_counting, BackendGauge, ReadAfter, ReadMark, SessionBackend};
 pub use error::{BoxError, PluginError};
-pub use event::{ReplayedRecord, SessionEvent, SessionRecord};
+pub use event::{
+    CapturedStream, FileChange, FileChangeKind, ReplayedRecord, SessionEvent, SessionRecord,
+};
 pub use message::{
     Message, MessageContentBlock, PromptCacheUsage, ProviderUsage, RequestMetadata, Role,
     TokenDetail, TokenUsage, ToolChoice, ToolDefinition, UnifiedRequest, UnifiedResponse,

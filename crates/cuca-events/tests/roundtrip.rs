@@ -1,7 +1,8 @@
 //! Serde round-trips of every `SessionEvent` variant through postcard and JSON, and point ids.
 
 use cuca_events::{
-    parse_point_id, Message, MessageContentBlock, ReplayedRecord, Role, SessionEvent, SessionRecord,
+    parse_point_id, CapturedStream, FileChange, FileChangeKind, Message, MessageContentBlock,
+    ReplayedRecord, Role, SessionEvent, SessionRecord,
 };
 use proptest::prelude::*;
 
@@ -111,7 +112,73 @@ pub fn event() -> impl Strategy<Value = SessionEvent> {
         (any::<String>(), any::<String>())
             .prop_map(|(format, wire)| SessionEvent::CallWire { format, wire }),
         any::<String>().prop_map(|sha256| SessionEvent::RequestDigest { sha256 }),
+        (
+            any::<String>(),
+            proptest::collection::vec(file_change(), 0..4),
+            proptest::collection::vec(any::<String>(), 0..3)
+        )
+            .prop_map(|(snapshot, changes, skipped)| {
+                SessionEvent::WorkspaceSnapshot {
+                    snapshot,
+                    changes,
+                    skipped,
+                }
+            }),
+        (
+            (any::<String>(), any::<String>(), any::<String>()),
+            any::<Option<i32>>(),
+            any::<u64>(),
+            captured(),
+            captured()
+        )
+            .prop_map(
+                |((command, cwd, origin), exit_status, duration_ms, stdout, stderr)| {
+                    SessionEvent::ShellCommand {
+                        command,
+                        cwd,
+                        origin,
+                        exit_status,
+                        duration_ms,
+                        stdout,
+                        stderr,
+                    }
+                }
+            ),
     ]
+}
+
+fn file_change() -> impl Strategy<Value = FileChange> {
+    (
+        any::<String>(),
+        prop_oneof![
+            Just(FileChangeKind::Added),
+            Just(FileChangeKind::Modified),
+            Just(FileChangeKind::Deleted)
+        ],
+        any::<u64>(),
+        any::<u64>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(path, kind, added_lines, removed_lines, binary)| FileChange {
+                path,
+                kind,
+                added_lines,
+                removed_lines,
+                binary,
+            },
+        )
+}
+
+fn captured() -> impl Strategy<Value = CapturedStream> {
+    (any::<String>(), any::<u64>(), any::<String>(), any::<u64>()).prop_map(
+        |(sha256, bytes, tail, cut)| CapturedStream {
+            sha256,
+            bytes,
+            tail,
+            cut,
+        },
+    )
 }
 
 fn record() -> impl Strategy<Value = SessionRecord> {
@@ -256,6 +323,19 @@ fn postcard_variant_indices_are_pinned() {
         },
         SessionEvent::Scrubbed {
             replaced: Vec::new(),
+        SessionEvent::WorkspaceSnapshot {
+            snapshot: String::new(),
+            changes: vec![],
+            skipped: vec![],
+        },
+        SessionEvent::ShellCommand {
+            command: String::new(),
+            cwd: String::new(),
+            origin: String::new(),
+            exit_status: None,
+            duration_ms: 0,
+            stdout: CapturedStream::default(),
+            stderr: CapturedStream::default(),
         },
     ];
     assert_eq!(samples.len(), SessionEvent::KINDS.len());

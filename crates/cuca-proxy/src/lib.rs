@@ -105,6 +105,7 @@ mod state;
 mod strict;
 mod swap;
 mod upstream;
+mod workspace;
 
 pub use config::{
     Mode, ProxyConfig, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_CALLER_STALL_TIMEOUT,
@@ -123,3 +124,4 @@ pub use matching::{DEFAULT_IGNORE, SAMPLING_PARAMETERS};
 pub use model_swap::{ModelSwap, SwapPoint};
 pub use server::Proxy;
 pub use strict::{RecordedCall, ReplayReport, SessionOutcome};
+pub use workspace::WorkspaceWatch;

@@ -208,6 +208,7 @@ pub(crate) async fn record_request(
     session: &mut String,
     unified: &mut UnifiedRequest,
     parameters: &str,
+    before: &[cuca_events::SessionEvent],
     rows: &mut CallRows,
 ) -> Result<Option<u64>, PluginError> {
     let mut placings = 0;
@@ -215,9 +216,9 @@ pub(crate) async fn record_request(
         let plugin = Arc::clone(&recording.slot.plugin);
         unified.metadata.node = Some(session.clone());
         let Some(base) = recording.begins.as_ref().map(|r| r.base.clone()) else {
-            return plugin.record_request_with(unified, parameters);
+            return plugin.record_request_after(before, unified, parameters, false);
         };
-        let taken = match plugin.record_new_request_with(unified, parameters) {
+        let taken = match plugin.record_request_after(before, unified, parameters, true) {
             Ok(point) => {
                 if let Some(reservation) = recording.begins.take() {
                     reservation.keep(unified).await;

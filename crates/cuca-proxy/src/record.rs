@@ -90,6 +90,12 @@ pub(crate) async fn forward(
         rows.failed("the proxy has no upstream");
         return no_upstream(&session).in_format(format).into_response();
     };
+    // The workspace as the request reflects it, taken before the call leaves: written
+    // first among its request records if the call is recorded.
+    let mut prelude = match shared.workspace.get() {
+        Some(watch) => Some(watch.before_call(&session).await),
+        None => None,
+    };
     // A query the caller sent (Claude Code's `?beta=true`) reaches the upstream as it was.
     url.set_query(query.as_deref());
     let send = shared
@@ -187,15 +193,22 @@ pub(crate) async fn forward(
         unified.metadata.call_id = Some(format!("{:016x}", rand::random::<u64>()));
         // The point is the first record this call actually wrote: another writer's records
         // may have come first, and the plugin continues after them.
+        let before = prelude.as_ref().map_or(&[][..], |p| p.events.as_slice());
         let started = record_request(
             &shared,
             &mut recording,
             &mut session,
             &mut unified,
             &request.parameters,
+            before,
             &mut rows,
         )
         .await;
+        if let (Ok(_), Some(watch), Some(prelude)) =
+            (&started, shared.workspace.get(), prelude.take())
+        {
+            watch.recorded(&session, prelude);
+        }
         if let Ok(value) = HeaderValue::from_str(&session) {
             response_headers.insert(HeaderName::from_static(SESSION_HEADER), value);
         }
@@ -252,6 +265,9 @@ pub(crate) async fn forward(
         }
     }
 
+    if let (Some(watch), Some(prelude)) = (shared.workspace.get(), prelude) {
+        watch.unrecorded(prelude);
+    }
     // A call that began no conversation (the upstream refused it, or nothing of it could be
     // recorded) gives the id back before its caller has the answer, and names its base.
     if recording.begins.is_some() {

@@ -60,6 +60,13 @@ impl Proxy {
         })
     }
 
+    /// Watches a workspace: each recorded call is preceded in its session by a snapshot of
+    /// it, and `POST /cuca/shell` records the shell commands run there. Set once; `false`
+    /// when a workspace was watched already.
+    pub fn watch_workspace(&self, watch: crate::workspace::WorkspaceWatch) -> bool {
+        self.shared.workspace.set(watch).is_ok()
+    }
+
     /// The config the proxy runs under.
     pub fn config(&self) -> &ProxyConfig {
         &self.shared.config
@@ -147,6 +154,7 @@ impl Proxy {
             .route("/s/{session}/", get(probe).head(probe))
             .route("/v1/models", get(models))
             .route("/s/{session}/v1/models", get(models))
+            .route("/cuca/shell", post(crate::workspace::shell))
             .fallback(no_route)
             .method_not_allowed_fallback(wrong_method)
             .with_state(Arc::clone(&self.shared))

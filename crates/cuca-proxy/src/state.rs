@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     /// Set to `true` when the shutdown's grace is over: every call still in flight ends now
     /// and closes its turn ([`cut`]).
     pub(crate) cut: watch::Sender<bool>,
+    /// The workspace snapshotted before each recorded call, when one is watched.
+    pub(crate) workspace: std::sync::OnceLock<crate::workspace::WorkspaceWatch>,
 }
 
 impl Shared {
@@ -84,6 +86,7 @@ impl Shared {
             run_id: format!("{:08x}", rand::random::<u32>()),
             closing: AtomicBool::new(false),
             cut: watch::Sender::new(false),
+            workspace: std::sync::OnceLock::new(),
             config,
         })
     }

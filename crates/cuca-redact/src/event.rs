@@ -15,7 +15,12 @@ use crate::{Counts, Finding, Rules};
 /// digests the store, replay and forks key on: ids, tool and model names, the fork points,
 /// the wire format's name, the request digest, timings and token counts, and an image's
 /// base64 bytes (an image of a key is not text the rules can read).
-pub const REDACTED_FIELDS: [(&str, &[&str]); 17] = [
+///
+/// A workspace snapshot's paths and a shell command's working directory and origin are
+/// left alone too: they are the keys `cuca checkout` restores by. The files and the whole
+/// streams in the workspace object store are not session records and are not redacted
+/// (`docs/workspace.md` says so).
+pub const REDACTED_FIELDS: [(&str, &[&str]); 19] = [
     ("SystemPrompt", &["text"]),
     (
         "Message",
@@ -41,6 +46,8 @@ pub const REDACTED_FIELDS: [(&str, &[&str]); 17] = [
     ("RequestDigest", &[]),
     ("TokenDetail", &[]),
     ("Scrubbed", &[]),
+    ("WorkspaceSnapshot", &["skipped[]"]),
+    ("ShellCommand", &["command", "stdout.tail", "stderr.tail"]),
 ];
 
 impl Rules {
@@ -104,6 +111,21 @@ impl Rules {
                 self.redact_json_text(tools, &mut counts);
             }
             SessionEvent::CallWire { wire, .. } => self.redact_json_text(wire, &mut counts),
+            SessionEvent::WorkspaceSnapshot { skipped, .. } => {
+                for text in skipped {
+                    counts.merge(&self.redact_string(text));
+                }
+            }
+            SessionEvent::ShellCommand {
+                command,
+                stdout,
+                stderr,
+                ..
+            } => {
+                for text in [command, &mut stdout.tail, &mut stderr.tail] {
+                    counts.merge(&self.redact_string(text));
+                }
+            }
             SessionEvent::Latency { .. }
             | SessionEvent::TokenUsage { .. }
             | SessionEvent::Fork { .. }
@@ -236,6 +258,21 @@ impl Rules {
             }
             SessionEvent::CallWire { wire, .. } => {
                 self.scan_json_text(wire, &field("wire"), &mut findings)
+            }
+            SessionEvent::WorkspaceSnapshot { skipped, .. } => {
+                for (i, text) in skipped.iter().enumerate() {
+                    findings.extend(self.scan_field(text, &field(&format!("skipped[{i}]"))));
+                }
+            }
+            SessionEvent::ShellCommand {
+                command,
+                stdout,
+                stderr,
+                ..
+            } => {
+                findings.extend(self.scan_field(command, &field("command")));
+                findings.extend(self.scan_field(&stdout.tail, &field("stdout.tail")));
+                findings.extend(self.scan_field(&stderr.tail, &field("stderr.tail")));
             }
             // As in `redact_event`: every other kind holds no text (`REDACTED_FIELDS`).
             _ => {}

@@ -624,6 +624,35 @@ fn one_of_each_kind(secret: &str) -> Vec<SessionEvent> {
         }),
         SessionEvent::Scrubbed {
             replaced: vec![("openai-key".into(), 2)],
+        SessionEvent::WorkspaceSnapshot {
+            snapshot: format!("sha256:{}", "0".repeat(64)),
+            changes: vec![cuca_events::FileChange {
+                path: "src/main.rs".into(),
+                kind: cuca_events::FileChangeKind::Modified,
+                added_lines: 1,
+                removed_lines: 0,
+                binary: false,
+            }],
+            skipped: vec![format!("keys/{secret}.bin: over the cap")],
+        },
+        SessionEvent::ShellCommand {
+            command: format!("curl -H 'Authorization: {secret}' x"),
+            cwd: ".".into(),
+            origin: "bash -c".into(),
+            exit_status: Some(1),
+            duration_ms: 3,
+            stdout: cuca_events::CapturedStream {
+                sha256: format!("sha256:{}", "1".repeat(64)),
+                bytes: 9,
+                tail: format!("out {secret}"),
+                cut: 0,
+            },
+            stderr: cuca_events::CapturedStream {
+                sha256: format!("sha256:{}", "2".repeat(64)),
+                bytes: 9,
+                tail: format!("err {secret}"),
+                cut: 0,
+            },
         },
     ]
 }

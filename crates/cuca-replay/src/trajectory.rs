@@ -260,6 +260,16 @@ struct TurnBuilder {
     tool_results_at: Vec<usize>,
 }
 
+/// Whether `event` records the workspace or the shell rather than the model's call
+/// ([`SessionEvent::WorkspaceSnapshot`], [`SessionEvent::ShellCommand`]): a replay of the
+/// model's half passes over it, since no turn's request or answer holds it.
+pub(crate) fn is_workspace_side(event: &SessionEvent) -> bool {
+    matches!(
+        event,
+        SessionEvent::WorkspaceSnapshot { .. } | SessionEvent::ShellCommand { .. }
+    )
+}
+
 impl TurnBuilder {
     fn take_record(&mut self, sequence: u64) {
         self.first_sequence.get_or_insert(sequence);
@@ -371,6 +381,9 @@ impl<'c> Segmenter<'c> {
 
     /// Files one record's event into the turn being built.
     fn segment(&mut self, sequence: u64, event: SessionEvent) -> Result<(), PluginError> {
+        if is_workspace_side(&event) {
+            return Ok(());
+        }
         let turn = &mut self.turn;
         turn.take_record(sequence);
         if let SessionEvent::TokenUsage {

@@ -189,6 +189,11 @@ where
             return Ok(());
         }
         self.outline.records += 1;
+        // The workspace's records say what the files and the shell did around the calls;
+        // they belong to no turn of the model's, so they neither open nor join one.
+        if crate::trajectory::is_workspace_side(&event) {
+            return Ok(());
+        }
         if self.turn.is_none() {
             let index = self.outline.turns;
             self.outline.turns += 1;

@@ -564,7 +564,7 @@ impl SessionLogPlugin {
         request: &UnifiedRequest,
         parameters: &str,
     ) -> Result<Option<u64>, PluginError> {
-        self.record_request(request, Some(object_text(parameters)?), false)
+        self.record_request(request, Some(object_text(parameters)?), false, &[])
     }
 
     /// [`Self::record_request_with`] for the first call of a session the caller has just
@@ -595,7 +595,21 @@ impl SessionLogPlugin {
         request: &UnifiedRequest,
         parameters: &str,
     ) -> Result<Option<u64>, PluginError> {
-        self.record_request(request, Some(object_text(parameters)?), true)
+        self.record_request(request, Some(object_text(parameters)?), true, &[])
+    }
+
+    /// [`Self::record_request_with`] (or, with `fresh`, [`Self::record_new_request_with`])
+    /// with `before` written first, in the same run of records: what a recorder knows of the
+    /// moment the call was made that belongs before its request, such as the workspace
+    /// snapshot the request reflects. The returned sequence is the first of `before`'s.
+    pub fn record_request_after(
+        &self,
+        before: &[SessionEvent],
+        request: &UnifiedRequest,
+        parameters: &str,
+        fresh: bool,
+    ) -> Result<Option<u64>, PluginError> {
+        self.record_request(request, Some(object_text(parameters)?), fresh, before)
     }
 
     /// Records a request. Its first record is appended strictly: refused
@@ -609,10 +623,11 @@ impl SessionLogPlugin {
         request: &UnifiedRequest,
         sent: Option<&str>,
         fresh: bool,
+        before: &[SessionEvent],
     ) -> Result<Option<u64>, PluginError> {
         // One lock for the whole request keeps its records contiguous in the session.
         let mut cursor = self.lock();
-        let written = self.record_request_locked(&mut cursor, request, sent, fresh);
+        let written = self.record_request_locked(&mut cursor, request, sent, fresh, before);
         cursor.stamp_at = None;
         written
     }
@@ -625,6 +640,7 @@ impl SessionLogPlugin {
         request: &UnifiedRequest,
         sent: Option<&str>,
         fresh: bool,
+        before: &[SessionEvent],
     ) -> Result<Option<u64>, PluginError> {
         let at = request.metadata.started_ms;
         cursor.stamp_at = at;
@@ -646,7 +662,7 @@ impl SessionLogPlugin {
         // What the session holds is read before the messages are matched to it: a plugin
         // new to a session that has records must know which of them are recorded already.
         self.sync(cursor)?;
-        match self.write_request(cursor, request, sent, true)? {
+        match self.write_request(cursor, request, sent, true, before)? {
             Ok(first) => Ok(first),
             Err(taken) if fresh => Err(taken),
             Err(_) => {
@@ -657,7 +673,7 @@ impl SessionLogPlugin {
                     ..Cursor::default()
                 };
                 self.sync(cursor)?;
-                self.write_request(cursor, request, sent, false)?
+                self.write_request(cursor, request, sent, false, before)?
             }
         }
     }
@@ -670,6 +686,7 @@ impl SessionLogPlugin {
         request: &UnifiedRequest,
         sent: Option<&str>,
         strict: bool,
+        before: &[SessionEvent],
     ) -> Result<Result<Option<u64>, PluginError>, PluginError> {
         let mut first = None;
         let mut strict = strict;
@@ -702,6 +719,10 @@ impl SessionLogPlugin {
                     Err(taken) => return Ok(Err(taken)),
                 }
             };
+        }
+        for event in before {
+            let written = written!(|| Some(event.clone()));
+            first = first.or(written);
         }
         for (position, message) in request.messages.iter().enumerate() {
             let written = match message.role {
@@ -886,7 +907,7 @@ impl CucaPlugin for SessionLogPlugin {
     /// assistant message whose position has not been recorded in this session yet. Tool
     /// messages are not recorded; the request is not changed.
     async fn on_request(&self, request: &mut UnifiedRequest) -> Result<(), PluginError> {
-        self.record_request(request, None, false).map(|_| ())
+        self.record_request(request, None, false, &[]).map(|_| ())
     }
 
     /// Appends one record per block (Thinking → Reasoning, Text → Output, ToolCall →

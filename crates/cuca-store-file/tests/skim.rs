@@ -108,6 +108,52 @@ fn arb_event() -> impl Strategy<Value = SessionEvent> {
         arb_text().prop_map(|reason| SessionEvent::CallIncomplete { reason }),
         (arb_text(), arb_text()).prop_map(|(format, wire)| SessionEvent::CallWire { format, wire }),
         arb_text().prop_map(|sha256| SessionEvent::RequestDigest { sha256 }),
+        (
+            arb_text(),
+            proptest::collection::vec((arb_text(), any::<u64>(), any::<bool>()), 0..3),
+            proptest::collection::vec(arb_text(), 0..3)
+        )
+            .prop_map(
+                |(snapshot, changes, skipped)| SessionEvent::WorkspaceSnapshot {
+                    snapshot,
+                    changes: changes
+                        .into_iter()
+                        .map(|(path, lines, binary)| cuca_events::FileChange {
+                            path,
+                            kind: cuca_events::FileChangeKind::Modified,
+                            added_lines: lines,
+                            removed_lines: lines / 2,
+                            binary,
+                        })
+                        .collect(),
+                    skipped,
+                }
+            ),
+        (
+            (arb_text(), arb_text(), arb_text()),
+            any::<Option<i32>>(),
+            any::<u64>(),
+            (arb_text(), any::<u64>(), arb_text())
+        )
+            .prop_map(
+                |((command, cwd, origin), exit_status, duration_ms, (tail, bytes, sha256))| {
+                    let stream = cuca_events::CapturedStream {
+                        sha256,
+                        bytes,
+                        tail,
+                        cut: bytes / 2,
+                    };
+                    SessionEvent::ShellCommand {
+                        command,
+                        cwd,
+                        origin,
+                        exit_status,
+                        duration_ms,
+                        stdout: stream.clone(),
+                        stderr: stream,
+                    }
+                }
+            ),
     ]
 }
 
@@ -177,6 +223,29 @@ fn hollowed(event: &SessionEvent) -> SessionEvent {
             wire.clear();
         }
         SessionEvent::RequestDigest { sha256 } => sha256.clear(),
+        SessionEvent::WorkspaceSnapshot {
+            snapshot,
+            changes,
+            skipped,
+        } => {
+            snapshot.clear();
+            changes.clear();
+            skipped.clear();
+        }
+        SessionEvent::ShellCommand {
+            command,
+            cwd,
+            origin,
+            stdout,
+            stderr,
+            ..
+        } => {
+            [command, cwd, origin].into_iter().for_each(String::clear);
+            for stream in [stdout, stderr] {
+                stream.sha256.clear();
+                stream.tail.clear();
+            }
+        }
         _ => {}
     }
     event

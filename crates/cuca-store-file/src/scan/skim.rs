@@ -124,6 +124,26 @@ impl SkimmedRecord<'_> {
             SkimmedEvent::TokenDetail(detail) => SessionEvent::TokenDetail(detail),
             SkimmedEvent::Scrubbed { .. } => SessionEvent::Scrubbed {
                 replaced: Vec::new(),
+            // The change list is left empty with the text: a list of paths is the text.
+            SkimmedEvent::WorkspaceSnapshot { .. } => SessionEvent::WorkspaceSnapshot {
+                snapshot: String::new(),
+                changes: Vec::new(),
+                skipped: Vec::new(),
+            },
+            SkimmedEvent::ShellCommand {
+                exit_status,
+                duration_ms,
+                ref stdout,
+                ref stderr,
+                ..
+            } => SessionEvent::ShellCommand {
+                command: String::new(),
+                cwd: String::new(),
+                origin: String::new(),
+                exit_status,
+                duration_ms,
+                stdout: stdout.hollow(),
+                stderr: stderr.hollow(),
             },
         }
     }
@@ -134,6 +154,8 @@ impl<'a> SkimmedRecord<'a> {
     /// the field's name (`text`, `thinking`, `id`, `name`, `arguments`, `tool_call_id`,
     /// `content`, `stdout`, `stderr`, `from`, `to`, `reason`, `from_point`, `to_session`,
     /// `model`, `parameters`, `tools`, `finish_reason`, `format`, `wire`, `sha256`, `rule` (each of a `Scrubbed` record's rules); an image block's
+    /// `model`, `parameters`, `tools`, `finish_reason`, `format`, `wire`, `sha256`, `snapshot`,
+    /// `path`, `skipped`, `command`, `cwd`, `origin`; an image block's
     /// `media_type` and `data`), the role of the message it is in (`None` outside a
     /// Message), and the text. A reader that searches text (`cuca-search`) reads it so,
     /// allocating nothing per record but a message's block list.
@@ -265,6 +287,33 @@ impl<'a> SkimmedRecord<'a> {
                     put("rule", rule);
                 }
             }
+            SkimmedEvent::WorkspaceSnapshot {
+                snapshot,
+                ref changes,
+                ref skipped,
+            } => {
+                put("snapshot", snapshot);
+                for change in changes {
+                    put("path", change.path);
+                }
+                for text in skipped {
+                    put("skipped", text);
+                }
+            }
+            SkimmedEvent::ShellCommand {
+                command,
+                cwd,
+                origin,
+                ref stdout,
+                ref stderr,
+                ..
+            } => {
+                put("command", command);
+                put("cwd", cwd);
+                put("origin", origin);
+                put("stdout", stdout.tail);
+                put("stderr", stderr.tail);
+            }
         }
     }
 }
@@ -340,6 +389,55 @@ enum SkimmedEvent<'a> {
         #[serde(borrow)]
         replaced: Vec<(&'a str, u64)>,
     },
+    WorkspaceSnapshot {
+        snapshot: &'a str,
+        #[serde(borrow)]
+        changes: Vec<SkimmedChange<'a>>,
+        #[serde(borrow)]
+        skipped: Vec<&'a str>,
+    },
+    ShellCommand {
+        command: &'a str,
+        cwd: &'a str,
+        origin: &'a str,
+        exit_status: Option<i32>,
+        duration_ms: u64,
+        #[serde(borrow)]
+        stdout: SkimmedStream<'a>,
+        #[serde(borrow)]
+        stderr: SkimmedStream<'a>,
+    },
+}
+
+/// [`cuca_events::FileChange`]'s wire layout with the path borrowed.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+struct SkimmedChange<'a> {
+    path: &'a str,
+    kind: cuca_events::FileChangeKind,
+    added_lines: u64,
+    removed_lines: u64,
+    binary: bool,
+}
+
+/// [`cuca_events::CapturedStream`]'s wire layout with its text borrowed.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+struct SkimmedStream<'a> {
+    sha256: &'a str,
+    bytes: u64,
+    tail: &'a str,
+    cut: u64,
+}
+
+impl SkimmedStream<'_> {
+    /// The stream's numbers, its text left out.
+    fn hollow(&self) -> cuca_events::CapturedStream {
+        cuca_events::CapturedStream {
+            sha256: String::new(),
+            bytes: self.bytes,
+            tail: String::new(),
+            cut: self.cut,
+        }
+    }
 }
 
 impl SkimmedEvent<'_> {
@@ -362,6 +460,8 @@ impl SkimmedEvent<'_> {
             SkimmedEvent::RequestDigest { .. } => 14,
             SkimmedEvent::TokenDetail(_) => 15,
             SkimmedEvent::Scrubbed { .. } => 16,
+            SkimmedEvent::WorkspaceSnapshot { .. } => 17,
+            SkimmedEvent::ShellCommand { .. } => 18,
         }
     }
 }
