@@ -48,6 +48,7 @@
 #![forbid(unsafe_code)]
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
@@ -357,7 +358,7 @@ where
 
 /// The subcommands whose output never pages (servers, data, one-line results): their help
 /// does not offer `--no-pager`, which the command line still accepts everywhere.
-const NEVER_PAGED: [&str; 14] = [
+const NEVER_PAGED: [&str; 15] = [
     "fork",
     "scrub",
     "compact",

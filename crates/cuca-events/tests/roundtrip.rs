@@ -323,6 +323,7 @@ fn postcard_variant_indices_are_pinned() {
         },
         SessionEvent::Scrubbed {
             replaced: Vec::new(),
+        },
         SessionEvent::WorkspaceSnapshot {
             snapshot: String::new(),
             changes: vec![],

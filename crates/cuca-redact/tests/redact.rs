@@ -624,6 +624,7 @@ fn one_of_each_kind(secret: &str) -> Vec<SessionEvent> {
         }),
         SessionEvent::Scrubbed {
             replaced: vec![("openai-key".into(), 2)],
+        },
         SessionEvent::WorkspaceSnapshot {
             snapshot: format!("sha256:{}", "0".repeat(64)),
             changes: vec![cuca_events::FileChange {

@@ -124,6 +124,7 @@ impl SkimmedRecord<'_> {
             SkimmedEvent::TokenDetail(detail) => SessionEvent::TokenDetail(detail),
             SkimmedEvent::Scrubbed { .. } => SessionEvent::Scrubbed {
                 replaced: Vec::new(),
+            },
             // The change list is left empty with the text: a list of paths is the text.
             SkimmedEvent::WorkspaceSnapshot { .. } => SessionEvent::WorkspaceSnapshot {
                 snapshot: String::new(),
@@ -153,9 +154,9 @@ impl<'a> SkimmedRecord<'a> {
     /// Hands every text the record holds to `visit`, borrowed from the frame, in field order:
     /// the field's name (`text`, `thinking`, `id`, `name`, `arguments`, `tool_call_id`,
     /// `content`, `stdout`, `stderr`, `from`, `to`, `reason`, `from_point`, `to_session`,
-    /// `model`, `parameters`, `tools`, `finish_reason`, `format`, `wire`, `sha256`, `rule` (each of a `Scrubbed` record's rules); an image block's
-    /// `model`, `parameters`, `tools`, `finish_reason`, `format`, `wire`, `sha256`, `snapshot`,
-    /// `path`, `skipped`, `command`, `cwd`, `origin`; an image block's
+    /// `model`, `parameters`, `tools`, `finish_reason`, `format`, `wire`, `sha256`, `rule` (each
+    /// of a `Scrubbed` record's rules), `snapshot`, `path`, `skipped`, `command`, `cwd`,
+    /// `origin`; an image block's
     /// `media_type` and `data`), the role of the message it is in (`None` outside a
     /// Message), and the text. A reader that searches text (`cuca-search`) reads it so,
     /// allocating nothing per record but a message's block list.
