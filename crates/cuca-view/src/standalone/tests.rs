@@ -1,3 +1,5 @@
+//! Unit tests of the one-file page: base64, the inlined assets, the page's policy and quoting.
+
 use super::*;
 
 #[test]
