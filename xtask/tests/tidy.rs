@@ -157,9 +157,14 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
             "cuca" | "cuca-cli" | "cuca-reliability" | "cuca-bench" | "xtask" => true,
             "cuca-client" => matches!(to, "cuca-events" | "cuca-calllog" | "cuca-wire"),
             // The wire formats quote a server's words within the call log's bound.
-            "cuca-wire" => matches!(to, "cuca-events" | "cuca-calllog"),
+            // and price the call-log row from its token kinds (ARCHITECTURE.md, cuca-cost).
+            "cuca-wire" => matches!(to, "cuca-events" | "cuca-calllog" | "cuca-cost"),
             // The exporter reads like the CLI: replay's turns and the call log's rows.
-            "cuca-otel" => matches!(to, "cuca-events" | "cuca-replay" | "cuca-calllog"),
+            // and prices spans as `cuca cost` does.
+            "cuca-otel" => matches!(
+                to,
+                "cuca-events" | "cuca-replay" | "cuca-calllog" | "cuca-cost"
+            ),
             // The proxy composes like the CLI does, one level below it (ARCHITECTURE.md).
             "cuca-proxy" => matches!(
                 to,
@@ -170,13 +175,15 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
                     | "cuca-replay"
                     | "cuca-serve"
                     | "cuca-redact"
+                    | "cuca-workspace"
             ),
             // The session log redacts every record by the rules it is given before the store
             // sees it: the one door every recorder's records pass (ARCHITECTURE.md).
             "cuca-session-log" => matches!(to, "cuca-events" | "cuca-redact"),
             "cuca-calllog" => false,
-            // Prices are data and arithmetic: token counts in, USD out (ARCHITECTURE.md).
-            "cuca-cost" => false,
+            // Prices are data and arithmetic: token counts in, USD out, read from the
+            // contract's token records (ARCHITECTURE.md).
+            "cuca-cost" => to == "cuca-events",
             // Redaction is a library over the contract's events: recorders call it, it calls
             // nothing of theirs (ARCHITECTURE.md, cuca-redact).
             "cuca-redact" => to == "cuca-events",
@@ -186,7 +193,12 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
             "cuca-serve" => matches!(to, "cuca-events" | "cuca-journal"),
             "cuca-view" => matches!(
                 to,
-                "cuca-events" | "cuca-store-file" | "cuca-calllog" | "cuca-journal" | "cuca-search"
+                "cuca-events"
+                    | "cuca-store-file"
+                    | "cuca-calllog"
+                    | "cuca-journal"
+                    | "cuca-search"
+                    | "cuca-cost"
             ),
             // Search reads sessions through the crate that owns their format, as the viewer does.
             "cuca-search" => matches!(to, "cuca-events" | "cuca-store-file"),

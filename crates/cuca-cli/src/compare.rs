@@ -272,7 +272,7 @@ impl Run<'_> {
         };
         let started = Instant::now();
         match command.status() {
-            Ok(status) => outcome.agent_exit = Some(crate::run::exit_code(status)),
+            Ok(status) => outcome.agent_exit = Some(crate::error::process_exit_code(status)),
             Err(error) => {
                 outcome.error = Some(format!("start cuca run: {error}"));
                 return outcome;

@@ -83,3 +83,15 @@ impl From<std::io::Error> for CliError {
         }
     }
 }
+
+/// The exit code a process that ended with `status` reports to a shell: its code, or 128+N
+/// for a death by signal N.
+pub(crate) fn process_exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => 128 + signal,
+        // Neither a code nor a signal is not a state a reaped child can be in.
+        (None, None) => EXIT_FAILED,
+    }
+}

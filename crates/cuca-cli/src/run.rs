@@ -4,7 +4,6 @@
 //! and `cuca run` exits with COMMAND's status.
 
 use std::ffi::OsString;
-use std::process::ExitStatus;
 
 use clap::Args;
 
@@ -123,18 +122,6 @@ fn codex_provider(
             r#"model_providers.cuca={{name="cuca",base_url="{base_url}",wire_api="responses"{key}{retries}}}"#
         ),
     ])
-}
-
-/// The exit code a process that ended with `status` reports to a shell: its code, or 128+N
-/// for a death by signal N.
-pub(crate) fn exit_code(status: ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code,
-        (None, Some(signal)) => 128 + signal,
-        // Neither a code nor a signal is not a state a reaped child can be in.
-        (None, None) => crate::error::EXIT_FAILED,
-    }
 }
 
 /// Runs `cuca run`: the proxy, COMMAND under it, then the proxy's graceful stop. Returns
@@ -276,7 +263,7 @@ pub(crate) fn run(args: RunArgs, schema: Option<&str>) -> Result<(), CliError> {
         None => Ok(()),
     };
     // COMMAND's own failure comes first: it said what it had to, and its status is kept.
-    match exit_code(status) {
+    match crate::error::process_exit_code(status) {
         0 => checked,
         code => Err(CliError::Exit(code)),
     }

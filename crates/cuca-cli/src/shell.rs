@@ -15,6 +15,11 @@ use sha2::{Digest, Sha256};
 
 use crate::error::CliError;
 
+/// The environment variables the shim reads: where the workspace is (for the working
+/// directory relative to it) and where the whole streams go.
+pub(crate) const WORKSPACE_ENV: &str = "CUCA_WORKSPACE";
+pub(crate) const OBJECTS_ENV: &str = "CUCA_WORKSPACE_OBJECTS";
+
 /// How much of each stream the record keeps inline: the last 16 KiB, what a shell tool shows
 /// a model of a command's output (seed 004's rule), so what the model saw is in the session.
 const TAIL_BYTES: usize = 16 << 10;
@@ -194,7 +199,7 @@ pub(crate) fn run_shim(args: ShimArgs) -> Result<(), CliError> {
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let stdout = out.and_then(|t| t.join().ok()).unwrap_or_default();
     let stderr = err.and_then(|t| t.join().ok()).unwrap_or_default();
-    let code = crate::run::exit_code(status);
+    let code = crate::error::process_exit_code(status);
     report(&command, &origin, code, duration_ms, stdout, stderr);
     match code {
         0 => Ok(()),
@@ -274,7 +279,7 @@ fn relative_cwd() -> String {
     let Ok(cwd) = std::env::current_dir() else {
         return String::new();
     };
-    let workspace = std::env::var_os(crate::workspace::WORKSPACE_ENV).map(PathBuf::from);
+    let workspace = std::env::var_os(WORKSPACE_ENV).map(PathBuf::from);
     match workspace.as_deref().and_then(|w| cwd.strip_prefix(w).ok()) {
         Some(relative) if relative.as_os_str().is_empty() => ".".into(),
         Some(relative) => relative.to_string_lossy().into_owned(),
@@ -288,8 +293,7 @@ fn report(command: &str, origin: &str, code: i32, duration_ms: u64, stdout: Kept
     let Some(base) = std::env::var_os("CUCA_PROXY_URL") else {
         return;
     };
-    let objects =
-        std::env::var_os(crate::workspace::OBJECTS_ENV).map(cuca_workspace::DirObjects::at);
+    let objects = std::env::var_os(OBJECTS_ENV).map(cuca_workspace::DirObjects::at);
     let body = serde_json::json!({
         "command": command,
         "cwd": relative_cwd(),

@@ -15,10 +15,7 @@ use cuca_workspace::{
 use crate::error::CliError;
 use crate::store::{Store, StoreArg};
 
-/// The environment variables the shim reads: where the workspace is (for the working
-/// directory relative to it) and where the whole streams go.
-pub(crate) const WORKSPACE_ENV: &str = "CUCA_WORKSPACE";
-pub(crate) const OBJECTS_ENV: &str = "CUCA_WORKSPACE_OBJECTS";
+use crate::shell::{OBJECTS_ENV, WORKSPACE_ENV};
 
 /// `cuca checkout` arguments.
 #[derive(Debug, Args)]

@@ -101,6 +101,7 @@ mod replay;
 mod rows;
 mod server;
 mod session;
+mod shell_route;
 mod state;
 mod strict;
 mod swap;

@@ -154,7 +154,7 @@ impl Proxy {
             .route("/s/{session}/", get(probe).head(probe))
             .route("/v1/models", get(models))
             .route("/s/{session}/v1/models", get(models))
-            .route("/cuca/shell", post(crate::workspace::shell))
+            .route("/cuca/shell", post(crate::shell_route::shell))
             .fallback(no_route)
             .method_not_allowed_fallback(wrong_method)
             .with_state(Arc::clone(&self.shared))

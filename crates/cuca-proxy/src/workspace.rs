@@ -1,20 +1,13 @@
 //! The workspace a recording proxy watches: a snapshot taken before each recorded call is
 //! forwarded and written first among its request records, and the shell commands the shim of
-//! `cuca run` reports (`POST /cuca/shell`), written into the session of the latest recorded
-//! call — or, before any, ahead of the first call's records.
+//! `cuca run` reports (`POST /cuca/shell`, [`crate::shell_route`]), written into the session
+//! of the latest recorded call — or, before any, ahead of the first call's records.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use cuca_events::{CapturedStream, SessionEvent};
+use cuca_events::SessionEvent;
 use cuca_workspace::{ObjectId, Snapshotter};
-use serde::Deserialize;
-
-use crate::state::Shared;
 
 /// The most shell commands held for a first call that has not come: a shim reporting in a
 /// loop before any model call must not grow the proxy without bound.
@@ -118,6 +111,24 @@ impl WorkspaceWatch {
     }
 
     /// The prelude was written in `session`.
+    /// The session a shell command reported now is recorded in (that of the latest recorded
+    /// call); `None` when no call was recorded yet, and the command is held for the first
+    /// call's records (up to [`MAX_PENDING`]; past it, dropped with a warning).
+    pub(crate) fn session_for(&self, event: SessionEvent) -> Option<String> {
+        let mut state = self.state();
+        match state.session.clone() {
+            Some(session) => Some(session),
+            None => {
+                if state.pending.len() < MAX_PENDING {
+                    state.pending.push(event);
+                } else {
+                    tracing::warn!("{MAX_PENDING} shell commands are held for a first model call already; this one is not recorded");
+                }
+                None
+            }
+        }
+    }
+
     pub(crate) fn recorded(&self, session: &str, prelude: Prelude) {
         let mut state = self.state();
         if let Some(id) = prelude.snapshot {
@@ -137,98 +148,4 @@ impl WorkspaceWatch {
         held.truncate(MAX_PENDING);
         state.pending = held;
     }
-}
-
-/// What the shell shim reports: a [`SessionEvent::ShellCommand`]'s fields.
-#[derive(Debug, Deserialize)]
-struct ShellReport {
-    command: String,
-    cwd: String,
-    origin: String,
-    exit_status: Option<i32>,
-    duration_ms: u64,
-    stdout: CapturedStream,
-    stderr: CapturedStream,
-}
-
-/// `POST /cuca/shell`: one shell command, recorded in the session of the latest recorded
-/// call (held for the next call's records when none was recorded yet). 200 with
-/// `{"recorded": SESSION}` or `{"held": true}`; 404 when the proxy watches no workspace or
-/// records nothing (replay mode); 400 for a body that is not a report.
-pub(crate) async fn shell(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let Some(watch) = shared.workspace.get() else {
-        return answer(
-            StatusCode::NOT_FOUND,
-            serde_json::json!({"error": "this proxy watches no workspace"}),
-        );
-    };
-    if !shared.config.mode.forwards() {
-        return answer(
-            StatusCode::NOT_FOUND,
-            serde_json::json!({"error": "a replaying proxy records no shell commands"}),
-        );
-    }
-    let report: ShellReport = match serde_json::from_slice(&body) {
-        Ok(report) => report,
-        Err(error) => {
-            return answer(
-                StatusCode::BAD_REQUEST,
-                serde_json::json!({"error": format!("not a shell report: {error}")}),
-            )
-        }
-    };
-    let event = SessionEvent::ShellCommand {
-        command: report.command,
-        cwd: report.cwd,
-        origin: report.origin,
-        exit_status: report.exit_status,
-        duration_ms: report.duration_ms,
-        stdout: report.stdout,
-        stderr: report.stderr,
-    };
-    let session = {
-        let mut state = watch.state();
-        match state.session.clone() {
-            Some(session) => session,
-            None => {
-                if state.pending.len() < MAX_PENDING {
-                    state.pending.push(event);
-                } else {
-                    tracing::warn!("{MAX_PENDING} shell commands are held for a first model call already; this one is not recorded");
-                }
-                return answer(StatusCode::OK, serde_json::json!({"held": true}));
-            }
-        }
-    };
-    let written = match crate::placement::recording(&shared, &session).await {
-        Ok(recording) => recording
-            .slot
-            .plugin
-            .append_log(event)
-            .map_err(|error| error.to_string()),
-        Err(error) => Err(error.message),
-    };
-    match written {
-        Ok(record) => answer(
-            StatusCode::OK,
-            serde_json::json!({"recorded": record.point_id()}),
-        ),
-        Err(message) => {
-            tracing::error!(session, "a shell command could not be recorded: {message}");
-            answer(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                serde_json::json!({"error": message}),
-            )
-        }
-    }
-}
-
-/// A JSON answer (the proxy's axum is built without its JSON extractor and response).
-fn answer(status: StatusCode, body: serde_json::Value) -> Response {
-    (
-        status,
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
 }

@@ -1,27 +1,8 @@
 //! What a turn and a session cost, in the words the pages show.
 
-use cuca_cost::{Call, CallReader, Counted, Totals, Usage};
+use cuca_cost::{CallReader, Totals};
 
-use crate::index::TurnStat;
 use crate::sessions::RecordView;
-
-/// An indexed turn as a priced call: its token kinds, else its two folded counts.
-pub(crate) fn call_of(turn: &TurnStat) -> Call {
-    let (usage, counted) = match &turn.tokens {
-        Some(detail) => (Usage::from_detail(detail), Counted::Detail),
-        None => (
-            Usage::from_folded(turn.prompt_tokens, turn.completion_tokens),
-            Counted::Folded,
-        ),
-    };
-    Call {
-        model: turn.model.clone().unwrap_or_default(),
-        timestamp_ms: turn.end_ms,
-        sequence: turn.last_sequence,
-        usage,
-        counted,
-    }
-}
 
 /// The cost of the call a turn's records hold, priced by the configured table, in words
 /// (`$0.006457`, `cost unknown`); `None` when the records close no call.

@@ -90,7 +90,7 @@ impl SessionIndex {
         let table = cuca_cost::configured().ok()?;
         let mut totals = cuca_cost::Totals::default();
         for turn in self.turns.iter().filter(|t| t.tokens_known) {
-            totals.add_call(&crate::cost::call_of(turn), table);
+            totals.add_call(&call_of(turn), table);
         }
         Some(totals)
     }
@@ -431,4 +431,25 @@ pub(crate) fn of_counting(
         builder,
     });
     Ok((index, n_read))
+}
+
+/// An indexed turn as a priced call: its token kinds, else its two folded counts.
+fn call_of(turn: &TurnStat) -> cuca_cost::Call {
+    let (usage, counted) = match &turn.tokens {
+        Some(detail) => (
+            cuca_cost::Usage::from_detail(detail),
+            cuca_cost::Counted::Detail,
+        ),
+        None => (
+            cuca_cost::Usage::from_folded(turn.prompt_tokens, turn.completion_tokens),
+            cuca_cost::Counted::Folded,
+        ),
+    };
+    cuca_cost::Call {
+        model: turn.model.clone().unwrap_or_default(),
+        timestamp_ms: turn.end_ms,
+        sequence: turn.last_sequence,
+        usage,
+        counted,
+    }
 }

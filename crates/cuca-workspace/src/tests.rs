@@ -1,3 +1,6 @@
+//! Unit tests of snapshots and restores: round trips, ignored and capped files, the stat
+//! cache, change kinds and damaged objects.
+
 use std::path::Path;
 use std::sync::Arc;
 
