@@ -587,7 +587,9 @@ fn write_once(mut file: &File, parts: &[&[u8]]) -> io::Result<()> {
 
 /// Opens (creating) the live file for appending. When it ends in a torn row (a crash
 /// mid-write) it writes a `\n` first, so the torn bytes stay on a line of their own and the
-/// next row starts clean. Returns the file and its size.
+/// next row starts clean. Another process's row still being written looks the same (a reader
+/// can see a multi-page write's first pages); its `\n` then lands after that row, whole, as a
+/// blank line, which [`crate::read_rows`] skips. Returns the file and its size.
 fn open_live(path: &Path) -> io::Result<(File, u64)> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::create_dir_all(parent)?;
