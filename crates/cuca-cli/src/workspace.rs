@@ -115,6 +115,11 @@ fn snapshots(store: &Store, session: &str) -> Result<Vec<(u64, ObjectId)>, CliEr
     Ok(found)
 }
 
+/// Whether `session` recorded its workspace (holds a snapshot to restore).
+pub(crate) fn has_snapshot(store: &Store, session: &str) -> Result<bool, CliError> {
+    Ok(!snapshots(store, session)?.is_empty())
+}
+
 /// Runs `cuca checkout`.
 pub(crate) fn checkout(args: &CheckoutArgs, schema: Option<&str>) -> Result<(), CliError> {
     let store = args.store.open(schema, false)?;
