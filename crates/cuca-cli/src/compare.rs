@@ -351,6 +351,13 @@ pub(crate) fn prepare_workspace(source: &Path, home: &Path) -> Result<PathBuf, S
     Ok(work)
 }
 
+/// Copies the directory `from` into `to` (which exists), as a model's copy is made, within
+/// the same bounds.
+pub(crate) fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+    let mut budget = (MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES);
+    copy_tree(from, to, &mut budget, to)
+}
+
 fn copy_tree(from: &Path, to: &Path, budget: &mut (u64, u64), skip: &Path) -> Result<(), String> {
     let entries =
         std::fs::read_dir(from).map_err(|error| format!("read {}: {error}", from.display()))?;
