@@ -59,6 +59,7 @@ mod error;
 mod grep;
 mod journal;
 mod logs;
+mod objects;
 mod otel;
 mod pager;
 mod proxy;
