@@ -52,6 +52,20 @@ impl Aliases {
         Cow::Owned(rewritten.into_bytes())
     }
 
+    /// The other way round: what a recorded answer names by the recorded workspace's path,
+    /// read as the copy's, so that a replayed tool call acts on the copy the agent runs in
+    /// (Claude Code's file tools take absolute paths).
+    pub fn reversed(&self) -> Aliases {
+        let mut pairs: Vec<(String, String)> = self
+            .pairs
+            .iter()
+            .map(|(from, to)| (to.clone(), from.clone()))
+            .filter(|(from, _)| !from.is_empty())
+            .collect();
+        pairs.sort_by_key(|(from, _)| std::cmp::Reverse(from.len()));
+        Aliases { pairs }
+    }
+
     /// Whether there is nothing to rewrite.
     pub fn is_empty(&self) -> bool {
         self.pairs.is_empty()
@@ -83,6 +97,16 @@ mod tests {
             aliases.apply(b"\xff/tmp/cuca-run-agent-7-0"),
             Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn a_replayed_answer_names_the_copy_where_the_recording_named_the_workspace() {
+        let answers = Aliases::workspace("/tmp/cuca-run-s-1-0", "/home/me/app").reversed();
+        let chunk = br#"data: {"input":{"file_path":"/home/me/app/src/main.rs"}}"#;
+        assert_eq!(
+            answers.apply(chunk).as_ref(),
+            br#"data: {"input":{"file_path":"/tmp/cuca-run-s-1-0/src/main.rs"}}"#
+        );
     }
 
     #[test]

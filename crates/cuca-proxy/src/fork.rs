@@ -58,6 +58,7 @@ pub(crate) async fn fork_mode(shared: Arc<Shared>, call: Call) -> Result<Respons
                 &replayed_from,
                 parsed,
                 format,
+                shared.answer_aliases.get(),
             ));
         }
         (Lookup::NotRecorded(_), _) => {
@@ -90,7 +91,14 @@ pub(crate) async fn fork_mode(shared: Arc<Shared>, call: Call) -> Result<Respons
                 {
                     Lookup::Found(turn, turn_idx) => {
                         shared.served.mark(&id, turn_idx);
-                        return Ok(replay::render(&turn, turn_idx, &id, parsed, format));
+                        return Ok(replay::render(
+                            &turn,
+                            turn_idx,
+                            &id,
+                            parsed,
+                            format,
+                            shared.answer_aliases.get(),
+                        ));
                     }
                     Lookup::NotRecorded(_) if matched == index.len() && open.is_none() => {
                         open = Some(id.clone());
@@ -128,7 +136,14 @@ pub(crate) async fn fork_mode(shared: Arc<Shared>, call: Call) -> Result<Respons
         {
             Lookup::Found(turn, turn_idx) => {
                 shared.served.mark(&branch, turn_idx);
-                return Ok(replay::render(&turn, turn_idx, &branch, parsed, format));
+                return Ok(replay::render(
+                    &turn,
+                    turn_idx,
+                    &branch,
+                    parsed,
+                    format,
+                    shared.answer_aliases.get(),
+                ));
             }
             Lookup::NotRecorded(_)
                 if replay::matched_turns(&index, parsed, &shared.matching) == index.len() =>

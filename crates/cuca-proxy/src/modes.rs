@@ -62,6 +62,7 @@ pub(crate) async fn answer(shared: Arc<Shared>, call: Call) -> Result<Response, 
                             &replayed_from,
                             parsed,
                             call.format,
+                            shared.answer_aliases.get(),
                         ));
                     }
                     (Lookup::Diverged(error), _) => return Err(error),
@@ -90,6 +91,7 @@ async fn replay_mode(shared: &Arc<Shared>, call: Call) -> Result<Response, ApiEr
                 &conversation,
                 &request,
                 call.format,
+                shared.answer_aliases.get(),
             ))
         }
         (Lookup::Diverged(error) | Lookup::NotRecorded(error), _) => Err(error),

@@ -22,6 +22,7 @@ use bytes::Bytes;
 use cuca_events::{Message, MessageContentBlock, Role};
 use cuca_replay::{ReplayTrajectory, ReplayTurn, SessionReplay};
 
+use crate::aliases::Aliases;
 use crate::divergence::FirstDifference;
 use crate::flush::OneAtATime;
 use crate::headers::{INCOMPLETE_HEADER, POINT_HEADER, SESSION_HEADER, TURN_HEADER};
@@ -792,13 +793,15 @@ impl AsRef<[MessageContentBlock]> for TurnBlocks {
 
 /// The answer the upstream gave for `turn`, rebuilt in the caller's `format`: its event
 /// stream when the request asked for one, else its whole answer object. The same turn and
-/// request give the same bytes every time: no clock, no random id.
+/// request give the same bytes every time: no clock, no random id. With `answers` (a
+/// restored copy's paths, `Aliases::reversed`), every rendered byte is read through them.
 pub(crate) fn render(
     turn: &ReplayTurn,
     turn_idx: usize,
     session: &str,
     request: &WireRequest,
     format: Format,
+    answers: Option<&Aliases>,
 ) -> Response {
     let call = turn.call();
     let model = call
@@ -827,18 +830,25 @@ pub(crate) fn render(
             .and_then(|(_, wire)| serde_json::from_str(wire).ok()),
         id: format!("cuca-{turn_idx}"),
     };
+    let answers = answers.filter(|aliases| !aliases.is_empty()).cloned();
     let (content_type, body) = if request.stream {
+        let chunks = format.encode_stream(answer, request).map(move |chunk| {
+            Ok::<Bytes, std::io::Error>(match answers.as_ref().map(|a| a.apply(&chunk)) {
+                Some(std::borrow::Cow::Owned(rewritten)) => Bytes::from(rewritten),
+                _ => chunk,
+            })
+        });
         (
             "text/event-stream",
-            Body::from_stream(OneAtATime::new(futures::stream::iter(
-                format
-                    .encode_stream(answer, request)
-                    .map(Ok::<Bytes, std::io::Error>),
-            ))),
+            Body::from_stream(OneAtATime::new(futures::stream::iter(chunks))),
         )
     } else {
-        let body = format.encode_object(&answer, request);
-        ("application/json", Body::from(body.to_string()))
+        let body = format.encode_object(&answer, request).to_string();
+        let body = match &answers {
+            Some(aliases) => aliases.apply(body.as_bytes()).into_owned(),
+            None => body.into_bytes(),
+        };
+        ("application/json", Body::from(body))
     };
     let mut response = Response::new(body);
     let headers = response.headers_mut();

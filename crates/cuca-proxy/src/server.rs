@@ -68,10 +68,14 @@ impl Proxy {
     }
 
     /// Reads every request with `aliases` applied before it is placed, compared or recorded
-    /// (the bytes forwarded upstream are the caller's): a replay or fork run's restored copy
-    /// of the workspace read as the recorded workspace. Set once; `false` when set already.
+    /// (the bytes forwarded upstream are the caller's), and every answer replayed from the
+    /// recording with them the other way round: a replay or fork run's restored copy of the
+    /// workspace read as the recorded workspace, and the recorded workspace's paths in a
+    /// replayed tool call as the copy's. Set once; `false` when set already.
     pub fn read_requests_with(&self, aliases: crate::aliases::Aliases) -> bool {
-        self.shared.aliases.set(aliases).is_ok()
+        let reversed = aliases.reversed();
+        let set = self.shared.aliases.set(aliases).is_ok();
+        set && self.shared.answer_aliases.set(reversed).is_ok()
     }
 
     /// The config the proxy runs under.

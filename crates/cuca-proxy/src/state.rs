@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     /// Paths requests are read with as other paths (a restored copy of the workspace as the
     /// recorded one), when set.
     pub(crate) aliases: std::sync::OnceLock<crate::aliases::Aliases>,
+    /// The same the other way round, for the answers replayed from the recording.
+    pub(crate) answer_aliases: std::sync::OnceLock<crate::aliases::Aliases>,
 }
 
 impl Shared {
@@ -91,6 +93,7 @@ impl Shared {
             cut: watch::Sender::new(false),
             workspace: std::sync::OnceLock::new(),
             aliases: std::sync::OnceLock::new(),
+            answer_aliases: std::sync::OnceLock::new(),
             config,
         })
     }

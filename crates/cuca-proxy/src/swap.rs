@@ -65,9 +65,14 @@ pub(crate) async fn swap_mode(
     };
     if !goes_live {
         return match lookup {
-            Lookup::Found(turn, turn_idx) => {
-                Ok(replay::render(&turn, turn_idx, &original, parsed, format))
-            }
+            Lookup::Found(turn, turn_idx) => Ok(replay::render(
+                &turn,
+                turn_idx,
+                &original,
+                parsed,
+                format,
+                shared.answer_aliases.get(),
+            )),
             Lookup::Diverged(error) | Lookup::NotRecorded(error) => Err(error),
         };
     }
@@ -115,7 +120,14 @@ pub(crate) async fn swap_mode(
             {
                 Lookup::Found(turn, turn_idx) => {
                     shared.served.mark(&branch, turn_idx);
-                    return Ok(replay::render(&turn, turn_idx, &branch, parsed, format));
+                    return Ok(replay::render(
+                        &turn,
+                        turn_idx,
+                        &branch,
+                        parsed,
+                        format,
+                        shared.answer_aliases.get(),
+                    ));
                 }
                 Lookup::NotRecorded(_)
                     if open.is_none()
@@ -144,7 +156,14 @@ pub(crate) async fn swap_mode(
         {
             Lookup::Found(turn, turn_idx) => {
                 shared.served.mark(&branch, turn_idx);
-                return Ok(replay::render(&turn, turn_idx, &branch, parsed, format));
+                return Ok(replay::render(
+                    &turn,
+                    turn_idx,
+                    &branch,
+                    parsed,
+                    format,
+                    shared.answer_aliases.get(),
+                ));
             }
             Lookup::NotRecorded(_)
                 if replay::matched_turns(&index, parsed, &shared.matching) == index.len() =>
