@@ -17,6 +17,8 @@ use crate::store::{Store, StoreArg};
 
 use crate::shell::{OBJECTS_ENV, WORKSPACE_ENV};
 
+mod roots;
+
 /// `cuca checkout` arguments.
 #[derive(Debug, Args)]
 pub(crate) struct CheckoutArgs {
@@ -228,6 +230,9 @@ pub(crate) fn prepare(
             }
         }
     }
+    if let (StoreArg::Dir(dir), true) = (store_arg, start.is_none() && mode.forwards()) {
+        roots::remember(dir, session, &workspace)?;
+    }
     if mode.forwards() {
         let config = SnapshotConfig {
             max_file_bytes: args.max_file_bytes,
@@ -263,18 +268,11 @@ fn excluded(store: &StoreArg) -> Vec<PathBuf> {
 /// A new directory for a restored copy: `$TMPDIR/cuca-run-SESSION-PID-N`, kept after the
 /// run so what the agent did there can be looked at.
 fn fresh_copy_dir(session: &str) -> Result<PathBuf, CliError> {
-    let safe: String = session
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let prefix = copy_prefix(session).into_os_string();
     for n in 0..1000 {
-        let dir = std::env::temp_dir().join(format!("cuca-run-{safe}-{}-{n}", std::process::id()));
+        let mut dir = prefix.clone();
+        dir.push(n.to_string());
+        let dir = PathBuf::from(dir);
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -289,6 +287,53 @@ fn fresh_copy_dir(session: &str) -> Result<PathBuf, CliError> {
     Err(CliError::Failed(
         "no free directory name for the restored copy".into(),
     ))
+}
+
+/// The restored copies of `session`: `$TMPDIR/cuca-run-SESSION-`, then the process id and
+/// the copy's number, `-` between them.
+fn copies_prefix(session: &str) -> PathBuf {
+    let safe: String = session
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    std::env::temp_dir().join(format!("cuca-run-{safe}-"))
+}
+
+/// What every restored copy of `session` this process makes starts with:
+/// `$TMPDIR/cuca-run-SESSION-PID-`, the copy's number after it.
+fn copy_prefix(session: &str) -> PathBuf {
+    let mut prefix = copies_prefix(session).into_os_string();
+    prefix.push(format!("{}-", std::process::id()));
+    PathBuf::from(prefix)
+}
+
+/// A replay or fork run into a fresh copy: the recorded workspace's path and the copy's are
+/// blanked alike before requests are compared with the recording (`roots`), ahead of the
+/// other patterns. Nothing changes for a run in place, or a session whose workspace path was
+/// not written down (recorded by `cuca proxy --workspace`, or before `cuca run` kept it).
+pub(crate) fn match_restored_paths(
+    args: &RunWorkspaceArgs,
+    store: &StoreArg,
+    mode: cuca_proxy::Mode,
+    session: &str,
+    config: &mut cuca_proxy::ProxyConfig,
+) {
+    let restores = matches!(mode, cuca_proxy::Mode::Replay | cuca_proxy::Mode::Fork);
+    let (StoreArg::Dir(dir), true, false, false) =
+        (store, restores, args.in_place, args.no_workspace)
+    else {
+        return;
+    };
+    if let Some(recorded) = roots::recorded(dir, session) {
+        let pattern = roots::same_place_pattern(&recorded, &copies_prefix(session));
+        config.ignore.insert(0, pattern);
+    }
 }
 
 /// Refuses to restore over a git work tree's uncommitted changes unless `force`: asks

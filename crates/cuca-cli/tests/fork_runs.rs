@@ -499,10 +499,9 @@ fn compare_grades_each_model(store: &Store, dir: &Path) {
         )
         .unwrap();
         assert_eq!(answer, format!("{model}-answer-3\n"));
-        let task = std::fs::read_to_string(
-            Path::new(row["workspace"].as_str().unwrap()).join("task.md"),
-        )
-        .unwrap();
+        let task =
+            std::fs::read_to_string(Path::new(row["workspace"].as_str().unwrap()).join("task.md"))
+                .unwrap();
         assert_eq!(task, "three steps\n", "restored from the recorded start");
     }
     assert_eq!(own_records(store, "s"), before);
