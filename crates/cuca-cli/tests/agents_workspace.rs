@@ -14,9 +14,9 @@
 //! differs, so the fork goes live at the second call, before the edit, restored into a fresh
 //! copy of the recorded start; the request of the call before the edit must carry notes.txt as
 //! it was then (the copy's, not the edited original), the fork edits the copy, and the
-//! original workspace is as the record left it. Last, Codex's recording replays offline in a
-//! copy (Claude Code's does not yet: its `Read` names the recorded workspace by absolute
-//! path).
+//! original workspace is as the record left it, byte for byte. Last, the recording replays
+//! offline: Codex's in a restored copy, Claude Code's `--in-place` (its recorded `Read` names
+//! the recorded workspace by absolute path, which a copy does not have).
 // A failed step is a failed test.
 #![allow(clippy::unwrap_used)]
 
@@ -115,6 +115,12 @@ fn kind(record: &Value) -> &str {
 fn edit_script(client: &[&str], env: &[(&str, String)]) -> Edited {
     let mut env = env.to_vec();
     env.push(("FORK_STATUS", "forked".to_owned()));
+    if client[0].ends_with("claude") {
+        // Its recorded `Read` and `Edit` name notes.txt by the recorded workspace's absolute
+        // path, which a fresh copy does not have (docs/workspace.md, "What it does not do"):
+        // replayed in place, the path is the copy's.
+        env.push(("REPLAY_IN_PLACE", "1".to_owned()));
+    }
     let run = record_then_replay_in(client, &env, |work| {
         std::fs::write(work.join("notes.txt"), OLD_NOTES).unwrap();
     });
@@ -242,15 +248,13 @@ fn assert_forked(edited: &Edited, carried: impl Fn(&Value) -> Option<String>) {
         NEW_NOTES,
         "the fork's edit is in the copy\n{story}"
     );
-    // The original workspace: as the record left it, nothing more.
-    let names: Vec<String> = std::fs::read_dir(edited.work())
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(names, ["notes.txt"], "{story}");
+    // The original workspace: as the record left it, every file and byte.
+    let after_record = edited.run.read("record.work");
+    assert!(after_record.contains(" ./notes.txt\n"), "{after_record}");
     assert_eq!(
-        std::fs::read_to_string(edited.work().join("notes.txt")).unwrap(),
-        NEW_NOTES
+        edited.run.read("fork.work"),
+        after_record,
+        "the fork changed the original workspace\n{story}"
     );
     // The fork holds its own snapshots and the command it ran.
     let listed = edited.run.cuca(&["sessions", &edited.dir(), "--json"]);
@@ -266,9 +270,24 @@ fn assert_forked(edited: &Edited, carried: impl Fn(&Value) -> Option<String>) {
     let _ = std::fs::remove_dir_all(&copy);
 }
 
-/// Offline, the recording replays in a restored copy with the same final output.
+/// Offline, the recording replays with the same final output, and leaves notes.txt edited
+/// where it ran.
 fn assert_replayed(edited: &Edited) {
     let story = edited.story();
+    let said = edited.run.read("replay.err");
+    let ran_in = said
+        .lines()
+        .find_map(|line| line.split("restored into ").nth(1))
+        .map(|dir| PathBuf::from(dir.trim()))
+        .unwrap_or_else(|| panic!("the replay restored nothing\n{story}"));
+    assert_eq!(
+        std::fs::read_to_string(ran_in.join("notes.txt")).unwrap(),
+        NEW_NOTES,
+        "{story}"
+    );
+    if ran_in != edited.work().canonicalize().unwrap() {
+        let _ = std::fs::remove_dir_all(&ran_in);
+    }
     assert_eq!(
         edited.run.read("replay.status").trim(),
         "0",
@@ -337,9 +356,10 @@ fn claude_code_edits_a_file_and_runs_a_failing_command_given_back_and_forked() {
     );
     assert_recorded(&edited, &["Claude Code Bash tool"]);
     assert_forked(&edited, claude_read);
-    // Not replayed whole: the recorded `Read` names notes.txt by the recorded workspace's
-    // absolute path, so a replay in a copy reads the original (edited since) and diverges
-    // (docs/workspace.md, "What it does not do"). The fork above reads it live, in the copy.
+    // Replayed `--in-place`: the recorded `Read` names notes.txt by the recorded workspace's
+    // absolute path, so a replay in a copy would read the original (edited since) and diverge.
+    // The fork above reads it live, in the copy.
+    assert_replayed(&edited);
 }
 
 #[test]
