@@ -170,9 +170,11 @@ fn read_invocation(shell: &str, args: &[OsString]) -> Option<(String, String)> {
             if bytes[1..].contains(&b'c') && bytes[0] == b'-' {
                 command_mode = true;
             }
-            // `-o OPTION` and `-O OPTION` take the next argument.
+            // `-o OPTION` and `-O OPTION` take the next argument, kept in the origin.
             if bytes[1..].iter().any(|b| *b == b'o' || *b == b'O') {
-                rest.next();
+                if let Some(option) = rest.next() {
+                    flags.push(option.to_string_lossy().into_owned());
+                }
             }
             continue;
         }
@@ -412,7 +414,7 @@ mod tests {
         );
         assert_eq!(
             read_invocation("bash", &os(&["-o", "pipefail", "-c", "a | b"])),
-            Some(("a | b".into(), "bash -o -c".into()))
+            Some(("a | b".into(), "bash -o pipefail -c".into()))
         );
         assert_eq!(read_invocation("sh", &os(&["build.sh", "fast"])), None);
         assert_eq!(read_invocation("bash", &os(&["-l"])), None);
