@@ -15,6 +15,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::CliError;
 
+mod wrappers;
+
 /// The environment variables the shim reads: where the workspace is (for the working
 /// directory relative to it) and where the whole streams go.
 pub(crate) const WORKSPACE_ENV: &str = "CUCA_WORKSPACE";
@@ -37,12 +39,19 @@ const REPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// `sh -c`) run as they are: the command the agent asked for is recorded once, whole.
 const DEPTH_ENV: &str = "CUCA_SHELL_DEPTH";
 
+/// The caller's own BASH_ENV, read by the shell that runs a command once the shim's file has
+/// passed it on.
+const CALLER_BASH_ENV: &str = "CUCA_CALLER_BASH_ENV";
+
 /// `cuca shell-shim` arguments (hidden: run by the shim scripts, not by people).
 #[derive(Debug, Args)]
 pub(crate) struct ShimArgs {
     /// The real shell.
     #[arg(long, value_name = "PATH")]
     real: PathBuf,
+    /// Run by the `BASH_ENV` file of a bash started by absolute path (the origin says so).
+    #[arg(long)]
+    via_bash_env: bool,
     /// The shell's arguments, as the shim was given them.
     #[arg(last = true, allow_hyphen_values = true)]
     args: Vec<OsString>,
@@ -80,6 +89,33 @@ pub(crate) fn write_shims(env: &mut Vec<(String, OsString)>) -> Result<PathBuf, 
             .map_err(|error| CliError::Failed(format!("write {}: {error}", at.display())))?;
         shell = Some(at);
     }
+    // A bash started by absolute path (`/bin/bash -lc …`: Codex runs its shell tool in the
+    // login shell of the user's passwd entry, whatever PATH and SHELL say) finds no shim, but
+    // reads BASH_ENV before its `-c` command: the file runs that command again through the
+    // shim, once (the depth variable), with the options it was given. A script, an
+    // interactive shell and a shell inside a recorded command go on as they are; a BASH_ENV
+    // of the caller's own is read by the shell that runs the command.
+    let bash_env = dir.join("bash_env");
+    let script = format!(
+        r#"# Written by cuca run: a `bash -c` not started through the shim is run again through it.
+if [ -n "${{BASH_EXECUTION_STRING+set}}" ] && [ -z "${{{DEPTH_ENV}:-}}" ]; then
+  cuca_o=
+  case $- in *e*) cuca_o="$cuca_o -e";; esac
+  case $- in *u*) cuca_o="$cuca_o -u";; esac
+  case $- in *x*) cuca_o="$cuca_o -x";; esac
+  case :$SHELLOPTS: in *:pipefail:*) cuca_o="$cuca_o -o pipefail";; esac
+  exec {} shell-shim --real "$BASH" --via-bash-env -- $cuca_o -c "$BASH_EXECUTION_STRING" "$0" "$@"
+fi
+if [ -n "${{{CALLER_BASH_ENV}:-}}" ]; then . "${CALLER_BASH_ENV}"; fi
+"#,
+        quoted(&cuca)
+    );
+    std::fs::write(&bash_env, script)
+        .map_err(|error| CliError::Failed(format!("write {}: {error}", bash_env.display())))?;
+    if let Some(caller) = std::env::var_os("BASH_ENV") {
+        env.push((CALLER_BASH_ENV.into(), caller));
+    }
+    env.push(("BASH_ENV".into(), bash_env.into_os_string()));
     let mut new_path = dir.clone().into_os_string();
     if !path.is_empty() {
         new_path.push(":");
@@ -134,9 +170,11 @@ fn read_invocation(shell: &str, args: &[OsString]) -> Option<(String, String)> {
             if bytes[1..].contains(&b'c') && bytes[0] == b'-' {
                 command_mode = true;
             }
-            // `-o OPTION` and `-O OPTION` take the next argument.
+            // `-o OPTION` and `-O OPTION` take the next argument, kept in the origin.
             if bytes[1..].iter().any(|b| *b == b'o' || *b == b'O') {
-                rest.next();
+                if let Some(option) = rest.next() {
+                    flags.push(option.to_string_lossy().into_owned());
+                }
             }
             continue;
         }
@@ -147,8 +185,15 @@ fn read_invocation(shell: &str, args: &[OsString]) -> Option<(String, String)> {
         if !command_mode {
             return None;
         }
+        let text = arg.to_string_lossy().into_owned();
+        if let Some(command) = wrappers::claude_code_command(&text) {
+            return Some((command, wrappers::CLAUDE_CODE_BASH.to_owned()));
+        }
+        if let Some(command) = wrappers::codex_command(&text) {
+            return Some((command, wrappers::CODEX_SHELL.to_owned()));
+        }
         let origin = format!("{shell} {}", flags.join(" "));
-        return Some((arg.to_string_lossy().into_owned(), origin));
+        return Some((text, origin));
     }
     None
 }
@@ -165,7 +210,13 @@ pub(crate) fn run_shim(args: ShimArgs) -> Result<(), CliError> {
     let invocation = if std::env::var_os(DEPTH_ENV).is_some() {
         None
     } else {
-        read_invocation(&shell, &args.args)
+        read_invocation(&shell, &args.args).map(|(command, origin)| {
+            if args.via_bash_env {
+                (command, format!("{origin}, by absolute path (BASH_ENV)"))
+            } else {
+                (command, origin)
+            }
+        })
     };
     let Some((command, origin)) = invocation else {
         use std::os::unix::process::CommandExt;
@@ -363,7 +414,7 @@ mod tests {
         );
         assert_eq!(
             read_invocation("bash", &os(&["-o", "pipefail", "-c", "a | b"])),
-            Some(("a | b".into(), "bash -o -c".into()))
+            Some(("a | b".into(), "bash -o pipefail -c".into()))
         );
         assert_eq!(read_invocation("sh", &os(&["build.sh", "fast"])), None);
         assert_eq!(read_invocation("bash", &os(&["-l"])), None);

@@ -18,6 +18,8 @@ use crate::store::{Store, StoreArg};
 
 use crate::shell::{OBJECTS_ENV, WORKSPACE_ENV};
 
+mod roots;
+
 /// `cuca checkout` arguments.
 #[derive(Debug, Args)]
 pub(crate) struct CheckoutArgs {
@@ -213,13 +215,20 @@ pub(crate) fn prepare(
                 );
                 if !args.in_place {
                     // The agent runs in the copy and says so in its requests (its working
-                    // directory is in Claude Code's and Codex's prompts): the proxy reads the
-                    // copy's path as the workspace's, which is where the recording was made
-                    // when it is replayed from where it was recorded.
+                    // directory is in Claude Code's and Codex's prompts), and the recorded
+                    // answers name the recorded workspace's files: the proxy reads the copy's
+                    // path as the recorded workspace's in requests, and the other way round in
+                    // replayed answers. The recorded path is the one the record run wrote
+                    // down; without it, the directory the run was started in.
                     let copy = target.canonicalize().unwrap_or_else(|_| target.clone());
+                    let recorded = match store_arg {
+                        StoreArg::Dir(dir) => roots::recorded(dir, session),
+                        StoreArg::Postgres(_) => None,
+                    }
+                    .unwrap_or_else(|| workspace.clone());
                     proxy.read_requests_with(cuca_proxy::Aliases::workspace(
                         &copy.to_string_lossy(),
-                        &workspace.to_string_lossy(),
+                        &recorded.to_string_lossy(),
                     ));
                     cwd = Some(target.clone());
                     workspace = target;
@@ -227,6 +236,9 @@ pub(crate) fn prepare(
                 start = Some(*id);
             }
         }
+    }
+    if let (StoreArg::Dir(dir), true) = (store_arg, start.is_none() && mode.forwards()) {
+        roots::remember(dir, session, &workspace)?;
     }
     if mode.forwards() {
         let config = SnapshotConfig {
@@ -263,18 +275,11 @@ fn excluded(store: &StoreArg) -> Vec<PathBuf> {
 /// A new directory for a restored copy: `$TMPDIR/cuca-run-SESSION-PID-N`, kept after the
 /// run so what the agent did there can be looked at.
 fn fresh_copy_dir(session: &str) -> Result<PathBuf, CliError> {
-    let safe: String = session
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let prefix = copy_prefix(session).into_os_string();
     for n in 0..1000 {
-        let dir = std::env::temp_dir().join(format!("cuca-run-{safe}-{}-{n}", std::process::id()));
+        let mut dir = prefix.clone();
+        dir.push(n.to_string());
+        let dir = PathBuf::from(dir);
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -289,6 +294,53 @@ fn fresh_copy_dir(session: &str) -> Result<PathBuf, CliError> {
     Err(CliError::Failed(
         "no free directory name for the restored copy".into(),
     ))
+}
+
+/// The restored copies of `session`: `$TMPDIR/cuca-run-SESSION-`, then the process id and
+/// the copy's number, `-` between them.
+fn copies_prefix(session: &str) -> PathBuf {
+    let safe: String = session
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    std::env::temp_dir().join(format!("cuca-run-{safe}-"))
+}
+
+/// What every restored copy of `session` this process makes starts with:
+/// `$TMPDIR/cuca-run-SESSION-PID-`, the copy's number after it.
+fn copy_prefix(session: &str) -> PathBuf {
+    let mut prefix = copies_prefix(session).into_os_string();
+    prefix.push(format!("{}-", std::process::id()));
+    PathBuf::from(prefix)
+}
+
+/// A replay or fork run into a fresh copy: the recorded workspace's path and the copy's are
+/// blanked alike before requests are compared with the recording (`roots`), ahead of the
+/// other patterns. Nothing changes for a run in place, or a session whose workspace path was
+/// not written down (recorded by `cuca proxy --workspace`, or before `cuca run` kept it).
+pub(crate) fn match_restored_paths(
+    args: &RunWorkspaceArgs,
+    store: &StoreArg,
+    mode: cuca_proxy::Mode,
+    session: &str,
+    config: &mut cuca_proxy::ProxyConfig,
+) {
+    let restores = matches!(mode, cuca_proxy::Mode::Replay | cuca_proxy::Mode::Fork);
+    let (StoreArg::Dir(dir), true, false, false) =
+        (store, restores, args.in_place, args.no_workspace)
+    else {
+        return;
+    };
+    if let Some(recorded) = roots::recorded(dir, session) {
+        let pattern = roots::same_place_pattern(&recorded, &copies_prefix(session));
+        config.ignore.insert(0, pattern);
+    }
 }
 
 /// Refuses to restore over a git work tree's uncommitted changes unless `force`: asks

@@ -149,6 +149,23 @@ fn run_variant(store: &Store, work: &Path, args: &[&str], variant: Option<&str>)
     output
 }
 
+/// The run's answer.txt, read where the agent ran: the copy of the recorded start `cuca run`
+/// restored a replay or fork into (it says where on stderr; removed once read), else `work`
+/// (a recording without workspace snapshots, as on PostgreSQL, runs where it is).
+fn answer(output: &Output, work: &Path) -> String {
+    let said = stderr(output);
+    let copy = said
+        .lines()
+        .find_map(|line| line.split("restored into ").nth(1))
+        .map(|dir| PathBuf::from(dir.trim()));
+    let text = std::fs::read_to_string(copy.as_deref().unwrap_or(work).join("answer.txt"))
+        .unwrap_or_else(|error| panic!("no answer.txt ({error}): {said}"));
+    if let Some(copy) = copy {
+        let _ = std::fs::remove_dir_all(copy);
+    }
+    text
+}
+
 fn json_lines(output: &Output) -> Vec<serde_json::Value> {
     String::from_utf8_lossy(&output.stdout)
         .lines()
@@ -219,10 +236,7 @@ fn a_fork_onto_another_model_replays_before_the_point_and_sends_the_rest_to_it()
     );
     // The first call was replayed; the second and third went to model b, and only they.
     assert_eq!(upstream.calls(), ["b 2", "b 3"], "{}", stderr(&forked));
-    assert_eq!(
-        std::fs::read_to_string(work.join("answer.txt")).unwrap(),
-        "b-answer-3\n"
-    );
+    assert_eq!(answer(&forked, &work), "b-answer-3\n");
 
     let forks: Vec<String> = sessions(&store)
         .into_iter()
@@ -266,10 +280,7 @@ fn a_fork_onto_another_model_replays_before_the_point_and_sends_the_rest_to_it()
         &[&swap[..], &[upstream.url.as_str()]].concat(),
     );
     assert_eq!(upstream.calls(), Vec::<String>::new(), "{}", stderr(&again));
-    assert_eq!(
-        std::fs::read_to_string(work.join("answer.txt")).unwrap(),
-        "b-answer-3\n"
-    );
+    assert_eq!(answer(&again, &work), "b-answer-3\n");
     assert_eq!(
         sessions(&store)
             .iter()
@@ -544,16 +555,13 @@ fn a_changed_run_replays_free_in_the_next_process(store: &Store, dir: &Path) {
     let upstream = Upstream::start(dir);
     record(store, &work, &upstream);
     let fork = ["--mode", "fork", "--upstream", upstream.url.as_str()];
-    run_variant(store, &work, &fork, Some("changed"));
+    let changed = run_variant(store, &work, &fork, Some("changed"));
     assert_eq!(upstream.calls(), ["a 2", "a 3"]);
-    let first = std::fs::read_to_string(work.join("answer.txt")).unwrap();
+    let first = answer(&changed, &work);
     assert_eq!(first, "a-answer-3 (changed)\n");
     let again = run_variant(store, &work, &fork, Some("changed"));
     assert_eq!(upstream.calls(), Vec::<String>::new(), "{}", stderr(&again));
-    assert_eq!(
-        std::fs::read_to_string(work.join("answer.txt")).unwrap(),
-        first
-    );
+    assert_eq!(answer(&again, &work), first);
     let forks = sessions(store)
         .into_iter()
         .filter(|id| id.contains(":fork:"))
@@ -587,12 +595,9 @@ fn many_variants_keep_ids_bounded(store: &Store, dir: &Path) {
     let fork = ["--mode", "fork", "--upstream", upstream.url.as_str()];
     for n in 0..20 {
         let variant = format!("v{n}");
-        run_variant(store, &work, &fork, Some(&variant));
+        let ran = run_variant(store, &work, &fork, Some(&variant));
         assert_eq!(upstream.calls(), ["a 2", "a 3"], "variant {n}");
-        assert_eq!(
-            std::fs::read_to_string(work.join("answer.txt")).unwrap(),
-            format!("a-answer-3 ({variant})\n")
-        );
+        assert_eq!(answer(&ran, &work), format!("a-answer-3 ({variant})\n"));
     }
     let works: Vec<PathBuf> = (20..28)
         .map(|n| {
@@ -601,18 +606,22 @@ fn many_variants_keep_ids_bounded(store: &Store, dir: &Path) {
             work
         })
         .collect();
-    std::thread::scope(|scope| {
-        for (n, work) in (20..28).zip(&works) {
-            let fork = &fork;
-            scope.spawn(move || run_variant(store, work, fork, Some(&format!("v{n}"))));
-        }
+    let ran: Vec<Output> = std::thread::scope(|scope| {
+        let runs: Vec<_> = (20..28)
+            .zip(&works)
+            .map(|(n, work)| {
+                let fork = &fork;
+                scope.spawn(move || run_variant(store, work, fork, Some(&format!("v{n}"))))
+            })
+            .collect();
+        runs.into_iter().map(|run| run.join().unwrap()).collect()
     });
     let mut calls = upstream.calls();
     calls.sort();
     assert_eq!(calls.len(), 16, "{calls:?}");
-    for (n, work) in (20..28).zip(&works) {
+    for ((n, work), ran) in (20..28).zip(&works).zip(&ran) {
         assert_eq!(
-            std::fs::read_to_string(work.join("answer.txt")).unwrap(),
+            answer(ran, work),
             format!("a-answer-3 (v{n})\n"),
             "every answer its caller's"
         );

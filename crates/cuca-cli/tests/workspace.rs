@@ -428,3 +428,66 @@ fn on_postgresql_the_snapshots_live_in_the_database_and_any_machine_restores_the
     let cwd = said.lines().next().unwrap().strip_prefix("cwd ").unwrap();
     std::fs::remove_dir_all(cwd).unwrap();
 }
+
+/// An agent that runs its shell by absolute path (`/bin/bash`, as Codex runs the login shell
+/// of the user's passwd entry): no shim on `PATH` is found, and the command is recorded all
+/// the same, through `BASH_ENV`, with its options, status and streams, once.
+const ABSOLUTE_AGENT: &str = r#"
+import json, os, subprocess, urllib.request as u
+def call(content):
+    request = u.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+        json.dumps({"model": "m", "messages": [{"role": "user", "content": content}]}).encode(),
+        {"Content-Type": "application/json"})
+    u.urlopen(request).read()
+call("one")
+ran = subprocess.run(["/bin/bash", "-o", "pipefail", "-lc",
+    "echo cuca-piped | false; echo cuca-said >&2; bash -c 'exit 4'", "cuca-zero"],
+    capture_output=True, text=True)
+print("exit " + str(ran.returncode) + " " + ran.stderr.strip())
+call("two")
+"#;
+
+#[test]
+fn a_bash_started_by_absolute_path_is_recorded_through_bash_env() {
+    if !Path::new("/bin/bash").exists() {
+        eprintln!("skipping: no /bin/bash");
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    let agent = tools.path().join("agent.py");
+    std::fs::write(&agent, ABSOLUTE_AGENT).unwrap();
+    let upstream = scripted_upstream();
+    let recorded = cuca()
+        .current_dir(workspace.path())
+        .args(["run", "--upstream", &upstream.1, "--session", "abs", "--"])
+        .arg("python3")
+        .arg(&agent)
+        .output()
+        .unwrap();
+    assert!(recorded.status.success(), "{}", stderr(&recorded));
+    // The command ran as it would have: its own status (the last command's), its stderr.
+    let said = String::from_utf8_lossy(&recorded.stdout);
+    assert!(said.contains("exit 4 cuca-said"), "{said}");
+    let records = records(&workspace.path().join("cuca-sessions"), "abs");
+    let shell: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| kind(r) == "ShellCommand")
+        .map(|r| &r["event"]["ShellCommand"])
+        .collect();
+    // Once: the `bash -c 'exit 4'` inside it is part of the command, not one of its own. (A
+    // `python3` that is a version manager's script may run `-c` commands of its own: they
+    // are recorded too, and looked past here.)
+    let ran = "echo cuca-piped | false; echo cuca-said >&2; bash -c 'exit 4'";
+    let mine: Vec<&&serde_json::Value> = shell.iter().filter(|c| c["command"] == ran).collect();
+    assert_eq!(mine.len(), 1, "{shell:?}");
+    assert!(shell.iter().all(|c| c["command"] != "exit 4"), "{shell:?}");
+    let command = mine[0];
+    assert_eq!(
+        command["origin"],
+        "bash -o pipefail -c, by absolute path (BASH_ENV)"
+    );
+    assert_eq!(command["exit_status"], 4);
+    assert_eq!(command["stderr"]["tail"], "cuca-said\n");
+    assert_eq!(command["cwd"], ".");
+}

@@ -14,6 +14,11 @@
 # OUT/bodies, and after the record a run in fork mode sends the calls from the second on to
 # SWAP_MODEL: swap.out/.err/.status, and swap.before (the bodies sent before it); then the
 # same again (swap2.out/.err/.status), swap.again holding the bodies sent before and after.
+# With FORK_STATUS set (the scripted upstream only), the bodies are written too, and after the
+# record a run in fork mode with CUCA_TEST_STATUS=FORK_STATUS (the edit script's first tool
+# result changes): fork.out/.err/.status, fork.before (the bodies sent before it), and
+# record.work and fork.work (each file of the working directory with its SHA-256, after the
+# record and after the fork). With REPLAY_IN_PLACE set, the replay is `--in-place`.
 set -u
 out=$1
 session=$2
@@ -42,7 +47,8 @@ if [ -n "${LLAMA_SERVER:-}" ]; then
 else
   # The upstream prints its address once it listens: read through a fifo, no polling.
   mkfifo "$out/upstream.fifo" || exit 91
-  python3 "$here/scripted_upstream.py" 0 ${SWAP_MODEL:+--dump "$out/bodies"} \
+  dump=${SWAP_MODEL:-${FORK_STATUS:-}}
+  python3 "$here/scripted_upstream.py" 0 ${dump:+--dump "$out/bodies"} \
     > "$out/upstream.fifo" 2> "$out/upstream.log" &
   upstream=$!
   read -r line < "$out/upstream.fifo"
@@ -67,11 +73,20 @@ if [ -n "${SWAP_MODEL:-}" ]; then
   echo $? > "$out/swap2.status"
   ls "$out/bodies" | wc -l >> "$out/swap.again"
 fi
+if [ -n "${FORK_STATUS:-}" ]; then
+  find . -type f -exec sha256sum {} + | sort > "$out/record.work"
+  ls "$out/bodies" | wc -l > "$out/fork.before"
+  CUCA_TEST_STATUS=$FORK_STATUS "$CUCA" run --mode fork --upstream "$url" \
+    --dir "$out/sessions" --session "$session" -- "$@" \
+    > "$out/fork.out" 2> "$out/fork.err" < /dev/null
+  echo $? > "$out/fork.status"
+  find . -type f -exec sha256sum {} + | sort > "$out/fork.work"
+fi
 kill "$upstream"
 wait "$upstream" 2>/dev/null
 started=$(date +%s%N)
-"$CUCA" run --mode replay --dir "$out/sessions" --session "$session" -- "$@" \
-  > "$out/replay.out" 2> "$out/replay.err" < /dev/null
+"$CUCA" run --mode replay ${REPLAY_IN_PLACE:+--in-place} --dir "$out/sessions" \
+  --session "$session" -- "$@" > "$out/replay.out" 2> "$out/replay.err" < /dev/null
 echo $? > "$out/replay.status"
 echo $(( ($(date +%s%N) - started) / 1000000 )) > "$out/replay.ms"
 if [ -n "${DIVERGE_FROM:-}" ]; then

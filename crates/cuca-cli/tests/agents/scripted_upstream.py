@@ -13,6 +13,23 @@ Responses, Anthropic Messages; streamed as server-sent events and not):
   so a recorded and replayed tool loop shows in the agent's final output;
 * with no tools and no result, it answers "Hello from the scripted upstream.".
 
+A conversation whose request carries EDIT_SCRIPT (in the prompt) follows another script, the
+edit script, one step per tool result the request holds, so an agent's edit tool and a failing
+command land in its workspace and shell (crates/cuca-cli/tests/agents_workspace.rs):
+
+* no result yet: Claude Code runs STATUS_COMMAND through `Bash`, then `Read`s notes.txt (the
+  absolute path in the working directory its prompt names, as its schema asks: it refuses an
+  `Edit` of a file not read in the conversation); Codex runs `cat notes.txt` and
+  STATUS_COMMAND through its shell tool;
+* then the edit: Claude Code's `Edit` of notes.txt, Codex's `apply_patch` (its freeform tool);
+* then FAIL_COMMAND through the shell tool: it prints notes.txt and fails with exit status 3
+  and a line on stderr;
+* then text quoting the last result.
+
+STATUS_COMMAND prints `$CUCA_TEST_STATUS` (default `recorded`): a run with the variable set
+gets another result for the first tool call, so a fork of the recording goes live at the
+second call, before the edit, and the model is sent the file as the restored copy holds it.
+
 An Anthropic answer starts with a thinking block, with its `signature`, when the request
 enables thinking; a Responses answer starts with a reasoning item (its summary and
 `encrypted_content`) when the request asks for `reasoning.encrypted_content`.
@@ -30,12 +47,21 @@ Standard library only.
 import itertools
 import json
 import os
+import re
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOOL_COMMAND = "echo cuca-tool-ok"
+EDIT_SCRIPT = "cuca-edit-script"
+STATUS_COMMAND = 'echo "status: ${CUCA_TEST_STATUS:-recorded}"'
+FAIL_COMMAND = "cat notes.txt; echo cuca-check-failed >&2; exit 3"
+NOTES = "notes.txt"
+OLD_LINE = "line two\n"
+NEW_LINES = "line two, edited\nline three\n"
+APPLY_PATCH = ("*** Begin Patch\n*** Update File: notes.txt\n@@\n line one\n-line two\n"
+               "+line two, edited\n+line three\n*** End Patch\n")
 HELLO = "Hello from the scripted upstream."
 SIGNATURE = "EqQBCkYIBxgCKkCuca+scripted+signature+of+the+thinking+block+AAAAAAAAAAAAAAAA=="
 ENCRYPTED_REASONING = "gAAAAABcuca-scripted-encrypted-reasoning-content=="
@@ -136,6 +162,42 @@ def choose_tool(tools):
 
 def answer_text(result):
     return f"The tool returned: {result.strip()}"
+
+
+# ---- the edit script -------------------------------------------------------------------
+
+WORKING_DIRECTORY = re.compile(r"(?:Primary working directory|Working directory): ([^\s\\\"]+)")
+
+
+def edit_script(body):
+    """Whether the request's conversation follows the edit script: its prompt names it."""
+    return EDIT_SCRIPT in dumps(body.get("messages") or body.get("input") or [])
+
+
+def claude_edit_step(body, n_results, last_result):
+    """The edit script's step for Claude Code: the tool calls `[(name, input)]`, or text."""
+    found = WORKING_DIRECTORY.search(dumps(body))
+    notes = os.path.join(found.group(1), NOTES) if found else NOTES
+    if n_results == 0:
+        return [("Bash", {"command": STATUS_COMMAND, "description": "Print the status"})], None
+    if n_results == 1:
+        return [("Read", {"file_path": notes})], None
+    if n_results == 2:
+        return [("Edit", {"file_path": notes, "old_string": OLD_LINE, "new_string": NEW_LINES})], None
+    if n_results == 3:
+        return [("Bash", {"command": FAIL_COMMAND, "description": "Run the check"})], None
+    return [], answer_text(last_result)
+
+
+def codex_edit_step(n_results, last_result):
+    """The edit script's step for Codex: `[(kind, name, arguments or input)]`, or text."""
+    if n_results == 0:
+        return [("function", "exec_command", {"cmd": f"cat {NOTES}; {STATUS_COMMAND}"})], None
+    if n_results == 1:
+        return [("custom", "apply_patch", APPLY_PATCH)], None
+    if n_results == 2:
+        return [("function", "exec_command", {"cmd": FAIL_COMMAND})], None
+    return [], answer_text(last_result)
 
 
 # ---- HTTP -------------------------------------------------------------------------------
@@ -343,28 +405,39 @@ class Handler(BaseHTTPRequestHandler):
     # -- Anthropic Messages --
 
     def messages(self, body):
-        result = None
+        result, n_results = None, 0
         for message in body.get("messages") or []:
             content = message.get("content")
             if message.get("role") == "user" and isinstance(content, list):
                 for block in content:
                     if isinstance(block, dict) and block.get("type") == "tool_result":
                         result = text_of_content(block.get("content"))
+                        n_results += 1
         tools = [(t["name"], t.get("input_schema")) for t in body.get("tools") or []
                  if "name" in t and t.get("type") in (None, "custom")]
-        call = choose_tool(tools) if result is None else None
+        text = None
+        if tools and edit_script(body):
+            calls, text = claude_edit_step(body, n_results, result)
+        elif result is None and tools:
+            name, schema = choose_tool(tools)
+            calls = [(name, arguments_for(schema))]
+        else:
+            calls = []
         thinking = (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
         model = body.get("model", "cuca-scripted")
         content = []
         if thinking:
             content.append({"type": "thinking", "thinking": "The script says what to do next.",
                             "signature": SIGNATURE})
-        if call:
-            content.append({"type": "tool_use", "id": next_id("toolu_01", 22), "name": call[0],
-                            "input": arguments_for(call[1])})
+        for name, given in calls:
+            content.append({"type": "tool_use", "id": next_id("toolu_01", 22), "name": name,
+                            "input": given})
+        if calls:
             stop = "tool_use"
         else:
-            content.append({"type": "text", "text": HELLO if result is None else answer_text(result)})
+            if text is None:
+                text = HELLO if result is None else answer_text(result)
+            content.append({"type": "text", "text": text})
             stop = "end_turn"
         usage = {"input_tokens": tokens_of(body.get("messages")), "cache_creation_input_tokens": 0,
                  "cache_read_input_tokens": 0, "output_tokens": tokens_of(content),
@@ -407,28 +480,41 @@ class Handler(BaseHTTPRequestHandler):
     def responses_api(self, body):
         items = body.get("input")
         items = items if isinstance(items, list) else []
-        result = None
+        result, n_results = None, 0
         for item in items:
             if isinstance(item, dict) and item.get("type") in (
                     "function_call_output", "custom_tool_call_output", "local_shell_call_output"):
                 result = text_of_content(item.get("output"))
+                n_results += 1
         tools = [(t["name"], t.get("parameters")) for t in body.get("tools") or []
                  if t.get("type") == "function" and "name" in t]
-        call = choose_tool(tools) if result is None else None
+        text = None
+        if tools and edit_script(body):
+            calls, text = codex_edit_step(n_results, result)
+        elif result is None and tools:
+            name, parameters = choose_tool(tools)
+            calls = [("function", name, arguments_for(parameters))]
+        else:
+            calls = []
         reasoning = "reasoning.encrypted_content" in (body.get("include") or [])
         output = []
         if reasoning:
             output.append({"id": next_id("rs_", 32), "type": "reasoning",
                            "summary": [{"type": "summary_text", "text": "The script says what to do next."}],
                            "encrypted_content": ENCRYPTED_REASONING})
-        if call:
-            output.append({"id": next_id("fc_", 32), "type": "function_call", "status": "completed",
-                           "arguments": dumps(arguments_for(call[1])), "call_id": next_id("call_", 24),
-                           "name": call[0]})
-        else:
+        for kind, name, given in calls:
+            if kind == "custom":
+                output.append({"id": next_id("ctc_", 32), "type": "custom_tool_call", "status": "completed",
+                               "call_id": next_id("call_", 24), "name": name, "input": given})
+            else:
+                output.append({"id": next_id("fc_", 32), "type": "function_call", "status": "completed",
+                               "arguments": dumps(given), "call_id": next_id("call_", 24), "name": name})
+        if not calls:
+            if text is None:
+                text = HELLO if result is None else answer_text(result)
             output.append({"id": next_id("msg_", 32), "type": "message", "status": "completed",
                            "content": [{"type": "output_text", "annotations": [], "logprobs": [],
-                                        "text": HELLO if result is None else answer_text(result)}],
+                                        "text": text}],
                            "role": "assistant"})
         prompt, completion = tokens_of(body.get("input")), tokens_of(output)
         response = {
@@ -479,6 +565,12 @@ class Handler(BaseHTTPRequestHandler):
                 for piece in split(item["arguments"]):
                     event("response.function_call_arguments.delta", **at, delta=piece)
                 event("response.function_call_arguments.done", **at, arguments=item["arguments"])
+            elif item["type"] == "custom_tool_call":
+                event("response.output_item.added", output_index=index,
+                      item={**item, "status": "in_progress", "input": ""})
+                for piece in split(item["input"]):
+                    event("response.custom_tool_call_input.delta", **at, delta=piece)
+                event("response.custom_tool_call_input.done", **at, input=item["input"])
             else:
                 part = item["content"][0]
                 event("response.output_item.added", output_index=index,

@@ -187,22 +187,20 @@ fn item_of(raw: &RawValue) -> Result<(Side, Vec<MessageContentBlock>), String> {
                 }],
             ))
         }
-        Some("function_call_output") => {
+        // A freeform tool's result (Codex's `apply_patch`) is read as a function's: its item
+        // `id` is new on every run, and kept whole it would make every replay diverge.
+        Some(kind @ ("function_call_output" | "custom_tool_call_output")) => {
             let call_id = item
                 .get("call_id")
                 .and_then(Value::as_str)
-                .ok_or("a function_call_output has no 'call_id'")?;
+                .ok_or_else(|| format!("a {kind} has no 'call_id'"))?;
             let content = match item.get("output") {
                 Some(Value::String(text)) => text.clone(),
                 Some(Value::Array(parts)) => parts
                     .iter()
                     .filter_map(|p| p.get("text").and_then(Value::as_str))
                     .collect(),
-                _ => {
-                    return Err(
-                        "a function_call_output's 'output' is neither a string nor parts".into(),
-                    )
-                }
+                _ => return Err(format!("a {kind}'s 'output' is neither a string nor parts")),
             };
             Ok((
                 Side::Tool,

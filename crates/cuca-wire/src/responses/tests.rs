@@ -288,6 +288,35 @@ fn a_bad_request_is_refused_naming_the_field() {
 }
 
 #[test]
+fn a_freeform_tool_s_result_is_read_as_a_function_s_without_its_per_run_item_id() {
+    // Codex's `apply_patch` result: the `id` is new on every run, the call id and output are not.
+    let result = |id: &str| {
+        let body = format!(
+            r#"{{"model":"m","input":[{{"role":"user","content":"Edit"}},
+              {{"type":"custom_tool_call","id":"ctc_1","call_id":"call_1","name":"apply_patch","input":"*** Begin Patch"}},
+              {{"type":"custom_tool_call_output","id":"{id}","call_id":"call_1","output":"Success."}}]}}"#
+        );
+        let request = parse_request(body.as_bytes()).unwrap();
+        request.unified.messages[2].content.clone()
+    };
+    assert_eq!(
+        result("ctco_1"),
+        vec![MessageContentBlock::ToolResult {
+            tool_call_id: "call_1".into(),
+            content: "Success.".into(),
+            is_error: false
+        }]
+    );
+    assert_eq!(result("ctco_1"), result("ctco_2"));
+    assert_eq!(
+        parse_request(br#"{"input":[{"type":"custom_tool_call_output","output":"x"}]}"#)
+            .unwrap_err()
+            .to_string(),
+        "input[0]: a custom_tool_call_output has no 'call_id'"
+    );
+}
+
+#[test]
 fn a_tool_nested_past_the_value_limit_keeps_its_name_and_json_text() {
     let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
     let body = format!(
