@@ -33,7 +33,7 @@ const PROMPT: &str = "Edit notes.txt, then run its check (cuca-edit-script).";
 const OLD_NOTES: &str = "line one\nline two\n";
 const NEW_NOTES: &str = "line one\nline two, edited\nline three\n";
 /// The edit script's failing command and what it says on stderr.
-const FAIL_COMMAND: &str = "cat notes.txt; echo cuca-check-failed >&2; exit 3";
+const FAIL_COMMAND: &str = "{ cat notes.txt; echo cuca-check-failed; } >&2; exit 3";
 const FAILED: &str = "cuca-check-failed\n";
 
 /// How an agent's edit-script run went: the record, the fork, the replay.
@@ -189,8 +189,14 @@ fn assert_recorded(edited: &Edited, origins: &[&str]) {
     );
     let (at, command) = failed[0];
     assert_eq!(command["exit_status"], 3, "{command}");
-    assert_eq!(command["stderr"]["tail"], FAILED, "{command}");
-    assert_eq!(command["stdout"]["tail"], NEW_NOTES, "{command}");
+    // One stream, so its order is the command's: Codex hands the model both streams as one
+    // text, in the order they arrived, and two pipes would race.
+    assert_eq!(
+        command["stderr"]["tail"],
+        format!("{NEW_NOTES}{FAILED}"),
+        "{command}"
+    );
+    assert_eq!(command["stdout"]["tail"], "", "{command}");
     assert_eq!(command["cwd"], ".", "{command}");
     assert!(
         origins.iter().any(|origin| command["origin"] == *origin),

@@ -56,7 +56,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 TOOL_COMMAND = "echo cuca-tool-ok"
 EDIT_SCRIPT = "cuca-edit-script"
 STATUS_COMMAND = 'echo "status: ${CUCA_TEST_STATUS:-recorded}"'
-FAIL_COMMAND = "cat notes.txt; echo cuca-check-failed >&2; exit 3"
+FAIL_COMMAND = "{ cat notes.txt; echo cuca-check-failed; } >&2; exit 3"
 NOTES = "notes.txt"
 OLD_LINE = "line two\n"
 NEW_LINES = "line two, edited\nline three\n"
