@@ -48,6 +48,7 @@ mod assets;
 pub mod calls;
 pub mod compare;
 mod cost;
+pub mod diffs;
 mod error;
 pub mod index;
 mod marks;

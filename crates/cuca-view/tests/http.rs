@@ -774,3 +774,130 @@ async fn several_forks_compare_side_by_side_with_their_parent() {
     assert!(body.contains("<code>model-b</code>"), "{body}");
     assert!(body.contains("the same"), "{body}");
 }
+
+#[tokio::test]
+async fn a_turn_shows_its_file_changes_with_diffs_and_its_shell_commands_and_the_timeline_marks_them(
+) {
+    let root = tempfile::tempdir().unwrap();
+    let sessions = root.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    support::workspace_session(&sessions, "ws");
+    let base = support::serve(cuca_view::ViewConfig::new(vec![sessions.clone()])).await;
+    let (status, _, body) = get(&format!("{base}/sessions/ws")).await;
+    assert_eq!(status, 200);
+    // Turn 2's head counts what happened before its call.
+    assert!(
+        body.contains("2 files changed · 1 command, 1 failed"),
+        "{body}"
+    );
+    // The file changes, with a diff behind a <details>.
+    let turn2 = &body[body.find(r#"id="turn-2""#).unwrap()..];
+    assert!(
+        turn2.contains(r#"<li class="file-change" data-kind="modified"><details class="diff">"#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains(r#"<code class="path">notes.txt</code>"#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains(r#"<span class="add">+two</span>"#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains(r#"<span class="hunk">@@ -1,2 +1,3 @@</span>"#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains(r#"<li class="file-change" data-kind="deleted">"#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains(r#"<span class="binary">binary</span>"#),
+        "{turn2}"
+    );
+    // The first snapshot changed nothing: it is where the session's files start.
+    let turn1 = &body[body.find(r#"id="turn-1""#).unwrap()..body.find(r#"id="turn-2""#).unwrap()];
+    assert!(
+        turn1.contains("no file changed (the session's first snapshot)"),
+        "{turn1}"
+    );
+    // The command: its line, status, duration, directory and failing stderr, open.
+    assert!(
+        turn2.contains(r#"class="rec shell-command" data-exit="101""#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains("<pre class=\"command\">$ cargo test --quiet</pre>"),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains(r#"<span class="exit-status error">exit 101</span>"#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains(r#"<span class="duration">1s</span>"#),
+        "{turn2}"
+    );
+    assert!(turn2.contains(r#"<code class="cwd">.</code>"#), "{turn2}");
+    assert!(
+        turn2.contains(r#"<details class="stream stderr" open>"#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains("cannot find value `two` in this scope"),
+        "{turn2}"
+    );
+
+    // The timeline marks the command (failed: red) and the snapshots that changed files.
+    let (status, _, timeline) = get(&format!("{base}/sessions/ws/timeline")).await;
+    assert_eq!(status, 200);
+    assert!(
+        timeline.contains(r#"<rect class="command error" data-sequence="6""#),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains(r#"<circle class="files" data-sequence="7""#),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains("2 files · 1 command, 1 failed"),
+        "{timeline}"
+    );
+
+    // Without the object store beside the sessions, the page says so and still lists them.
+    std::fs::remove_dir_all(sessions.join(".cuca-workspace")).unwrap();
+    let (_, _, body) = get(&format!("{base}/sessions/ws")).await;
+    assert!(
+        body.contains("Diffs are not shown: no workspace objects at"),
+        "{body}"
+    );
+    assert!(
+        body.contains(r#"<code class="path">notes.txt</code>"#),
+        "{body}"
+    );
+    assert!(!body.contains(r#"<span class="add">+two</span>"#), "{body}");
+}
+
+#[test]
+fn a_saved_page_holds_the_turns_diffs_and_commands() {
+    let root = tempfile::tempdir().unwrap();
+    let sessions = root.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    support::workspace_session(&sessions, "ws");
+    let config = cuca_view::ViewConfig::new(vec![sessions.clone()]);
+    let mut out = Vec::new();
+    cuca_view::standalone::write_session(&config, "ws", "sessions", &mut out).unwrap();
+    let page = String::from_utf8(out).unwrap();
+    // The diff was read when the file was written: the file holds it.
+    assert!(page.contains(r#"<span class="add">+two</span>"#), "{page}");
+    assert!(
+        page.contains("<pre class=\"command\">$ cargo test --quiet</pre>"),
+        "{page}"
+    );
+    assert!(page.contains(support::FAILED_STDERR), "{page}");
+    assert!(
+        page.contains("2 files changed · 1 command, 1 failed"),
+        "{page}"
+    );
+}

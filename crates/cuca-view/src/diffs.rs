@@ -1,0 +1,66 @@
+//! The diffs of a turn's file changes, read from the workspace object store beside a
+//! directory of sessions, within a budget per turn.
+
+use cuca_workspace::{file_diff, DiffLimits, DirObjects, FileDiff, ObjectId, ObjectStore};
+
+use crate::sessions::Located;
+
+/// Files of one snapshot whose diff a page shows: an agent's turn edits a few files, and
+/// thirty diffs of a thousand lines are a long page already. The first snapshot of a session
+/// lists every file as added; past this many the rest are listed with their counts, and
+/// `cuca checkout` gives them whole.
+pub const MAX_DIFFED_FILES: usize = 30;
+
+/// The lines one file's diff shows at most: a long page of a browser; the rest is counted.
+pub const MAX_DIFF_LINES: usize = 1_000;
+
+/// The changes one snapshot lists at most: the first snapshot of a big workspace names every
+/// file (10,000 in the benchmark's), which is no page; the rest is counted.
+pub const MAX_LISTED_CHANGES: usize = 500;
+
+/// Where a page's diffs come from.
+#[derive(Debug, Clone)]
+pub(crate) enum Diffs {
+    /// The object store beside the session's directory.
+    Store(DirObjects),
+    /// No store to read: why, in words the page shows.
+    Unavailable(String),
+}
+
+impl Diffs {
+    /// The object store beside `located`'s directory, when it is a directory that has one.
+    pub(crate) fn of(located: &Located) -> Diffs {
+        let Some(backend) = located.file() else {
+            return Diffs::Unavailable(
+                "this session's store is not a directory, and workspace objects are kept beside a directory store only; the record's counts are shown".into(),
+            );
+        };
+        let dir = backend.dir().join(DirObjects::DIR_NAME).join("objects");
+        if dir.is_dir() {
+            Diffs::Store(DirObjects::at(dir))
+        } else {
+            Diffs::Unavailable(format!(
+                "no workspace objects at {} (the session was copied without them, or recorded elsewhere); the record's counts are shown",
+                dir.display()
+            ))
+        }
+    }
+
+    /// The diff of `path` from the snapshot `old` to `new`, or why there is none.
+    pub(crate) fn diff(
+        &self,
+        old: Option<&ObjectId>,
+        new: Option<&ObjectId>,
+        path: &str,
+    ) -> Result<FileDiff, String> {
+        let store = match self {
+            Diffs::Store(store) => store,
+            Diffs::Unavailable(why) => return Err(why.clone()),
+        };
+        let limits = DiffLimits {
+            max_lines: MAX_DIFF_LINES,
+            ..DiffLimits::default()
+        };
+        file_diff(store as &dyn ObjectStore, old, new, path, limits).map_err(|e| e.to_string())
+    }
+}
