@@ -237,10 +237,16 @@ impl SortKey {
 }
 
 /// Whether a record is a note (not part of a call): a block of notes only is not a turn.
+/// The workspace's records are notes too: they join the call they come before, and after
+/// the last call (the agent's last commands) they open no turn of their own, as in `cuca
+/// replay`.
 pub(crate) fn is_note(event: &SessionEvent) -> bool {
     matches!(
         event,
-        SessionEvent::Fork { .. } | SessionEvent::ModelSwap { .. }
+        SessionEvent::Fork { .. }
+            | SessionEvent::ModelSwap { .. }
+            | SessionEvent::WorkspaceSnapshot { .. }
+            | SessionEvent::ShellCommand { .. }
     )
 }
 

@@ -865,6 +865,34 @@ async fn a_turn_shows_its_file_changes_with_diffs_and_its_shell_commands_and_the
         "{timeline}"
     );
 
+    // A command after the last call opens no turn: it is shown after the turns.
+    let backend = cuca_store_file::FileBackend::new(&sessions).unwrap();
+    let mut last = cuca_testkit::record(
+        "ws",
+        13,
+        cuca_events::SessionEvent::ShellCommand {
+            command: "git status".into(),
+            cwd: "src".into(),
+            origin: "bash -lc".into(),
+            exit_status: Some(0),
+            duration_ms: 12,
+            stdout: cuca_events::CapturedStream::default(),
+            stderr: cuca_events::CapturedStream::default(),
+        },
+    );
+    last.timestamp_ms = 1_700_000_004_000;
+    cuca_events::SessionBackend::append(&backend, last).unwrap();
+    let (_, _, body) = get(&format!("{base}/sessions/ws")).await;
+    assert!(
+        body.contains(r#"<dd id="summary-turns">2 · 14 records"#),
+        "{body}"
+    );
+    let after = &body[body.find(r#"id="notes-after""#).unwrap()..];
+    assert!(
+        after.contains("<pre class=\"command\">$ git status</pre>"),
+        "{after}"
+    );
+
     // Without the object store beside the sessions, the page says so and still lists them.
     std::fs::remove_dir_all(sessions.join(".cuca-workspace")).unwrap();
     let (_, _, body) = get(&format!("{base}/sessions/ws")).await;
