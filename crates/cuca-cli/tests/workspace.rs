@@ -253,6 +253,38 @@ fn a_run_records_snapshots_and_commands_and_checkout_and_replay_restore_them() {
     assert_eq!(turn3["shell"][0]["stderr"]["tail"], "cuca-failure\n");
     assert_eq!(turn3["workspace"][0]["changes"], serde_json::json!([]));
 
+    // `cuca grep` finds a command by its line and by what it printed.
+    let grep = |pattern: &str| {
+        let out = cuca()
+            .arg("grep")
+            .arg(&store)
+            .args([pattern, "--json", "--no-calls"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .map(|hit| {
+                let kind = format!(
+                    "{} {}",
+                    hit["kind"].as_str().unwrap(),
+                    hit["field"].as_str().unwrap()
+                );
+                (kind, hit["turn"].clone())
+            })
+            .collect::<Vec<_>>()
+    };
+    let in_stderr = grep("cuca-failure");
+    assert!(
+        in_stderr.contains(&("ShellCommand stderr".to_owned(), serde_json::json!(3))),
+        "{in_stderr:?}"
+    );
+    assert!(
+        grep("exit 3").contains(&("ShellCommand command".to_owned(), serde_json::json!(3))),
+        "the command line is searched"
+    );
+
     // Checkout at the first call (before the edit): the old file; at the end: the new one.
     let first_point = format!("ws-1:{}", records[snapshots[0]]["sequence"]);
     let before = tempfile::tempdir().unwrap();
