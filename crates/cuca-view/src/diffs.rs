@@ -14,6 +14,12 @@ pub const MAX_DIFFED_FILES: usize = 30;
 /// The lines one file's diff shows at most: a long page of a browser; the rest is counted.
 pub const MAX_DIFF_LINES: usize = 1_000;
 
+/// The bytes of diff text one snapshot shows at most, as a turn keeps at most
+/// [`crate::sessions::MAX_TURN_TEXT_BYTES`] of recorded text: thirty diffs of a thousand long
+/// lines would be a page of tens of megabytes. A diff that crosses it is cut there, and the
+/// files after it are listed without theirs.
+pub const MAX_DIFF_BYTES: usize = 256 * 1024;
+
 /// The changes one snapshot lists at most: the first snapshot of a big workspace names every
 /// file (10,000 in the benchmark's), which is no page; the rest is counted.
 pub const MAX_LISTED_CHANGES: usize = 500;

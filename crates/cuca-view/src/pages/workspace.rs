@@ -6,7 +6,7 @@ use cuca_workspace::{DiffLine, FileDiff, ObjectId};
 use maud::{html, Markup};
 
 use super::{anchors, duration_words, plural, thousands};
-use crate::diffs::{Diffs, MAX_DIFFED_FILES, MAX_LISTED_CHANGES};
+use crate::diffs::{Diffs, MAX_DIFFED_FILES, MAX_DIFF_BYTES, MAX_LISTED_CHANGES};
 use crate::sessions::RecordView;
 
 /// Where a snapshot's diffs come from: the store, and the tree its changes are counted
@@ -74,6 +74,7 @@ pub(crate) fn snapshot_box(record: &RecordView, source: Option<&DiffSource<'_>>)
         (a + c.added_lines, r + c.removed_lines)
     });
     let group = std::slice::from_ref(record);
+    let budget = std::cell::Cell::new(MAX_DIFF_BYTES);
     html! {
         div.rec.workspace-snapshot { (anchors(group))
             div.who { "workspace before this call · #" (record.sequence) " · "
@@ -89,7 +90,7 @@ pub(crate) fn snapshot_box(record: &RecordView, source: Option<&DiffSource<'_>>)
             @if !changes.is_empty() {
                 ul.file-changes {
                     @for (i, change) in changes.iter().take(MAX_LISTED_CHANGES).enumerate() {
-                        (change_item(change, i, tree.as_ref(), source.filter(|_| unavailable.is_none())))
+                        (change_item(change, i, tree.as_ref(), source.filter(|_| unavailable.is_none()), &budget))
                     }
                 }
                 @if changes.len() > MAX_LISTED_CHANGES {
@@ -112,6 +113,7 @@ fn change_item(
     i: usize,
     tree: Option<&ObjectId>,
     source: Option<&DiffSource<'_>>,
+    budget: &std::cell::Cell<usize>,
 ) -> Markup {
     let head = html! {
         code.path { (change.path) }
@@ -123,9 +125,10 @@ fn change_item(
     let Some(source) = source.filter(|_| !change.binary) else {
         return html! { li.file-change data-kind=(kind) { (head) } };
     };
-    if i >= MAX_DIFFED_FILES {
+    if i >= MAX_DIFFED_FILES || budget.get() == 0 {
         return html! { li.file-change data-kind=(kind) { (head)
-        span.muted { " · diff not shown (a page shows the first " (MAX_DIFFED_FILES) " of a snapshot)" } } };
+        span.muted.diff-not-shown { " · diff not shown (a page shows the diffs of the first " (MAX_DIFFED_FILES)
+            " files of a snapshot, " (MAX_DIFF_BYTES / 1024) " KiB of them at most)" } } };
     }
     let (old, new) = match change.kind {
         cuca_events::FileChangeKind::Added => (None, tree),
@@ -135,11 +138,14 @@ fn change_item(
     // A change counted against a snapshot the session does not hold (the recorder's
     // previous one was another session's) has no old side to read: the record does not name
     // the tree it was counted against. An added file's old side is empty whatever it was.
-    let diff = if old.is_none() && change.kind != cuca_events::FileChangeKind::Added {
+    let mut diff = if old.is_none() && change.kind != cuca_events::FileChangeKind::Added {
         Err("the snapshot this change was counted against is not in this session, and the record does not name it".to_owned())
     } else {
         source.diffs.diff(old, new, &change.path)
     };
+    if let Ok(FileDiff::Text(text)) = &mut diff {
+        spend(text, budget);
+    }
     html! {
         li.file-change data-kind=(kind) {
             details.diff {
@@ -158,6 +164,29 @@ fn change_item(
             }
         }
     }
+}
+
+/// Keeps the lines of `text` that fit what is left of the snapshot's `budget`, spending it;
+/// the rest are counted in its `lines_left_out`.
+fn spend(text: &mut cuca_workspace::TextDiff, budget: &std::cell::Cell<usize>) {
+    let mut left = budget.get();
+    let mut kept = 0;
+    for line in &text.lines {
+        // A line's text and its sign and newline; a hunk header is some 30 bytes.
+        let bytes = match line {
+            DiffLine::Context(t) | DiffLine::Removed(t) | DiffLine::Added(t) => t.len() + 2,
+            DiffLine::Hunk { .. } => 32,
+        };
+        if bytes > left {
+            left = 0;
+            break;
+        }
+        left -= bytes;
+        kept += 1;
+    }
+    text.lines_left_out += text.lines.len() - kept;
+    text.lines.truncate(kept);
+    budget.set(left);
 }
 
 fn diff_line(line: &DiffLine) -> Markup {
@@ -216,3 +245,6 @@ fn stream(name: &str, stream: &CapturedStream, open: bool) -> Markup {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
