@@ -1,9 +1,14 @@
 //! The diffs of a turn's file changes, read from the workspace object store beside a
 //! directory of sessions, within a budget per turn.
 
-use cuca_workspace::{file_diff, DiffLimits, DirObjects, FileDiff, ObjectId, ObjectStore};
+use cuca_events::{FileChange, SessionEvent};
+use cuca_workspace::{
+    file_diff, read_flat, DiffLimits, DirObjects, FileDiff, ObjectId, ObjectStore,
+};
 
+use crate::index::SessionIndex;
 use crate::sessions::Located;
+use crate::ViewConfig;
 
 /// Files of one snapshot whose diff a page shows: an agent's turn edits a few files, and
 /// thirty diffs of a thousand lines are a long page already. The first snapshot of a session
@@ -27,8 +32,9 @@ pub const MAX_LISTED_CHANGES: usize = 500;
 /// Where a page's diffs come from.
 #[derive(Debug, Clone)]
 pub(crate) enum Diffs {
-    /// The object store beside the session's directory.
-    Store(DirObjects),
+    /// The object store beside the session's directory, and the tree a sibling conversation
+    /// snapshotted last before the session's first snapshot ([`Diffs::with_sibling_base`]).
+    Store(DirObjects, Option<ObjectId>),
     /// No store to read: why, in words the page shows.
     Unavailable(String),
 }
@@ -43,7 +49,7 @@ impl Diffs {
         };
         let dir = backend.dir().join(DirObjects::DIR_NAME).join("objects");
         if dir.is_dir() {
-            Diffs::Store(DirObjects::at(dir))
+            Diffs::Store(DirObjects::at(dir), None)
         } else {
             Diffs::Unavailable(format!(
                 "no workspace objects at {} (the session was copied without them, or recorded elsewhere); the record's counts are shown",
@@ -60,7 +66,7 @@ impl Diffs {
         path: &str,
     ) -> Result<FileDiff, String> {
         let store = match self {
-            Diffs::Store(store) => store,
+            Diffs::Store(store, _) => store,
             Diffs::Unavailable(why) => return Err(why.clone()),
         };
         let limits = DiffLimits {
@@ -68,5 +74,75 @@ impl Diffs {
             ..DiffLimits::default()
         };
         file_diff(store as &dyn ObjectStore, old, new, path, limits).map_err(|e| e.to_string())
+    }
+}
+
+impl Diffs {
+    /// These diffs, knowing where the session's first snapshot may have been counted from: a
+    /// proxy that records several conversations of one agent (`S`, `S:conv:1`, …) counts a
+    /// conversation's first snapshot against the last one it took, which is another
+    /// conversation's, and the record does not name it. The candidate is the latest snapshot
+    /// of the session's sibling conversations at or before its first; it is used only when it
+    /// gives exactly the record's changed paths ([`Diffs::base_of_first`]).
+    pub(crate) fn with_sibling_base(
+        self,
+        config: &ViewConfig,
+        session: &str,
+        index: &SessionIndex,
+    ) -> Diffs {
+        let Diffs::Store(objects, _) = self else {
+            return self;
+        };
+        let candidate = index
+            .snapshots
+            .first()
+            .filter(|first| first.n_changes > 0)
+            .and_then(|first| {
+                let lanes = crate::timeline::lanes(config, session).ok()?;
+                lanes
+                    .iter()
+                    .filter(|lane| lane.session != session)
+                    .flat_map(|lane| lane.index.snapshots.iter())
+                    .filter(|s| s.at_ms <= first.at_ms && s.tree.is_some())
+                    .max_by_key(|s| s.at_ms)
+                    .and_then(|s| s.tree)
+            });
+        Diffs::Store(objects, candidate)
+    }
+
+    /// The tree the snapshot `event` (the session's first) was counted against, when a
+    /// sibling conversation's snapshot gives exactly its changed paths; `None` otherwise.
+    pub(crate) fn base_of_first(&self, event: &SessionEvent) -> Option<ObjectId> {
+        let Diffs::Store(store, Some(candidate)) = self else {
+            return None;
+        };
+        let SessionEvent::WorkspaceSnapshot {
+            snapshot, changes, ..
+        } = event
+        else {
+            return None;
+        };
+        let tree = ObjectId::parse(snapshot).ok()?;
+        let (before, after) = (
+            read_flat(store, candidate).ok()?,
+            read_flat(store, &tree).ok()?,
+        );
+        let mut changed: Vec<&str> = before
+            .iter()
+            .filter(|(path, entry)| after.get(*path) != Some(entry))
+            .map(|(path, _)| path.as_str())
+            .chain(
+                after
+                    .keys()
+                    .filter(|path| !before.contains_key(*path))
+                    .map(String::as_str),
+            )
+            .collect();
+        changed.sort_unstable();
+        let recorded: Vec<&str> = changes
+            .iter()
+            .map(|c: &FileChange| c.path.as_str())
+            .collect();
+        (changed == recorded).then_some(*candidate)
     }
 }

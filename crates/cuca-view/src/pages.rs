@@ -724,7 +724,13 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
                 } @else if matches!(group[0].event, SessionEvent::WorkspaceSnapshot { .. }) {
                     @let source = workspace::DiffSource {
                         diffs: &context.diffs,
-                        before: context.index.snapshot_before(group[0].sequence),
+                        before: context.index.snapshot_before(group[0].sequence).or_else(|| {
+                            // The session's first snapshot: counted against a sibling's, perhaps.
+                            let first = context.index.snapshots.first().map(|s| s.sequence);
+                            (first == Some(group[0].sequence))
+                                .then(|| context.diffs.base_of_first(&group[0].event))
+                                .flatten()
+                        }),
                     };
                     (workspace::snapshot_box(&group[0], Some(&source)))
                 } @else if tokens.is_none() && matches!(group[0].event, SessionEvent::TokenUsage { .. }) {

@@ -929,3 +929,62 @@ fn a_saved_page_holds_the_turns_diffs_and_commands() {
         "{page}"
     );
 }
+
+/// A conversation's first snapshot, counted by the proxy against the last one it took (its
+/// base session's), shows its diffs when that snapshot gives exactly the record's changes,
+/// and none (saying why) when it does not.
+#[tokio::test]
+async fn a_conversations_first_snapshot_is_diffed_against_its_siblings_when_it_gives_its_changes() {
+    use cuca_events::{Message, SessionBackend, SessionEvent};
+    use cuca_workspace::{DirObjects, SnapshotConfig, Snapshotter};
+    let root = tempfile::tempdir().unwrap();
+    let sessions = root.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("notes.txt"), "one\n").unwrap();
+    let objects = std::sync::Arc::new(DirObjects::beside(&sessions));
+    let mut snapshotter =
+        Snapshotter::new(workspace.path(), objects, SnapshotConfig::default()).unwrap();
+    let first = snapshotter.snapshot(None).unwrap();
+    std::fs::write(workspace.path().join("notes.txt"), "one\ntwo\n").unwrap();
+    let second = snapshotter.snapshot(Some(&first.id)).unwrap();
+    let backend = cuca_store_file::FileBackend::new(&sessions).unwrap();
+    let turn = |id: &str, snapshot: SessionEvent, at: u64| {
+        let events = [
+            snapshot,
+            SessionEvent::Message(Message::user("go")),
+            SessionEvent::Output { text: "ok".into() },
+            SessionEvent::Latency { duration_ms: 10 },
+            SessionEvent::TokenUsage {
+                prompt_tokens: 1,
+                completion_tokens: 1,
+            },
+        ];
+        for (sequence, event) in events.into_iter().enumerate() {
+            let mut record = cuca_testkit::record(id, sequence as u64, event);
+            record.timestamp_ms = at + sequence as u64;
+            backend.append(record).unwrap();
+        }
+    };
+    turn("agent", first.event(), 1_700_000_000_000);
+    turn("agent:conv:1", second.event(), 1_700_000_001_000);
+    // A conversation whose recorded changes the sibling's snapshot does not give.
+    let mut wrong = second.event();
+    if let SessionEvent::WorkspaceSnapshot { changes, .. } = &mut wrong {
+        changes[0].path = "other.txt".into();
+    }
+    turn("agent:conv:2", wrong, 1_700_000_002_000);
+    let base = support::serve(cuca_view::ViewConfig::new(vec![sessions])).await;
+
+    let (status, _, body) = get(&format!("{base}/sessions/agent:conv:1")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(r#"<span class="add">+two</span>"#), "{body}");
+    assert!(!body.contains("does not hold"), "{body}");
+
+    let (_, _, body) = get(&format!("{base}/sessions/agent:conv:2")).await;
+    assert!(
+        body.contains("counted against a snapshot this session does not hold"),
+        "{body}"
+    );
+    assert!(!body.contains(r#"<span class="add">+two</span>"#), "{body}");
+}

@@ -68,7 +68,7 @@ pub(crate) fn snapshot_box(record: &RecordView, source: Option<&DiffSource<'_>>)
     let tree = ObjectId::parse(snapshot).ok();
     let unavailable = source.and_then(|s| match s.diffs {
         Diffs::Unavailable(why) => Some(why.as_str()),
-        Diffs::Store(_) => None,
+        Diffs::Store(..) => None,
     });
     let (added, removed) = changes.iter().fold((0u64, 0u64), |(a, r), c| {
         (a + c.added_lines, r + c.removed_lines)
