@@ -33,7 +33,10 @@ fn assert_all_rows_whole(path: &std::path::Path) {
         WRITERS * ROWS_EACH
     );
     for line in text.lines().filter(|line| !line.trim().is_empty()) {
-        assert!(line.starts_with('{') && line.ends_with('}'), "torn line: {line:.80}");
+        assert!(
+            line.starts_with('{') && line.ends_with('}'),
+            "torn line: {line:.80}"
+        );
     }
     let report = read_rows(path).unwrap();
     assert_eq!(report.torn_tail, None);

@@ -1,8 +1,11 @@
 //! `cuca compare STORE SESSION --from POINT --models A,B[,…] [--verify CMD] -- AGENT…`: would
-//! another model have done better from a point on? For each model, a copy of the working
-//! directory, the agent run again in it through `cuca run --mode fork --from POINT --model M`
-//! (the calls before the point replayed, the rest live on M, recorded in a fork that says so),
-//! then CMD run in that copy; one table of the runs. The recorded session keeps its records
+//! another model have done better from a point on? For each model, a directory of its own
+//! holding the workspace as the session started (restored from its first snapshot by `cuca
+//! run --in-place`; a session recorded without snapshots gets a copy of the working
+//! directory), the agent run again in it through `cuca run --mode fork --from POINT --model M`
+//! (the calls before the point replayed, so the agent redoes the recorded steps on the
+//! recorded files and reaches the point on the files the point saw; the rest live on M,
+//! recorded in a fork that says so), then CMD run in that directory; one table of the runs. The recorded session keeps its records
 //! (fork mode adds only the `Fork` audit record a fork leaves in its parent).
 
 use std::ffi::OsString;
@@ -35,8 +38,9 @@ const MAX_MODELS: usize = 32;
 /// `cuca compare` arguments; `docs/agents.md` has the long form.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Each model's run: a copy of the current directory (in a temporary directory, \
-                  kept; its path is in --json), then `cuca run --mode fork --from POINT --model \
+    after_help = "Each model's run: a directory of its own (temporary, kept; its path is in \
+                  --json) holding the workspace the session started from (restored from its \
+                  first snapshot, or a copy of the current directory when it has none), then `cuca run --mode fork --from POINT --model \
                   MODEL` of AGENT in it, then `sh -c CMD` in it. Exit status 0 once the table is \
                   printed, whatever the verdicts."
 )]
@@ -148,6 +152,9 @@ pub(crate) fn run(args: &CompareArgs, schema: Option<&str>) -> Result<(), CliErr
             .into_os_string(),
         StoreArg::Postgres(url) => OsString::from(url),
     };
+    // A session that recorded its workspace starts each model from the recorded start,
+    // never from today's files, which may be the end of the run compared.
+    let restored = crate::workspace::has_snapshot(&store, &args.session)?;
     let source = std::env::current_dir()
         .map_err(|error| CliError::Failed(format!("read the working directory: {error}")))?;
     let scratch = std::env::temp_dir().join(format!(
@@ -171,6 +178,7 @@ pub(crate) fn run(args: &CompareArgs, schema: Option<&str>) -> Result<(), CliErr
                     exe: &exe,
                     store_word: &store_word,
                     source: &source,
+                    restored,
                     scratch: &scratch,
                 };
                 let outcome = run.one(model, at);
@@ -221,11 +229,14 @@ struct Run<'a> {
     exe: &'a Path,
     store_word: &'a OsString,
     source: &'a Path,
+    /// Whether `cuca run` restores the session's start into each model's directory (the
+    /// session has a workspace snapshot); otherwise `source` is copied there.
+    restored: bool,
     scratch: &'a Path,
 }
 
 impl Run<'_> {
-    /// `model`'s run: its copy, the agent through fork mode, then CMD.
+    /// `model`'s run: its directory, the agent through fork mode, then CMD.
     fn one(&self, model: &str, at: usize) -> Outcome {
         let home = self.scratch.join(format!("{at}-{}", file_word(model)));
         let mut outcome = Outcome {
@@ -233,7 +244,12 @@ impl Run<'_> {
             log: home.join("agent.log"),
             ..Outcome::default()
         };
-        let workspace = match prepare_workspace(self.source, &home) {
+        let prepared = if self.restored {
+            empty_workspace(&home)
+        } else {
+            prepare_workspace(self.source, &home)
+        };
+        let workspace = match prepared {
             Ok(workspace) => workspace,
             Err(error) => {
                 outcome.error = Some(error);
@@ -258,6 +274,10 @@ impl Run<'_> {
             .arg(self.store_word)
             .args(["--mode", "fork", "--session", &self.args.session])
             .args(["--from", &self.args.from, "--model", model]);
+        if self.restored {
+            // Into this model's own directory, which holds nothing to lose.
+            command.args(["--in-place", "--force"]);
+        }
         if let Some(upstream) = &self.args.upstream {
             command.args(["--upstream", upstream]);
         }
@@ -308,7 +328,16 @@ fn file_word(model: &str) -> String {
         .collect()
 }
 
-/// The directory a model's agent runs in: a copy of `source` (the working directory), made
+/// The directory a model's agent runs in when `cuca run` restores the session's start into
+/// it: new and empty.
+fn empty_workspace(home: &Path) -> Result<PathBuf, String> {
+    let work = home.join("work");
+    std::fs::create_dir_all(&work)
+        .map_err(|error| format!("create {}: {error}", work.display()))?;
+    Ok(work)
+}
+
+/// The directory a model's agent runs in for a session with no snapshot: a copy of `source` (the working directory), made
 /// under `home`. Everything is copied (hidden files and `.git` too; symbolic links as links),
 /// up to [`MAX_WORKSPACE_BYTES`] and [`MAX_WORKSPACE_FILES`]. This is the one place that
 /// decides what the agent starts from, so a restore of the files as they were at the point
@@ -320,6 +349,13 @@ pub(crate) fn prepare_workspace(source: &Path, home: &Path) -> Result<PathBuf, S
     let mut budget = (MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES);
     copy_tree(source, &work, &mut budget, home)?;
     Ok(work)
+}
+
+/// Copies the directory `from` into `to` (which exists), as a model's copy is made, within
+/// the same bounds.
+pub(crate) fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+    let mut budget = (MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES);
+    copy_tree(from, to, &mut budget, to)
 }
 
 fn copy_tree(from: &Path, to: &Path, budget: &mut (u64, u64), skip: &Path) -> Result<(), String> {

@@ -59,9 +59,11 @@ mod error;
 mod grep;
 mod journal;
 mod logs;
+mod objects;
 mod otel;
 mod pager;
 mod proxy;
+mod quickstart;
 mod redaction;
 mod repair;
 mod run;
@@ -261,6 +263,12 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Write the workspace as it stood at a point of a session into DIR.
     Checkout(workspace::CheckoutArgs),
+    /// cuca's main job offline, in one command: a committed coding-agent run replayed with its
+    /// workspace restored, then forked at its second call.
+    Quickstart(quickstart::QuickstartArgs),
+    /// The quickstart's example agent (run by `cuca quickstart` under `cuca run`).
+    #[command(name = "quickstart-agent", hide = true)]
+    QuickstartAgent,
     /// The shell shim `cuca run` puts on COMMAND's PATH: runs the real shell, reports the
     /// command to the proxy.
     #[command(name = "shell-shim", hide = true)]
@@ -494,6 +502,8 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
         Command::Run(args) => run::run(args, schema),
         Command::Compare(args) => compare::run(&args, schema),
         Command::Checkout(args) => workspace::checkout(&args, schema),
+        Command::Quickstart(args) => quickstart::run(&args),
+        Command::QuickstartAgent => quickstart::agent::run(),
         Command::ShellShim(args) => shell::run_shim(args),
         Command::Completions { shell } => completions::write(shell),
         Command::CompleteSessions { store } => completions::sessions(&open(&store)?),

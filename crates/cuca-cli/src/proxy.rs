@@ -150,7 +150,7 @@ pub(crate) fn run(args: &ProxyArgs, schema: Option<&str>) -> Result<(), CliError
     config.answer_unrecorded = store.file().is_none();
     let proxy = open_store(config, &store)?;
     if let Some(dir) = &args.workspace {
-        crate::workspace::watch(&proxy, dir, &args.store, args.max_file_bytes)?;
+        crate::workspace::watch(&proxy, dir, &args.store, &store, args.max_file_bytes)?;
     }
     let runtime = runtime()?;
     runtime.block_on(async {

@@ -13,6 +13,7 @@ use cuca_workspace::{
 };
 
 use crate::error::CliError;
+use crate::objects::objects_for;
 use crate::store::{Store, StoreArg};
 
 use crate::shell::{OBJECTS_ENV, WORKSPACE_ENV};
@@ -90,16 +91,6 @@ pub(crate) fn program(program: &std::ffi::OsStr, prepared: Option<&Prepared>) ->
         .unwrap_or(as_given)
 }
 
-/// The object store beside `store`: a directory store keeps it in `STORE/.cuca-workspace`.
-pub(crate) fn objects_for(store: &StoreArg) -> Result<DirObjects, CliError> {
-    match store {
-        StoreArg::Dir(dir) => Ok(DirObjects::beside(dir)),
-        StoreArg::Postgres(_) => Err(CliError::Usage(
-            "workspace snapshots are kept beside a directory store; a PostgreSQL store does not hold them yet (use --no-workspace, or record into a directory)".into(),
-        )),
-    }
-}
-
 /// The records of `session` that are workspace snapshots, with their sequences.
 fn snapshots(store: &Store, session: &str) -> Result<Vec<(u64, ObjectId)>, CliError> {
     let records: Vec<SessionRecord> = store.backend().replay(session)?;
@@ -115,10 +106,15 @@ fn snapshots(store: &Store, session: &str) -> Result<Vec<(u64, ObjectId)>, CliEr
     Ok(found)
 }
 
+/// Whether `session` recorded its workspace (holds a snapshot to restore).
+pub(crate) fn has_snapshot(store: &Store, session: &str) -> Result<bool, CliError> {
+    Ok(!snapshots(store, session)?.is_empty())
+}
+
 /// Runs `cuca checkout`.
 pub(crate) fn checkout(args: &CheckoutArgs, schema: Option<&str>) -> Result<(), CliError> {
     let store = args.store.open(schema, false)?;
-    let objects = objects_for(&args.store)?;
+    let objects = objects_for(&args.store, &store)?;
     let sessions = store.backend().sessions()?;
     // A session id may itself end in `:N` (a conversation, `run:conv:1`): a name that is a
     // session is taken whole, anything else as `SESSION:SEQUENCE`.
@@ -138,7 +134,7 @@ pub(crate) fn checkout(args: &CheckoutArgs, schema: Option<&str>) -> Result<(), 
         force: args.force,
         prune: None,
     };
-    let restored = restore(&objects, id, &args.dir, &options).map_err(workspace_error)?;
+    let restored = restore(objects.as_ref(), id, &args.dir, &options).map_err(workspace_error)?;
     eprintln!(
         "cuca checkout: {} files of {session}:{sequence} ({id}) written to {}",
         restored.n_written,
@@ -170,8 +166,8 @@ pub(crate) fn prepare(
     if args.no_workspace {
         return Ok(None);
     }
-    let objects: Arc<dyn ObjectStore> = match objects_for(store_arg) {
-        Ok(objects) => Arc::new(objects),
+    let objects: Arc<dyn ObjectStore> = match objects_for(store_arg, store) {
+        Ok(objects) => objects,
         Err(CliError::Usage(why)) if args.workspace.is_none() && !args.in_place => {
             eprintln!("cuca run: no workspace recorded: {why}");
             return Ok(None);
@@ -216,6 +212,15 @@ pub(crate) fn prepare(
                     target.display()
                 );
                 if !args.in_place {
+                    // The agent runs in the copy and says so in its requests (its working
+                    // directory is in Claude Code's and Codex's prompts): the proxy reads the
+                    // copy's path as the workspace's, which is where the recording was made
+                    // when it is replayed from where it was recorded.
+                    let copy = target.canonicalize().unwrap_or_else(|_| target.clone());
+                    proxy.read_requests_with(cuca_proxy::Aliases::workspace(
+                        &copy.to_string_lossy(),
+                        &workspace.to_string_lossy(),
+                    ));
                     cwd = Some(target.clone());
                     workspace = target;
                 }
@@ -314,9 +319,10 @@ pub(crate) fn watch(
     proxy: &cuca_proxy::Proxy,
     dir: &Path,
     store: &StoreArg,
+    opened: &Store,
     max_file_bytes: u64,
 ) -> Result<(), CliError> {
-    let objects = Arc::new(objects_for(store)?);
+    let objects = objects_for(store, opened)?;
     let config = SnapshotConfig {
         max_file_bytes,
         exclude: excluded(store),

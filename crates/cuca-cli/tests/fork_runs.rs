@@ -412,6 +412,8 @@ fn compare_grades_each_model(store: &Store, dir: &Path) {
     let upstream = Upstream::start(dir);
     record(store, &work, &upstream);
     std::fs::remove_file(work.join("answer.txt")).unwrap();
+    // Today's files are not the recorded start: each model starts from the start.
+    std::fs::write(work.join("task.md"), "changed since\n").unwrap();
     let before = records(store, "s");
 
     let compare = |json: bool| {
@@ -470,6 +472,10 @@ fn compare_grades_each_model(store: &Store, dir: &Path) {
     assert!(b.contains("s:fork:s:"), "{text}");
     // The working directory the compare ran from is left as it was.
     assert!(!work.join("answer.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(work.join("task.md")).unwrap(),
+        "changed since\n"
+    );
 
     let rows = json_lines(&compare(true));
     assert_eq!(rows.len(), 2);
@@ -493,6 +499,10 @@ fn compare_grades_each_model(store: &Store, dir: &Path) {
         )
         .unwrap();
         assert_eq!(answer, format!("{model}-answer-3\n"));
+        let task =
+            std::fs::read_to_string(Path::new(row["workspace"].as_str().unwrap()).join("task.md"))
+                .unwrap();
+        assert_eq!(task, "three steps\n", "restored from the recorded start");
     }
     assert_eq!(own_records(store, "s"), before);
     // A point that leaves nothing to replay, or a model named twice, is refused before

@@ -390,3 +390,109 @@ fn a_run_records_snapshots_and_commands_and_checkout_and_replay_restore_them() {
     );
     std::fs::remove_dir_all(&cwd).unwrap();
 }
+
+/// A schema of its own on the test server `CUCA_PG_URL` names, dropped with the backend;
+/// `None` (the test skips) without a server, unless `CI` is set.
+fn postgres() -> Option<(String, String, cuca::PostgresBackend)> {
+    let Some(url) = std::env::var("CUCA_PG_URL").ok().filter(|u| !u.is_empty()) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but CUCA_PG_URL is not"
+        );
+        eprintln!("skipped: CUCA_PG_URL is unset (bash .ci/postgres.sh start env; . ./env)");
+        return None;
+    };
+    let config = cuca::PostgresConfig::new(&url)
+        .unwrap()
+        .with_throwaway_schema();
+    let backend = cuca::PostgresBackend::connect(config).unwrap();
+    Some((url, backend.schema().to_owned(), backend))
+}
+
+#[test]
+fn on_postgresql_the_snapshots_live_in_the_database_and_any_machine_restores_them() {
+    let Some((url, schema, _backend)) = postgres() else {
+        return;
+    };
+    let workspace = tempfile::tempdir().unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    let root = workspace.path();
+    std::fs::write(root.join("notes.txt"), OLD_NOTES).unwrap();
+    let agent = tools.path().join("agent.py");
+    std::fs::write(&agent, AGENT).unwrap();
+    let upstream = scripted_upstream();
+    let recorded = cuca()
+        .current_dir(root)
+        .args(["--schema", &schema, "run", "--store", &url])
+        .args([
+            "--upstream",
+            &upstream.1,
+            "--session",
+            "ws-pg",
+            "--",
+            "python3",
+        ])
+        .arg(&agent)
+        .output()
+        .unwrap();
+    assert!(recorded.status.success(), "{}", stderr(&recorded));
+    drop(upstream);
+    // Nothing of the recording is on this machine's disk: the workspace holds its own files
+    // only, and no object directory was made anywhere beside it.
+    let mut names: Vec<String> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["notes.txt"]);
+
+    // Another machine: only the URL. The first call's files, then the last.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let checkout = |point: &str, into: &Path| {
+        let out = cuca()
+            .current_dir(elsewhere.path())
+            .args(["--schema", &schema, "checkout", &url, point])
+            .arg(into)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    let shown = cuca()
+        .args(["--schema", &schema, "show", "--json", &url, "ws-pg"])
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let first = String::from_utf8_lossy(&shown.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .find(|record| kind(record) == "WorkspaceSnapshot")
+        .unwrap()["sequence"]
+        .clone();
+    checkout(&format!("ws-pg:{first}"), &elsewhere.path().join("before"));
+    checkout("ws-pg", &elsewhere.path().join("after"));
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.path().join("before/notes.txt")).unwrap(),
+        OLD_NOTES
+    );
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.path().join("after/notes.txt")).unwrap(),
+        NEW_NOTES
+    );
+
+    // And a replay run from the database starts the agent in a copy restored from it.
+    let replayed = cuca()
+        .current_dir(elsewhere.path())
+        .args(["--schema", &schema, "run", "--store", &url])
+        .args(["--mode", "replay", "--session", "ws-pg", "--", "python3"])
+        .arg(&agent)
+        .output()
+        .unwrap();
+    assert!(replayed.status.success(), "{}", stderr(&replayed));
+    let said = String::from_utf8_lossy(&replayed.stdout);
+    assert!(
+        said.contains(&format!("notes at start {}", serde_json::json!(OLD_NOTES))),
+        "{said}"
+    );
+    let cwd = said.lines().next().unwrap().strip_prefix("cwd ").unwrap();
+    std::fs::remove_dir_all(cwd).unwrap();
+}

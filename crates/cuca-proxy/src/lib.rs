@@ -78,6 +78,7 @@
 //! recorded one at a time.
 #![forbid(unsafe_code)]
 
+mod aliases;
 mod call;
 mod chain;
 mod config;
@@ -108,6 +109,7 @@ mod swap;
 mod upstream;
 mod workspace;
 
+pub use aliases::Aliases;
 pub use config::{
     Mode, ProxyConfig, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_CALLER_STALL_TIMEOUT,
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES,

@@ -67,6 +67,13 @@ impl Proxy {
         self.shared.workspace.set(watch).is_ok()
     }
 
+    /// Reads every request with `aliases` applied before it is placed, compared or recorded
+    /// (the bytes forwarded upstream are the caller's): a replay or fork run's restored copy
+    /// of the workspace read as the recorded workspace. Set once; `false` when set already.
+    pub fn read_requests_with(&self, aliases: crate::aliases::Aliases) -> bool {
+        self.shared.aliases.set(aliases).is_ok()
+    }
+
     /// The config the proxy runs under.
     pub fn config(&self) -> &ProxyConfig {
         &self.shared.config
@@ -336,7 +343,10 @@ async fn take_in(
     let body = read_body(&shared, &headers, body)
         .await
         .map_err(|e| e.in_session(&session))?;
-    let mut request = format.parse_request(&body);
+    let mut request = match shared.aliases.get() {
+        Some(aliases) => format.parse_request(&aliases.apply(&body)),
+        None => format.parse_request(&body),
+    };
     // A Responses call that names the answer it continues is in that answer's conversation.
     let mut continued = None;
     if let Ok(parsed) = &mut request {

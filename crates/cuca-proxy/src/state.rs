@@ -51,6 +51,9 @@ pub(crate) struct Shared {
     pub(crate) cut: watch::Sender<bool>,
     /// The workspace snapshotted before each recorded call, when one is watched.
     pub(crate) workspace: std::sync::OnceLock<crate::workspace::WorkspaceWatch>,
+    /// Paths requests are read with as other paths (a restored copy of the workspace as the
+    /// recorded one), when set.
+    pub(crate) aliases: std::sync::OnceLock<crate::aliases::Aliases>,
 }
 
 impl Shared {
@@ -87,6 +90,7 @@ impl Shared {
             closing: AtomicBool::new(false),
             cut: watch::Sender::new(false),
             workspace: std::sync::OnceLock::new(),
+            aliases: std::sync::OnceLock::new(),
             config,
         })
     }

@@ -78,6 +78,7 @@
 
 mod config;
 mod error;
+mod objects;
 mod schema;
 mod worker;
 
@@ -98,6 +99,7 @@ pub use config::{
     Durability, IntoPostgresConfig, PostgresConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SCHEMA,
 };
 pub use error::Error;
+pub use objects::{PostgresObjects, MAX_OBJECT_BYTES};
 
 use worker::{Job, Msg, Pending, Shared, Worker};
 

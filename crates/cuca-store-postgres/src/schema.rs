@@ -38,6 +38,8 @@ use crate::error::Error;
 ///   9.3 against 11.7 ms per 1,000 rows), which is what a recorded stream waits on. A query
 ///   by kind within a session (`WHERE session_id = … AND kind = …`) still reads only that
 ///   session's rows through the primary key.
+/// * (5) `cuca_objects`: content-addressed blobs by id (`PostgresObjects`), the objects the
+///   sessions' workspace snapshots name, so every machine of a fleet can restore them.
 pub(crate) const MIGRATIONS: &[(i32, &str)] = &[
     (
     1,
@@ -144,6 +146,13 @@ pub(crate) const MIGRATIONS: &[(i32, &str)] = &[
         $cuca$;",
     ),
     (4, "DROP INDEX IF EXISTS cuca_session_records_kind;"),
+    (
+        5,
+        "CREATE TABLE IF NOT EXISTS cuca_objects (
+            id text COLLATE \"C\" PRIMARY KEY,
+            bytes bytea NOT NULL
+        );",
+    ),
 ];
 
 /// The advisory lock of one session, taken for the transaction by `cuca_append` and by a

@@ -144,7 +144,7 @@ fn processes_starting_together_migrate_once() {
         .iter()
         .map(|row| row.get(0))
         .collect();
-    assert_eq!(versions, vec![1, 2, 3, 4]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5]);
     // Every one of them writes into the same table.
     for (sequence, backend) in backends.iter().enumerate() {
         backend
@@ -187,7 +187,7 @@ fn a_schema_from_a_newer_build_is_refused() {
             typed(&error),
             Error::SchemaTooNew {
                 found: 99,
-                known: 4,
+                known: 5,
                 ..
             }
         ),
@@ -587,6 +587,7 @@ fn a_schema_from_before_the_sequence_rule_is_migrated_and_keeps_its_records() {
         indexes,
         [
             "cuca_migrations_pkey",
+            "cuca_objects_pkey",
             "cuca_session_records_pkey",
             "cuca_session_records_replay"
         ],

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A three-step agent for crates/cuca-cli/tests/model_swap.rs: three Chat Completions calls
+"""A three-step agent for crates/cuca-cli/tests/fork_runs.rs: three Chat Completions calls
 to $OPENAI_BASE_URL with model "a", each carrying the conversation so far, then its last
 answer written to answer.txt in the working directory. With VARIANT set, the second and third
 steps say it too. Standard library only.
