@@ -1,6 +1,8 @@
 //! The diffs of a turn's file changes, read from the workspace object store beside a
 //! directory of sessions, within a budget per turn.
 
+use std::sync::Arc;
+
 use cuca_events::{FileChange, SessionEvent};
 use cuca_workspace::{
     file_diff, read_flat, DiffLimits, DirObjects, FileDiff, ObjectId, ObjectStore,
@@ -29,27 +31,43 @@ pub const MAX_DIFF_BYTES: usize = 256 * 1024;
 /// file (10,000 in the benchmark's), which is no page; the rest is counted.
 pub const MAX_LISTED_CHANGES: usize = 500;
 
+/// A workspace object store, shared (a database's connection, a directory).
+#[derive(Clone)]
+pub struct Objects(pub Arc<dyn ObjectStore>);
+
+impl std::fmt::Debug for Objects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Objects({})", self.0.describe())
+    }
+}
+
 /// Where a page's diffs come from.
 #[derive(Debug, Clone)]
 pub(crate) enum Diffs {
-    /// The object store beside the session's directory, and the tree a sibling conversation
-    /// snapshotted last before the session's first snapshot ([`Diffs::with_sibling_base`]).
-    Store(DirObjects, Option<ObjectId>),
+    /// The object store beside the session's directory (or the one configured for its
+    /// store), and the tree a sibling conversation snapshotted last before the session's
+    /// first snapshot ([`Diffs::with_sibling_base`]).
+    Store(Objects, Option<ObjectId>),
     /// No store to read: why, in words the page shows.
     Unavailable(String),
 }
 
 impl Diffs {
-    /// The object store beside `located`'s directory, when it is a directory that has one.
-    pub(crate) fn of(located: &Located) -> Diffs {
+    /// The object store beside `located`'s directory, when it is a directory that has one,
+    /// or the one `config` names for its store.
+    pub(crate) fn of(config: &ViewConfig, located: &Located) -> Diffs {
         let Some(backend) = located.file() else {
-            return Diffs::Unavailable(
-                "this session's store is not a directory, and workspace objects are kept beside a directory store only; the record's counts are shown".into(),
-            );
+            let place = located.place();
+            return match config.store_objects.iter().find(|(name, _)| *name == place) {
+                Some((_, objects)) => Diffs::Store(objects.clone(), None),
+                None => Diffs::Unavailable(
+                    "the viewer was given no workspace objects for this session's store; the record's counts are shown".into(),
+                ),
+            };
         };
         let dir = backend.dir().join(DirObjects::DIR_NAME).join("objects");
         if dir.is_dir() {
-            Diffs::Store(DirObjects::at(dir), None)
+            Diffs::Store(Objects(Arc::new(DirObjects::at(dir))), None)
         } else {
             Diffs::Unavailable(format!(
                 "no workspace objects at {} (the session was copied without them, or recorded elsewhere); the record's counts are shown",
@@ -73,7 +91,7 @@ impl Diffs {
             max_lines: MAX_DIFF_LINES,
             ..DiffLimits::default()
         };
-        file_diff(store as &dyn ObjectStore, old, new, path, limits).map_err(|e| e.to_string())
+        file_diff(store.0.as_ref(), old, new, path, limits).map_err(|e| e.to_string())
     }
 }
 
@@ -124,8 +142,8 @@ impl Diffs {
         };
         let tree = ObjectId::parse(snapshot).ok()?;
         let (before, after) = (
-            read_flat(store, candidate).ok()?,
-            read_flat(store, &tree).ok()?,
+            read_flat(store.0.as_ref(), candidate).ok()?,
+            read_flat(store.0.as_ref(), &tree).ok()?,
         );
         let mut changed: Vec<&str> = before
             .iter()

@@ -139,7 +139,8 @@ async fn session(
             None => Vec::new(),
         };
         let dir = backend.absolute_place();
-        let diffs = crate::diffs::Diffs::of(&backend).with_sibling_base(&config, &id, &index);
+        let diffs =
+            crate::diffs::Diffs::of(&config, &backend).with_sibling_base(&config, &id, &index);
         Ok((
             page,
             children,

@@ -83,7 +83,7 @@ pub fn write_session(
         failures: &failures,
         dir: store.to_owned(),
         links: Links::Offline { session },
-        diffs: crate::diffs::Diffs::of(&backend).with_sibling_base(config, session, &index),
+        diffs: crate::diffs::Diffs::of(config, &backend).with_sibling_base(config, session, &index),
     };
     let marks = pages::error_marks(&context);
     let n_turns = index.turns.len();

@@ -988,3 +988,34 @@ async fn a_conversations_first_snapshot_is_diffed_against_its_siblings_when_it_g
     );
     assert!(!body.contains(r#"<span class="add">+two</span>"#), "{body}");
 }
+
+/// A store that is not a directory (a fleet's database) shows its turns' diffs from the
+/// object store it is given with it, and says why there are none without one.
+#[tokio::test]
+async fn a_store_that_is_not_a_directory_reads_diffs_from_the_objects_given_with_it() {
+    let root = tempfile::tempdir().unwrap();
+    let sessions = root.path().join("fleet");
+    std::fs::create_dir_all(&sessions).unwrap();
+    support::workspace_session(&sessions, "ws");
+    let store = || {
+        std::sync::Arc::new(cuca_store_file::FileBackend::new(&sessions).unwrap())
+            as std::sync::Arc<dyn cuca_events::SessionBackend>
+    };
+    let objects = std::sync::Arc::new(cuca_workspace::DirObjects::beside(&sessions));
+    let with = cuca_view::ViewConfig::new(Vec::new())
+        .with_store("the fleet", store())
+        .with_store_objects("the fleet", objects);
+    let base = support::serve(with).await;
+    let (status, _, body) = get(&format!("{base}/sessions/ws")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(r#"<span class="add">+two</span>"#), "{body}");
+
+    let without = cuca_view::ViewConfig::new(Vec::new()).with_store("the fleet", store());
+    let base = support::serve(without).await;
+    let (_, _, body) = get(&format!("{base}/sessions/ws")).await;
+    assert!(
+        body.contains("Diffs are not shown: the viewer was given no workspace objects"),
+        "{body}"
+    );
+    assert!(!body.contains(r#"<span class="add">+two</span>"#), "{body}");
+}
