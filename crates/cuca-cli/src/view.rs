@@ -48,7 +48,13 @@ pub(crate) fn run(args: ViewArgs, schema: Option<&str>) -> Result<(), CliError> 
                 let opened = other.open(schema, false)?;
                 // A database keeps its workspace objects itself: the turns' file diffs are
                 // read from there. Without them the pages list the changes and say why.
-                let objects = crate::objects::objects_for(other, &opened).ok();
+                let objects = match crate::objects::objects_for(other, &opened) {
+                    Ok(objects) => Some(objects),
+                    Err(error) => {
+                        crate::ui::warn(&format!("the pages show no file diffs: {error}"));
+                        None
+                    }
+                };
                 stores.push((opened, objects));
             }
         }
