@@ -199,6 +199,7 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
                     | "cuca-journal"
                     | "cuca-search"
                     | "cuca-cost"
+                    | "cuca-workspace"
             ),
             // Search reads sessions through the crate that owns their format, as the viewer does.
             "cuca-search" => matches!(to, "cuca-events" | "cuca-store-file"),

@@ -37,8 +37,9 @@ pub(crate) struct GrepArgs {
     #[arg(long, short = 'i')]
     ignore_case: bool,
     /// Search only these record kinds (repeat, or comma-separated): SystemPrompt, Message,
-    /// Reasoning, Output, ToolCall, ToolResult, CallRequest, CallFinish, CallIncomplete, and
-    /// CallLog (the call log's failed calls).
+    /// Reasoning, Output, ToolCall, ToolResult, CallRequest, CallFinish, CallIncomplete,
+    /// ShellCommand (a command's line and its streams' recorded tails), WorkspaceSnapshot (the
+    /// paths it says changed), and CallLog (the call log's failed calls).
     #[arg(long, value_delimiter = ',')]
     kind: Vec<String>,
     /// Stop after N hits.

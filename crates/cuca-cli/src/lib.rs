@@ -459,14 +459,24 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
             json,
         ),
         Command::Export {
-            store,
+            store: store_arg,
             session,
             format,
             output,
             calls,
             allow_secrets,
         } => {
-            let store = open(&store)?;
+            let store = open(&store_arg)?;
+            // An HTML page's file diffs: a database keeps its workspace objects itself (a
+            // directory's are found beside it). Without them the page says so.
+            let objects = match (&format, &store_arg) {
+                (ExportFormat::Html, crate::store::StoreArg::Postgres(_)) => {
+                    crate::objects::objects_for(&store_arg, &store)
+                        .ok()
+                        .map(cuca_view::diffs::Objects)
+                }
+                _ => None,
+            };
             // Before the format is chosen: no format lets a secret leave unasked.
             if !allow_secrets {
                 redaction::refuse_secrets(&store, &session)?;
@@ -478,6 +488,7 @@ fn dispatch(command: Command, schema: Option<&str>) -> Result<(), CliError> {
                     format,
                     output,
                     calls,
+                    objects,
                 },
             )
         }

@@ -66,6 +66,8 @@ struct Summary {
     cut_off: usize,
     /// Session calls sent with the call log's call merged in.
     merged: usize,
+    /// Shell commands the sessions recorded, sent as spans.
+    commands_sent: usize,
     runs: usize,
     calls: usize,
     calls_sent: usize,
@@ -219,6 +221,7 @@ fn session_spans(
                 summary.inherited += export.n_inherited;
                 summary.cut_off += export.n_cut_off;
                 summary.merged += export.n_merged;
+                summary.commands_sent += export.n_commands;
                 sink.push(export.spans)?;
             }
             Err(error) => {
@@ -298,6 +301,7 @@ fn print_summary(args: &ExportOtlpArgs, url: &str, summary: &Summary) -> Result<
             "inherited": summary.inherited,
             "cut_off": summary.cut_off,
             "merged": summary.merged,
+            "commands_sent": summary.commands_sent,
             "runs": summary.runs,
             "calls": summary.calls,
             "calls_sent": summary.calls_sent,
@@ -336,6 +340,13 @@ fn print_summary(args: &ExportOtlpArgs, url: &str, summary: &Summary) -> Result<
                 out,
                 "  {} also in the call log: one span each, with the call log's fields",
                 summary.merged
+            )?;
+        }
+        if summary.commands_sent > 0 {
+            writeln!(
+                out,
+                "  and {} shell commands, a span each under the call that asked for it",
+                summary.commands_sent
             )?;
         }
     }

@@ -44,7 +44,19 @@ pub(crate) fn run(args: ViewArgs, schema: Option<&str>) -> Result<(), CliError> 
                 )))
             }
             StoreArg::Dir(dir) => dirs.push(dir.clone()),
-            other => stores.push(other.open(schema, false)?),
+            other => {
+                let opened = other.open(schema, false)?;
+                // A database keeps its workspace objects itself: the turns' file diffs are
+                // read from there. Without them the pages list the changes and say why.
+                let objects = match crate::objects::objects_for(other, &opened) {
+                    Ok(objects) => Some(objects),
+                    Err(error) => {
+                        crate::ui::warn(&format!("the pages show no file diffs: {error}"));
+                        None
+                    }
+                };
+                stores.push((opened, objects));
+            }
         }
     }
     if let Some(runs) = &args.runs {
@@ -62,8 +74,11 @@ pub(crate) fn run(args: ViewArgs, schema: Option<&str>) -> Result<(), CliError> 
         ))
     })?;
     let mut config = cuca_view::ViewConfig::new(dirs);
-    for store in &stores {
+    for (store, objects) in &stores {
         config = config.with_store(store.describe(), store.shared());
+        if let Some(objects) = objects {
+            config = config.with_store_objects(store.describe(), std::sync::Arc::clone(objects));
+        }
     }
     let calls = args
         .calls

@@ -743,3 +743,144 @@ async fn the_latest_experimental_opt_in_sends_the_newest_names_and_not_the_old_o
     assert_eq!(text(&span, "gen_ai.system"), None);
     assert_eq!(text(&span, "gen_ai.provider.name"), Some("anthropic"));
 }
+
+/// What an agent did outside the model: a shell command is a `shell` span under the call
+/// whose answer asked for it, its exit status the span's status; each file a snapshot says
+/// changed is an event on the span of the call whose request saw it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_command_is_a_span_and_a_file_change_an_event_on_its_call() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = FileBackend::new(&dir).unwrap();
+    let mut records = call_records("agent", 0, T0, "fix it", &["on it"], None, true);
+    let stream = |tail: &str| cuca::CapturedStream {
+        sha256: format!("sha256:{}", "0".repeat(64)),
+        bytes: tail.len() as u64,
+        tail: tail.into(),
+        cut: 0,
+    };
+    let outside = [
+        (
+            T0 + 2_000,
+            SessionEvent::ShellCommand {
+                command: "cargo test --quiet".into(),
+                cwd: "crates/app".into(),
+                origin: "bash -c".into(),
+                exit_status: Some(101),
+                duration_ms: 1_300,
+                stdout: stream("running 1 test\n"),
+                stderr: stream("error: test failed\n"),
+            },
+        ),
+        (
+            T0 + 2_100,
+            SessionEvent::WorkspaceSnapshot {
+                snapshot: format!("sha256:{}", "a".repeat(64)),
+                changes: vec![cuca::FileChange {
+                    path: "src/lib.rs".into(),
+                    kind: cuca::FileChangeKind::Modified,
+                    added_lines: 3,
+                    removed_lines: 1,
+                    binary: false,
+                }],
+                skipped: Vec::new(),
+            },
+        ),
+    ];
+    for (at, event) in outside {
+        records.push(SessionRecord {
+            session_id: "agent".into(),
+            sequence: records.len() as u64,
+            timestamp_ms: at,
+            event,
+        });
+    }
+    let next = records.len() as u64;
+    records.extend(call_records(
+        "agent",
+        next,
+        T0 + 2_100,
+        "again",
+        &["done"],
+        None,
+        true,
+    ));
+    for record in records {
+        file.append(record).unwrap();
+    }
+    let (url, received) = receiver().await;
+    let summary = export_otlp(&url, vec!["--sessions".into(), dir.clone().into()]).await;
+    assert_eq!(summary["turns_sent"], 2, "{summary}");
+    assert_eq!(summary["commands_sent"], 1, "{summary}");
+    assert_eq!(summary["spans"], 3, "{summary}");
+
+    let spans = spans_of(&received.lock().unwrap());
+    let chats: Vec<&Span> = spans.iter().filter(|s| s.name == "chat").collect();
+    let shell = spans.iter().find(|s| s.name == "shell").unwrap();
+    // Under the first call, whose answer asked for it, in its trace.
+    assert_eq!(shell.parent_span_id, chats[0].span_id);
+    assert_eq!(shell.trace_id, chats[0].trace_id);
+    let status = shell.status.as_ref().unwrap();
+    assert_eq!(status.code, StatusCode::Error as i32);
+    assert_eq!(status.message, "exit status 101");
+    assert_eq!(int(shell, "process.exit.code"), Some(101));
+    assert_eq!(
+        text(shell, "process.command_line"),
+        Some("cargo test --quiet")
+    );
+    assert_eq!(text(shell, "process.working_directory"), Some("crates/app"));
+    assert_eq!(text(shell, "error.type"), Some("101"));
+    assert_eq!(
+        shell.end_time_unix_nano - shell.start_time_unix_nano,
+        1_300 * 1_000_000
+    );
+    assert_eq!(shell.end_time_unix_nano, (T0 + 2_000) * 1_000_000);
+    // The streams are content: not sent unless asked.
+    assert_eq!(text(shell, "cuca.shell.stderr"), None);
+    assert_eq!(int(shell, "cuca.shell.stderr.bytes"), Some(19));
+
+    // The file change is an event on the second call, whose request saw it.
+    assert!(chats[0].events.is_empty());
+    let second = chats[1];
+    assert_eq!(int(second, "cuca.workspace.files_changed"), Some(1));
+    let event = &second.events[0];
+    assert_eq!(event.name, "cuca.file_change");
+    assert!(event.time_unix_nano >= second.start_time_unix_nano);
+    let attribute = |key: &str| value(&event.attributes, key).cloned();
+    assert_eq!(
+        attribute("cuca.file.path"),
+        Some(any_value::Value::StringValue("src/lib.rs".into()))
+    );
+    assert_eq!(
+        attribute("cuca.file.change"),
+        Some(any_value::Value::StringValue("modified".into()))
+    );
+    assert_eq!(
+        attribute("cuca.file.added_lines"),
+        Some(any_value::Value::IntValue(3))
+    );
+    assert_eq!(
+        attribute("cuca.file.removed_lines"),
+        Some(any_value::Value::IntValue(1))
+    );
+    assert_eq!(
+        attribute("cuca.file.binary"),
+        Some(any_value::Value::BoolValue(false))
+    );
+
+    // With content, the streams' tails go too; the same ids, so a backend keeps one copy.
+    let (url, received) = receiver().await;
+    export_otlp(
+        &url,
+        vec!["--sessions".into(), dir.into(), "--with-content".into()],
+    )
+    .await;
+    let again = spans_of(&received.lock().unwrap());
+    let shell_again = again.iter().find(|s| s.name == "shell").unwrap();
+    assert_eq!(shell_again.span_id, shell.span_id);
+    assert_eq!(
+        text(shell_again, "cuca.shell.stderr"),
+        Some("error: test failed\n")
+    );
+}

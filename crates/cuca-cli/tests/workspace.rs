@@ -217,6 +217,74 @@ fn a_run_records_snapshots_and_commands_and_checkout_and_replay_restore_them() {
         .unwrap();
     assert!(verify.status.success(), "{}", stderr(&verify));
 
+    // `cuca replay --turn N` lists what the call saw: turn 2 the edit, turn 3 the failed
+    // command with its status and the first lines of its stderr.
+    let replay = |turn: &str, json: bool| {
+        let mut command = cuca();
+        command
+            .arg("replay")
+            .arg(&store)
+            .args(["ws-1", "--turn", turn]);
+        if json {
+            command.arg("--json");
+        }
+        let out = command.output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let turn2 = replay("2", false);
+    assert!(
+        turn2.contains("  workspace: 1 file changed (snapshot sha256:"),
+        "{turn2}"
+    );
+    assert!(turn2.contains("    modified notes.txt +2 -1\n"), "{turn2}");
+    let turn3 = replay("3", false);
+    assert!(
+        turn3.contains("  shell: echo cuca-out; echo cuca-failure >&2; exit 3 (exit status 3, "),
+        "{turn3}"
+    );
+    assert!(
+        turn3.contains(" ms, in ., bash -c)\n    stderr: cuca-failure\n"),
+        "{turn3}"
+    );
+    assert!(turn3.contains("  workspace: no file changed"), "{turn3}");
+    let turn3: serde_json::Value = serde_json::from_str(&replay("3", true)).unwrap();
+    assert_eq!(turn3["shell"][0]["exit_status"], 3, "{turn3}");
+    assert_eq!(turn3["shell"][0]["stderr"]["tail"], "cuca-failure\n");
+    assert_eq!(turn3["workspace"][0]["changes"], serde_json::json!([]));
+
+    // `cuca grep` finds a command by its line and by what it printed.
+    let grep = |pattern: &str| {
+        let out = cuca()
+            .arg("grep")
+            .arg(&store)
+            .args([pattern, "--json", "--no-calls"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .map(|hit| {
+                let kind = format!(
+                    "{} {}",
+                    hit["kind"].as_str().unwrap(),
+                    hit["field"].as_str().unwrap()
+                );
+                (kind, hit["turn"].clone())
+            })
+            .collect::<Vec<_>>()
+    };
+    let in_stderr = grep("cuca-failure");
+    assert!(
+        in_stderr.contains(&("ShellCommand stderr".to_owned(), serde_json::json!(3))),
+        "{in_stderr:?}"
+    );
+    assert!(
+        grep("exit 3").contains(&("ShellCommand command".to_owned(), serde_json::json!(3))),
+        "the command line is searched"
+    );
+
     // Checkout at the first call (before the edit): the old file; at the end: the new one.
     let first_point = format!("ws-1:{}", records[snapshots[0]]["sequence"]);
     let before = tempfile::tempdir().unwrap();

@@ -191,8 +191,10 @@ pub enum SessionEvent {
     WorkspaceSnapshot {
         /// The tree's content address: `sha256:` and 64 lower-case hex digits.
         snapshot: String,
-        /// What changed since the session's previous snapshot (every file, for the first),
-        /// sorted by path.
+        /// What changed since the previous snapshot the recorder took, sorted by path; none
+        /// for a run's first, which is its base (`docs/cslog-format.md`). The record does not
+        /// name the tree it was counted against: a session's first snapshot may have been
+        /// counted against another session's (one proxy recording several conversations).
         changes: Vec<FileChange>,
         /// Files left out of the snapshot, each with the reason (`"big.bin: 52428800 bytes,
         /// over the 10485760-byte cap"`).

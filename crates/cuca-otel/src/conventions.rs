@@ -179,3 +179,43 @@ pub const CUCA_RESPONSE_BODY: &str = "cuca.response.body";
 pub const EVENT_MODEL_SWAP: &str = "cuca.model_swap";
 /// The span event a [`cuca_events::SessionEvent::Fork`] audit record becomes.
 pub const EVENT_FORK: &str = "cuca.fork";
+
+/// OpenInference's span kind of a tool's execution: what a shell command's span is.
+pub const KIND_TOOL: &str = "TOOL";
+/// The name of a shell command's span.
+pub const SPAN_SHELL: &str = "shell";
+/// The command line a process ran (OpenTelemetry's process conventions).
+pub const PROCESS_COMMAND_LINE: &str = "process.command_line";
+/// Where it ran: relative to the workspace when inside it, as recorded.
+pub const PROCESS_WORKING_DIRECTORY: &str = "process.working_directory";
+/// The process's exit code.
+pub const PROCESS_EXIT_CODE: &str = "process.exit.code";
+/// Who ran the command (`bash -c`, `sh -c`), as the shell shim recorded it.
+pub const CUCA_SHELL_ORIGIN: &str = "cuca.shell.origin";
+/// The record's sequence.
+pub const CUCA_SEQUENCE: &str = "cuca.sequence";
+/// Bytes the command wrote on standard output.
+pub const CUCA_SHELL_STDOUT_BYTES: &str = "cuca.shell.stdout.bytes";
+/// Bytes it wrote on standard error.
+pub const CUCA_SHELL_STDERR_BYTES: &str = "cuca.shell.stderr.bytes";
+/// Opt-in content: the recorded tail of its standard output.
+pub const CUCA_SHELL_STDOUT: &str = "cuca.shell.stdout";
+/// Opt-in content: the recorded tail of its standard error.
+pub const CUCA_SHELL_STDERR: &str = "cuca.shell.stderr";
+/// The workspace snapshot a call's request reflects (its tree's address).
+pub const CUCA_WORKSPACE_SNAPSHOT: &str = "cuca.workspace.snapshot";
+/// Files the snapshot says changed since the previous one (all of them, whether or not
+/// each has its event).
+pub const CUCA_WORKSPACE_FILES_CHANGED: &str = "cuca.workspace.files_changed";
+/// The span event one changed file becomes.
+pub const EVENT_FILE_CHANGE: &str = "cuca.file_change";
+/// A changed file's path, relative to the workspace.
+pub const CUCA_FILE_PATH: &str = "cuca.file.path";
+/// What happened to it: `added`, `modified`, `deleted`.
+pub const CUCA_FILE_CHANGE: &str = "cuca.file.change";
+/// Lines added.
+pub const CUCA_FILE_ADDED_LINES: &str = "cuca.file.added_lines";
+/// Lines removed.
+pub const CUCA_FILE_REMOVED_LINES: &str = "cuca.file.removed_lines";
+/// Whether either side is binary (no line counts then).
+pub const CUCA_FILE_BINARY: &str = "cuca.file.binary";

@@ -58,6 +58,23 @@ pub fn turn_span_id(session_id: &str, first_sequence: u64) -> SpanId {
     ))
 }
 
+/// The span of the shell command a session recorded at `sequence`.
+pub fn shell_span_id(session_id: &str, sequence: u64) -> SpanId {
+    leading(&digest(
+        "cuca-otel/v1/shell",
+        &[session_id.as_bytes(), &sequence.to_be_bytes()],
+    ))
+}
+
+/// The trace of a shell command that no call's answer came before (the agent ran it before
+/// its first call): a trace of its own, as a call's is, grouped by `session.id`.
+pub fn shell_trace_id(session_id: &str, sequence: u64) -> TraceId {
+    leading(&digest(
+        "cuca-otel/v1/shell-trace",
+        &[session_id.as_bytes(), &sequence.to_be_bytes()],
+    ))
+}
+
 /// The trace of one call in the call log (a trace per call, for the reason
 /// [`turn_trace_id`] gives), named by its run and its first attempt's row id.
 pub fn call_trace_id(run: &str, first_attempt_id: &str) -> TraceId {

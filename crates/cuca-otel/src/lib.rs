@@ -18,6 +18,12 @@
 //!   call a session also holds is sent once, as the session's span
 //!   ([`session_spans_with_calls`]).
 //!
+//! * what an agent did **outside the model** (`cuca run` records it): each shell command is
+//!   a `shell` span (its exit status the span's status, `process.command_line`,
+//!   `process.working_directory`, `process.exit.code`), a child of the call whose answer
+//!   came before it; each file a workspace snapshot says changed is a `cuca.file_change`
+//!   event on the span of the call whose request saw it ([`MAX_FILE_EVENTS`]).
+//!
 //! A span is sent once, final: a call still in flight is counted and left for the next
 //! export, because a backend that keeps the first copy of a span id (Phoenix does) would
 //! never show its end. Ids are derived, not random: from the session id and the turn's first
@@ -100,6 +106,7 @@ pub mod ids;
 mod live;
 mod session;
 mod span;
+mod workspace;
 
 pub use calls::{call_spans, CallSpans, Calls, MATCH_SLACK_MS};
 pub use error::Error;
@@ -109,6 +116,7 @@ pub use export::{
 };
 pub use live::{LiveConfig, LiveStats, LiveWorker, OtelPlugin};
 pub use session::{session_spans, session_spans_with_calls, SessionSpans, MAX_INHERITED_LINKS};
+pub use workspace::MAX_FILE_EVENTS;
 
 /// Re-exported so callers name the same message types this crate builds.
 pub use opentelemetry_proto;

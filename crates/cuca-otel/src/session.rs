@@ -14,6 +14,7 @@ use crate::content;
 use crate::conventions as c;
 use crate::ids;
 use crate::span::SpanBuilder;
+use crate::workspace::{self, Outside};
 use crate::{Error, ExportOptions};
 
 /// The most links a fork's first call carries to the calls it copied: the OpenTelemetry
@@ -27,8 +28,9 @@ pub const MAX_INHERITED_LINKS: usize = 128;
 #[non_exhaustive]
 pub struct SessionSpans {
     /// One span per model call the session made itself and that has ended, in recorded
-    /// order, each the root of its own trace; empty for a session with no records or one
-    /// left out by [`ExportOptions::since_ms`].
+    /// order, each the root of its own trace, and one per shell command it recorded
+    /// ([`SessionSpans::n_commands`]); empty for a session with no records or one left out
+    /// by [`ExportOptions::since_ms`].
     pub spans: Vec<Span>,
     /// Records the session holds.
     pub n_records: usize,
@@ -48,6 +50,9 @@ pub struct SessionSpans {
     pub n_in_flight: usize,
     /// Calls sent that the call log also holds: one span each, with the call log's fields.
     pub n_merged: usize,
+    /// Shell commands sent, each a `shell` span in `spans` (a child of the call whose answer
+    /// came before it); a fork's copied commands are its parent's to send.
+    pub n_commands: usize,
     /// Whether [`ExportOptions::since_ms`] left the session out.
     pub skipped_by_since: bool,
 }
@@ -62,6 +67,9 @@ struct Clock {
     notes: HashSet<u64>,
     last_ms: u64,
     n_records: usize,
+    /// The workspace's records (snapshots, shell commands), which [`SessionReplay`]'s turns
+    /// pass over, in order.
+    outside: Vec<Outside>,
 }
 
 impl Clock {
@@ -172,6 +180,13 @@ fn export(
             }
             clock.last_ms = clock.last_ms.max(record.timestamp_ms);
             clock.n_records += 1;
+            if workspace::is_outside(&record.event) {
+                clock.outside.push(Outside {
+                    sequence: record.sequence,
+                    at_ms: record.timestamp_ms,
+                    event: record.event,
+                });
+            }
             Ok(())
         })
         .map_err(session_error)?;
@@ -196,7 +211,26 @@ fn export(
     let mut inherited: Vec<(ids::TraceId, ids::SpanId)> = Vec::new();
     let mut model: Option<String> = None;
     let mut conversation: Vec<&Message> = Vec::new();
+    // The workspace's records not yet placed, and the last ended call's (trace, span): the
+    // parent of the shell commands its answer asked for.
+    let mut outside = clock.outside.iter().peekable();
+    let mut previous_call: Option<(ids::TraceId, ids::SpanId)> = None;
+    let copied = |sequence: u64| fork.is_some_and(|(_, point)| sequence <= point);
     for (turn_idx, turn) in trajectory.turns().iter().enumerate() {
+        // The records before this turn's first: the commands the previous answer's tools
+        // ran, sent as spans, and the snapshots this turn's request reflects.
+        let mut snapshots: Vec<&Outside> = Vec::new();
+        while let Some(record) = outside.next_if(|r| r.sequence < *turn.sequence_range().start()) {
+            if copied(record.sequence) {
+                continue;
+            }
+            if let Some(span) = workspace::shell_span(session_id, record, previous_call, options) {
+                out.n_commands += 1;
+                out.spans.push(span);
+            } else {
+                snapshots.push(record);
+            }
+        }
         let notes_only = turn.messages().is_empty()
             && turn.blocks().is_empty()
             && turn.system_prompts().is_empty()
@@ -221,10 +255,12 @@ fn export(
             if turn.completion().is_some() {
                 out.n_inherited += 1;
                 let owner = owner_of(session_id, last);
-                inherited.push((
+                let ids = (
                     ids::turn_trace_id(owner, first),
                     ids::turn_span_id(owner, first),
-                ));
+                );
+                inherited.push(ids);
+                previous_call = Some(ids);
             } else {
                 out.n_cut_off += 1;
             }
@@ -253,6 +289,7 @@ fn export(
                 forked_from,
                 links,
                 calls: calls.as_deref_mut(),
+                snapshots: &snapshots,
             },
             turn,
             &mut model,
@@ -260,6 +297,18 @@ fn export(
         out.n_calls += 1;
         out.n_merged += usize::from(merged);
         out.spans.push(span);
+        previous_call = Some((
+            ids::turn_trace_id(session_id, first),
+            ids::turn_span_id(session_id, first),
+        ));
+    }
+    // Commands after the last call (the agent's last steps, or before a call still in
+    // flight): children of the last call that ended.
+    for record in outside.filter(|r| !copied(r.sequence)) {
+        if let Some(span) = workspace::shell_span(session_id, record, previous_call, options) {
+            out.n_commands += 1;
+            out.spans.push(span);
+        }
     }
     Ok(out)
 }
@@ -328,6 +377,8 @@ struct TurnContext<'a, 'c> {
     /// [`MAX_INHERITED_LINKS`] of them.
     links: Option<(usize, &'a [(ids::TraceId, ids::SpanId)])>,
     calls: Option<&'a mut Calls<'c>>,
+    /// The workspace snapshots recorded before the call: its file changes.
+    snapshots: &'a [&'a Outside],
 }
 
 /// One ended turn as a `chat` span, the root of its own trace; and whether the call log's
@@ -458,6 +509,7 @@ fn turn_span(
     // opened this turn was written when the branch was taken, which may be hours before the
     // call.
     span = note_events(span, turn, start_ms, model);
+    span = workspace::file_events(span, cx.snapshots, start_ms, end_ms);
     let mut merged = false;
     if let Some(calls) = cx.calls {
         let key = CallKey {

@@ -67,6 +67,14 @@ impl SpanBuilder {
         self
     }
 
+    /// A signed integer attribute (an exit code may be negative on some systems).
+    pub(crate) fn signed(mut self, key: &str, value: i64) -> SpanBuilder {
+        self.span
+            .attributes
+            .push(kv(key, any_value::Value::IntValue(value)));
+        self
+    }
+
     /// An integer attribute, left off when zero (the call log's "not measured").
     pub(crate) fn int_nonzero(self, key: &str, value: u64) -> SpanBuilder {
         if value == 0 {
@@ -137,6 +145,22 @@ impl SpanBuilder {
                 .iter()
                 .map(|(k, v)| kv(k, string_value((*v).to_owned())))
                 .collect(),
+            ..span::Event::default()
+        });
+        self
+    }
+
+    /// A span event at `time_ms` with typed attributes.
+    pub(crate) fn event_kv(
+        mut self,
+        name: &str,
+        time_ms: u64,
+        attributes: Vec<KeyValue>,
+    ) -> SpanBuilder {
+        self.span.events.push(span::Event {
+            time_unix_nano: ms_to_nanos(time_ms),
+            name: name.to_owned(),
+            attributes,
             ..span::Event::default()
         });
         self

@@ -12,7 +12,9 @@
 //! message: text, thinking, tool calls' names and arguments, tool results), streamed outputs
 //! and reasoning, tool calls' names and arguments, tool results' content, stdout and stderr,
 //! the models of `CallRequest` and `CallFinish` records and a finish reason, and why a call
-//! is incomplete (`CallIncomplete`). Consecutive `Output` records (and consecutive
+//! is incomplete (`CallIncomplete`), shell commands' lines and the recorded tails of their
+//! stdout and stderr (`ShellCommand`), and the paths a workspace snapshot says changed
+//! (`WorkspaceSnapshot`). Consecutive `Output` records (and consecutive
 //! `Reasoning` records) are searched as the one text they stream, so a word split across
 //! tokens is found; the hit names the record where the match starts. A kind filter of
 //! `ToolCall` (or `ToolResult`) also finds the tool calls (results) inside `Message` records,
@@ -89,7 +91,7 @@ mod tests;
 pub use error::SearchError;
 
 /// The record kinds a search reads, by their [`SessionEvent::KINDS`] names.
-pub const SEARCHED_KINDS: [&str; 9] = [
+pub const SEARCHED_KINDS: [&str; 11] = [
     "SystemPrompt",
     "Message",
     "Reasoning",
@@ -99,6 +101,8 @@ pub const SEARCHED_KINDS: [&str; 9] = [
     "CallRequest",
     "CallFinish",
     "CallIncomplete",
+    "ShellCommand",
+    "WorkspaceSnapshot",
 ];
 
 /// The longest streamed text (consecutive `Output`, or `Reasoning`, records) searched as
@@ -534,6 +538,11 @@ fn searched(index: usize, field: &'static str) -> Option<&'static str> {
         "CallRequest" => field == "model",
         "CallFinish" => matches!(field, "model" | "finish_reason"),
         "CallIncomplete" => field == "reason",
+        // A command's line and the recorded tails of its streams (the whole streams are in
+        // the workspace object store, not in the session).
+        "ShellCommand" => matches!(field, "command" | "stdout" | "stderr"),
+        // The paths a snapshot says changed: which call saw a file change.
+        "WorkspaceSnapshot" => field == "path",
         _ => false,
     };
     wanted.then_some(field)
@@ -678,6 +687,21 @@ impl Readable for ReplayedRecord<'_> {
                 put("model", model);
             }
             SessionEvent::CallIncomplete { reason } => put("reason", reason),
+            SessionEvent::ShellCommand {
+                command,
+                stdout,
+                stderr,
+                ..
+            } => {
+                put("command", command);
+                put("stdout", &stdout.tail);
+                put("stderr", &stderr.tail);
+            }
+            SessionEvent::WorkspaceSnapshot { changes, .. } => {
+                for change in changes {
+                    put("path", &change.path);
+                }
+            }
             _ => {}
         }
     }

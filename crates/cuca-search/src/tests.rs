@@ -203,7 +203,7 @@ fn fixed_strings_ignore_case_and_kinds_narrow_the_search() {
         .expect_err("not searched");
     assert_eq!(
         error.to_string(),
-        "kind \"latency\" is not searched; the kinds are SystemPrompt, Message, Reasoning, Output, ToolCall, ToolResult, CallRequest, CallFinish, CallIncomplete"
+        "kind \"latency\" is not searched; the kinds are SystemPrompt, Message, Reasoning, Output, ToolCall, ToolResult, CallRequest, CallFinish, CallIncomplete, ShellCommand, WorkspaceSnapshot"
     );
     assert!(Search::new("o")
         .kinds(["tool-result", "CALL_FINISH"])
@@ -604,4 +604,91 @@ fn a_matcher_finds_the_pattern_in_a_text_outside_sessions() {
     assert_eq!(&snippet[matched], "Connection refused");
     assert!(matcher.find("all good").is_none());
     assert!(Search::new("(").matcher().is_err());
+}
+
+/// A shell command's line and its streams' tails, and the paths a snapshot says changed, are
+/// found, read from the file and through the trait alike; its cwd and origin, the
+/// snapshot's address and its skipped notes are not searched.
+#[test]
+fn shell_commands_and_changed_paths_are_found() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = FileBackend::new(dir.path()).expect("backend");
+    let stream = |tail: &str| cuca_events::CapturedStream {
+        sha256: format!("sha256:{}", "0".repeat(64)),
+        bytes: tail.len() as u64,
+        tail: tail.into(),
+        cut: 0,
+    };
+    let mut events = vec![SessionEvent::Message(Message::user("go"))];
+    events.extend(pair());
+    events.extend([
+        SessionEvent::ShellCommand {
+            command: "cargo test needle_cmd".into(),
+            cwd: "needle_dir".into(),
+            origin: "bash -c needle".into(),
+            exit_status: Some(101),
+            duration_ms: 1_300,
+            stdout: stream("needle_out\n"),
+            stderr: stream("error: needle_err\n"),
+        },
+        SessionEvent::WorkspaceSnapshot {
+            snapshot: "sha256:needle".into(),
+            changes: vec![cuca_events::FileChange {
+                path: "src/needle_file.rs".into(),
+                kind: cuca_events::FileChangeKind::Modified,
+                added_lines: 1,
+                removed_lines: 0,
+                binary: false,
+            }],
+            skipped: vec!["needle.bin: too big".into()],
+        },
+        SessionEvent::Message(Message::user("again")),
+    ]);
+    events.extend(pair());
+    write(&backend, "ws", events);
+    let search = Search::new("needle_[a-z]+");
+    let found = |hits: Vec<Hit>| -> Vec<(u64, u64, &'static str, &'static str, String)> {
+        hits.into_iter()
+            .map(|h| (h.sequence, h.turn, h.kind, h.field, h.snippet))
+            .collect()
+    };
+    let expected = vec![
+        (
+            3,
+            2,
+            "ShellCommand",
+            "command",
+            "cargo test needle_cmd".to_string(),
+        ),
+        // A snippet that stops before the text's end (its newline) says so.
+        (3, 2, "ShellCommand", "stdout", "needle_out…".to_string()),
+        (
+            3,
+            2,
+            "ShellCommand",
+            "stderr",
+            "error: needle_err…".to_string(),
+        ),
+        (
+            4,
+            2,
+            "WorkspaceSnapshot",
+            "path",
+            "src/needle_file.rs".to_string(),
+        ),
+    ];
+    assert_eq!(found(hits(&search, dir.path())), expected);
+    let mut through_trait = Vec::new();
+    search
+        .run_backend(&backend, |hit| {
+            through_trait.push(hit);
+            ControlFlow::Continue(())
+        })
+        .expect("search runs");
+    assert_eq!(found(through_trait), expected);
+    // The kind filter takes the new kinds by name.
+    let only = Search::new("needle_[a-z]+")
+        .kinds(["shell-command"])
+        .expect("a searched kind");
+    assert_eq!(hits(&only, dir.path()).len(), 3);
 }

@@ -44,7 +44,62 @@ pub struct TurnStat {
     pub error: Option<String>,
     /// Whether a Latency + TokenUsage pair closed it.
     pub complete: bool,
+    /// Files its workspace snapshot says changed since the previous one.
+    pub n_files_changed: u64,
+    /// Shell commands recorded in it (the commands run after the previous call's answer).
+    pub n_commands: u64,
+    /// Of those, the ones that ended with a status other than 0, or never ran.
+    pub n_failed_commands: u64,
 }
+
+/// One shell command, as the timeline marks it: when, how long, how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CommandMark {
+    /// The turn it was recorded in (from 1).
+    pub turn: usize,
+    /// Its record's sequence.
+    pub sequence: u64,
+    /// When it ended (its record's time), milliseconds since the Unix epoch.
+    pub end_ms: u64,
+    /// Its wall time.
+    pub duration_ms: u64,
+    /// Its exit status; `None` when it never ran.
+    pub exit_status: Option<i32>,
+}
+
+impl CommandMark {
+    /// When it started.
+    pub fn start_ms(&self) -> u64 {
+        self.end_ms.saturating_sub(self.duration_ms)
+    }
+
+    /// Whether it failed: a status other than 0, or it never ran.
+    pub fn failed(&self) -> bool {
+        self.exit_status != Some(0)
+    }
+}
+
+/// One workspace snapshot: where it is and what it says changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SnapshotMark {
+    /// The turn it was recorded in (from 1).
+    pub turn: usize,
+    /// Its record's sequence.
+    pub sequence: u64,
+    /// When it was taken, milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// The tree it names; `None` when the record's address does not parse.
+    pub tree: Option<cuca_workspace::ObjectId>,
+    /// Files it says changed.
+    pub n_changes: u64,
+}
+
+/// Most command and snapshot marks an index keeps: one a call and a few commands a call for
+/// the longest sessions seen (12,392 calls), each some 40 bytes; past it the timeline marks
+/// the first ones and a page still shows every turn's own records.
+pub const MAX_MARKS: usize = 65_536;
 
 /// A session's turns and totals.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -70,6 +125,11 @@ pub struct SessionIndex {
     /// echo detection on that one turn and reads only its own turns after it, instead of the
     /// session from the start (one mark per page: 32 bytes for 20 turns).
     pub(crate) page_marks: Vec<(usize, ReadMark)>,
+    /// Every workspace snapshot, in order (at most [`MAX_MARKS`]): a turn's diff is against
+    /// the snapshot before its own, which may be pages back.
+    pub snapshots: Vec<SnapshotMark>,
+    /// Every shell command, in order (at most [`MAX_MARKS`]), for the timeline.
+    pub commands: Vec<CommandMark>,
 }
 
 impl SessionIndex {
@@ -116,6 +176,16 @@ impl SessionIndex {
             .binary_search_by_key(&before, |(turn_idx, _)| *turn_idx)
             .ok()?;
         self.page_marks.get(at).copied()
+    }
+
+    /// The tree of the last snapshot before the one at `sequence`, which its changes are
+    /// counted against; `None` for the session's first (every file is new then), or when the
+    /// index has no mark for it.
+    pub fn snapshot_before(&self, sequence: u64) -> Option<cuca_workspace::ObjectId> {
+        let at = self.snapshots.partition_point(|s| s.sequence < sequence);
+        at.checked_sub(1)
+            .and_then(|before| self.snapshots.get(before))
+            .and_then(|s| s.tree)
     }
 
     /// The turn numbers sorted by `key`, largest first, ties by number.
@@ -167,10 +237,16 @@ impl SortKey {
 }
 
 /// Whether a record is a note (not part of a call): a block of notes only is not a turn.
+/// The workspace's records are notes too: they join the call they come before, and after
+/// the last call (the agent's last commands) they open no turn of their own, as in `cuca
+/// replay`.
 pub(crate) fn is_note(event: &SessionEvent) -> bool {
     matches!(
         event,
-        SessionEvent::Fork { .. } | SessionEvent::ModelSwap { .. }
+        SessionEvent::Fork { .. }
+            | SessionEvent::ModelSwap { .. }
+            | SessionEvent::WorkspaceSnapshot { .. }
+            | SessionEvent::ShellCommand { .. }
     )
 }
 
@@ -214,6 +290,9 @@ struct Open {
     tokens: Option<cuca_events::TokenDetail>,
     error: Option<String>,
     content: bool,
+    n_files_changed: u64,
+    n_commands: u64,
+    n_failed_commands: u64,
 }
 
 impl Open {
@@ -238,6 +317,9 @@ impl Open {
             tokens: self.tokens,
             error: self.error,
             complete,
+            n_files_changed: self.n_files_changed,
+            n_commands: self.n_commands,
+            n_failed_commands: self.n_failed_commands,
         }
     }
 }
@@ -306,6 +388,38 @@ impl Builder {
                     open.token_usage = true;
                 }
                 SessionEvent::CallIncomplete { .. } => open.incomplete = true,
+                SessionEvent::WorkspaceSnapshot {
+                    snapshot, changes, ..
+                } => {
+                    open.n_files_changed += changes.len() as u64;
+                    if index.snapshots.len() < MAX_MARKS {
+                        index.snapshots.push(SnapshotMark {
+                            turn: index.turns.len() + 1,
+                            sequence: record.sequence,
+                            at_ms: at,
+                            tree: cuca_workspace::ObjectId::parse(snapshot).ok(),
+                            n_changes: changes.len() as u64,
+                        });
+                    }
+                }
+                SessionEvent::ShellCommand {
+                    exit_status,
+                    duration_ms,
+                    ..
+                } => {
+                    let mark = CommandMark {
+                        turn: index.turns.len() + 1,
+                        sequence: record.sequence,
+                        end_ms: at,
+                        duration_ms: *duration_ms,
+                        exit_status: *exit_status,
+                    };
+                    open.n_commands += 1;
+                    open.n_failed_commands += u64::from(mark.failed());
+                    if index.commands.len() < MAX_MARKS {
+                        index.commands.push(mark);
+                    }
+                }
                 SessionEvent::TokenDetail(detail) => open.tokens = Some(*detail),
                 SessionEvent::CallRequest { model, .. }
                 | SessionEvent::CallFinish { model, .. }

@@ -48,6 +48,7 @@ mod assets;
 pub mod calls;
 pub mod compare;
 mod cost;
+pub mod diffs;
 mod error;
 pub mod index;
 mod marks;
@@ -71,6 +72,10 @@ pub struct ViewConfig {
     /// Stores that are not directories (a PostgreSQL database a fleet records into), each
     /// with the words that name it (never a password), searched after the directories.
     pub session_stores: Vec<(String, std::sync::Arc<dyn cuca_events::SessionBackend>)>,
+    /// The workspace object stores of the stores that are not directories, by the same name
+    /// as in [`ViewConfig::session_stores`] (a directory's are beside it): where a turn's
+    /// file diffs are read from ([`ViewConfig::with_store_objects`]).
+    pub store_objects: Vec<(String, diffs::Objects)>,
     /// The call log file (`calls.jsonl`) to summarise, if any.
     pub call_log: Option<PathBuf>,
     /// A directory of journal runs (`{run}/replay.json.gz`), if any.
@@ -83,6 +88,7 @@ impl ViewConfig {
         ViewConfig {
             session_dirs,
             session_stores: Vec::new(),
+            store_objects: Vec::new(),
             call_log: None,
             runs_dir: None,
         }
@@ -96,6 +102,19 @@ impl ViewConfig {
         backend: std::sync::Arc<dyn cuca_events::SessionBackend>,
     ) -> Self {
         self.session_stores.push((name.into(), backend));
+        self
+    }
+
+    /// Reads the file diffs of the sessions of the store named `name` (as given to
+    /// [`ViewConfig::with_store`]) from `objects`: a PostgreSQL store keeps its workspace
+    /// objects in the database, which the caller opens.
+    pub fn with_store_objects(
+        mut self,
+        name: impl Into<String>,
+        objects: std::sync::Arc<dyn cuca_workspace::ObjectStore>,
+    ) -> Self {
+        self.store_objects
+            .push((name.into(), diffs::Objects(objects)));
         self
     }
 

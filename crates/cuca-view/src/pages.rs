@@ -10,6 +10,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 pub(crate) mod journal;
 pub(crate) mod timeline;
+pub(crate) mod workspace;
 
 use crate::assets::{SCRIPT_PATH, STYLE_PATH};
 use crate::calls::CallsSummary;
@@ -241,6 +242,8 @@ pub(crate) struct SessionContext<'a> {
     pub(crate) dir: String,
     /// Where the page's links go.
     pub(crate) links: Links<'a>,
+    /// Where its turns' file diffs are read from.
+    pub(crate) diffs: crate::diffs::Diffs,
 }
 
 /// The fork tree as nested lists, the page's own session in bold; a branch links to its
@@ -673,6 +676,7 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
     let started = stat
         .map(|t| t.start_ms)
         .or_else(|| turn.records.first().map(|r| r.timestamp_ms));
+    let outside = workspace::turn_summary(&turn.records);
     let last_point = turn
         .records
         .last()
@@ -697,6 +701,7 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
                     }
                 }
                 @if let Some(model) = call_model { span { code { (model) } } }
+                @if let Some(words) = &outside { span.workspace-summary title="recorded before this call: the workspace's changes since the previous call, and the shell commands run after its answer" { (words) } }
                 @if let Some(finish) = finish { span { "finish: " (finish) } }
                 @if !turn.complete && !notes_only { span.pill { "unfinished" } }
                 // One badge a call: the call log's status when it has the call, else "error".
@@ -716,6 +721,18 @@ fn turn_box(session: &str, turn: &TurnView, context: &SessionContext<'_>) -> Mar
             @for group in groups(&turn.records) {
                 @if group.iter().all(|r| turn.echoes.contains(&r.sequence)) {
                     (echo_group(group, context.links))
+                } @else if matches!(group[0].event, SessionEvent::WorkspaceSnapshot { .. }) {
+                    @let source = workspace::DiffSource {
+                        diffs: &context.diffs,
+                        before: context.index.snapshot_before(group[0].sequence).or_else(|| {
+                            // The session's first snapshot: counted against a sibling's, perhaps.
+                            let first = context.index.snapshots.first().map(|s| s.sequence);
+                            (first == Some(group[0].sequence))
+                                .then(|| context.diffs.base_of_first(&group[0].event))
+                                .flatten()
+                        }),
+                    };
+                    (workspace::snapshot_box(&group[0], Some(&source)))
                 } @else if tokens.is_none() && matches!(group[0].event, SessionEvent::TokenUsage { .. }) {
                     div.rec.meta { (anchors(group)) "tokens not known (the call was cut short) · #" (group[0].sequence) }
                 } @else {
@@ -839,7 +856,7 @@ fn record_group(group: &[RecordView], links: Links<'_>) -> Markup {
                 div.who { "tool result · " (seq_label) @if *is_error { " " span.badge.error { "error" } } }
                 div { span.muted { "for call " (tool_call_id) }
                     @if let Some(code) = exit_code {
-                        " · " span.exit-code class=(if *code == 0 { "status-clean" } else { "error" }) { "exit code " (code) }
+                        " · " span class=(if *code == 0 { "exit-code status-clean" } else { "exit-code error" }) { "exit code " (code) }
                     } }
                 pre.content { (content) }
                 @if let Some(out) = stdout { details.stream.stdout open { summary { "stdout · " (plural(out.len() as u64, "byte", "bytes")) } pre { (out) } } }
@@ -909,6 +926,8 @@ fn record_group(group: &[RecordView], links: Links<'_>) -> Markup {
             div.rec.meta.token-detail { (anchors(group))
                 div.who { "tokens · " (seq_label) " · " (detail.to_string()) } }
         },
+        SessionEvent::WorkspaceSnapshot { .. } => workspace::snapshot_box(first, None),
+        SessionEvent::ShellCommand { .. } => workspace::command_box(first),
         other => html! {
             div.rec.meta { (anchors(group)) div.who { (other.kind()) " · " (seq_label) } pre { (format!("{other:?}")) } }
         },
@@ -1185,6 +1204,24 @@ fn event_text(event: &SessionEvent) -> String {
             format!("request digest {}", sha256.get(..12).unwrap_or(sha256))
         }
         SessionEvent::TokenDetail(detail) => format!("tokens: {detail}"),
+        SessionEvent::WorkspaceSnapshot { changes, .. } => {
+            let paths: Vec<&str> = changes.iter().take(10).map(|c| c.path.as_str()).collect();
+            format!(
+                "workspace: {} changed{}{}",
+                plural(changes.len() as u64, "file", "files"),
+                if paths.is_empty() { "" } else { ": " },
+                paths.join(", ")
+            )
+        }
+        SessionEvent::ShellCommand {
+            command,
+            exit_status,
+            duration_ms,
+            ..
+        } => match exit_status {
+            Some(code) => format!("$ {command} (exit {code}, {duration_ms} ms)"),
+            None => format!("$ {command} (did not run)"),
+        },
         other => format!("{other:?}"),
     }
 }

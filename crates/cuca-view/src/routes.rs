@@ -139,6 +139,8 @@ async fn session(
             None => Vec::new(),
         };
         let dir = backend.absolute_place();
+        let diffs =
+            crate::diffs::Diffs::of(&config, &backend).with_sibling_base(&config, &id, &index);
         Ok((
             page,
             children,
@@ -148,11 +150,12 @@ async fn session(
             failures,
             dir,
             first_turn,
+            diffs,
         ))
     })
     .await;
     match read {
-        Ok((page, children, tree, parent, index, failures, dir, first_turn)) => {
+        Ok((page, children, tree, parent, index, failures, dir, first_turn, diffs)) => {
             let context = pages::SessionContext {
                 parent,
                 children: &children,
@@ -162,6 +165,7 @@ async fn session(
                 failures: &failures,
                 dir,
                 links: pages::Links::Server,
+                diffs,
             };
             Html(pages::layout(&title, pages::session(&page, &context)).into_string())
                 .into_response()

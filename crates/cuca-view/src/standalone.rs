@@ -11,9 +11,10 @@
 //! session is; a session past the bounds ends with a note naming the turns left out and the
 //! command that prints them.
 //!
-//! Records of kinds the page has no box for (kinds added after this page was written, such
-//! as workspace changes and shell commands) are shown by [`crate::pages`]' generic record box,
-//! so a new record kind gets its place in this file where it gets one in the viewer.
+//! Every record is shown by [`crate::pages`]' own boxes, so a record kind gets its place in
+//! this file where it gets one in the viewer: a turn's file changes with their diffs (read
+//! from the workspace objects beside the store when the file is written, so the file holds
+//! them) and its shell commands with their streams' tails.
 
 use std::io::Write;
 
@@ -82,6 +83,7 @@ pub fn write_session(
         failures: &failures,
         dir: store.to_owned(),
         links: Links::Offline { session },
+        diffs: crate::diffs::Diffs::of(config, &backend).with_sibling_base(config, session, &index),
     };
     let marks = pages::error_marks(&context);
     let n_turns = index.turns.len();

@@ -889,3 +889,69 @@ async fn a_person_compares_a_fork_that_switched_model_and_watches_the_header_cou
     assert_eq!(prompt(&tokens), prompt(&tokens_before) + 1_000, "{tokens}");
     client.close().await.unwrap();
 }
+
+/// A person reads what an agent's turn did to its files and shell: the turn's head counts
+/// them, a file's diff opens on a click, the failed command shows its exit status and its
+/// stderr, and the timeline marks the command and the snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_opens_a_turns_diff_and_reads_the_command_that_failed() {
+    if !browser_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let sessions = root.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    support::workspace_session(&sessions, "ws");
+    let base = support::serve(cuca_view::ViewConfig::new(vec![sessions])).await;
+    let profile = tempfile::tempdir().unwrap();
+    let (_driver, client) = start_browser(profile.path()).await;
+
+    client.goto(&format!("{base}/sessions/ws")).await.unwrap();
+    let head = text_of(&client, "#turn-2 .workspace-summary").await;
+    assert_eq!(head, "2 files changed · 1 command, 1 failed");
+    // The diff is there on demand: collapsed until its file is clicked.
+    let diff = client
+        .find(Locator::Css("#turn-2 li[data-kind=modified] details.diff"))
+        .await
+        .unwrap();
+    let pre = diff.find(Locator::Css("pre.diff")).await.unwrap();
+    assert!(!pre.is_displayed().await.unwrap());
+    click(
+        &client,
+        "#turn-2 li[data-kind=modified] details.diff > summary",
+    )
+    .await;
+    assert!(pre.is_displayed().await.unwrap());
+    assert_eq!(
+        pre.text().await.unwrap(),
+        "@@ -1,2 +1,3 @@\n one\n+two\n three"
+    );
+    // The failed command: its line, its status, its stderr shown without a click.
+    let status = text_of(&client, "#turn-2 .shell-command .exit-status.error").await;
+    assert_eq!(status, "exit 101");
+    let stderr = text_of(&client, "#turn-2 .shell-command details.stderr pre").await;
+    assert_eq!(stderr, support::FAILED_STDERR);
+    client
+        .execute("document.getElementById('turn-2').scrollIntoView()", vec![])
+        .await
+        .unwrap();
+    shot(&client, "workspace").await;
+
+    // The timeline marks them; a mark leads to its record.
+    client
+        .goto(&format!("{base}/sessions/ws/timeline"))
+        .await
+        .unwrap();
+    let marks = client
+        .find_all(Locator::Css("svg.timeline rect.command.error"))
+        .await
+        .unwrap();
+    assert_eq!(marks.len(), 1);
+    let dots = client
+        .find_all(Locator::Css("svg.timeline circle.files"))
+        .await
+        .unwrap();
+    assert_eq!(dots.len(), 1);
+    shot(&client, "workspace-timeline").await;
+    client.close().await.unwrap();
+}

@@ -774,3 +774,248 @@ async fn several_forks_compare_side_by_side_with_their_parent() {
     assert!(body.contains("<code>model-b</code>"), "{body}");
     assert!(body.contains("the same"), "{body}");
 }
+
+#[tokio::test]
+async fn a_turn_shows_its_file_changes_with_diffs_and_its_shell_commands_and_the_timeline_marks_them(
+) {
+    let root = tempfile::tempdir().unwrap();
+    let sessions = root.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    support::workspace_session(&sessions, "ws");
+    let base = support::serve(cuca_view::ViewConfig::new(vec![sessions.clone()])).await;
+    let (status, _, body) = get(&format!("{base}/sessions/ws")).await;
+    assert_eq!(status, 200);
+    // Turn 2's head counts what happened before its call.
+    assert!(
+        body.contains("2 files changed · 1 command, 1 failed"),
+        "{body}"
+    );
+    // The file changes, with a diff behind a <details>.
+    let turn2 = &body[body.find(r#"id="turn-2""#).unwrap()..];
+    assert!(
+        turn2.contains(r#"<li class="file-change" data-kind="modified"><details class="diff">"#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains(r#"<code class="path">notes.txt</code>"#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains(r#"<span class="add">+two</span>"#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains(r#"<span class="hunk">@@ -1,2 +1,3 @@</span>"#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains(r#"<li class="file-change" data-kind="deleted">"#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains(r#"<span class="binary">binary</span>"#),
+        "{turn2}"
+    );
+    // The first snapshot changed nothing: it is where the session's files start.
+    let turn1 = &body[body.find(r#"id="turn-1""#).unwrap()..body.find(r#"id="turn-2""#).unwrap()];
+    assert!(
+        turn1.contains("no file changed (the session's first snapshot)"),
+        "{turn1}"
+    );
+    // The command: its line, status, duration, directory and failing stderr, open.
+    assert!(
+        turn2.contains(r#"class="rec shell-command" data-exit="101""#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains("<pre class=\"command\">$ cargo test --quiet</pre>"),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains(r#"<span class="exit-status error">exit 101</span>"#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains(r#"<span class="duration">1s</span>"#),
+        "{turn2}"
+    );
+    assert!(turn2.contains(r#"<code class="cwd">.</code>"#), "{turn2}");
+    assert!(
+        turn2.contains(r#"<details class="stream stderr" open>"#),
+        "{turn2}"
+    );
+    assert!(
+        turn2.contains("cannot find value `two` in this scope"),
+        "{turn2}"
+    );
+
+    // The timeline marks the command (failed: red) and the snapshots that changed files.
+    let (status, _, timeline) = get(&format!("{base}/sessions/ws/timeline")).await;
+    assert_eq!(status, 200);
+    assert!(
+        timeline.contains(r#"<rect class="command error" data-sequence="6""#),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains(r#"<circle class="files" data-sequence="7""#),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains("2 files · 1 command, 1 failed"),
+        "{timeline}"
+    );
+
+    // A command after the last call opens no turn: it is shown after the turns.
+    let backend = cuca_store_file::FileBackend::new(&sessions).unwrap();
+    let mut last = cuca_testkit::record(
+        "ws",
+        13,
+        cuca_events::SessionEvent::ShellCommand {
+            command: "git status".into(),
+            cwd: "src".into(),
+            origin: "bash -lc".into(),
+            exit_status: Some(0),
+            duration_ms: 12,
+            stdout: cuca_events::CapturedStream::default(),
+            stderr: cuca_events::CapturedStream::default(),
+        },
+    );
+    last.timestamp_ms = 1_700_000_004_000;
+    cuca_events::SessionBackend::append(&backend, last).unwrap();
+    let (_, _, body) = get(&format!("{base}/sessions/ws")).await;
+    assert!(
+        body.contains(r#"<dd id="summary-turns">2 · 14 records"#),
+        "{body}"
+    );
+    let after = &body[body.find(r#"id="notes-after""#).unwrap()..];
+    assert!(
+        after.contains("<pre class=\"command\">$ git status</pre>"),
+        "{after}"
+    );
+
+    // Without the object store beside the sessions, the page says so and still lists them.
+    std::fs::remove_dir_all(sessions.join(".cuca-workspace")).unwrap();
+    let (_, _, body) = get(&format!("{base}/sessions/ws")).await;
+    assert!(
+        body.contains("Diffs are not shown: no workspace objects at"),
+        "{body}"
+    );
+    assert!(
+        body.contains(r#"<code class="path">notes.txt</code>"#),
+        "{body}"
+    );
+    assert!(!body.contains(r#"<span class="add">+two</span>"#), "{body}");
+}
+
+#[test]
+fn a_saved_page_holds_the_turns_diffs_and_commands() {
+    let root = tempfile::tempdir().unwrap();
+    let sessions = root.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    support::workspace_session(&sessions, "ws");
+    let config = cuca_view::ViewConfig::new(vec![sessions.clone()]);
+    let mut out = Vec::new();
+    cuca_view::standalone::write_session(&config, "ws", "sessions", &mut out).unwrap();
+    let page = String::from_utf8(out).unwrap();
+    // The diff was read when the file was written: the file holds it.
+    assert!(page.contains(r#"<span class="add">+two</span>"#), "{page}");
+    assert!(
+        page.contains("<pre class=\"command\">$ cargo test --quiet</pre>"),
+        "{page}"
+    );
+    assert!(page.contains(support::FAILED_STDERR), "{page}");
+    assert!(
+        page.contains("2 files changed · 1 command, 1 failed"),
+        "{page}"
+    );
+}
+
+/// A conversation's first snapshot, counted by the proxy against the last one it took (its
+/// base session's), shows its diffs when that snapshot gives exactly the record's changes,
+/// and none (saying why) when it does not.
+#[tokio::test]
+async fn a_conversations_first_snapshot_is_diffed_against_its_siblings_when_it_gives_its_changes() {
+    use cuca_events::{Message, SessionBackend, SessionEvent};
+    use cuca_workspace::{DirObjects, SnapshotConfig, Snapshotter};
+    let root = tempfile::tempdir().unwrap();
+    let sessions = root.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("notes.txt"), "one\n").unwrap();
+    let objects = std::sync::Arc::new(DirObjects::beside(&sessions));
+    let mut snapshotter =
+        Snapshotter::new(workspace.path(), objects, SnapshotConfig::default()).unwrap();
+    let first = snapshotter.snapshot(None).unwrap();
+    std::fs::write(workspace.path().join("notes.txt"), "one\ntwo\n").unwrap();
+    let second = snapshotter.snapshot(Some(&first.id)).unwrap();
+    let backend = cuca_store_file::FileBackend::new(&sessions).unwrap();
+    let turn = |id: &str, snapshot: SessionEvent, at: u64| {
+        let events = [
+            snapshot,
+            SessionEvent::Message(Message::user("go")),
+            SessionEvent::Output { text: "ok".into() },
+            SessionEvent::Latency { duration_ms: 10 },
+            SessionEvent::TokenUsage {
+                prompt_tokens: 1,
+                completion_tokens: 1,
+            },
+        ];
+        for (sequence, event) in events.into_iter().enumerate() {
+            let mut record = cuca_testkit::record(id, sequence as u64, event);
+            record.timestamp_ms = at + sequence as u64;
+            backend.append(record).unwrap();
+        }
+    };
+    turn("agent", first.event(), 1_700_000_000_000);
+    turn("agent:conv:1", second.event(), 1_700_000_001_000);
+    // A conversation whose recorded changes the sibling's snapshot does not give.
+    let mut wrong = second.event();
+    if let SessionEvent::WorkspaceSnapshot { changes, .. } = &mut wrong {
+        changes[0].path = "other.txt".into();
+    }
+    turn("agent:conv:2", wrong, 1_700_000_002_000);
+    let base = support::serve(cuca_view::ViewConfig::new(vec![sessions])).await;
+
+    let (status, _, body) = get(&format!("{base}/sessions/agent:conv:1")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(r#"<span class="add">+two</span>"#), "{body}");
+    assert!(!body.contains("does not hold"), "{body}");
+
+    let (_, _, body) = get(&format!("{base}/sessions/agent:conv:2")).await;
+    assert!(
+        body.contains("counted against a snapshot this session does not hold"),
+        "{body}"
+    );
+    assert!(!body.contains(r#"<span class="add">+two</span>"#), "{body}");
+}
+
+/// A store that is not a directory (a fleet's database) shows its turns' diffs from the
+/// object store it is given with it, and says why there are none without one.
+#[tokio::test]
+async fn a_store_that_is_not_a_directory_reads_diffs_from_the_objects_given_with_it() {
+    let root = tempfile::tempdir().unwrap();
+    let sessions = root.path().join("fleet");
+    std::fs::create_dir_all(&sessions).unwrap();
+    support::workspace_session(&sessions, "ws");
+    let store = || {
+        std::sync::Arc::new(cuca_store_file::FileBackend::new(&sessions).unwrap())
+            as std::sync::Arc<dyn cuca_events::SessionBackend>
+    };
+    let objects = std::sync::Arc::new(cuca_workspace::DirObjects::beside(&sessions));
+    let with = cuca_view::ViewConfig::new(Vec::new())
+        .with_store("the fleet", store())
+        .with_store_objects("the fleet", objects);
+    let base = support::serve(with).await;
+    let (status, _, body) = get(&format!("{base}/sessions/ws")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(r#"<span class="add">+two</span>"#), "{body}");
+
+    let without = cuca_view::ViewConfig::new(Vec::new()).with_store("the fleet", store());
+    let base = support::serve(without).await;
+    let (_, _, body) = get(&format!("{base}/sessions/ws")).await;
+    assert!(
+        body.contains("Diffs are not shown: the viewer was given no workspace objects"),
+        "{body}"
+    );
+    assert!(!body.contains(r#"<span class="add">+two</span>"#), "{body}");
+}

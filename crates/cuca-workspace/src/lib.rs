@@ -33,6 +33,7 @@
 
 #![forbid(unsafe_code)]
 
+mod diff;
 mod error;
 mod lines;
 mod objects;
@@ -40,6 +41,7 @@ mod restore;
 mod snapshot;
 mod tree;
 
+pub use diff::{file_diff, text_diff, DiffLimits, DiffLine, FileDiff, TextDiff};
 pub use error::WorkspaceError;
 pub use lines::{is_binary, line_changes};
 pub use objects::{
@@ -47,7 +49,7 @@ pub use objects::{
 };
 pub use restore::{restore, RestoreOptions, Restored};
 pub use snapshot::{Snapshot, SnapshotConfig, Snapshotter, DEFAULT_MAX_FILE_BYTES};
-pub use tree::{read_flat, EntryKind, FileEntry, Flat};
+pub use tree::{find_file, read_flat, EntryKind, FileEntry, Flat};
 
 #[cfg(test)]
 mod tests;

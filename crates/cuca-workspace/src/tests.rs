@@ -325,3 +325,122 @@ fn an_excluded_directory_inside_the_workspace_is_not_walked() {
     let flat = read_flat(store.as_ref(), &taken.id).unwrap();
     assert_eq!(flat.keys().collect::<Vec<_>>(), ["code.txt"]);
 }
+
+#[test]
+fn a_text_diff_reads_as_diff_u_does() {
+    let old = b"a\nb\nc\nd\ne\nf\ng\nh\ni\nj\n";
+    let new = b"a\nb\nc\nD\ne\nf\ng\nh\ni\nj\nk\n";
+    let diff = text_diff(old, new, DiffLimits::default());
+    let lines: Vec<String> = diff.lines.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        lines,
+        [
+            "@@ -1,10 +1,11 @@",
+            " a",
+            " b",
+            " c",
+            "-d",
+            "+D",
+            " e",
+            " f",
+            " g",
+            " h",
+            " i",
+            " j",
+            "+k",
+        ]
+    );
+    let far = b"1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n";
+    let edited = b"one\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\ntwelve\n";
+    let hunks: Vec<String> = text_diff(far, edited, DiffLimits::default())
+        .lines
+        .iter()
+        .filter(|l| matches!(l, DiffLine::Hunk { .. }))
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(hunks, ["@@ -1,4 +1,4 @@", "@@ -9,4 +9,4 @@"]);
+    let added: Vec<String> = text_diff(b"", b"x\ny\n", DiffLimits::default())
+        .lines
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(added, ["@@ -0,0 +1,2 @@", "+x", "+y"]);
+    assert!(text_diff(old, old, DiffLimits::default()).lines.is_empty());
+}
+
+#[test]
+fn a_text_diff_keeps_to_its_limits() {
+    let old: String = (0..100).map(|i| format!("{i}\n")).collect();
+    let new: String = (0..100).map(|i| format!("new {i}\n")).collect();
+    let limits = DiffLimits {
+        context: 3,
+        max_lines: 50,
+        max_cells: 10,
+    };
+    let diff = text_diff(old.as_bytes(), new.as_bytes(), limits);
+    assert!(diff.coarse);
+    assert_eq!(diff.lines.len(), 50);
+    // A hunk header, 100 removed, 100 added.
+    assert_eq!(diff.lines_left_out, 201 - 50);
+}
+
+#[test]
+fn a_file_diff_reads_both_snapshots_by_path() {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path();
+    write(root, "src/main.rs", b"fn main() {}\n");
+    write(root, "logo.png", b"\x89PNG\0\0");
+    let store = Arc::new(MemObjects::new());
+    let mut snapshotter = snapshotter(root, store.clone());
+    let first = snapshotter.snapshot(None).unwrap();
+    write(
+        root,
+        "src/main.rs",
+        b"fn main() {\n    println!(\"hi\");\n}\n",
+    );
+    age(root);
+    let second = snapshotter.snapshot(Some(&first.id)).unwrap();
+    assert_eq!(
+        find_file(store.as_ref(), &second.id, "src").unwrap(),
+        None,
+        "a directory is no file"
+    );
+    assert!(find_file(store.as_ref(), &second.id, "src/main.rs")
+        .unwrap()
+        .is_some());
+    let FileDiff::Text(diff) = file_diff(
+        store.as_ref(),
+        Some(&first.id),
+        Some(&second.id),
+        "src/main.rs",
+        DiffLimits::default(),
+    )
+    .unwrap() else {
+        panic!("a text file's diff is text")
+    };
+    let lines: Vec<String> = diff.lines.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        lines,
+        [
+            "@@ -1,1 +1,3 @@",
+            "-fn main() {}",
+            "+fn main() {",
+            "+    println!(\"hi\");",
+            "+}"
+        ]
+    );
+    assert_eq!(
+        file_diff(
+            store.as_ref(),
+            None,
+            Some(&second.id),
+            "logo.png",
+            DiffLimits::default()
+        )
+        .unwrap(),
+        FileDiff::Binary {
+            old_bytes: 0,
+            new_bytes: 6
+        }
+    );
+}

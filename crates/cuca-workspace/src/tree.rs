@@ -167,3 +167,38 @@ pub fn read_flat(store: &dyn ObjectStore, root: &ObjectId) -> Result<Flat, Works
 
 /// Deeper than Linux's `PATH_MAX` (4096 bytes) allows with one-letter names.
 const MAX_DEPTH: usize = 2048;
+
+/// The file at `path` (`/`-separated, relative to the workspace) in the snapshot whose root
+/// tree is `root`, reading only the trees on the way to it; `None` when the snapshot has no
+/// file there (a directory at `path` is no file either).
+pub fn find_file(
+    store: &dyn ObjectStore,
+    root: &ObjectId,
+    path: &str,
+) -> Result<Option<FileEntry>, WorkspaceError> {
+    let mut parts = path.split('/').peekable();
+    let mut tree = *root;
+    while let Some(name) = parts.next() {
+        let bytes = get_object(store, &tree)?;
+        let entries: Vec<TreeEntry> =
+            postcard::from_bytes(&bytes).map_err(|error| WorkspaceError::Damaged {
+                id: tree.to_string(),
+                store: store.describe(),
+                reason: format!("not a tree: {error}"),
+            })?;
+        let Some(entry) = entries.into_iter().find(|entry| entry.name == name) else {
+            return Ok(None);
+        };
+        match (entry.kind, parts.peek().is_some()) {
+            (EntryKind::Directory, true) => tree = ObjectId(entry.id),
+            (EntryKind::Directory, false) | (_, true) => return Ok(None),
+            (kind, false) => {
+                return Ok(Some(FileEntry {
+                    kind,
+                    id: ObjectId(entry.id),
+                }))
+            }
+        }
+    }
+    Ok(None)
+}

@@ -18,6 +18,9 @@ pub(crate) struct ExportTo {
     pub(crate) output: Option<PathBuf>,
     /// The call log an HTML page takes failed calls from; this machine's when `None`.
     pub(crate) calls: Option<PathBuf>,
+    /// The workspace objects an HTML page reads its file diffs from, for a store that is not
+    /// a directory (a directory's are beside it).
+    pub(crate) objects: Option<cuca_view::diffs::Objects>,
 }
 
 /// `cuca export STORE SESSION [--format jsonl|html] [-o FILE]`: every format is checked in
@@ -48,7 +51,9 @@ fn write(
             write_json_line(&mut &mut *out, &record)?;
             Ok(ControlFlow::Continue(()))
         }),
-        ExportFormat::Html => super::export_html::write(store, session, to.calls.as_deref(), out),
+        ExportFormat::Html => {
+            super::export_html::write(store, session, to.calls.as_deref(), to.objects.clone(), out)
+        }
     }
 }
 

@@ -23,6 +23,7 @@ mod export_html;
 mod fork;
 mod import;
 mod list;
+mod outside;
 mod replay;
 mod show;
 mod verify;

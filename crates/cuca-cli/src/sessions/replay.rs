@@ -330,6 +330,10 @@ impl<W: Write> Human<'_, W> {
 
     fn part(&mut self, part: TurnPart, detail: Option<ToolDetail>) -> std::io::Result<()> {
         let (label, body) = match part {
+            TurnPart::Call(event) if is_outside(&event) => {
+                self.close_run()?;
+                return write!(self.out, "{}", super::outside::words(&event));
+            }
             TurnPart::SystemPrompt(prompt) => {
                 self.close_run()?;
                 return writeln!(self.out, "  system: {}", text(&prompt, INDENT));
@@ -430,6 +434,11 @@ struct Json {
     /// The turn's CallRequest / CallFinish records, written as `"call"` only when there are
     /// any (a session recorded without call metadata keeps its exact JSON).
     calls: Vec<serde_json::Value>,
+    /// The workspace snapshots before the turn's call, written as `"workspace"` only when
+    /// there are any, as `"call"` is.
+    workspace: Vec<serde_json::Value>,
+    /// The shell commands before the turn's call, written as `"shell"` likewise.
+    shell: Vec<serde_json::Value>,
     n_blocks: usize,
 }
 
@@ -449,6 +458,12 @@ impl Json {
             TurnPart::SystemPrompt(prompt) => self.system_prompts.push(prompt.into()),
             TurnPart::Message(message) => self.messages.push(json!(message)),
             TurnPart::Note(note) => self.notes.push(note_json(&note)),
+            TurnPart::Call(event @ SessionEvent::WorkspaceSnapshot { .. }) => {
+                self.workspace.push(super::outside::json(&event));
+            }
+            TurnPart::Call(event @ SessionEvent::ShellCommand { .. }) => {
+                self.shell.push(super::outside::json(&event));
+            }
             TurnPart::Call(event) => self.calls.push(json!(event)),
             TurnPart::Block(block) => {
                 if self.n_blocks > 0 {
@@ -477,7 +492,7 @@ impl Json {
         }
         write!(
             out,
-            ",\"complete\":{},\"completion\":{},\"first_sequence\":{},\"last_sequence\":{},\"messages\":{},\"notes\":{},\"notes_only\":{},\"records\":{},\"system_prompts\":{},\"turn\":{}}}",
+            ",\"complete\":{},\"completion\":{},\"first_sequence\":{},\"last_sequence\":{},\"messages\":{},\"notes\":{},\"notes_only\":{},\"records\":{}",
             outline.is_complete(),
             encode(&completion)?,
             outline.first_sequence,
@@ -486,6 +501,13 @@ impl Json {
             encode(&self.notes)?,
             plan.is_notes_after(outline),
             outline.records,
+        )?;
+        if !self.shell.is_empty() {
+            write!(out, ",\"shell\":{}", encode(&self.shell)?)?;
+        }
+        write!(
+            out,
+            ",\"system_prompts\":{},\"turn\":{}",
             encode(&self.system_prompts)?,
             // From 1; a notes-only block is no turn, so it has no number.
             if plan.is_notes_after(outline) {
@@ -494,12 +516,21 @@ impl Json {
                 (outline.turn + 1).to_string()
             }
         )?;
-        writeln!(out)?;
+        if !self.workspace.is_empty() {
+            write!(out, ",\"workspace\":{}", encode(&self.workspace)?)?;
+        }
+        writeln!(out, "}}")?;
         Ok(())
     }
 }
 
 /// Pass 2: the session's parts through `visit`, from the first `limit` records.
+///
+/// The workspace's records (`WorkspaceSnapshot`, `ShellCommand`), which the splitter passes
+/// over because no turn's request or answer holds them, are handed to `visit` as
+/// `TurnPart::Call(event)` right after the `Start` of the turn they come before: the files
+/// and commands the previous answer's tools acted on, which this call's request reflects.
+/// Those after the last turn are handed after it.
 fn split(
     backend: &dyn SessionBackend,
     session: &str,
@@ -511,18 +542,32 @@ fn split(
     // A tool result's exit status and streams are in its record, not in the block the
     // splitter hands over: kept here, by call id, until the block comes.
     let details = RefCell::new(WaitingDetails::default());
+    let outside = RefCell::new(Outside::default());
+    let mut hand = |part: TurnPart, detail: Option<ToolDetail>| match visit(part, detail) {
+        Ok(flow) => Ok(flow),
+        Err(error) => {
+            failed = Some(error);
+            Err(PluginError::validation("replay", "the printer stopped"))
+        }
+    };
     let mut splitter = TurnSplitter::new(session, |part| {
         let detail = details.borrow_mut().take_for(&part);
-        match visit(part, detail) {
-            Ok(flow) => Ok(flow),
-            Err(error) => {
-                failed = Some(error);
-                Err(PluginError::validation("replay", "the printer stopped"))
+        let starts = matches!(part, TurnPart::Start { .. });
+        let mut flow = hand(part, detail)?;
+        if starts {
+            for event in outside.borrow_mut().take() {
+                if flow.is_continue() {
+                    flow = hand(TurnPart::Call(event), None)?;
+                }
             }
         }
+        Ok(flow)
     });
     let result = each_record(backend, session, limit, &mut |record| {
         details.borrow_mut().note(&record.event);
+        if is_outside(&record.event) {
+            outside.borrow_mut().keep(record.event.clone());
+        }
         splitter.push(record.sequence, record.event)?;
         Ok(if splitter.is_stopped() {
             ControlFlow::Break(())
@@ -531,9 +576,50 @@ fn split(
         })
     })
     .and_then(|()| splitter.finish().map(drop).map_err(CliError::from));
+    let result = result.and_then(|()| {
+        // What the agent did after its last call: no turn follows to hold it.
+        for event in outside.borrow_mut().take() {
+            if hand(TurnPart::Call(event), None)
+                .map_err(CliError::from)?
+                .is_break()
+            {
+                break;
+            }
+        }
+        Ok(())
+    });
     match failed {
         Some(error) => Err(error),
         None => result,
+    }
+}
+
+/// Whether `event` is one of the workspace's records, which [`split`] hands over itself.
+fn is_outside(event: &SessionEvent) -> bool {
+    matches!(
+        event,
+        SessionEvent::WorkspaceSnapshot { .. } | SessionEvent::ShellCommand { .. }
+    )
+}
+
+/// Most workspace records kept for the turn they come before: an agent runs a few commands
+/// between two calls; a script that ran thousands without a call keeps the last ones.
+const MAX_OUTSIDE: usize = 1_024;
+
+/// The workspace's records read since the last turn started, oldest first.
+#[derive(Debug, Default)]
+struct Outside(VecDeque<SessionEvent>);
+
+impl Outside {
+    fn keep(&mut self, event: SessionEvent) {
+        if self.0.len() == MAX_OUTSIDE {
+            self.0.pop_front();
+        }
+        self.0.push_back(event);
+    }
+
+    fn take(&mut self) -> VecDeque<SessionEvent> {
+        std::mem::take(&mut self.0)
     }
 }
 

@@ -119,6 +119,7 @@ pub(crate) fn page(session: &str, lanes: &[Lane], view: View) -> Markup {
                 g.lane data-session=(lane.session) data-calls=(calls.len()) {
                     text x="4" y=(y + 17) { (lane.session) }
                     line.lane-line x1=(LABEL) x2=(WIDTH) y1=(y + LANE / 2) y2=(y + LANE / 2) {}
+                    (outside_marks(lane, y, t0, t1, &x))
                     @if calls.len() <= MAX_BARS {
                         @for call in &calls {
                             a href=(turn_href(&lane.session, call.number)) {
@@ -167,7 +168,7 @@ pub(crate) fn page(session: &str, lanes: &[Lane], view: View) -> Markup {
         h2 { "Calls in start order" }
         (pager(page, pages, rows.len(), &page_href))
         table #timeline-calls {
-            thead { tr { th { "Conversation" } th.num { "Turn" } th { "Started" } th.num { "ms" } th.num { "Tokens in / out" } } }
+            thead { tr { th { "Conversation" } th.num { "Turn" } th { "Started" } th.num { "ms" } th.num { "Tokens in / out" } th { "Files · commands" } } }
             tbody {
                 @for (lane, call) in rows.iter().skip((page - 1) * ROWS_PER_PAGE).take(ROWS_PER_PAGE) {
                     tr data-session=(lane.session) {
@@ -176,11 +177,76 @@ pub(crate) fn page(session: &str, lanes: &[Lane], view: View) -> Markup {
                         td.when { (when_ms(call.start_ms)) }
                         td.num { (opt(call.latency_ms)) }
                         td.num { @if call.tokens_known { (thousands(call.prompt_tokens)) " / " (thousands(call.completion_tokens)) } }
+                        td.outside { (outside_words(call)) }
                     }
                 }
             }
         }
         (pager(page, pages, rows.len(), &page_href))
+    }
+}
+
+/// Most shell-command and snapshot marks one lane draws: past this many they would cover
+/// each other as the bars do ([`MAX_BARS`]); the table still counts every call's.
+const MAX_OUTSIDE_MARKS: usize = MAX_BARS;
+
+/// What a call's turn recorded outside the model, in words for the table ("2 files · 1
+/// command, 1 failed"); empty when nothing was.
+fn outside_words(call: &TurnStat) -> String {
+    let mut words = Vec::new();
+    if call.n_files_changed > 0 {
+        words.push(plural(call.n_files_changed, "file", "files"));
+    }
+    if call.n_commands > 0 {
+        let mut run = plural(call.n_commands, "command", "commands");
+        if call.n_failed_commands > 0 {
+            run.push_str(&format!(", {} failed", call.n_failed_commands));
+        }
+        words.push(run);
+    }
+    words.join(" · ")
+}
+
+/// A lane's marks for what happened outside the model: each shell command a thin bar under
+/// the calls from its start to its end (red when it failed), each snapshot that changed files
+/// a dot over them, each linking to its record.
+fn outside_marks(lane: &Lane, y: u64, t0: u64, t1: u64, x: &dyn Fn(u64) -> u64) -> Markup {
+    let index = &lane.index;
+    let commands: Vec<_> = index
+        .commands
+        .iter()
+        .filter(|c| c.end_ms >= t0 && c.start_ms() <= t1)
+        .take(MAX_OUTSIDE_MARKS)
+        .collect();
+    let snapshots: Vec<_> = index
+        .snapshots
+        .iter()
+        .filter(|s| s.n_changes > 0 && s.at_ms >= t0 && s.at_ms <= t1)
+        .take(MAX_OUTSIDE_MARKS)
+        .collect();
+    let point = |turn: usize, sequence: u64| {
+        format!("{}?turn={turn}#p-{sequence}", session_href(&lane.session))
+    };
+    html! {
+        @for command in &commands {
+            a href=(point(command.turn, command.sequence)) {
+                rect class=(if command.failed() { "command error" } else { "command" })
+                    data-sequence=(command.sequence)
+                    x=(x(command.start_ms())) y=(y + LANE - 4)
+                    width=(x(command.end_ms).saturating_sub(x(command.start_ms())).max(2)) height="3" {
+                    title { "shell command · turn " (thousands(command.turn as u64)) " · "
+                        @match command.exit_status { Some(code) => { "exit " (code) } None => { "did not run" } }
+                        " · " (duration_words(command.duration_ms)) }
+                }
+            }
+        }
+        @for snapshot in &snapshots {
+            a href=(point(snapshot.turn, snapshot.sequence)) {
+                circle.files data-sequence=(snapshot.sequence) cx=(x(snapshot.at_ms)) cy=(y + 3) r="2.5" {
+                    title { (plural(snapshot.n_changes, "file changed", "files changed")) " before turn " (thousands(snapshot.turn as u64)) }
+                }
+            }
+        }
     }
 }
 

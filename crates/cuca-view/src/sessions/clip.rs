@@ -75,6 +75,22 @@ fn clip_to(text: &mut String, limit: usize) -> u64 {
     removed as u64
 }
 
+/// Shortens `text` to at most `limit` bytes by cutting its start (at a character boundary):
+/// a stream's tail is kept for its end, where a command says what went wrong. Returns the
+/// bytes cut.
+fn clip_start(text: &mut String, limit: usize) -> u64 {
+    if text.len() <= limit {
+        return 0;
+    }
+    let mut cut = text.len() - limit;
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    text.drain(..cut);
+    text.shrink_to_fit();
+    cut as u64
+}
+
 /// Shortens a label (a model's name, an id) to [`MAX_LABEL_BYTES`].
 pub(crate) fn clip_label(text: &mut String) {
     clip_to(text, MAX_LABEL_BYTES);
@@ -178,6 +194,25 @@ pub(crate) fn clip_event(event: &mut SessionEvent, budget: &mut usize) -> u64 {
         SessionEvent::CallWire { format, wire } => {
             labels += label(format);
             text(wire, budget);
+        }
+        SessionEvent::ShellCommand {
+            command,
+            cwd,
+            origin,
+            stdout,
+            stderr,
+            ..
+        } => {
+            labels += label(cwd) + label(origin);
+            text(command, budget);
+            for stream in [stdout, stderr] {
+                let removed = clip_start(&mut stream.tail, *budget);
+                *budget = budget.saturating_sub(stream.tail.len());
+                // What the page cut is cut from the tail's start: the record's own count of
+                // what it left out grows by it, so the page says how much it shows.
+                stream.cut += removed;
+                cut += removed;
+            }
         }
         _ => {}
     }

@@ -590,3 +590,94 @@ pub fn cut_call(root: &Path) -> (PathBuf, PathBuf) {
     std::fs::write(&calls, serde_json::to_string(&row).unwrap() + "\n").unwrap();
     (sessions, calls)
 }
+
+/// The stderr a recorded shell command failed with in [`workspace_session`].
+pub const FAILED_STDERR: &str = "error[E0425]: cannot find value `two` in this scope";
+
+/// An agent's session recorded with a watched workspace, into `sessions` as `id`, its
+/// snapshots' objects beside it (`.cuca-workspace/objects`), as `cuca run` leaves them: call
+/// 1 sees `notes.txt` and `logo.bin`; the agent then appends a line to `notes.txt`, deletes
+/// `logo.bin` and runs `cargo test`, which fails; call 2 sees the change.
+pub fn workspace_session(sessions: &Path, id: &str) {
+    use cuca_events::CapturedStream;
+    use cuca_workspace::{DirObjects, SnapshotConfig, Snapshotter};
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("notes.txt"), "one\nthree\n").unwrap();
+    std::fs::write(workspace.path().join("logo.bin"), b"\x89PNG\0\x01").unwrap();
+    let objects = std::sync::Arc::new(DirObjects::beside(sessions));
+    let mut snapshotter =
+        Snapshotter::new(workspace.path(), objects, SnapshotConfig::default()).unwrap();
+    let first = snapshotter.snapshot(None).unwrap();
+    std::fs::write(workspace.path().join("notes.txt"), "one\ntwo\nthree\n").unwrap();
+    std::fs::remove_file(workspace.path().join("logo.bin")).unwrap();
+    let second = snapshotter.snapshot(Some(&first.id)).unwrap();
+    let t0 = 1_700_000_000_000u64;
+    let mut records = Vec::new();
+    let mut push = |at: u64, event: SessionEvent| {
+        let mut r = record(id, records.len() as u64, event);
+        r.timestamp_ms = t0 + at;
+        records.push(r);
+    };
+    let call = |n: u64| SessionEvent::CallRequest {
+        model: "gpt-test".into(),
+        parameters: "{}".into(),
+        tools: "[]".into(),
+        messages: n,
+    };
+    push(0, first.event());
+    push(1, call(1));
+    push(2, SessionEvent::Message(Message::user("add the line two")));
+    push(
+        800,
+        SessionEvent::Output {
+            text: "Editing notes.txt, then testing.".into(),
+        },
+    );
+    push(900, SessionEvent::Latency { duration_ms: 900 });
+    push(
+        900,
+        SessionEvent::TokenUsage {
+            prompt_tokens: 10,
+            completion_tokens: 5,
+        },
+    );
+    let stream = |text: &str| CapturedStream {
+        sha256: format!("sha256:{}", "0".repeat(64)),
+        bytes: text.len() as u64,
+        tail: text.to_owned(),
+        cut: 0,
+    };
+    push(
+        2_400,
+        SessionEvent::ShellCommand {
+            command: "cargo test --quiet".into(),
+            cwd: ".".into(),
+            origin: "bash -c".into(),
+            exit_status: Some(101),
+            duration_ms: 1_300,
+            stdout: stream("running 1 test\n"),
+            stderr: stream(FAILED_STDERR),
+        },
+    );
+    push(2_500, second.event());
+    push(2_501, call(3));
+    push(
+        2_502,
+        SessionEvent::Message(Message::user("the test failed")),
+    );
+    push(
+        3_000,
+        SessionEvent::Output {
+            text: "Fixing it.".into(),
+        },
+    );
+    push(3_100, SessionEvent::Latency { duration_ms: 600 });
+    push(
+        3_100,
+        SessionEvent::TokenUsage {
+            prompt_tokens: 20,
+            completion_tokens: 6,
+        },
+    );
+    append_all(&FileBackend::new(sessions).unwrap(), &records);
+}
