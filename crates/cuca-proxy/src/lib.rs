@@ -98,6 +98,7 @@ mod record;
 mod redaction;
 mod refusal;
 mod replay;
+mod request_wire;
 mod rows;
 mod server;
 mod session;
