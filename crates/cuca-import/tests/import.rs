@@ -421,6 +421,70 @@ fn a_line_appended_to_a_transcript_is_all_the_next_import_appends() {
 }
 
 #[test]
+fn a_store_imported_before_token_details_existed_reads_and_takes_only_new_lines() {
+    let tree = tempfile::tempdir().unwrap();
+    copy_tree(&fixtures("claude-code"), tree.path());
+    let transcript = tree
+        .path()
+        .join("projects/-home-ada-src-vault/c47e0d19-8b2a-4f55-b3c4-6e1d2a3b4c22.jsonl");
+    // A store as an import wrote it before the record existed: the same records without
+    // their TokenDetail, sequences closed up.
+    let now_dir = tempfile::tempdir().unwrap();
+    let now = FileBackend::new(now_dir.path()).unwrap();
+    run(&now, Source::ClaudeCode, tree.path());
+    let old_dir = tempfile::tempdir().unwrap();
+    let old = FileBackend::new(old_dir.path()).unwrap();
+    for session in now.sessions().unwrap() {
+        let kept = now
+            .replay(&session)
+            .unwrap()
+            .into_iter()
+            .filter(|r| !matches!(r.event, SessionEvent::TokenDetail(_)));
+        for (sequence, record) in kept.enumerate() {
+            old.append(SessionRecord {
+                sequence: sequence as u64,
+                ..record
+            })
+            .unwrap();
+        }
+    }
+    let before = events(&old, B);
+    assert!(details(&before).is_empty());
+    // Its markers still say where each transcript was read to: nothing new, nothing written.
+    let report = run(&old, Source::ClaudeCode, tree.path());
+    assert!(!report.failed(), "{:?}", report.findings);
+    assert_eq!(report.records(), 0);
+
+    // A new call is appended with its detail; what was there is unchanged.
+    append(
+        &transcript,
+        concat!(
+            r#"{"type":"user","sessionId":"c47e0d19-8b2a-4f55-b3c4-6e1d2a3b4c22","uuid":"c0000000-0000-4000-8000-000000000007","timestamp":"2026-03-10T00:04:00.000Z","message":{"role":"user","content":"Fix main.rs too."}}"#,
+            "\n",
+            r#"{"type":"assistant","sessionId":"c47e0d19-8b2a-4f55-b3c4-6e1d2a3b4c22","timestamp":"2026-03-10T00:04:05.000Z","requestId":"req_011COpusC4","message":{"id":"msg_01OpusC4dd","model":"claude-opus-4-1-20250805","role":"assistant","content":[{"type":"text","text":"Done."}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":57,"cache_read_input_tokens":18990,"cache_creation_input_tokens":0}}}"#,
+            "\n"
+        ),
+    );
+    let report = run(&old, Source::ClaudeCode, tree.path());
+    assert!(!report.failed(), "{:?}", report.findings);
+    let after = events(&old, B);
+    assert_eq!(after[..before.len()], before[..]);
+    let new = &after[before.len()..];
+    assert_eq!(
+        details(new),
+        [TokenDetail {
+            input: Some(3),
+            output: Some(57),
+            cache_read: Some(18990),
+            cache_write: Some(0),
+            ..TokenDetail::default()
+        }]
+    );
+    assert_detail_before_pair(new);
+    assert_eq!(usage(new), [(3 + 18990, 57)]);
+}
+
+#[test]
 fn a_transcript_changed_before_the_imported_point_is_reported_not_reimported() {
     let tree = tempfile::tempdir().unwrap();
     copy_tree(&fixtures("claude-code"), tree.path());
