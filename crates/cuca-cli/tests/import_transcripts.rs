@@ -1,7 +1,7 @@
 //! `cuca import claude-code` and `cuca import codex` on the committed fixtures
 //! (`fixtures/claude-code`, `fixtures/codex`): what the command prints and exits with, the
-//! session commands on the imported sessions, and the per-day token counts side by side
-//! with ccusage's own report of the same transcripts.
+//! session commands on the imported sessions, and `cuca cost`'s per-day token counts and
+//! costs side by side with ccusage's own report of the same transcripts.
 //!
 //! ccusage comes from `.ci/run` (`ccusage@20.0.24` from npm, pinned) as `CUCA_TEST_CCUSAGE`.
 //! Without it (a developer's `cargo test`) the comparison prints why and passes having
@@ -277,7 +277,7 @@ fn ccusage_daily(ccusage: &Path) -> serde_json::Value {
 
 /// The model the bundled table has no entry for: LiteLLM's list (1.110.2) names Opus 4.1
 /// only under Bedrock, Vercel and Databricks keys, and cuca does not price a call by another
-/// provider's entry; ccusage finds the Bedrock one by a loose name match (docs/cost.md).
+/// provider's entry; ccusage prices it at Anthropic's prices (docs/cost.md).
 const UNPRICED_IN_BUNDLED: &str = "claude-opus-4-1-20250805";
 
 /// Both sides group by UTC date: ccusage with `--timezone UTC`, `cuca cost` by the UTC day
