@@ -179,6 +179,15 @@ const TARGETS: &[Target] = &[
         ],
         full_env: &[],
     },
+    // The same under criterion, with `cuca verify` of the store as the baseline: ten runs
+    // of each. Quick mode builds a tenth of the store and times the report by day.
+    Target {
+        package: "cuca-cli",
+        bench: "cost_report",
+        quick: Quick::Filter("cost_1M/(by_day_json|verify)"),
+        quick_env: &[("CUCA_BENCH_COST_RECORDS", "100000")],
+        full_env: &[],
+    },
     // Recording into PostgreSQL through the proxy, against a FileBackend; without
     // CUCA_PG_URL it prints why and its rows say "not run".
     Target {
@@ -414,6 +423,10 @@ const ROWS: &[Row] = &[
     row("cuca replay --turn 1, 1M records", CliScale("replayTurn0Ns"), "serde_json JSONL read", CliScale("jsonlReadNs"), Speed, AtLeast(3.0)),
     row("cuca verify peak RSS, 1M records", CliScale("verifyRssKib"), "cuca --version peak RSS", CliScale("startRssKib"), Cost, Below(64.0 * 1024.0)),
     row("cuca replay --turn 1 peak RSS, 1M records", CliScale("replayTurn0RssKib"), "cuca --version peak RSS", CliScale("startRssKib"), Cost, Below(64.0 * 1024.0)),
+    // `cuca cost` on a million records (1,000 sessions) under 2 s, against reading the same
+    // store (`cuca verify`); its peak RSS is the GNU-time `cost` bench's (docs/performance.md).
+    row("cuca cost --json (by day), 1M records", C("cost_1M/by_day_json"), "cuca verify of the store", C("cost_1M/verify"), Cost, Below(2e9)),
+    row("cuca cost --by model, 1M records", C("cost_1M/by_model"), "cuca verify of the store", C("cost_1M/verify"), Cost, Below(2e9)),
     // Replay over InMemoryBackend, 100k records (the replay crate's own bench).
     row("replay load, 100k records (memory)", C("replay_100k/load"), "backend.replay clone", C("replay_100k/backend_replay_baseline"), Cost, Info),
 ];

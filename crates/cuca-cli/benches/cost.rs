@@ -13,43 +13,8 @@
 
 use std::process::{Command, Stdio};
 
-use cuca::{FileBackend, Message, SessionBackend, SessionEvent, SessionRecord, TokenDetail};
-
-/// Records per session: a long agent session's worth.
-const SESSION_RECORDS: u64 = 1_000;
-
-fn event(sequence: u64) -> SessionEvent {
-    let models = ["claude-sonnet-4-5-20250929", "gpt-4o", "mystery-model"];
-    let model = models[(sequence / 10 % 3) as usize];
-    match sequence % 10 {
-        0 => SessionEvent::Message(Message::user(format!("question {sequence}"))),
-        1 => SessionEvent::CallRequest {
-            model: model.into(),
-            parameters: "{}".into(),
-            tools: "[]".into(),
-            messages: sequence / 10 + 1,
-        },
-        2..=5 => SessionEvent::Output {
-            text: " tok".into(),
-        },
-        6 => SessionEvent::CallFinish {
-            finish_reason: Some("stop".into()),
-            model: model.into(),
-        },
-        7 => SessionEvent::TokenDetail(TokenDetail {
-            input: Some(26),
-            output: Some(57),
-            cache_read: Some(3_401),
-            cache_write: Some(1_201),
-            ..TokenDetail::default()
-        }),
-        8 => SessionEvent::Latency { duration_ms: 900 },
-        _ => SessionEvent::TokenUsage {
-            prompt_tokens: 4_628,
-            completion_tokens: 57,
-        },
-    }
-}
+#[path = "support/cost_store.rs"]
+mod cost_store;
 
 /// One run of `cuca ARGS` under GNU time: (seconds, peak RSS in KiB).
 fn timed(args: &[&str]) -> (f64, f64) {
@@ -91,21 +56,7 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
     let dir = tempfile::tempdir().unwrap();
-    let backend = FileBackend::new(dir.path()).unwrap();
-    for at in 0..n {
-        let session = at / SESSION_RECORDS;
-        let sequence = at % SESSION_RECORDS;
-        backend
-            .append(SessionRecord {
-                session_id: format!("s{session:04}"),
-                sequence,
-                // Sessions an hour apart, records a second apart: 1,000 sessions span 42 days.
-                timestamp_ms: 1_796_000_000_000 + session * 3_600_000 + sequence * 1_000,
-                event: event(sequence),
-            })
-            .unwrap();
-    }
-    drop(backend);
+    cost_store::build(dir.path(), n);
     let d = dir.path().to_str().unwrap();
     let (day_s, day_kib) = best(runs, &["cost", d, "--json"]);
     let (model_s, model_kib) = best(runs, &["cost", d, "--by", "model"]);

@@ -1,7 +1,7 @@
 //! `cuca import claude-code` and `cuca import codex` on the committed fixtures
 //! (`fixtures/claude-code`, `fixtures/codex`): what the command prints and exits with, the
-//! session commands on the imported sessions, and the per-day token counts side by side
-//! with ccusage's own report of the same transcripts.
+//! session commands on the imported sessions, and `cuca cost`'s per-day token counts and
+//! costs side by side with ccusage's own report of the same transcripts.
 //!
 //! ccusage comes from `.ci/run` (`ccusage@20.0.24` from npm, pinned) as `CUCA_TEST_CCUSAGE`.
 //! Without it (a developer's `cargo test`) the comparison prints why and passes having
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
-use cuca::{FileBackend, SessionBackend, SessionEvent};
+use cuca::{FileBackend, SessionBackend};
 
 const A: &str = "claude-code-1b0c5a2e-4d3f-4c6e-9a1b-2f7d8e9c0a11";
 
@@ -155,7 +155,8 @@ fn the_export_form_of_import_still_takes_file_store_session() {
     assert_eq!(run(&["import", "claude-code", "--store"]).code, 2);
 }
 
-/// Token counts of one day, as ccusage's daily JSON names them.
+/// One day of a daily report, in ccusage's field names: the token counts, and the cost
+/// apart (it is compared within a tolerance, the counts exactly).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Day {
     input: u64,
@@ -165,64 +166,65 @@ struct Day {
     total: u64,
 }
 
-/// The UTC date of a time in milliseconds (Howard Hinnant's civil-from-days).
-fn utc_date(ms: u64) -> String {
-    let days = (ms / 86_400_000) as i64 + 719_468;
-    let era = days.div_euclid(146_097);
-    let doe = days - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
+/// The days of a `daily --json` report (ccusage's or `cuca cost`'s, the same shape): each
+/// date's counts and `totalCost` (`None`: cuca's for a day with a call it could not price).
+fn daily(report: &serde_json::Value) -> BTreeMap<String, (Day, Option<f64>)> {
+    report["daily"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|day| {
+            let n = |key: &str| day[key].as_u64().unwrap();
+            (
+                day["date"].as_str().unwrap().to_string(),
+                (
+                    Day {
+                        input: n("inputTokens"),
+                        output: n("outputTokens"),
+                        cache_creation: n("cacheCreationTokens"),
+                        cache_read: n("cacheReadTokens"),
+                        total: n("totalTokens"),
+                    },
+                    day["totalCost"].as_f64(),
+                ),
+            )
+        })
+        .collect()
 }
 
-/// What the imported sessions used, per UTC day: each call's kinds as its `CallWire`
-/// record keeps them, counted where the import counted it, on the day of its usage record.
-/// The one place to switch to `cuca cost STORE --by day --json` once it exists.
-fn imported_daily(store: &Path) -> BTreeMap<String, Day> {
-    let backend = FileBackend::new(store).unwrap();
-    let mut days: BTreeMap<String, Day> = BTreeMap::new();
-    for session in backend.sessions().unwrap() {
-        let mut pending: Option<serde_json::Value> = None;
-        for record in backend.replay(&session).unwrap() {
-            match &record.event {
-                SessionEvent::CallWire { format, wire } if format == "messages" => {
-                    let wire: serde_json::Value = serde_json::from_str(wire).unwrap();
-                    pending = (wire["counted"] == true).then(|| wire["usage"].clone());
-                }
-                SessionEvent::TokenUsage {
-                    prompt_tokens,
-                    completion_tokens,
-                } => {
-                    let Some(usage) = pending.take() else {
-                        continue;
-                    };
-                    let n = |key: &str| usage[key].as_u64().unwrap_or(0);
-                    let day = days.entry(utc_date(record.timestamp_ms)).or_default();
-                    let cache_creation = n("cache_creation_input_tokens");
-                    day.input += n("input_tokens");
-                    day.output += n("output_tokens");
-                    day.cache_creation += cache_creation;
-                    day.cache_read += n("cache_read_input_tokens");
-                    day.total += n("input_tokens")
-                        + n("output_tokens")
-                        + cache_creation
-                        + n("cache_read_input_tokens");
-                    // The folded record agrees with the kinds it folds.
-                    assert_eq!(
-                        *prompt_tokens,
-                        n("input_tokens") + cache_creation + n("cache_read_input_tokens")
-                    );
-                    assert_eq!(*completion_tokens, n("output_tokens"));
-                }
-                _ => {}
-            }
+/// Each (date, model) of a daily report and its cost: ccusage's `modelBreakdowns[].cost`, or
+/// cuca's (`None`: a model the table does not price).
+fn model_costs(report: &serde_json::Value) -> BTreeMap<(String, String), Option<f64>> {
+    let mut costs = BTreeMap::new();
+    for day in report["daily"].as_array().unwrap() {
+        for model in day["modelBreakdowns"].as_array().unwrap() {
+            costs.insert(
+                (
+                    day["date"].as_str().unwrap().to_string(),
+                    model["modelName"].as_str().unwrap().to_string(),
+                ),
+                model["cost"].as_f64(),
+            );
         }
     }
-    days
+    costs
+}
+
+/// What `cuca cost STORE --by day --json` reports for the imported sessions (UTC days),
+/// priced by the bundled table or by `prices`.
+fn cuca_daily(store: &Path, prices: Option<&Path>) -> serde_json::Value {
+    let mut args = vec!["cost", store.to_str().unwrap(), "--by", "day", "--json"];
+    if let Some(prices) = prices {
+        args.extend(["--prices", prices.to_str().unwrap()]);
+    }
+    let cost = run(&args);
+    assert_eq!(cost.code, 0, "{}", cost.stderr);
+    serde_json::from_str(&cost.stdout).unwrap()
+}
+
+/// Whether two costs agree within half a percent of ccusage's.
+fn within_half_a_percent(ours: f64, theirs: f64) -> bool {
+    theirs > 0.0 && ((ours - theirs) / theirs).abs() <= 0.005
 }
 
 fn ccusage() -> Option<PathBuf> {
@@ -248,14 +250,10 @@ fn ccusage() -> Option<PathBuf> {
     }
 }
 
-/// Both sides group by UTC date: ccusage with `--timezone UTC`, the import's records by
-/// their UTC time. Session B runs across UTC midnight, so a local-time grouping on either
-/// side would move its calls.
-#[test]
-fn imported_claude_code_usage_equals_ccusage_daily_token_for_token() {
-    let Some(ccusage) = ccusage() else { return };
+/// ccusage's daily report of the fixtures.
+fn ccusage_daily(ccusage: &Path) -> serde_json::Value {
     let home = tempfile::tempdir().unwrap();
-    let output = Command::new(&ccusage)
+    let output = Command::new(ccusage)
         .args([
             "claude",
             "daily",
@@ -274,33 +272,78 @@ fn imported_claude_code_usage_equals_ccusage_daily_token_for_token() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    let theirs: BTreeMap<String, Day> = report["daily"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|day| {
-            let n = |key: &str| day[key].as_u64().unwrap();
-            (
-                day["date"].as_str().unwrap().to_string(),
-                Day {
-                    input: n("inputTokens"),
-                    output: n("outputTokens"),
-                    cache_creation: n("cacheCreationTokens"),
-                    cache_read: n("cacheReadTokens"),
-                    total: n("totalTokens"),
-                },
-            )
-        })
-        .collect();
+    serde_json::from_slice(&output.stdout).unwrap()
+}
 
+/// The model the bundled table has no entry for: LiteLLM's list (1.110.2) names Opus 4.1
+/// only under Bedrock, Vercel and Databricks keys, and cuca does not price a call by another
+/// provider's entry; ccusage prices it at Anthropic's prices (docs/cost.md).
+const UNPRICED_IN_BUNDLED: &str = "claude-opus-4-1-20250805";
+
+/// Both sides group by UTC date: ccusage with `--timezone UTC`, `cuca cost` by the UTC day
+/// of each call's usage record. Session B runs across UTC midnight, so a local-time grouping
+/// on either side would move its calls.
+///
+/// The counts and costs come from the `TokenDetail` records the import writes: without them
+/// `cuca cost` reads each call's folded prompt as uncached input, and neither the cache
+/// columns nor the costs would match.
+#[test]
+fn imported_claude_code_costs_equal_ccusage_daily_token_for_token_and_within_half_a_percent() {
+    let Some(ccusage) = ccusage() else { return };
+    let report = ccusage_daily(&ccusage);
+    let theirs = daily(&report);
     let store = tempfile::tempdir().unwrap();
     import("claude-code", &fixtures("claude-code"), store.path());
-    let ours = imported_daily(store.path());
+    let bundled = cuca_daily(store.path(), None);
+    // Every call has its kinds apart.
+    assert_eq!(bundled["totals"]["foldedCalls"], 0, "{bundled}");
+    let ours = daily(&bundled);
     assert_eq!(
         theirs.keys().collect::<Vec<_>>(),
         ["2026-03-09", "2026-03-10", "2026-03-11"],
         "the fixtures span three UTC days"
     );
-    assert_eq!(ours, theirs);
+    let counts = |days: &BTreeMap<String, (Day, Option<f64>)>| -> BTreeMap<String, Day> {
+        days.iter()
+            .map(|(date, (day, _))| (date.clone(), *day))
+            .collect()
+    };
+    assert_eq!(counts(&ours), counts(&theirs));
+
+    // Priced by the bundled table: every model it prices costs what ccusage says, day by
+    // day; the one it has no entry for is unknown, never 0.
+    let their_models = model_costs(&report);
+    let our_models = model_costs(&bundled);
+    assert_eq!(
+        our_models.keys().collect::<Vec<_>>(),
+        their_models.keys().collect::<Vec<_>>()
+    );
+    for (key, their_cost) in &their_models {
+        let their_cost = their_cost.unwrap();
+        match our_models[key] {
+            Some(our_cost) => assert!(
+                within_half_a_percent(our_cost, their_cost),
+                "{key:?}: cuca ${our_cost} against ccusage ${their_cost}"
+            ),
+            None => assert_eq!(key.1, UNPRICED_IN_BUNDLED, "{key:?} is unpriced"),
+        }
+    }
+    assert_eq!(bundled["totals"]["unpricedCalls"], 3, "{bundled}");
+
+    // Priced by the same prices ccusage used (fixtures/claude-code/prices.json: the bundled
+    // entries, and Opus 4.1 at the prices ccusage gives it): every day's total.
+    let same = cuca_daily(
+        store.path(),
+        Some(&fixtures("claude-code").join("prices.json")),
+    );
+    assert_eq!(same["totals"]["unpricedCalls"], 0, "{same}");
+    let ours = daily(&same);
+    assert_eq!(counts(&ours), counts(&theirs));
+    for (date, (_, their_cost)) in &theirs {
+        let (our_cost, their_cost) = (ours[date].1.unwrap(), their_cost.unwrap());
+        assert!(
+            within_half_a_percent(our_cost, their_cost),
+            "{date}: cuca ${our_cost} against ccusage ${their_cost}"
+        );
+    }
 }

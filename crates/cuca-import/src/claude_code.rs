@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use crate::report::ImportReport;
 use crate::translate::{parse_ts, str_at, u64_at, Emit, Out, Side, Translate};
-use crate::usage::TranscriptUsage;
+use crate::usage::{Sent, TranscriptUsage};
 use crate::writer::{Call, MESSAGES_WIRE};
 
 /// Reads Claude Code lines.
@@ -49,6 +49,26 @@ pub(crate) fn usage_of(usage: &Value) -> TranscriptUsage {
         reasoning: usage
             .get("output_tokens_details")
             .map_or(0, |d| u64_at(d, "thinking_tokens")),
+    }
+}
+
+/// Which kinds one `message.usage` object wrote: every count is Anthropic's, `input_tokens`
+/// excluding the cached prompt.
+pub(crate) fn sent_of(usage: &Value) -> Sent {
+    let has = |value: &Value, key: &str| value.get(key).is_some_and(Value::is_u64);
+    let split = usage.get("cache_creation").is_some_and(|s| {
+        has(s, "ephemeral_5m_input_tokens") || has(s, "ephemeral_1h_input_tokens")
+    });
+    Sent {
+        input_includes_cache_read: false,
+        input: has(usage, "input_tokens"),
+        output: has(usage, "output_tokens"),
+        cache_read: has(usage, "cache_read_input_tokens"),
+        cache_write: has(usage, "cache_creation_input_tokens"),
+        cache_split: split,
+        reasoning: usage
+            .get("output_tokens_details")
+            .is_some_and(|d| has(d, "thinking_tokens")),
     }
 }
 
@@ -191,6 +211,7 @@ impl Translate for ClaudeCode {
                     emit(Out::CallLine(Call {
                         key,
                         usage: usage_of(usage),
+                        sent: sent_of(usage),
                         model: model.clone(),
                         finish_reason: str_at(message, "stop_reason").map(str::to_string),
                         wire_format: MESSAGES_WIRE,

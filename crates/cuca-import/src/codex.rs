@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use crate::report::ImportReport;
 use crate::translate::{parse_ts, str_at, u64_at, Emit, Out, Side, Translate};
-use crate::usage::TranscriptUsage;
+use crate::usage::{Sent, TranscriptUsage};
 use crate::writer::{Call, IMPORT_WIRE};
 
 /// Reads Codex rollout lines.
@@ -41,6 +41,21 @@ fn usage_of(usage: &Value) -> TranscriptUsage {
         cache_write_5m: 0,
         cache_write_1h: 0,
         reasoning: u64_at(usage, "reasoning_output_tokens"),
+    }
+}
+
+/// Which kinds one token-usage object wrote: `input_tokens` counts the cached prompt too
+/// (OpenAI's sense), so it is the detail's `prompt`.
+fn sent_of(usage: &Value) -> Sent {
+    let has = |key: &str| usage.get(key).is_some_and(Value::is_u64);
+    Sent {
+        input_includes_cache_read: true,
+        input: has("input_tokens"),
+        output: has("output_tokens"),
+        cache_read: has("cached_input_tokens"),
+        cache_write: false,
+        cache_split: false,
+        reasoning: has("reasoning_output_tokens"),
     }
 }
 
@@ -224,6 +239,7 @@ impl Translate for Codex {
                 emit(Out::CallDone(Call {
                     key: None,
                     usage: usage_of(&last),
+                    sent: sent_of(&last),
                     model: self.model.clone(),
                     finish_reason: None,
                     wire_format: "responses",

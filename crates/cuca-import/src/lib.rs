@@ -64,5 +64,5 @@ mod tests;
 pub use error::ImportError;
 pub use import::{import, transcripts, Source, Transcript, DEFAULT_MAX_LINE_BYTES};
 pub use report::{Finding, FindingKind, ImportReport, SessionOutcome};
-pub use usage::{usage_records, TranscriptUsage};
+pub use usage::{usage_records, Sent, TranscriptUsage};
 pub use writer::IMPORT_WIRE;

@@ -5,11 +5,12 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::claude_code::usage_of;
+use crate::claude_code::{sent_of, usage_of};
 use crate::lines::{Line, Lines};
 use crate::report::ImportReport;
 use crate::usage::TranscriptUsage;
-use crate::{transcripts, usage_records, Source};
+use crate::{transcripts, usage_records, Sent, Source};
+use cuca_events::{SessionEvent, TokenDetail};
 
 #[test]
 fn lines_are_capped_counted_and_fingerprinted_as_read() {
@@ -70,12 +71,69 @@ fn cache_writes_split_into_five_minutes_and_one_hour_keeping_the_total() {
         &json!({"cache_creation": {"ephemeral_5m_input_tokens": 5, "ephemeral_1h_input_tokens": 7}}),
     );
     assert_eq!((no_total.cache_write_5m, no_total.cache_write_1h), (5, 7));
+    // The detail keeps every kind the usage object wrote, the split included; the folded
+    // pair after the latency sums the prompt.
     assert_eq!(
-        usage_records(&usage),
-        [cuca_events::SessionEvent::TokenUsage {
-            prompt_tokens: 573,
-            completion_tokens: 9
-        }]
+        usage_records(&usage, &sent_of(&split), 40),
+        [
+            SessionEvent::TokenDetail(TokenDetail {
+                input: Some(3),
+                output: Some(9),
+                cache_read: Some(70),
+                cache_write: Some(500),
+                cache_write_5m: Some(200),
+                cache_write_1h: Some(300),
+                ..TokenDetail::default()
+            }),
+            SessionEvent::Latency { duration_ms: 40 },
+            SessionEvent::TokenUsage {
+                prompt_tokens: 573,
+                completion_tokens: 9
+            }
+        ]
+    );
+    // Without the split the detail has no 5-minute or 1-hour count: none was written.
+    let sent = sent_of(&json!({"cache_creation_input_tokens": 640}));
+    let detail = sent.detail(&unsplit);
+    assert_eq!(
+        (detail.cache_write, detail.cache_write_5m, detail.input),
+        (Some(640), None, None)
+    );
+}
+
+#[test]
+fn codex_input_is_the_prompt_and_a_call_counted_elsewhere_says_zero() {
+    let sent = Sent {
+        input_includes_cache_read: true,
+        input: true,
+        output: true,
+        cache_read: true,
+        reasoning: true,
+        ..Sent::default()
+    };
+    let usage = TranscriptUsage {
+        input: 100,
+        cache_read: 900,
+        output: 50,
+        reasoning: 20,
+        ..TranscriptUsage::default()
+    };
+    assert_eq!(
+        sent.detail(&usage),
+        TokenDetail {
+            prompt: Some(1_000),
+            output: Some(50),
+            cache_read: Some(900),
+            reasoning: Some(20),
+            ..TokenDetail::default()
+        }
+    );
+    let zero = sent.detail(&TranscriptUsage::default());
+    assert_eq!((zero.prompt, zero.cache_read), (Some(0), Some(0)));
+    // A usage object with no count at all leaves no detail.
+    assert_eq!(
+        usage_records(&TranscriptUsage::default(), &Sent::default(), 0).len(),
+        2
     );
 }
 

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::ImportError;
-use crate::usage::{usage_records, TranscriptUsage};
+use crate::usage::{usage_records, Sent, TranscriptUsage};
 
 /// The `CallWire` format of the records an import writes about itself: the resume marker
 /// and the parent/child links. Readers that do not know it ignore it, as they ignore every
@@ -25,6 +25,8 @@ pub(crate) struct Call {
     /// the transcript has one; calls without one are never deduplicated.
     pub(crate) key: Option<String>,
     pub(crate) usage: TranscriptUsage,
+    /// Which kinds the line's usage wrote (kept with the usage it describes).
+    pub(crate) sent: Sent,
     pub(crate) model: String,
     pub(crate) finish_reason: Option<String>,
     /// The wire format named in the call's `CallWire` record, and its fields.
@@ -216,6 +218,7 @@ impl SessionWriter {
                 // the larger total, and the latest stop reason.
                 if call.usage.total() > open.call.usage.total() {
                     open.call.usage = call.usage;
+                    open.call.sent = call.sent;
                     open.call.wire = call.wire;
                 }
                 if call.finish_reason.is_some() {
@@ -322,8 +325,7 @@ impl SessionWriter {
         let duration_ms = self
             .turn_start_ts
             .map_or(0, |start| ts.saturating_sub(start));
-        self.append(backend, ts, SessionEvent::Latency { duration_ms })?;
-        for event in usage_records(&usage) {
+        for event in usage_records(&usage, &group.call.sent, duration_ms) {
             self.append(backend, ts, event)?;
         }
         if let Some(key) = group.call.key {

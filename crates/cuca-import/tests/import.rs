@@ -6,7 +6,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use cuca_events::{MessageContentBlock, Role, SessionBackend, SessionEvent, SessionRecord};
+use cuca_events::{
+    MessageContentBlock, Role, SessionBackend, SessionEvent, SessionRecord, TokenDetail,
+};
 use cuca_import::{import, FindingKind, ImportReport, Source, DEFAULT_MAX_LINE_BYTES};
 use cuca_store_file::FileBackend;
 
@@ -61,6 +63,31 @@ fn usage(events: &[SessionEvent]) -> Vec<(u64, u64)> {
             _ => None,
         })
         .collect()
+}
+
+fn details(events: &[SessionEvent]) -> Vec<TokenDetail> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::TokenDetail(detail) => Some(*detail),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every `TokenDetail` sits where a recorder puts it: right before its call's
+/// `Latency`/`TokenUsage` pair.
+fn assert_detail_before_pair(events: &[SessionEvent]) {
+    for (i, event) in events.iter().enumerate() {
+        if matches!(event, SessionEvent::TokenDetail(_)) {
+            assert!(
+                matches!(events.get(i + 1), Some(SessionEvent::Latency { .. }))
+                    && matches!(events.get(i + 2), Some(SessionEvent::TokenUsage { .. })),
+                "record {i}: {:?}",
+                events.get(i..i + 3)
+            );
+        }
+    }
 }
 
 fn wires(events: &[SessionEvent], format: &str) -> Vec<serde_json::Value> {
@@ -151,6 +178,26 @@ fn claude_code_lines_become_messages_tool_calls_results_thinking_usage_and_model
         usage(&events),
         [(3 + 13840, 212), (6 + 13840 + 412, 164), (0, 0)]
     );
+    // Every kind apart, as the transcript wrote it, in each call's TokenDetail; the call
+    // counted in C says 0 for each kind, as its folded record does.
+    let anthropic = |input, output, cache_read, w5m: u64, w1h: u64| TokenDetail {
+        input: Some(input),
+        output: Some(output),
+        cache_read: Some(cache_read),
+        cache_write: Some(w5m + w1h),
+        cache_write_5m: Some(w5m),
+        cache_write_1h: Some(w1h),
+        ..TokenDetail::default()
+    };
+    assert_eq!(
+        details(&events),
+        [
+            anthropic(3, 212, 0, 13840, 0),
+            anthropic(6, 164, 13840, 412, 0),
+            anthropic(0, 0, 0, 0, 0),
+        ]
+    );
+    assert_detail_before_pair(&events);
     // The kinds apart, as the transcript gave them, beside each call.
     let calls = wires(&events, "messages");
     assert_eq!(calls.len(), 3);
@@ -356,9 +403,85 @@ fn a_line_appended_to_a_transcript_is_all_the_next_import_appends() {
     let all = events(&store, B);
     let u = usage(&all);
     assert_eq!(&u[u.len() - 2..], [(3 + 18990, 2), (0, 55)]);
+    // Each import's detail holds what that import added, kind by kind, so the details of
+    // the call sum to its usage however many imports read it.
+    let d = details(&all);
+    let written = |input, output, cache_read| TokenDetail {
+        input: Some(input),
+        output: Some(output),
+        cache_read: Some(cache_read),
+        cache_write: Some(0),
+        ..TokenDetail::default()
+    };
+    assert_eq!(&d[d.len() - 2..], [written(3, 2, 18990), written(0, 55, 0)]);
+    assert_detail_before_pair(&all);
     assert!(all.contains(&SessionEvent::Output {
         text: "Done.".into()
     }));
+}
+
+#[test]
+fn a_store_imported_before_token_details_existed_reads_and_takes_only_new_lines() {
+    let tree = tempfile::tempdir().unwrap();
+    copy_tree(&fixtures("claude-code"), tree.path());
+    let transcript = tree
+        .path()
+        .join("projects/-home-ada-src-vault/c47e0d19-8b2a-4f55-b3c4-6e1d2a3b4c22.jsonl");
+    // A store as an import wrote it before the record existed: the same records without
+    // their TokenDetail, sequences closed up.
+    let now_dir = tempfile::tempdir().unwrap();
+    let now = FileBackend::new(now_dir.path()).unwrap();
+    run(&now, Source::ClaudeCode, tree.path());
+    let old_dir = tempfile::tempdir().unwrap();
+    let old = FileBackend::new(old_dir.path()).unwrap();
+    for session in now.sessions().unwrap() {
+        let kept = now
+            .replay(&session)
+            .unwrap()
+            .into_iter()
+            .filter(|r| !matches!(r.event, SessionEvent::TokenDetail(_)));
+        for (sequence, record) in kept.enumerate() {
+            old.append(SessionRecord {
+                sequence: sequence as u64,
+                ..record
+            })
+            .unwrap();
+        }
+    }
+    let before = events(&old, B);
+    assert!(details(&before).is_empty());
+    // Its markers still say where each transcript was read to: nothing new, nothing written.
+    let report = run(&old, Source::ClaudeCode, tree.path());
+    assert!(!report.failed(), "{:?}", report.findings);
+    assert_eq!(report.records(), 0);
+
+    // A new call is appended with its detail; what was there is unchanged.
+    append(
+        &transcript,
+        concat!(
+            r#"{"type":"user","sessionId":"c47e0d19-8b2a-4f55-b3c4-6e1d2a3b4c22","uuid":"c0000000-0000-4000-8000-000000000007","timestamp":"2026-03-10T00:04:00.000Z","message":{"role":"user","content":"Fix main.rs too."}}"#,
+            "\n",
+            r#"{"type":"assistant","sessionId":"c47e0d19-8b2a-4f55-b3c4-6e1d2a3b4c22","timestamp":"2026-03-10T00:04:05.000Z","requestId":"req_011COpusC4","message":{"id":"msg_01OpusC4dd","model":"claude-opus-4-1-20250805","role":"assistant","content":[{"type":"text","text":"Done."}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":57,"cache_read_input_tokens":18990,"cache_creation_input_tokens":0}}}"#,
+            "\n"
+        ),
+    );
+    let report = run(&old, Source::ClaudeCode, tree.path());
+    assert!(!report.failed(), "{:?}", report.findings);
+    let after = events(&old, B);
+    assert_eq!(after[..before.len()], before[..]);
+    let new = &after[before.len()..];
+    assert_eq!(
+        details(new),
+        [TokenDetail {
+            input: Some(3),
+            output: Some(57),
+            cache_read: Some(18990),
+            cache_write: Some(0),
+            ..TokenDetail::default()
+        }]
+    );
+    assert_detail_before_pair(new);
+    assert_eq!(usage(new), [(3 + 18990, 57)]);
 }
 
 #[test]
@@ -515,6 +638,24 @@ fn codex_rollouts_become_sessions_with_tools_reasoning_usage_and_model() {
     // Three calls; the repeated running total is the same count written twice. The prompt
     // is Codex's input_tokens (cached included), the completion its output_tokens.
     assert_eq!(usage(&x), [(9120, 412), (9650, 98), (10010, 140)]);
+    // The kinds apart: Codex's input_tokens is the whole prompt (the detail's `prompt`), the
+    // cached part and the reasoning part as written.
+    let responses = |prompt, cache_read, output, reasoning| TokenDetail {
+        prompt: Some(prompt),
+        cache_read: Some(cache_read),
+        output: Some(output),
+        reasoning: Some(reasoning),
+        ..TokenDetail::default()
+    };
+    assert_eq!(
+        details(&x),
+        [
+            responses(9120, 0, 412, 256),
+            responses(9650, 9088, 98, 64),
+            responses(10010, 9728, 140, 90),
+        ]
+    );
+    assert_detail_before_pair(&x);
     assert_eq!(
         report.skipped.get("event_msg:token_count (repeated total)"),
         Some(&1)
@@ -522,6 +663,7 @@ fn codex_rollouts_become_sessions_with_tools_reasoning_usage_and_model() {
     // A token_count with only the running total: the difference is the call's.
     let y = events(&store, Y);
     assert_eq!(usage(&y), [(3100, 40)]);
+    assert_eq!(details(&y), [responses(3100, 0, 40, 0)]);
     assert_eq!(
         y[0],
         SessionEvent::SystemPrompt {

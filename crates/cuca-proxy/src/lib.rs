@@ -99,6 +99,7 @@ mod record;
 mod redaction;
 mod refusal;
 mod replay;
+mod request_wire;
 mod rows;
 mod server;
 mod session;

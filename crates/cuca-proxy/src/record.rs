@@ -231,6 +231,11 @@ pub(crate) async fn forward(
                     rules: shared.redaction.clone(),
                     held: crate::redaction::Held::default(),
                     redacted: cuca_redact::Counts::new(),
+                    request_wire: crate::request_wire::request_wire(
+                        format,
+                        &headers,
+                        request.wire.as_ref(),
+                    ),
                 };
                 recorder.missing.extend(request.unrecorded.iter().cloned());
                 include_usage = request.include_usage;
@@ -354,6 +359,9 @@ struct Recorder {
     held: crate::redaction::Held,
     /// What redacting the held text replaced, for the call-log row.
     pub(crate) redacted: cuca_redact::Counts,
+    /// What the request carried that no record holds and that decides the price (the
+    /// `anthropic-beta` header, the `cache_control` breakpoints), for the call's `CallWire`.
+    request_wire: Option<serde_json::Value>,
 }
 
 impl Recorder {
@@ -412,10 +420,15 @@ impl Recorder {
         let mut missing = std::mem::take(&mut self.missing);
         missing.extend(self.failure.clone());
         let mut failure = self.failure.clone();
-        // What the format said beyond the blocks (signatures, ids), for an exact replay in it.
-        // Written before the call's `CallIncomplete`, so a wire record the store refuses (one
-        // too large for a frame) is named in it.
-        if let Some(wire) = summary.and_then(|s| s.wire.as_ref()) {
+        // What the format said beyond the blocks (signatures, ids), for an exact replay in it,
+        // and what the request carried that decides the price. Written before the call's
+        // `CallIncomplete`, so a wire record the store refuses (one too large for a frame) is
+        // named in it.
+        let wire = crate::request_wire::call_wire(
+            summary.and_then(|s| s.wire.as_ref()),
+            self.request_wire.as_ref(),
+        );
+        if let Some(wire) = wire {
             let event = SessionEvent::CallWire {
                 format: self.format.name().to_owned(),
                 wire: wire.to_string(),

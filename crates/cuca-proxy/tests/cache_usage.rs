@@ -125,10 +125,29 @@ async fn scripted_upstream() -> String {
     url
 }
 
+/// Claude Code's betas, the 1M-context one among them: it decides the price of a long
+/// prompt.
+const BETA: &str = "context-1m-2025-08-07,interleaved-thinking-2025-05-14";
+
+/// The call's `CallWire` object of `format`.
+fn call_wire(records: &[cuca_events::SessionRecord], format: &str) -> Value {
+    records
+        .iter()
+        .find_map(|r| match &r.event {
+            SessionEvent::CallWire { format: f, wire } if f == format => {
+                Some(serde_json::from_str(wire).unwrap())
+            }
+            _ => None,
+        })
+        .unwrap()
+}
+
 async fn send(url: &str, body: &Value) -> (u16, Vec<u8>) {
     let response = client()
         .post(url)
         .header("anthropic-version", "2023-06-01")
+        // Sent with every call: the Messages call keeps it, the Responses call does not.
+        .header("anthropic-beta", BETA)
         .body(body.to_string())
         .send()
         .await
@@ -184,6 +203,20 @@ async fn anthropic_cache_usage_is_recorded_kind_by_kind_priced_and_replayed_as_s
             ..TokenDetail::default()
         }]
     );
+    // The request's betas and cache breakpoints, which the records of its blocks cannot
+    // hold, beside the answer's wire fields.
+    let wire = call_wire(&records, "messages");
+    assert_eq!(
+        wire["request"],
+        json!({
+            "anthropic_beta": BETA,
+            "cache_control": [
+                {"at": "system[0]", "cache_control": {"type": "ephemeral"}},
+                {"at": "messages[0].content[0]", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+            ],
+        })
+    );
+    assert_eq!(wire["id"], "msg_01Cache");
     // Before the closing pair, which stays adjacent; the folded counts are unchanged.
     let kinds: Vec<&str> = records.iter().map(|r| r.event.kind()).collect();
     assert_eq!(
@@ -222,6 +255,9 @@ async fn anthropic_cache_usage_is_recorded_kind_by_kind_priced_and_replayed_as_s
     let want = decode(Format::Messages, &recorded);
     let got = decode(Format::Messages, &replayed);
     assert_eq!(got.usage, want.usage);
+    // The request's part of the record is not the answer's: the replayed answer is the
+    // recorded one, wire fields and all.
+    assert_eq!(got.wire, want.wire);
     assert_eq!(
         got.usage.unwrap().detail.cache_write_1h,
         Some(201),
@@ -238,6 +274,11 @@ async fn responses_cached_and_reasoning_tokens_are_recorded_and_replayed_as_sent
     let (status, recorded) = send(&format!("{}/s/rs/v1/responses", proxy.url), &body).await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&recorded));
     proxy.proxy.settled("rs").await;
+    // An Anthropic header on a Responses call decides nothing there, and is not kept.
+    assert_eq!(
+        call_wire(&proxy.records("rs"), "responses").get("request"),
+        None
+    );
     assert_eq!(
         details(&proxy.records("rs")),
         [TokenDetail {

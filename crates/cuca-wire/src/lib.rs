@@ -337,6 +337,12 @@ pub struct WireRequest {
     pub unrecorded: Vec<String>,
     /// Responses' `previous_response_id`: the recorded answer this request continues.
     pub previous_response_id: Option<String>,
+    /// What the request carried that its records have no field for and that decides what
+    /// the answer costs, as one JSON object, `None` when there is nothing: the Messages
+    /// format's `cache_control` breakpoints (`{"cache_control": [{"at", "cache_control"}]}`,
+    /// [`messages::parse_request`]). A recorder stores it in the call's `CallWire` record,
+    /// under `request`.
+    pub wire: Option<serde_json::Value>,
 }
 
 /// A recorded answer, as an encoder replays it.

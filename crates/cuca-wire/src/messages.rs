@@ -35,6 +35,7 @@
 //! block of a type cuca does not know produces no session block and is kept whole as `raw`
 //! (the block as started) with its `deltas`.
 
+mod breakpoints;
 mod decode;
 mod encode;
 mod request;

@@ -91,6 +91,7 @@ pub fn parse_request(body: &[u8]) -> Result<WireRequest, String> {
         parameters,
         unrecorded,
         previous_response_id: None,
+        wire: None,
     })
 }
 

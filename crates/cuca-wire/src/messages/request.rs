@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use cuca_events::{Message, MessageContentBlock, Role, ToolChoice, ToolDefinition, UnifiedRequest};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::WireRequest;
 
@@ -28,7 +28,12 @@ const NOT_PARAMETERS: [&str; 5] = ["messages", "system", "model", "tools", "stre
 ///   message holding the rest of it (if any);
 /// * `tools` (`input_schema` as the parameters; a server tool without one keeps its whole
 ///   JSON there), `tool_choice`, `max_tokens`, `temperature`, `stream`;
-/// * every other top-level field, byte for byte, in [`WireRequest::parameters`].
+/// * every other top-level field, byte for byte, in [`WireRequest::parameters`];
+/// * where the request marked prompt-cache breakpoints (`cache_control` on a system block, a
+///   tool, a message's block or a tool result's block, or at the top level), in
+///   [`WireRequest::wire`] as `{"cache_control": [{"at": "system[0]", "cache_control":
+///   {"type": "ephemeral"}}, …]}`: the blocks' records have no field for them, and they
+///   decide which prompt tokens are written to the cache, so what the answer costs.
 ///
 /// The top level, the messages and their blocks are read as raw values, which have no
 /// nesting limit, so a parameter or block nested deeper than serde_json builds a `Value` for
@@ -91,6 +96,7 @@ pub fn parse_request(body: &[u8]) -> Result<WireRequest, String> {
     });
     let stream = object.get("stream").is_some_and(|raw| raw.get() == "true");
     let parameters = crate::body::parameters(&object, &NOT_PARAMETERS);
+    let breakpoints = super::breakpoints::cache_breakpoints(&object);
     Ok(WireRequest {
         unified,
         stream,
@@ -98,6 +104,7 @@ pub fn parse_request(body: &[u8]) -> Result<WireRequest, String> {
         parameters,
         unrecorded,
         previous_response_id: None,
+        wire: (!breakpoints.is_empty()).then(|| json!({ "cache_control": breakpoints })),
     })
 }
 

@@ -1120,3 +1120,41 @@ const DETAIL_40_12: TokenDetail = TokenDetail {
     cache_write_1h: None,
     reasoning: None,
 };
+
+#[test]
+fn every_cache_breakpoint_is_kept_with_where_it_sat_and_as_sent() {
+    let body = br#"{"model":"claude-sonnet-4-5","max_tokens":64,
+"cache_control":{"type":"ephemeral"},
+"tools":[{"name":"Bash","input_schema":{"type":"object"}},{"name":"Read","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral","ttl":"1h"}}],
+"system":[{"type":"text","text":"You are Claude Code."},{"type":"text","text":"Be terse.","cache_control":{"type":"ephemeral"}}],
+"messages":[
+ {"role":"user","content":"list files"},
+ {"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}]},
+ {"role":"user","content":[
+   {"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"a.txt","cache_control":{"type":"ephemeral"}}]},
+   {"type":"text","text":"and now?","cache_control":{"type":"ephemeral","ttl":"5m"}},
+   {"type":"text","text":"nothing here","cache_control":null}]}
+]}"#;
+    let request = parse_request(body).unwrap();
+    assert_eq!(
+        request.wire,
+        Some(json!({"cache_control": [
+            {"at": "", "cache_control": {"type": "ephemeral"}},
+            {"at": "tools[1]", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+            {"at": "system[1]", "cache_control": {"type": "ephemeral"}},
+            {"at": "messages[2].content[0].content[0]", "cache_control": {"type": "ephemeral"}},
+            {"at": "messages[2].content[1]", "cache_control": {"type": "ephemeral", "ttl": "5m"}},
+        ]}))
+    );
+    // The records and the parameters are what they were without the markers.
+    assert_eq!(
+        request.parameters,
+        r#"{"cache_control":{"type":"ephemeral"},"max_tokens":64}"#
+    );
+    // A request that marks nothing has nothing to keep.
+    let plain = parse_request(
+        br#"{"model":"m","max_tokens":8,"system":"Be terse.","messages":[{"role":"user","content":"hi"}]}"#,
+    )
+    .unwrap();
+    assert_eq!(plain.wire, None);
+}

@@ -84,6 +84,7 @@ pub fn parse_request(body: &[u8]) -> Result<WireRequest, String> {
         parameters,
         unrecorded,
         previous_response_id,
+        wire: None,
     })
 }
 
