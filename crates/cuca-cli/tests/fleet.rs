@@ -602,12 +602,16 @@ fn a_proxy_killed_mid_stream_leaves_a_session_another_continues() {
     let store = schema(&url);
     let schema = store.schema().to_owned();
     let dir = tempfile::tempdir().unwrap();
-    let slow = start_upstream(60, Duration::from_millis(25));
+    // 800 chunks of ~16 bytes, one every 10 ms: the proxy holds the last 4-5 KiB of streamed
+    // text back from the store until it is redacted as one (`redaction::HOLD_BYTES`), so the
+    // first blocks reach the store after ~330 chunks, and the kill still lands mid-stream,
+    // seconds before its end, however loaded the machine is.
+    let slow = start_upstream(800, Duration::from_millis(10));
     let (mut first, address) = start_proxy(&url, &schema, &slow, dir.path());
     let driver = drive(&python, &format!("http://{address}"), "k", 1, 1);
     // Until some of the answer is recorded (the store is polled, not slept on blindly).
     let mut seen = 0;
-    for _ in 0..200 {
+    for _ in 0..1_000 {
         seen = store
             .replay("k-s0")
             .unwrap()

@@ -284,9 +284,15 @@ async fn a_session_log_records_the_seed_kinds_for_a_real_transcript() {
             ("SystemPrompt", 1),
             ("Message", 1),
             ("Reasoning", 24),
+            // Every token kind the answer's usage reported, just before the closing pair.
+            ("TokenDetail", 1),
             ("Latency", 1),
             ("TokenUsage", 1)
         ])
     );
-    assert_eq!(records.last().unwrap().event.kind(), "TokenUsage");
+    let kinds: Vec<&str> = records.iter().map(|r| r.event.kind()).collect();
+    assert_eq!(
+        kinds[kinds.len() - 3..],
+        ["TokenDetail", "Latency", "TokenUsage"]
+    );
 }
