@@ -2,7 +2,7 @@
 
 use cuca_events::{
     parse_point_id, CapturedStream, FileChange, FileChangeKind, Message, MessageContentBlock,
-    ReplayedRecord, Role, SessionEvent, SessionRecord,
+    ReplayedRecord, Role, SessionEvent, SessionRecord, TokenDetail,
 };
 use proptest::prelude::*;
 
@@ -321,6 +321,7 @@ fn postcard_variant_indices_are_pinned() {
         SessionEvent::RequestDigest {
             sha256: String::new(),
         },
+        SessionEvent::TokenDetail(TokenDetail::default()),
         SessionEvent::Scrubbed {
             replaced: Vec::new(),
         },

@@ -145,7 +145,7 @@ impl PostgresObjects {
             match op(client) {
                 Ok(value) => return Ok(value),
                 Err(source) => {
-                    let broken = source.is_closed() || client.is_closed();
+                    let broken = crate::worker::broken(&source, client);
                     if broken {
                         *slot = None;
                         if !retried {

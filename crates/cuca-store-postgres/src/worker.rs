@@ -399,7 +399,7 @@ fn decode(session_id: &str, row: &Row, host: &str) -> Result<SessionRecord, OpEr
 
 /// Whether an error means the connection is gone (server restart, network, terminated backend),
 /// as opposed to a statement the server refused.
-fn broken(error: &postgres::Error, client: &Client) -> bool {
+pub(crate) fn broken(error: &postgres::Error, client: &Client) -> bool {
     error.is_closed()
         || client.is_closed()
         || error.code() == Some(&SqlState::ADMIN_SHUTDOWN)

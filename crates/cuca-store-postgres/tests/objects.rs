@@ -51,20 +51,22 @@ fn objects_are_stored_once_by_id_and_read_back_by_another_process_on_the_schema(
 fn a_broken_connection_is_opened_again_for_the_next_call() {
     let Some(url) = common::url() else { return };
     let backend = common::backend(&url);
-    let config = PostgresConfig::new(&url)
+    // A name of its own, so that only this store's connection is ended.
+    let name = format!("cuca-objects-reconnect-{}", std::process::id());
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let named = format!("{url}{separator}application_name={name}");
+    let config = PostgresConfig::new(&named)
         .unwrap()
         .with_schema(backend.schema())
         .unwrap();
     let objects = PostgresObjects::connect(config).unwrap();
     objects.put("sha256:before", b"x").unwrap();
-    // Every other connection to this schema's objects is ended from outside, as a server
-    // restart or an administrator would.
+    // Its connection is ended from outside, as a server restart or an administrator would.
     let mut admin = common::admin(&url);
     let ended = admin
         .query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE pid <> pg_backend_pid() AND query LIKE '%cuca_objects%'",
-            &[],
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+            &[&name],
         )
         .unwrap();
     assert!(
