@@ -1,7 +1,7 @@
 //! `cargo xtask e2e-phoenix`: exports a fixture set into a real Arize Phoenix server and checks, through Phoenix's own REST API, that it looks as a natively traced agent does.
 //!
-//! Opt-in and not part of CI: it needs Phoenix, a Python package. Install the pinned
-//! version once, in a virtual environment of its own:
+//! `.ci/run` installs the pinned Phoenix (a Python package) into a virtual environment of its
+//! own and runs this after the tests. By hand:
 //!
 //! ```sh
 //! python3 -m venv /tmp/phoenix-venv && /tmp/phoenix-venv/bin/pip install arize-phoenix==20.26.1
@@ -16,7 +16,9 @@
 //! call); runs `cuca export-otlp --with-content --project cuca-e2e` on it, then again after
 //! the call in flight ended; and checks through `GET /v1/projects/cuca-e2e/spans` and
 //! `GET /v1/projects/cuca-e2e/sessions` six points: answers, one span per call, forks, latency,
-//! roots/kinds/sessions/statuses, and a proxy session's model and finish reason.
+//! roots/kinds/sessions/statuses, and a proxy session's model and finish reason; with the
+//! proxy session's cache-read tokens and cost (priced by the bundled table) on each of its
+//! spans.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -56,6 +58,14 @@ const FIRST_SPANS: usize = 3 + 2 + 2 + 2;
 /// the span's cache hits.
 const CACHE_READ: u64 = 16;
 
+/// The model the proxy-shaped session's calls ask for: one the bundled price table prices,
+/// so Phoenix must show each call's cost.
+const PROXIED_MODEL: &str = "gpt-4o-mini";
+
+/// The bundled price table's `gpt-4o-mini-2024-07-18` (LiteLLM's list, as
+/// `crates/cuca-cost/data` holds it), USD per token: input, cache read, output.
+const PROXIED_PRICES: (f64, f64, f64) = (1.5e-7, 7.5e-8, 6e-7);
+
 /// A Phoenix this task started; stopped when dropped.
 struct Phoenix(Child);
 
@@ -94,7 +104,7 @@ fn call_records(
     if let Some((model, _, finish)) = metadata {
         events.push(SessionEvent::CallFinish {
             finish_reason: Some(finish.into()),
-            model: format!("{model}-q4"),
+            model: format!("{model}-2024-07-18"),
         });
     }
     if metadata.is_some() {
@@ -184,23 +194,25 @@ fn build(root: &Path, dir: &Path, calls: &Path) -> anyhow::Result<FixtureSet> {
         T0 + 10_000,
         "one",
         &["o", "ne"],
-        Some(("tiny", 1, "stop")),
+        Some((PROXIED_MODEL, 1, "stop")),
     ))?;
+    // Each proxied call is 8 records (question, CallRequest, 2 blocks, CallFinish,
+    // TokenDetail, Latency, TokenUsage): the next starts 8 on.
     append(&call_records(
         PROXIED,
-        7,
+        8,
         T0 + 20_000,
         "two",
         &["t", "wo"],
-        Some(("tiny", 3, "length")),
+        Some((PROXIED_MODEL, 3, "length")),
     ))?;
     let mut in_flight = call_records(
         PROXIED,
-        14,
+        16,
         T0 + 30_000,
         "three",
         &["thr"],
-        Some(("tiny", 5, "stop")),
+        Some((PROXIED_MODEL, 5, "stop")),
     );
     let rest_of_in_flight = in_flight.split_off(3);
     append(&in_flight)?;
@@ -246,7 +258,7 @@ fn call_row(id: &str, node: &str, phase: &str, ts: u64, messages: u64) -> cuca_c
         .into(),
         node: node.into(),
         tag: "proxy".into(),
-        model: "tiny".into(),
+        model: PROXIED_MODEL.into(),
         phase: phase.into(),
         attempt: 1,
         messages,
@@ -456,8 +468,8 @@ fn check_first(spans: &[Value], set: &FixtureSet) -> anyhow::Result<()> {
         .filter_map(|s| attr(s, "llm.token_count.prompt").as_i64())
         .sum();
     ensure!(
-        prompt == 20 + 27,
-        "Phoenix counts {prompt} prompt tokens for the proxy session, the session says 47"
+        prompt == 20 + 28,
+        "Phoenix counts {prompt} prompt tokens for the proxy session, the session says 48"
     );
     // Cache hits, as Phoenix stores them on each call's span.
     for span in &proxied {
@@ -465,6 +477,23 @@ fn check_first(spans: &[Value], set: &FixtureSet) -> anyhow::Result<()> {
         ensure!(
             read == Some(CACHE_READ as i64),
             "{}: Phoenix stores {read:?} cache-read tokens, the call read {CACHE_READ}",
+            span["name"]
+        );
+    }
+    // Cost, as Phoenix stores it on each call's span: the kinds priced apart (OpenAI's prompt
+    // counts its cache reads; they cost less).
+    for span in &proxied {
+        let prompt = attr(span, "llm.token_count.prompt").as_i64().unwrap_or(0) as f64;
+        let output = attr(span, "llm.token_count.completion")
+            .as_i64()
+            .unwrap_or(0) as f64;
+        let (input_rate, cache_rate, output_rate) = PROXIED_PRICES;
+        let read = CACHE_READ as f64;
+        let expected = (prompt - read) * input_rate + read * cache_rate + output * output_rate;
+        let total = attr(span, "llm.cost.total").as_f64();
+        ensure!(
+            total.is_some_and(|total| (total - expected).abs() < 1e-12),
+            "{}: Phoenix stores a cost of {total:?}, the call cost {expected}",
             span["name"]
         );
     }
@@ -522,7 +551,8 @@ fn check_first(spans: &[Value], set: &FixtureSet) -> anyhow::Result<()> {
     }
     // 6. A proxy session records the model and the finish reason, and Phoenix shows both.
     ensure!(
-        attr(two, "llm.model_name") == "tiny-q4",
+        attr(two, "llm.model_name").as_str()
+            == Some(format!("{PROXIED_MODEL}-2024-07-18").as_str()),
         "model {}",
         attr(two, "llm.model_name")
     );
@@ -579,7 +609,7 @@ fn check_sessions(addr: SocketAddr) -> anyhow::Result<()> {
         "Phoenix groups {traces} traces under {PROXIED}, it made 3 calls"
     );
     ensure!(
-        proxied["token_count_prompt"] == 20 + 27 + 34,
+        proxied["token_count_prompt"] == 20 + 28 + 36,
         "Phoenix's prompt total for {PROXIED}: {}",
         proxied["token_count_prompt"]
     );
