@@ -166,6 +166,22 @@ fn claude_code_runs_one_bash_command_recorded_then_replayed_offline() {
     );
     let output = run.assert_recorded_and_replayed("/v1/messages", "Bash", ANSWER);
     assert_eq!(output.trim(), ANSWER);
+    // The cache usage the upstream reported (Claude Code marks cache breakpoints), every kind
+    // apart in the session, never folded: reads, and the writes by TTL.
+    let sessions = run.sessions();
+    let shown = run.cuca(&["show", sessions.to_str().unwrap(), "agent", "--json"]);
+    let details: Vec<Value> = shown
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter_map(|record| record["event"].get("TokenDetail").cloned())
+        .collect();
+    assert!(!details.is_empty(), "{shown}");
+    for detail in &details {
+        assert_eq!(detail["cache_read"], 3401, "{detail}");
+        assert_eq!(detail["cache_write"], 1201, "{detail}");
+        assert_eq!(detail["cache_write_5m"], 1000, "{detail}");
+        assert_eq!(detail["cache_write_1h"], 201, "{detail}");
+    }
 }
 
 /// Claude Code forked at its second call onto another model: the upstream is sent that

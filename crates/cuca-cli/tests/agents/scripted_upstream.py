@@ -54,6 +54,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOOL_COMMAND = "echo cuca-tool-ok"
+# What an Anthropic answer to a request with cache breakpoints reports (the figures a real one
+# sent Claude Code): crates/cuca-cli/tests/agents.rs finds every kind in the session.
+CACHE_USAGE = {"cache_creation_input_tokens": 1201, "cache_read_input_tokens": 3401,
+               "cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": 201}}
 EDIT_SCRIPT = "cuca-edit-script"
 STATUS_COMMAND = 'echo "status: ${CUCA_TEST_STATUS:-recorded}"'
 FAIL_COMMAND = "{ cat notes.txt; echo cuca-check-failed; } >&2; exit 3"
@@ -442,6 +446,10 @@ class Handler(BaseHTTPRequestHandler):
         usage = {"input_tokens": tokens_of(body.get("messages")), "cache_creation_input_tokens": 0,
                  "cache_read_input_tokens": 0, "output_tokens": tokens_of(content),
                  "service_tier": "standard"}
+        if "cache_control" in dumps(body):
+            # A request with cache breakpoints (Claude Code marks its system prompt) is answered
+            # with the cache usage a real answer reports: reads, and writes split by TTL.
+            usage.update(CACHE_USAGE)
         message = {"id": next_id("msg_01", 22), "type": "message", "role": "assistant", "model": model,
                    "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}
         if not body.get("stream"):
