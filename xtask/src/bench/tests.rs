@@ -129,6 +129,7 @@ fn every_row_reads_a_bench_that_some_target_runs() {
         "proxy_replay_conversations/",
         "summary_200k/",
         "backend_stream/",
+        "cost_1M/",
     ];
     for row in ROWS {
         for source in [row.of, row.against] {
