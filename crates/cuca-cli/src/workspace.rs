@@ -275,9 +275,14 @@ fn excluded(store: &StoreArg) -> Vec<PathBuf> {
 /// A new directory for a restored copy: `$TMPDIR/cuca-run-SESSION-PID-N`, kept after the
 /// run so what the agent did there can be looked at.
 fn fresh_copy_dir(session: &str) -> Result<PathBuf, CliError> {
-    let prefix = copy_prefix(session).into_os_string();
+    new_numbered_dir(&copy_prefix(session))
+}
+
+/// A directory made new: `PREFIX` and the first number from 0 that names none (another
+/// process or run may have taken the ones before).
+pub(crate) fn new_numbered_dir(prefix: &Path) -> Result<PathBuf, CliError> {
     for n in 0..1000 {
-        let mut dir = prefix.clone();
+        let mut dir = prefix.as_os_str().to_owned();
         dir.push(n.to_string());
         let dir = PathBuf::from(dir);
         match std::fs::create_dir(&dir) {
@@ -291,9 +296,10 @@ fn fresh_copy_dir(session: &str) -> Result<PathBuf, CliError> {
             }
         }
     }
-    Err(CliError::Failed(
-        "no free directory name for the restored copy".into(),
-    ))
+    Err(CliError::Failed(format!(
+        "no free directory name {}N",
+        prefix.display()
+    )))
 }
 
 /// The restored copies of `session`: `$TMPDIR/cuca-run-SESSION-`, then the process id and

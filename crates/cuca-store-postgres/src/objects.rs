@@ -6,11 +6,11 @@
 use std::sync::Mutex;
 
 use cuca_events::PluginError;
-use postgres::{Client, NoTls};
+use postgres::Client;
 
 use crate::config::IntoPostgresConfig;
 use crate::error::Error;
-use crate::schema::{migrate, quote_ident};
+use crate::schema::connect;
 
 /// The most bytes one object may hold; `put` refuses more (PostgreSQL's `bytea` takes up to
 /// 1 GiB, and a larger value would be refused by the server after it was sent whole).
@@ -104,27 +104,7 @@ impl PostgresObjects {
     }
 
     fn open(&self) -> Result<Client, PluginError> {
-        let host = &self.host;
-        let mut client = self
-            .config
-            .pg
-            .connect(NoTls)
-            .map_err(|source| Error::Unreachable {
-                host: host.clone(),
-                source,
-            })?;
-        client
-            .batch_execute(&format!(
-                "SET search_path TO {}",
-                quote_ident(&self.config.schema)
-            ))
-            .map_err(|source| Error::Query {
-                operation: "connect",
-                host: host.clone(),
-                source,
-            })?;
-        migrate(&mut client, &self.config.schema, host)?;
-        Ok(client)
+        Ok(connect(&self.config, &self.host)?)
     }
 
     /// Runs `op` on the connection, opening a new one when there is none or it broke, and

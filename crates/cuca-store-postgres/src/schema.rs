@@ -1,7 +1,8 @@
 //! The versioned migrations that create and evolve the tables, applied by the backend itself.
 
-use postgres::Client;
+use postgres::{Client, NoTls};
 
+use crate::config::PostgresConfig;
 use crate::error::Error;
 
 /// Migrations in order; a version is applied once and recorded in `cuca_migrations`.
@@ -163,6 +164,31 @@ pub(crate) const SESSION_LOCK: &str =
 /// The newest version this build knows.
 pub(crate) fn latest() -> i32 {
     MIGRATIONS.last().map_or(0, |(version, _)| *version)
+}
+
+/// A new connection to `config`'s server, its `search_path` the schema, migrated: what every
+/// connection of the backend and of the object store starts as. `host` names the server in
+/// errors.
+pub(crate) fn connect(config: &PostgresConfig, host: &str) -> Result<Client, Error> {
+    let mut client = config
+        .pg
+        .connect(NoTls)
+        .map_err(|source| Error::Unreachable {
+            host: host.to_owned(),
+            source,
+        })?;
+    client
+        .batch_execute(&format!(
+            "SET search_path TO {}",
+            quote_ident(&config.schema)
+        ))
+        .map_err(|source| Error::Query {
+            operation: "connect",
+            host: host.to_owned(),
+            source,
+        })?;
+    migrate(&mut client, &config.schema, host)?;
+    Ok(client)
 }
 
 /// Creates the schema if missing and applies pending migrations, in one transaction under an

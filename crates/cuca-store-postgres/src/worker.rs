@@ -15,11 +15,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use cuca_events::{fork_session_id, validate_session_id, PluginError, SessionEvent, SessionRecord};
 use postgres::error::SqlState;
-use postgres::{Client, NoTls, Row, Statement};
+use postgres::{Client, Row, Statement};
 
 use crate::config::PostgresConfig;
 use crate::error::Error;
-use crate::schema::{migrate, quote_ident, SESSION_LOCK};
+use crate::schema::{connect, quote_ident, SESSION_LOCK};
 
 /// A request for the connection thread; it answers on a channel it captured.
 pub(crate) type Job = Box<dyn FnOnce(&mut Worker) + Send>;
@@ -424,26 +424,12 @@ impl Worker {
 
     fn open(&self) -> Result<Conn, Error> {
         let host = &self.host;
-        let mut client = self
-            .config
-            .pg
-            .connect(NoTls)
-            .map_err(|source| Error::Unreachable {
-                host: host.clone(),
-                source,
-            })?;
+        let mut client = connect(&self.config, host)?;
         let query = |source| Error::Query {
             operation: "connect",
             host: host.clone(),
             source,
         };
-        client
-            .batch_execute(&format!(
-                "SET search_path TO {}",
-                quote_ident(&self.config.schema)
-            ))
-            .map_err(query)?;
-        migrate(&mut client, &self.config.schema, host)?;
         let insert = client.prepare(INSERT).map_err(query)?;
         let append = client.prepare(APPEND).map_err(query)?;
         let batch = client.prepare(APPEND_BATCH).map_err(query)?;

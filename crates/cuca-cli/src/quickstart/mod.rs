@@ -339,22 +339,6 @@ fn empty_dir(dir: &Path) -> Result<PathBuf, CliError> {
 
 /// A new directory under the temporary directory: `cuca-quickstart-PID-N`.
 fn new_temp_dir() -> Result<PathBuf, CliError> {
-    let base = std::env::temp_dir();
-    for n in 0..1_000 {
-        let dir = base.join(format!("cuca-quickstart-{}-{n}", std::process::id()));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(error) => {
-                return Err(CliError::Failed(format!(
-                    "create {}: {error}",
-                    dir.display()
-                )))
-            }
-        }
-    }
-    Err(CliError::Failed(format!(
-        "no free directory name under {}",
-        base.display()
-    )))
+    let prefix = format!("cuca-quickstart-{}-", std::process::id());
+    crate::workspace::new_numbered_dir(&std::env::temp_dir().join(prefix))
 }
