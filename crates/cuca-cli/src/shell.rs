@@ -128,6 +128,17 @@ if [ -n "${{{CALLER_BASH_ENV}:-}}" ]; then . "${CALLER_BASH_ENV}"; fi
     Ok(dir)
 }
 
+/// Points `SHELL` in `env` at the real shell a recording's shim stands for (`bash`, else
+/// `sh`), for a run that writes no shims (replay): agents name their shell in their prompts
+/// (Claude Code's "Shell: bash"), and one left to choose on its own (no `SHELL`, or another
+/// shell) would ask differently from the run it replays.
+pub(crate) fn point_shell_as_recorded(env: &mut Vec<(String, OsString)>) {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if let Some(real) = find_in(&path, "bash").or_else(|| find_in(&path, "sh")) {
+        env.push(("SHELL".into(), real.into_os_string()));
+    }
+}
+
 fn rand_suffix() -> u32 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -258,6 +258,7 @@ pub(crate) fn prepare(
     let shims = if mode.forwards() {
         Some(crate::shell::write_shims(&mut env)?)
     } else {
+        crate::shell::point_shell_as_recorded(&mut env);
         None
     };
     Ok(Some(Prepared { cwd, env, shims }))

@@ -143,6 +143,9 @@ pub(crate) fn record_then_replay_in(
         .env("CUCA", env!("CARGO_BIN_EXE_cuca"))
         .env_remove("OPENAI_BASE_URL")
         .env_remove("ANTHROPIC_BASE_URL")
+        // As on a CI machine, where no login shell set it: an agent left to choose its own
+        // shell (Claude Code picks zsh when there is one) must still replay as recorded.
+        .env_remove("SHELL")
         .envs(env.iter().map(|(k, v)| (k, v)))
         .status()
         .unwrap();
