@@ -142,13 +142,6 @@ pub(crate) fn run(args: RunArgs, schema: Option<&str>) -> Result<(), CliError> {
     args.swap.apply(&mut config)?;
     args.redaction.apply(&mut config)?;
     let mode = config.mode;
-    crate::workspace::match_restored_paths(
-        &args.workspace,
-        &args.store,
-        mode,
-        &session,
-        &mut config,
-    );
     args.strict.check_mode(mode)?;
     let store = args.store.open_for_recording(schema)?;
     let age = if mode == cuca_proxy::Mode::Record {

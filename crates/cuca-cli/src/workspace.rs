@@ -303,9 +303,10 @@ pub(crate) fn new_numbered_dir(prefix: &Path) -> Result<PathBuf, CliError> {
     )))
 }
 
-/// The restored copies of `session`: `$TMPDIR/cuca-run-SESSION-`, then the process id and
-/// the copy's number, `-` between them.
-fn copies_prefix(session: &str) -> PathBuf {
+/// What every restored copy of `session` this process makes starts with:
+/// `$TMPDIR/cuca-run-SESSION-PID-`, the copy's number after it (the session id with every
+/// character but letters, digits, `-` and `_` made `_`).
+fn copy_prefix(session: &str) -> PathBuf {
     let safe: String = session
         .chars()
         .map(|c| {
@@ -316,38 +317,7 @@ fn copies_prefix(session: &str) -> PathBuf {
             }
         })
         .collect();
-    std::env::temp_dir().join(format!("cuca-run-{safe}-"))
-}
-
-/// What every restored copy of `session` this process makes starts with:
-/// `$TMPDIR/cuca-run-SESSION-PID-`, the copy's number after it.
-fn copy_prefix(session: &str) -> PathBuf {
-    let mut prefix = copies_prefix(session).into_os_string();
-    prefix.push(format!("{}-", std::process::id()));
-    PathBuf::from(prefix)
-}
-
-/// A replay or fork run into a fresh copy: the recorded workspace's path and the copy's are
-/// blanked alike before requests are compared with the recording (`roots`), ahead of the
-/// other patterns. Nothing changes for a run in place, or a session whose workspace path was
-/// not written down (recorded by `cuca proxy --workspace`, or before `cuca run` kept it).
-pub(crate) fn match_restored_paths(
-    args: &RunWorkspaceArgs,
-    store: &StoreArg,
-    mode: cuca_proxy::Mode,
-    session: &str,
-    config: &mut cuca_proxy::ProxyConfig,
-) {
-    let restores = matches!(mode, cuca_proxy::Mode::Replay | cuca_proxy::Mode::Fork);
-    let (StoreArg::Dir(dir), true, false, false) =
-        (store, restores, args.in_place, args.no_workspace)
-    else {
-        return;
-    };
-    if let Some(recorded) = roots::recorded(dir, session) {
-        let pattern = roots::same_place_pattern(&recorded, &copies_prefix(session));
-        config.ignore.insert(0, pattern);
-    }
+    std::env::temp_dir().join(format!("cuca-run-{safe}-{}-", std::process::id()))
 }
 
 /// Refuses to restore over a git work tree's uncommitted changes unless `force`: asks

@@ -6,7 +6,7 @@
 //! `$TMPDIR/cuca-run-…` sends requests that differ from the recording wherever that path
 //! appears. `cuca run` writes the recorded workspace's absolute path beside the store
 //! (`STORE/.cuca-workspace/roots/HEX-OF-SESSION`), and a replay or fork run into a fresh copy
-//! blanks the recorded path and the copy's path alike before comparing.
+//! has the proxy read the copy's path in requests as that one (`cuca_proxy::Aliases`).
 
 use std::path::{Path, PathBuf};
 
@@ -40,58 +40,9 @@ pub(crate) fn recorded(store_dir: &Path, session: &str) -> Option<PathBuf> {
     (!text.is_empty()).then(|| PathBuf::from(text))
 }
 
-/// The pattern replay blanks first (before the default `/tmp/…` one cuts either path in
-/// two): the recorded workspace, or any restored copy of the session (`copies_prefix`, then
-/// the process id and the copy's number: a fork run's records name the copy it ran in, and
-/// the next run of that fork is in another), each also in the form Claude Code names its
-/// project directory by (`~/.claude/projects/-home-me-app/`, every character but a letter or
-/// digit a `-`), which its system prompt holds.
-pub(crate) fn same_place_pattern(recorded: &Path, copies_prefix: &Path) -> String {
-    let recorded = recorded.to_string_lossy();
-    let copy = copies_prefix.to_string_lossy();
-    format!(
-        r"(?:{}|{}[0-9]+-[0-9]+|{}|{}[0-9]+-[0-9]+)",
-        regex::escape(&recorded),
-        regex::escape(&copy),
-        regex::escape(&slug(&recorded)),
-        regex::escape(&slug(&copy)),
-    )
-}
-
-/// `path` as Claude Code names a project's directory: each character but an ASCII letter or
-/// digit replaced by `-`.
-fn slug(path: &str) -> String {
-    path.chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_recorded_path_and_a_copy_blank_alike() {
-        let pattern = same_place_pattern(
-            Path::new("/home/me/my.project"),
-            Path::new("/tmp/cuca-run-s-"),
-        );
-        let re = regex::Regex::new(&pattern).unwrap();
-        let blank = |text: &str| re.replace_all(text, "…").into_owned();
-        assert_eq!(
-            blank("<cwd>/home/me/my.project</cwd>"),
-            blank("<cwd>/tmp/cuca-run-s-42-0</cwd>")
-        );
-        assert_eq!(
-            blank("projects/-home-me-my-project/memory"),
-            blank("projects/-tmp-cuca-run-s-42-7/memory")
-        );
-        assert_eq!(
-            blank("/tmp/cuca-run-s-42-0/a"),
-            blank("/tmp/cuca-run-s-7-3/a")
-        );
-        assert_ne!(blank("/home/me/myXproject"), blank("/tmp/cuca-run-s-42-0"));
-    }
 
     #[test]
     fn a_root_is_read_back_as_written() {
