@@ -30,6 +30,8 @@ pub(crate) struct Call {
     pub(crate) named: Option<String>,
     /// How many values redaction replaced in the request as it was taken in.
     pub(crate) redacted: cuca_redact::Counts,
+    /// Which of the request's messages were read through the proxy's memo, with their keys.
+    pub(crate) read: crate::memo::RequestRead,
 }
 
 /// Loads the session (one load shared by every caller of it meanwhile, see
@@ -39,10 +41,11 @@ pub(crate) async fn load_and_lookup(
     session: &str,
     named: Option<&str>,
     request: &WireRequest,
+    read: &crate::memo::RequestRead,
 ) -> Result<(Lookup, String), ApiError> {
-    // Every index of the proxy shares its keys: the request is keyed once, and its first
-    // message decides which conversations are read on.
-    let asked = replay::Asked::new(shared.replay.keys(), request);
+    // Every index of the proxy shares its keys: the request is keyed once (its messages read
+    // before, not again), and its first message decides which conversations are read on.
+    let asked = replay::Asked::with_read(shared.replay.keys(), request, read, &shared.memo.keys);
     let loaded = match named {
         Some(conversation) => shared
             .replay

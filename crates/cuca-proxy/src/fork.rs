@@ -50,7 +50,8 @@ pub(crate) async fn fork_mode(shared: Arc<Shared>, call: Call) -> Result<Respons
         let recording = placement::recording(&shared, &session).await?;
         return Ok(record::forward(shared, call, session, recording).await);
     };
-    let (why, original) = match load_and_lookup(&shared, &session, None, parsed).await? {
+    let (why, original) = match load_and_lookup(&shared, &session, None, parsed, &call.read).await?
+    {
         (Lookup::Found(turn, turn_idx), replayed_from) => {
             return Ok(replay::render(
                 &turn,

@@ -641,6 +641,11 @@ impl Indexes {
         &self.0.keys
     }
 
+    /// The same keys, shared.
+    pub(crate) fn shared_keys(&self) -> Arc<Keys> {
+        Arc::clone(&self.0.keys)
+    }
+
     /// The index of every conversation of session `base`: the base's, then each
     /// `{base}:conv:{n}`'s in order up to the first with no records — on one blocking thread,
     /// one hand-over per request rather than one per conversation.

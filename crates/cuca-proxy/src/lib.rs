@@ -92,6 +92,7 @@ mod index;
 mod json_path;
 mod ledger;
 mod matching;
+mod memo;
 mod model_swap;
 mod modes;
 mod placement;

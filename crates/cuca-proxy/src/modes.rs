@@ -53,7 +53,14 @@ pub(crate) async fn answer(shared: Arc<Shared>, call: Call) -> Result<Response, 
             )
             .await?;
             if let Ok(parsed) = &call.request {
-                match load_and_lookup(&shared, &call.session, call.named.as_deref(), parsed).await?
+                match load_and_lookup(
+                    &shared,
+                    &call.session,
+                    call.named.as_deref(),
+                    parsed,
+                    &call.read,
+                )
+                .await?
                 {
                     (Lookup::Found(turn, turn_idx), replayed_from) => {
                         return Ok(replay::render(
@@ -80,7 +87,15 @@ async fn replay_mode(shared: &Arc<Shared>, call: Call) -> Result<Response, ApiEr
     let request = call
         .request
         .map_err(|message| bad_request(&call.session, message))?;
-    match load_and_lookup(shared, &call.session, call.named.as_deref(), &request).await? {
+    match load_and_lookup(
+        shared,
+        &call.session,
+        call.named.as_deref(),
+        &request,
+        &call.read,
+    )
+    .await?
+    {
         (Lookup::Found(turn, turn_idx), conversation) => {
             shared
                 .ledger

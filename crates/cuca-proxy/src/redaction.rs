@@ -21,19 +21,19 @@ use cuca_wire::WireRequest;
 /// the caller sent (the `CallRequest` record), are redacted too. Replay redacts an incoming
 /// request the same way before comparing it, so a redacted recording replays: redacted
 /// against redacted.
-pub(crate) fn redact_request(rules: &Rules, request: &mut WireRequest) -> Counts {
+///
+/// The last `redacted_already` messages were redacted as they were read (the proxy's memo of
+/// messages read before, [`crate::memo`]) and are left as they are.
+pub(crate) fn redact_request(
+    rules: &Rules,
+    request: &mut WireRequest,
+    redacted_already: usize,
+) -> Counts {
     let mut counts = Counts::new();
-    for message in &mut request.unified.messages {
-        if message.role == Role::System {
-            let text = message.text();
-            let (redacted, found) = rules.redact_text(&text);
-            if !found.is_empty() {
-                *message = Message::system(redacted.into_owned());
-                counts.merge(&found);
-            }
-        } else {
-            counts.merge(&rules.redact_message(message));
-        }
+    let messages = &mut request.unified.messages;
+    let unread = messages.len().saturating_sub(redacted_already);
+    for message in &mut messages[..unread] {
+        counts.merge(&redact_message(rules, message));
     }
     for tool in &mut request.unified.tools {
         counts.merge(&rules.redact_string(&mut tool.description));
@@ -41,6 +41,22 @@ pub(crate) fn redact_request(rules: &Rules, request: &mut WireRequest) -> Counts
     }
     counts.merge(&rules.redact_json_string(&mut request.parameters));
     counts
+}
+
+/// Redacts one message of a request in place, as the record it becomes is redacted: a user,
+/// assistant or tool message block by block, a system message as the one `SystemPrompt` text
+/// its text blocks are joined into (when a rule replaced something the message becomes that
+/// one text block).
+pub(crate) fn redact_message(rules: &Rules, message: &mut Message) -> Counts {
+    if message.role != Role::System {
+        return rules.redact_message(message);
+    }
+    let text = message.text();
+    let (redacted, found) = rules.redact_text(&text);
+    if !found.is_empty() {
+        *message = Message::system(redacted.into_owned());
+    }
+    found
 }
 
 /// A call-log row's `redacted` field from `counts`.

@@ -118,6 +118,11 @@ impl Loads {
         self.indexes.keys()
     }
 
+    /// The same keys, to share with the proxy's memo of messages read.
+    pub(crate) fn shared_keys(&self) -> Arc<Keys> {
+        self.indexes.shared_keys()
+    }
+
     /// Every conversation of session `base`, each refreshed from its tail: what a strict
     /// replay's report lays the ledger over, where no request says which can answer.
     pub(crate) async fn every_conversation(
@@ -224,16 +229,32 @@ pub(crate) struct Asked {
 
 impl Asked {
     pub(crate) fn new(keys: &Keys, wire: &WireRequest) -> Asked {
-        let mut messages = Vec::with_capacity(wire.unified.messages.len());
+        Asked::with_read(keys, wire, &crate::memo::RequestRead::default(), keys)
+    }
+
+    /// The request keyed, the keys of the messages `read` read through the proxy's memo
+    /// (keyed there by `read_keys`) taken from there when `keys` are the same.
+    pub(crate) fn with_read(
+        keys: &Keys,
+        wire: &WireRequest,
+        read: &crate::memo::RequestRead,
+        read_keys: &Keys,
+    ) -> Asked {
+        let all = &wire.unified.messages;
+        let known = read.keys(keys, read_keys, all.len());
+        let mut messages = Vec::with_capacity(all.len());
         let mut systems = Vec::new();
-        for (i, message) in wire.unified.messages.iter().enumerate() {
+        let mut prompts = Vec::new();
+        for (i, (message, known)) in all.iter().zip(known).enumerate() {
             if message.role == Role::System {
-                systems.push((i, message.text()));
+                let text = message.text();
+                prompts.push(known.unwrap_or_else(|| keys.text(&text)));
+                systems.push((i, text));
             } else {
-                messages.push((i, message.role, keys.message(message)));
+                let key = known.unwrap_or_else(|| keys.message(message));
+                messages.push((i, message.role, key));
             }
         }
-        let prompts: Vec<Key> = systems.iter().map(|(_, text)| keys.text(text)).collect();
         Asked {
             messages,
             systems_key: keys.systems(&prompts),

@@ -347,14 +347,23 @@ async fn take_in(
     let body = read_body(&shared, &headers, body)
         .await
         .map_err(|e| e.in_session(&session))?;
+    // Messages read before (an agent sends its whole conversation every call) are handed
+    // back as read, redacted and keyed then.
+    let reader = shared.memo.reader();
     let mut request = match shared.aliases.get() {
-        Some(aliases) => format.parse_request(&aliases.apply(&body)),
-        None => format.parse_request(&body),
+        Some(aliases) => format.parse_request_with(&aliases.apply(&body), &reader),
+        None => format.parse_request_with(&body, &reader),
     };
+    let mut read = reader.finish();
     // A Responses call that names the answer it continues is in that answer's conversation.
     let mut continued = None;
     if let Ok(parsed) = &mut request {
         continued = chain::continue_previous(&shared, &session, parsed).await?;
+        if continued.is_some() {
+            // The recorded messages before it now sit among those read: none is taken as
+            // read, so every one is redacted and keyed where it now stands.
+            read = crate::memo::RequestRead::default();
+        }
     }
     // A caller that names its conversation is placed there, by no content rule.
     let named = session::named_conversation(&headers, &session)?;
@@ -363,11 +372,16 @@ async fn take_in(
     }
     // Redacted once, here, before anything is placed, recorded or compared.
     let redacted = match (&shared.redaction, &mut request) {
-        (Some(rules), Ok(parsed)) => crate::redaction::redact_request(rules, parsed),
+        (Some(rules), Ok(parsed)) => {
+            let mut counts = crate::redaction::redact_request(rules, parsed, read.n_messages());
+            counts.merge(read.counts());
+            counts
+        }
         _ => cuca_redact::Counts::new(),
     };
     let call = Call {
         redacted,
+        read,
         format,
         session,
         query: uri.query().map(str::to_owned),

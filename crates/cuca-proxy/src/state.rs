@@ -42,6 +42,8 @@ pub(crate) struct Shared {
     pub(crate) call_log: CallLog,
     /// The redaction rules, compiled once; `None` when none is in force.
     pub(crate) redaction: Option<Arc<cuca_redact::Rules>>,
+    /// The request messages read before, by their bytes: read, redacted and keyed once.
+    pub(crate) memo: crate::memo::Memo,
     /// The call log's `run` for every call this proxy forwards.
     pub(crate) run_id: String,
     /// Set when a shutdown begins: new calls are refused with a 503 from then on.
@@ -75,8 +77,10 @@ impl Shared {
         let redaction = (!redaction.is_empty()).then(|| Arc::new(redaction));
         let matching = Matching::new(&config.ignore, config.compare_parameters)?
             .ignoring_json_paths(&config.ignore_json_paths)?;
+        let replay = replay::Loads::new(SessionReplay::new(Arc::clone(&backend)), matching.clone());
         Ok(Shared {
-            replay: replay::Loads::new(SessionReplay::new(Arc::clone(&backend)), matching.clone()),
+            memo: crate::memo::Memo::new(redaction.clone(), replay.shared_keys()),
+            replay,
             slots: Slots::new(Arc::clone(&backend), config.max_sessions, redaction.clone()),
             conversations: Arc::new(Conversations::new(Arc::clone(&backend))),
             served: replay::Served::default(),

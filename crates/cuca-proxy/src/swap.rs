@@ -52,7 +52,7 @@ pub(crate) async fn swap_mode(
             ))
         }
     };
-    let (lookup, original) = load_and_lookup(&shared, &session, None, parsed).await?;
+    let (lookup, original) = load_and_lookup(&shared, &session, None, parsed, &call.read).await?;
     let recorded = index(&shared, &original).await?;
     let replayed = swap
         .replayed_turns(&original, &recorded)

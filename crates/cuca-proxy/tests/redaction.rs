@@ -191,3 +191,52 @@ async fn a_default_rule_turned_off_records_its_kind_as_it_passed() {
     assert!(!text.contains("ghp_R8mK2x"), "{text}");
     upstream.stop().await;
 }
+
+/// The proxy reads a message it has read before (an agent sends its whole conversation with
+/// every call) from what it kept then: a second call holding the same keys is redacted and
+/// counted exactly as the first, and records no key either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_read_before_are_redacted_and_counted_as_the_first_time() {
+    let upstream = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ProxyConfig::new(Mode::Record, Some(upstream.url.clone())).unwrap();
+    config.redaction = rules();
+    let proxy = start(config, dir.path()).await;
+    let sent = request_with_keys();
+    for session in ["first", "again"] {
+        let response = client()
+            .post(proxy.chat_url(Some(session)))
+            .body(sent.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        response.bytes().await.unwrap();
+    }
+    let mut rows = proxy.rows();
+    for _ in 0..200 {
+        if rows.iter().filter(|row| !row.is_start()).count() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        rows = proxy.rows();
+    }
+    drop(proxy);
+    let ends: Vec<_> = rows.iter().filter(|row| !row.is_start()).collect();
+    assert_eq!(ends.len(), 2);
+    assert!(ends[0].redacted["employee"] >= 3, "{:?}", ends[0].redacted);
+    assert_eq!(ends[0].redacted, ends[1].redacted);
+    assert_no_secret_in(dir.path());
+    let backend = cuca_store_file::FileBackend::new(dir.path().join("sessions")).unwrap();
+    let first = cuca_events::SessionBackend::replay(&backend, "first").unwrap();
+    let again = cuca_events::SessionBackend::replay(&backend, "again").unwrap();
+    let requests = |records: &[cuca_events::SessionRecord]| -> Vec<cuca_events::SessionEvent> {
+        records
+            .iter()
+            .map(|record| record.event.clone())
+            .take_while(|event| !matches!(event, cuca_events::SessionEvent::Output { .. }))
+            .collect()
+    };
+    assert_eq!(requests(&first), requests(&again));
+    upstream.stop().await;
+}

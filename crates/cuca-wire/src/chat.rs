@@ -18,7 +18,7 @@ mod request;
 pub use build::{request_body, MaxTokensField};
 pub use decode::{decode_whole, ChatStreamDecoder};
 pub use encode::{encode_object, encode_stream, finish_reason, SseEvents};
-pub use request::parse_request;
+pub use request::{parse_request, parse_request_with};
 
 use crate::ErrorInfo;
 

@@ -52,6 +52,7 @@ mod endpoint;
 mod error;
 pub mod messages;
 mod openai;
+mod reader;
 pub mod responses;
 mod row;
 mod sse;
@@ -62,6 +63,7 @@ mod text;
 pub use encode::MAX_EVENT_TEXT;
 pub use endpoint::{api_url, BaseUrlError};
 pub use error::WireError;
+pub use reader::{MessageReader, ReadEach, ReadElement};
 pub use row::request_row;
 pub use sse::{SseDecoder, SseEvent, MAX_EVENT_BYTES};
 pub use stream::MAX_INDEX;
@@ -116,6 +118,19 @@ impl Format {
     /// Reads a caller's request body. `Err` says, in words, why it is not one.
     pub fn parse_request(self, body: &[u8]) -> Result<WireRequest, String> {
         each_format!(self, F => F::parse_request(body))
+    }
+
+    /// Reads a caller's request body as [`Format::parse_request`] does, each element of its
+    /// message list through `reader`, which may hand back what it read of the same bytes
+    /// before. Chat's `messages` and the Messages format's are read element by element; a
+    /// Responses `input` is read whole (an item may join the message before it), so `reader`
+    /// is not asked there.
+    pub fn parse_request_with(
+        self,
+        body: &[u8],
+        reader: &dyn MessageReader,
+    ) -> Result<WireRequest, String> {
+        each_format!(self, F => F::parse_request_with(body, reader))
     }
 
     /// A stream decoder at the start of a stream. `skipping_malformed`: pass over an event
@@ -208,6 +223,10 @@ pub trait WireFormat {
     /// Reads a caller's request body. `Err` says, in words, why it is not one.
     fn parse_request(body: &[u8]) -> Result<WireRequest, String>;
 
+    /// Reads a caller's request body, the elements of its message list through `reader`
+    /// (see [`Format::parse_request_with`]).
+    fn parse_request_with(body: &[u8], reader: &dyn MessageReader) -> Result<WireRequest, String>;
+
     /// A stream decoder at the start of a stream (see [`Format::decoder`]).
     fn decoder(skipping_malformed: bool) -> Self::Decoder;
 
@@ -243,6 +262,13 @@ macro_rules! wire_format {
 
             fn parse_request(body: &[u8]) -> Result<$crate::WireRequest, String> {
                 parse_request(body)
+            }
+
+            fn parse_request_with(
+                body: &[u8],
+                reader: &dyn $crate::MessageReader,
+            ) -> Result<$crate::WireRequest, String> {
+                parse_request_with(body, reader)
             }
 
             fn decoder(skipping_malformed: bool) -> $decoder {

@@ -42,7 +42,7 @@ mod request;
 
 pub use decode::{decode_whole, MessagesStreamDecoder};
 pub use encode::{encode_object, encode_stream, stop_reason, MessagesEvents};
-pub use request::{estimate_input_tokens, parse_request};
+pub use request::{estimate_input_tokens, parse_request, parse_request_with};
 
 use crate::ErrorInfo;
 

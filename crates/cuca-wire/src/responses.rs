@@ -39,7 +39,7 @@ mod request;
 
 pub use decode::{decode_whole, ResponsesStreamDecoder};
 pub use encode::{encode_object, encode_stream, ResponsesEvents};
-pub use request::parse_request;
+pub use request::{parse_request, parse_request_with};
 
 use crate::ErrorInfo;
 

@@ -20,6 +20,15 @@ const NOT_PARAMETERS: [&str; 5] = ["messages", "model", "tools", "stream", "stre
 /// deeper than serde_json builds a `Value` for (128 levels: a deep `response_format` schema)
 /// is still recorded, byte for byte; only the fields cuca reads are built as values.
 pub fn parse_request(body: &[u8]) -> Result<WireRequest, String> {
+    parse_request_with(body, &crate::ReadEach)
+}
+
+/// Reads a Chat Completions request body as [`parse_request`] does, each element of
+/// `messages` through `reader` (see [`crate::Format::parse_request_with`]).
+pub fn parse_request_with(
+    body: &[u8],
+    reader: &dyn crate::MessageReader,
+) -> Result<WireRequest, String> {
     let object = crate::body::top_level(body)?;
     let value_of = |key: &str| -> Result<Option<Value>, String> {
         object
@@ -28,16 +37,19 @@ pub fn parse_request(body: &[u8]) -> Result<WireRequest, String> {
             .transpose()
             .map_err(|e| format!("'{key}' cannot be read: {e}"))
     };
-    let messages = value_of("messages")?;
-    let messages = messages
-        .as_ref()
-        .and_then(Value::as_array)
-        .ok_or_else(|| "'messages' is required and must be an array".to_owned())?;
+    let messages = match object.get("messages") {
+        Some(raw) if raw.get().trim_start().starts_with('[') => {
+            serde_json::from_str::<Vec<&RawValue>>(raw.get())
+                .map_err(|e| format!("'messages' cannot be read: {e}"))?
+        }
+        _ => return Err("'messages' is required and must be an array".to_owned()),
+    };
     let mut unified = UnifiedRequest::default();
+    unified.messages.reserve(messages.len());
     for (index, message) in messages.iter().enumerate() {
-        unified
-            .messages
-            .push(message_of(message).map_err(|e| format!("messages[{index}]: {e}"))?);
+        reader
+            .read(message, &mut unified.messages, &read_element)
+            .map_err(|e| format!("messages[{index}]: {e}"))?;
     }
     let scalar = |key: &str| value_of(key).ok().flatten();
     unified.model = scalar("model")
@@ -130,6 +142,13 @@ fn read_tools(tools: &RawValue, unified: &mut UnifiedRequest, unrecorded: &mut V
             }
         }
     }
+}
+
+/// One element of `messages`, read as [`message_of`] reads it.
+fn read_element(raw: &RawValue, out: &mut Vec<Message>) -> Result<(), String> {
+    let wire: Value = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
+    out.push(message_of(&wire)?);
+    Ok(())
 }
 
 /// One wire message as a [`Message`]: text parts in order, images as

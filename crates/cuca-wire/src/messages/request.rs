@@ -48,6 +48,15 @@ const NOT_PARAMETERS: [&str; 5] = ["messages", "system", "model", "tools", "stre
 /// assert_eq!(request.parameters, r#"{"max_tokens":64}"#);
 /// ```
 pub fn parse_request(body: &[u8]) -> Result<WireRequest, String> {
+    parse_request_with(body, &crate::ReadEach)
+}
+
+/// Reads a Messages request body as [`parse_request`] does, each element of `messages`
+/// through `reader` (see [`crate::Format::parse_request_with`]); `system` is read as it is.
+pub fn parse_request_with(
+    body: &[u8],
+    reader: &dyn crate::MessageReader,
+) -> Result<WireRequest, String> {
     let object = crate::body::top_level(body)?;
     let scalar = |key: &str| -> Option<Value> {
         object
@@ -62,8 +71,10 @@ pub fn parse_request(body: &[u8]) -> Result<WireRequest, String> {
         .get("messages")
         .and_then(|raw| serde_json::from_str::<Vec<&RawValue>>(raw.get()).ok())
         .ok_or_else(|| "'messages' is required and must be an array".to_owned())?;
+    unified.messages.reserve(messages.len());
     for (index, message) in messages.iter().enumerate() {
-        read_message(message, &mut unified.messages)
+        reader
+            .read(message, &mut unified.messages, &read_message)
             .map_err(|e| format!("messages[{index}]{e}"))?;
     }
     unified.model = scalar("model")

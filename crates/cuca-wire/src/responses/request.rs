@@ -29,6 +29,16 @@ const NOT_PARAMETERS: [&str; 5] = ["input", "instructions", "model", "tools", "s
 /// assert_eq!(request.parameters, r#"{"store":false}"#);
 /// ```
 pub fn parse_request(body: &[u8]) -> Result<WireRequest, String> {
+    parse_request_with(body, &crate::ReadEach)
+}
+
+/// Reads a Responses request body as [`parse_request`] does. `input` is read whole (a
+/// `function_call` item joins the assistant message before it, so an item is not a message
+/// of its own), so `reader` is not asked: it is here so that every format reads alike.
+pub fn parse_request_with(
+    body: &[u8],
+    _reader: &dyn crate::MessageReader,
+) -> Result<WireRequest, String> {
     let object = crate::body::top_level(body)?;
     let value_of = |key: &str| -> Result<Option<Value>, String> {
         object

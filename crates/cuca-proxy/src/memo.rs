@@ -1,0 +1,247 @@
+//! The messages of requests already read, kept by their bytes: an agent sends every message
+//! of its conversation again with each call, so at an agent loop's 1,000th turn 1,997 of
+//! the 1,999 messages were read, redacted and keyed at the 999th.
+//!
+//! Each element of a request's message list (Chat's and the Messages format's `messages`)
+//! is fingerprinted by its bytes as the caller sent them. The first time, it is read as its
+//! format reads it, redacted by the proxy's rules, and kept with its redaction counts and
+//! the keys the replay match compares ([`Keys`]). A
+//! later request holding the same bytes gets a copy of the kept messages and counts, and
+//! the kept keys, without a JSON tree, a regex or an allocation per text.
+//!
+//! **Exactness.** A format's reading, the proxy's redaction rules and its keys depend on the
+//! element's bytes alone, so what is kept is what reading them again would give. The
+//! fingerprint is two independently keyed SipHash values of the bytes (128 bits, the keys
+//! drawn at random when the proxy starts), as the replay index keys messages: no caller can
+//! aim at a collision, and an accidental one is far less likely than a disk error.
+//!
+//! **Memory.** What is kept is bounded by the bytes of the elements it came from: elements
+//! are kept in a current generation of at most [`GENERATION_BYTES`]; when it is full it
+//! becomes the previous one (the one before is dropped), and an element found in the
+//! previous generation is moved to the current. The elements of the conversations being
+//! replayed or recorded stay; a conversation no longer asked drops out. An element over
+//! [`MAX_ELEMENT_BYTES`] is read every time and not kept.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher, RandomState};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use cuca_events::{Message, Role};
+use cuca_redact::{Counts, Rules};
+use cuca_wire::{MessageReader, ReadElement};
+use serde_json::value::RawValue;
+
+use crate::index::{Key, Keys};
+
+/// The most element bytes one generation keeps; two generations are kept at most.
+pub(crate) const GENERATION_BYTES: usize = 8 << 20;
+
+/// The largest element kept: a larger one (a whole file a tool read back) is read each time.
+pub(crate) const MAX_ELEMENT_BYTES: usize = 1 << 20;
+
+/// One element of a message list as read and redacted, and keyed.
+#[derive(Debug)]
+struct Kept {
+    /// The messages the element stands for, redacted.
+    messages: Vec<Message>,
+    /// How many values redaction replaced in them.
+    counts: Counts,
+    /// Each message's key as the replay match compares it (a system message's as a system
+    /// prompt's text).
+    keys: Vec<Key>,
+}
+
+/// The kept elements, by fingerprint. Held inline, not behind a pointer: an agent's request
+/// looks up every element of its conversation, and one memory access per element less is
+/// most of what a lookup costs.
+#[derive(Default)]
+struct Generations {
+    current: HashMap<u128, Kept>,
+    current_bytes: usize,
+    previous: HashMap<u128, Kept>,
+}
+
+impl Generations {
+    /// The kept element `fingerprint` (of `bytes` bytes), moved to the current generation
+    /// if it was in the previous one.
+    fn get(&mut self, fingerprint: u128, bytes: usize) -> Option<&Kept> {
+        if !self.current.contains_key(&fingerprint) {
+            let kept = self.previous.remove(&fingerprint)?;
+            self.put(fingerprint, bytes, kept);
+        }
+        self.current.get(&fingerprint)
+    }
+
+    fn put(&mut self, fingerprint: u128, bytes: usize, kept: Kept) {
+        if self.current_bytes + bytes > GENERATION_BYTES {
+            self.previous = std::mem::take(&mut self.current);
+            self.current_bytes = 0;
+        }
+        self.current_bytes += bytes;
+        self.current.insert(fingerprint, kept);
+    }
+}
+
+/// The proxy's kept elements, the rules they were redacted by and the keys they are keyed
+/// with.
+pub(crate) struct Memo {
+    a: RandomState,
+    b: RandomState,
+    rules: Option<Arc<Rules>>,
+    pub(crate) keys: Arc<Keys>,
+    kept: Mutex<Generations>,
+}
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memo").finish_non_exhaustive()
+    }
+}
+
+impl Memo {
+    /// A memo whose elements are redacted by `rules` (none: kept as read) and keyed by
+    /// `keys` (the replay indexes' own).
+    pub(crate) fn new(rules: Option<Arc<Rules>>, keys: Arc<Keys>) -> Memo {
+        Memo {
+            a: RandomState::new(),
+            b: RandomState::new(),
+            rules,
+            keys,
+            kept: Mutex::default(),
+        }
+    }
+
+    /// A reader for one request: reads its elements through this memo and notes what it
+    /// read, for [`RequestRead`].
+    pub(crate) fn reader(&self) -> RequestReader<'_> {
+        RequestReader {
+            memo: self,
+            read: std::cell::RefCell::new(RequestRead::default()),
+        }
+    }
+
+    fn fingerprint(&self, bytes: &[u8]) -> u128 {
+        let mut a = self.a.build_hasher();
+        let mut b = self.b.build_hasher();
+        a.write(bytes);
+        b.write(bytes);
+        (u128::from(a.finish()) << 64) | u128::from(b.finish())
+    }
+
+    /// `raw` read by `read`, redacted and keyed.
+    fn read_anew(&self, raw: &RawValue, read: ReadElement<'_>) -> Result<Kept, String> {
+        let mut messages = Vec::new();
+        read(raw, &mut messages)?;
+        let mut counts = Counts::new();
+        if let Some(rules) = &self.rules {
+            for message in &mut messages {
+                counts.merge(&crate::redaction::redact_message(rules, message));
+            }
+        }
+        let keys = messages
+            .iter()
+            .map(|message| match message.role {
+                Role::System => self.keys.text(&message.text()),
+                _ => self.keys.message(message),
+            })
+            .collect();
+        Ok(Kept {
+            messages,
+            counts,
+            keys,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Generations> {
+        // The maps hold no invariant a panic could break halfway.
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What one request's reader read through the memo: its messages' keys and what redaction
+/// replaced in them. Its messages are the last of the request's (a Messages-format `system`
+/// before them is read by the format itself, not through the memo).
+#[derive(Debug, Default)]
+pub(crate) struct RequestRead {
+    keys: Vec<Key>,
+    counts: Counts,
+}
+
+impl RequestRead {
+    /// How many of the request's messages, from its end, were read (and redacted) here.
+    pub(crate) fn n_messages(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// What redaction replaced in the messages read here.
+    pub(crate) fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    /// The key of each of the request's `n` messages where it was read here (the last
+    /// [`RequestRead::n_messages`] of them), `None` for the others. The keys are the ones
+    /// `keys` makes when they are the memo's (`same`); else none is known.
+    pub(crate) fn keys(&self, keys: &Keys, same: &Keys, n: usize) -> Vec<Option<Key>> {
+        let mut out = Vec::with_capacity(n);
+        if !std::ptr::eq(keys, same) || self.keys.len() > n {
+            out.resize(n, None);
+            return out;
+        }
+        out.resize(n - self.keys.len(), None);
+        out.extend(self.keys.iter().copied().map(Some));
+        out
+    }
+}
+
+/// One request's [`MessageReader`] over the memo.
+pub(crate) struct RequestReader<'m> {
+    memo: &'m Memo,
+    read: std::cell::RefCell<RequestRead>,
+}
+
+impl RequestReader<'_> {
+    /// What was read, once the request is.
+    pub(crate) fn finish(self) -> RequestRead {
+        self.read.into_inner()
+    }
+
+    fn take(&self, kept: &Kept, out: &mut Vec<Message>) {
+        out.extend(kept.messages.iter().cloned());
+        let mut noted = self.read.borrow_mut();
+        noted.keys.extend_from_slice(&kept.keys);
+        if !kept.counts.is_empty() {
+            noted.counts.merge(&kept.counts);
+        }
+    }
+}
+
+impl MessageReader for RequestReader<'_> {
+    fn read(
+        &self,
+        raw: &RawValue,
+        out: &mut Vec<Message>,
+        read: ReadElement<'_>,
+    ) -> Result<(), String> {
+        let bytes = raw.get().as_bytes();
+        if bytes.len() > MAX_ELEMENT_BYTES {
+            let kept = self.memo.read_anew(raw, read)?;
+            self.take(&kept, out);
+            return Ok(());
+        }
+        let fingerprint = self.memo.fingerprint(bytes);
+        {
+            let mut generations = self.memo.lock();
+            if let Some(kept) = generations.get(fingerprint, bytes.len()) {
+                self.take(kept, out);
+                return Ok(());
+            }
+        }
+        let kept = self.memo.read_anew(raw, read)?;
+        self.take(&kept, out);
+        self.memo.lock().put(fingerprint, bytes.len(), kept);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,151 @@
+// Test helpers unwrap: a failure there should stop the test at once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+use crate::matching::Matching;
+use cuca_wire::Format;
+
+fn memo(rules: Option<Arc<Rules>>) -> Memo {
+    Memo::new(
+        rules,
+        Arc::new(Keys::new(Matching::new(&[], false).unwrap())),
+    )
+}
+
+fn chat(messages: &[serde_json::Value]) -> Vec<u8> {
+    serde_json::json!({"model": "m", "messages": messages})
+        .to_string()
+        .into_bytes()
+}
+
+/// What reading `body` through `memo` gives: the request, and what was read there.
+fn read(memo: &Memo, format: Format, body: &[u8]) -> (cuca_wire::WireRequest, RequestRead) {
+    let reader = memo.reader();
+    let request = format.parse_request_with(body, &reader).unwrap();
+    (request, reader.finish())
+}
+
+#[test]
+fn a_request_read_through_the_memo_is_the_request_read_anew() {
+    let memo = memo(None);
+    let first = chat(&[
+        serde_json::json!({"role": "system", "content": "Be terse."}),
+        serde_json::json!({"role": "user", "content": "hi"}),
+    ]);
+    let second = chat(&[
+        serde_json::json!({"role": "system", "content": "Be terse."}),
+        serde_json::json!({"role": "user", "content": "hi"}),
+        serde_json::json!({"role": "assistant", "content": "hello", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}),
+        serde_json::json!({"role": "tool", "tool_call_id": "c1", "content": "a.txt"}),
+    ]);
+    for body in [&first, &second, &first, &second] {
+        let (through, read) = read(&memo, Format::Chat, body);
+        let anew = Format::Chat.parse_request(body).unwrap();
+        assert_eq!(through.unified, anew.unified);
+        assert_eq!(read.n_messages(), anew.unified.messages.len());
+    }
+    // Four distinct elements were read once each and kept.
+    assert_eq!(memo.lock().current.len(), 4);
+}
+
+#[test]
+fn the_messages_format_reads_system_itself_and_each_message_through_the_memo() {
+    let memo = memo(None);
+    let body = serde_json::json!({"model": "m", "max_tokens": 8, "system": "Be terse.",
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "a.txt"},
+                {"type": "text", "text": "and?"}]},
+        ]})
+    .to_string();
+    for _ in 0..2 {
+        let (through, read) = read(&memo, Format::Messages, body.as_bytes());
+        let anew = Format::Messages.parse_request(body.as_bytes()).unwrap();
+        assert_eq!(through.unified, anew.unified);
+        // The system prompt, then 1 + 1 + 2 messages from the three elements.
+        assert_eq!(anew.unified.messages.len(), 5);
+        assert_eq!(read.n_messages(), 4);
+    }
+}
+
+#[test]
+fn a_kept_element_is_handed_back_redacted_with_its_counts() {
+    let rules = Rules::new(&cuca_redact::Config::default()).unwrap();
+    let memo = memo(Some(Arc::new(rules)));
+    let key = format!("sk-proj-{}", "a1B2c3D4e5".repeat(5));
+    let body = chat(&[serde_json::json!({"role": "user", "content": format!("my key is {key}")})]);
+    for _ in 0..3 {
+        let (request, read) = read(&memo, Format::Chat, &body);
+        let text = request.unified.messages[0].text();
+        assert!(!text.contains(&key), "{text}");
+        assert_eq!(read.counts().total(), 1, "{:?}", read.counts());
+    }
+}
+
+#[test]
+fn kept_keys_are_the_keys_the_match_computes() {
+    let memo = memo(None);
+    let keys = Arc::clone(&memo.keys);
+    let other = Keys::new(Matching::new(&[], false).unwrap());
+    let body = chat(&[
+        serde_json::json!({"role": "system", "content": "Be terse."}),
+        serde_json::json!({"role": "user", "content": "hi"}),
+    ]);
+    for _ in 0..2 {
+        let (request, read) = read(&memo, Format::Chat, &body);
+        let known = read.keys(&keys, &keys, request.unified.messages.len());
+        let m = &request.unified.messages;
+        assert_eq!(
+            known,
+            vec![Some(keys.text(&m[0].text())), Some(keys.message(&m[1]))]
+        );
+        // Keys made by other keys are never taken for these.
+        assert_eq!(read.keys(&other, &keys, 2), vec![None, None]);
+    }
+}
+
+#[test]
+fn an_element_that_is_not_a_message_is_refused_every_time_and_not_kept() {
+    let memo = memo(None);
+    let body = chat(&[serde_json::json!({"role": "wizard", "content": "hi"})]);
+    for _ in 0..2 {
+        let reader = memo.reader();
+        let error = Format::Chat.parse_request_with(&body, &reader).unwrap_err();
+        assert_eq!(error, Format::Chat.parse_request(&body).unwrap_err());
+        assert!(error.contains("messages[0]"), "{error}");
+    }
+    assert!(memo.lock().current.is_empty());
+}
+
+#[test]
+fn what_is_kept_stays_within_two_generations() {
+    let memo = memo(None);
+    let filler = "x".repeat(200 * 1024);
+    // 100 distinct elements of 200 KiB: 20 MiB read, at most two generations kept.
+    for n in 0..100 {
+        let body = chat(&[serde_json::json!({"role": "user", "content": format!("{n} {filler}")})]);
+        read(&memo, Format::Chat, &body);
+    }
+    let kept = memo.lock();
+    assert!(kept.current_bytes <= GENERATION_BYTES);
+    let n_kept = kept.current.len() + kept.previous.len();
+    assert!(n_kept * 200 * 1024 <= 2 * GENERATION_BYTES, "{n_kept} kept");
+    assert!(n_kept >= 40, "{n_kept} kept");
+}
+
+#[test]
+fn an_element_over_the_limit_is_read_every_time_and_never_kept() {
+    let memo = memo(None);
+    let big = "y".repeat(MAX_ELEMENT_BYTES + 1);
+    let body = chat(&[serde_json::json!({"role": "user", "content": big})]);
+    let (request, read) = read(&memo, Format::Chat, &body);
+    assert_eq!(
+        request.unified.messages[0].text().len(),
+        MAX_ELEMENT_BYTES + 1
+    );
+    assert_eq!(read.n_messages(), 1);
+    assert!(memo.lock().current.is_empty());
+}
