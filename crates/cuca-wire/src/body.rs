@@ -9,11 +9,12 @@ use cuca_events::MessageContentBlock;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-/// The top-level fields of a JSON object body, by name, each as the caller's own bytes.
-pub(crate) type TopLevel = BTreeMap<String, Box<RawValue>>;
+/// The top-level fields of a JSON object body, by name, each as the caller's own bytes,
+/// borrowed from the body (an agent's `messages` is most of a large body: not copied).
+pub(crate) type TopLevel<'a> = BTreeMap<String, &'a RawValue>;
 
 /// Reads `body` as one JSON object; `Err` says, in words, why it is not one.
-pub(crate) fn top_level(body: &[u8]) -> Result<TopLevel, String> {
+pub(crate) fn top_level(body: &[u8]) -> Result<TopLevel<'_>, String> {
     serde_json::from_slice(body).map_err(|e| {
         if e.classify() == serde_json::error::Category::Data {
             "the body is not a JSON object".to_owned()
@@ -89,7 +90,7 @@ pub(crate) fn with_model(body: &[u8], model: &str) -> Result<Vec<u8>, String> {
 
 /// Every field of `object` but those in `recorded_elsewhere`, as the JSON text of one object
 /// whose values are the caller's own bytes: a `CallRequest` record's parameters.
-pub(crate) fn parameters(object: &TopLevel, recorded_elsewhere: &[&str]) -> String {
+pub(crate) fn parameters(object: &TopLevel<'_>, recorded_elsewhere: &[&str]) -> String {
     let mut parameters = String::from("{");
     for (key, raw) in object
         .iter()

@@ -23,7 +23,7 @@ struct Marked<'a> {
 /// `VALUE` is the marker as sent (`{"type":"ephemeral","ttl":"1h"}`). A part that is not of
 /// the shape the Messages API gives it is passed over: the request was read already, and
 /// this only notes what it marked.
-pub(crate) fn cache_breakpoints(object: &TopLevel) -> Vec<Value> {
+pub(crate) fn cache_breakpoints(object: &TopLevel<'_>) -> Vec<Value> {
     let mut found = Vec::new();
     if let Some(marker) = object.get("cache_control") {
         note(&mut found, String::new(), marker);
