@@ -47,7 +47,7 @@ struct Kept {
     /// How many values redaction replaced in them.
     counts: Counts,
     /// Each message's key as the replay match compares it (a system message's as a system
-    /// prompt's text).
+    /// prompt's text); empty where the proxy never matches (record mode).
     keys: Vec<Key>,
 }
 
@@ -89,6 +89,9 @@ pub(crate) struct Memo {
     b: RandomState,
     rules: Option<Arc<Rules>>,
     pub(crate) keys: Arc<Keys>,
+    /// Whether elements are keyed: only a proxy that matches requests against a recording
+    /// (replay, auto, fork) needs keys, and keying a large new element costs a regex pass.
+    keyed: bool,
     kept: Mutex<Generations>,
 }
 
@@ -99,14 +102,15 @@ impl std::fmt::Debug for Memo {
 }
 
 impl Memo {
-    /// A memo whose elements are redacted by `rules` (none: kept as read) and keyed by
-    /// `keys` (the replay indexes' own).
-    pub(crate) fn new(rules: Option<Arc<Rules>>, keys: Arc<Keys>) -> Memo {
+    /// A memo whose elements are redacted by `rules` (none: kept as read) and, when
+    /// `keyed`, keyed by `keys` (the replay indexes' own).
+    pub(crate) fn new(rules: Option<Arc<Rules>>, keys: Arc<Keys>, keyed: bool) -> Memo {
         Memo {
             a: RandomState::new(),
             b: RandomState::new(),
             rules,
             keys,
+            keyed,
             kept: Mutex::default(),
         }
     }
@@ -140,6 +144,7 @@ impl Memo {
         }
         let keys = messages
             .iter()
+            .filter(|_| self.keyed)
             .map(|message| match message.role {
                 Role::System => self.keys.text(&message.text()),
                 _ => self.keys.message(message),
@@ -163,6 +168,8 @@ impl Memo {
 /// before them is read by the format itself, not through the memo).
 #[derive(Debug, Default)]
 pub(crate) struct RequestRead {
+    n_messages: usize,
+    /// The messages' keys; empty when the memo does not key.
     keys: Vec<Key>,
     counts: Counts,
 }
@@ -170,7 +177,7 @@ pub(crate) struct RequestRead {
 impl RequestRead {
     /// How many of the request's messages, from its end, were read (and redacted) here.
     pub(crate) fn n_messages(&self) -> usize {
-        self.keys.len()
+        self.n_messages
     }
 
     /// What redaction replaced in the messages read here.
@@ -183,7 +190,7 @@ impl RequestRead {
     /// `keys` makes when they are the memo's (`same`); else none is known.
     pub(crate) fn keys(&self, keys: &Keys, same: &Keys, n: usize) -> Vec<Option<Key>> {
         let mut out = Vec::with_capacity(n);
-        if !std::ptr::eq(keys, same) || self.keys.len() > n {
+        if !std::ptr::eq(keys, same) || self.keys.len() != self.n_messages || self.n_messages > n {
             out.resize(n, None);
             return out;
         }
@@ -208,6 +215,7 @@ impl RequestReader<'_> {
     fn take(&self, kept: &Kept, out: &mut Vec<Message>) {
         out.extend(kept.messages.iter().cloned());
         let mut noted = self.read.borrow_mut();
+        noted.n_messages += kept.messages.len();
         noted.keys.extend_from_slice(&kept.keys);
         if !kept.counts.is_empty() {
             noted.counts.merge(&kept.counts);

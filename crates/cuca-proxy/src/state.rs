@@ -79,7 +79,11 @@ impl Shared {
             .ignoring_json_paths(&config.ignore_json_paths)?;
         let replay = replay::Loads::new(SessionReplay::new(Arc::clone(&backend)), matching.clone());
         Ok(Shared {
-            memo: crate::memo::Memo::new(redaction.clone(), replay.shared_keys()),
+            memo: crate::memo::Memo::new(
+                redaction.clone(),
+                replay.shared_keys(),
+                config.mode != crate::config::Mode::Record,
+            ),
             replay,
             slots: Slots::new(Arc::clone(&backend), config.max_sessions, redaction.clone()),
             conversations: Arc::new(Conversations::new(Arc::clone(&backend))),

@@ -9,6 +9,7 @@ fn memo(rules: Option<Arc<Rules>>) -> Memo {
     Memo::new(
         rules,
         Arc::new(Keys::new(Matching::new(&[], false).unwrap())),
+        true,
     )
 }
 
@@ -148,4 +149,20 @@ fn an_element_over_the_limit_is_read_every_time_and_never_kept() {
     );
     assert_eq!(read.n_messages(), 1);
     assert!(memo.lock().current.is_empty());
+}
+
+#[test]
+fn a_memo_that_does_not_key_reads_alike_and_knows_no_key() {
+    let keys = Arc::new(Keys::new(Matching::new(&[], false).unwrap()));
+    let memo = Memo::new(None, Arc::clone(&keys), false);
+    let body = chat(&[serde_json::json!({"role": "user", "content": "hi"})]);
+    for _ in 0..2 {
+        let (request, read) = read(&memo, Format::Chat, &body);
+        assert_eq!(
+            request.unified,
+            Format::Chat.parse_request(&body).unwrap().unified
+        );
+        assert_eq!(read.n_messages(), 1);
+        assert_eq!(read.keys(&keys, &keys, 1), vec![None]);
+    }
 }
