@@ -1,3 +1,6 @@
+//! Unit tests of the memo of messages read: the same reading as anew, redaction counts and
+//! keys handed back, errors never kept, and what is kept bounded.
+
 // Test helpers unwrap: a failure there should stop the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
