@@ -16,7 +16,8 @@
 //! aim at a collision, and an accidental one is far less likely than a disk error.
 //!
 //! **Memory.** What is kept is bounded by the bytes of the elements it came from: elements
-//! are kept in a current generation of at most [`GENERATION_BYTES`]; when it is full it
+//! (each counted with a fixed overhead for its entry) are kept in a current generation of at
+//! most [`GENERATION_BYTES`]; when it is full it
 //! becomes the previous one (the one before is dropped), and an element found in the
 //! previous generation is moved to the current. The elements of the conversations being
 //! replayed or recorded stay; a conversation no longer asked drops out. An element over
@@ -35,6 +36,11 @@ use crate::index::{Key, Keys};
 
 /// The most element bytes one generation keeps; two generations are kept at most.
 pub(crate) const GENERATION_BYTES: usize = 8 << 20;
+
+/// What an element is counted as beyond its bytes: its table entry, its messages' and
+/// blocks' headers and its keys, so that a generation of many tiny elements (`"ok"`) is
+/// bounded in memory as one of a few large ones is.
+const ENTRY_BYTES: usize = 192;
 
 /// The largest element kept: a larger one (a whole file a tool read back) is read each time.
 pub(crate) const MAX_ELEMENT_BYTES: usize = 1 << 20;
@@ -239,14 +245,16 @@ impl MessageReader for RequestReader<'_> {
         let fingerprint = self.memo.fingerprint(bytes);
         {
             let mut generations = self.memo.lock();
-            if let Some(kept) = generations.get(fingerprint, bytes.len()) {
+            if let Some(kept) = generations.get(fingerprint, bytes.len() + ENTRY_BYTES) {
                 self.take(kept, out);
                 return Ok(());
             }
         }
         let kept = self.memo.read_anew(raw, read)?;
         self.take(&kept, out);
-        self.memo.lock().put(fingerprint, bytes.len(), kept);
+        self.memo
+            .lock()
+            .put(fingerprint, bytes.len() + ENTRY_BYTES, kept);
         Ok(())
     }
 }

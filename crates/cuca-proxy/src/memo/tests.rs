@@ -169,3 +169,19 @@ fn a_memo_that_does_not_key_reads_alike_and_knows_no_key() {
         assert_eq!(read.keys(&keys, &keys, 1), vec![None]);
     }
 }
+
+#[test]
+fn many_tiny_elements_are_bounded_by_their_count_too() {
+    let memo = memo(None);
+    // 100,000 distinct elements of ~40 bytes: 4 MB of bytes, but far more in entries.
+    for n in 0..100_000 {
+        let body = chat(&[serde_json::json!({"role": "user", "content": n.to_string()})]);
+        read(&memo, Format::Chat, &body);
+    }
+    let kept = memo.lock();
+    let n_kept = kept.current.len() + kept.previous.len();
+    assert!(
+        n_kept <= 2 * GENERATION_BYTES / ENTRY_BYTES,
+        "{n_kept} kept"
+    );
+}
