@@ -23,7 +23,12 @@ struct Marked<'a> {
 /// `VALUE` is the marker as sent (`{"type":"ephemeral","ttl":"1h"}`). A part that is not of
 /// the shape the Messages API gives it is passed over: the request was read already, and
 /// this only notes what it marked.
-pub(crate) fn cache_breakpoints(object: &TopLevel<'_>) -> Vec<Value> {
+///
+/// `messages` is the request's `messages`, already split into its elements. An element that
+/// cannot hold a marker (neither `cache_control` nor a `\u` escape, which could spell it, is
+/// in its bytes) is passed over without being read: an agent sends its whole conversation
+/// with every call, and only its last messages carry a breakpoint.
+pub(crate) fn cache_breakpoints(object: &TopLevel<'_>, messages: &[&RawValue]) -> Vec<Value> {
     let mut found = Vec::new();
     if let Some(marker) = object.get("cache_control") {
         note(&mut found, String::new(), marker);
@@ -33,19 +38,20 @@ pub(crate) fn cache_breakpoints(object: &TopLevel<'_>) -> Vec<Value> {
             blocks(&mut found, key, list, 0);
         }
     }
-    if let Some(messages) = object.get("messages").and_then(|raw| array(raw)) {
-        for (index, message) in messages.iter().enumerate() {
-            let Ok(message) = serde_json::from_str::<Marked<'_>>(message.get()) else {
-                continue;
-            };
-            if let Some(content) = message.content {
-                blocks(
-                    &mut found,
-                    &format!("messages[{index}].content"),
-                    content,
-                    0,
-                );
-            }
+    for (index, message) in messages.iter().enumerate() {
+        if !may_hold_a_marker(message) {
+            continue;
+        }
+        let Ok(message) = serde_json::from_str::<Marked<'_>>(message.get()) else {
+            continue;
+        };
+        if let Some(content) = message.content {
+            blocks(
+                &mut found,
+                &format!("messages[{index}].content"),
+                content,
+                0,
+            );
         }
     }
     found
@@ -71,6 +77,13 @@ fn blocks(found: &mut Vec<Value>, path: &str, list: &RawValue, depth: usize) {
             blocks(found, &format!("{at}.content"), content, depth + 1);
         }
     }
+}
+
+/// Whether `raw`'s bytes could hold a `cache_control` key: written plainly, or with a `\u`
+/// escape somewhere (JSON lets a key be spelled with escapes).
+fn may_hold_a_marker(raw: &RawValue) -> bool {
+    let text = raw.get();
+    text.contains("cache_control") || text.contains("\\u")
 }
 
 fn array(raw: &RawValue) -> Option<Vec<&RawValue>> {

@@ -107,7 +107,7 @@ pub fn parse_request_with(
     });
     let stream = object.get("stream").is_some_and(|raw| raw.get() == "true");
     let parameters = crate::body::parameters(&object, &NOT_PARAMETERS);
-    let breakpoints = super::breakpoints::cache_breakpoints(&object);
+    let breakpoints = super::breakpoints::cache_breakpoints(&object, &messages);
     Ok(WireRequest {
         unified,
         stream,

@@ -1157,4 +1157,15 @@ fn every_cache_breakpoint_is_kept_with_where_it_sat_and_as_sent() {
     )
     .unwrap();
     assert_eq!(plain.wire, None);
+    // A key spelled with an escape is the same key to the API, and is found too.
+    let escaped = parse_request(
+        br#"{"model":"m","max_tokens":8,"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache\u005fcontrol":{"type":"ephemeral"}}]}]}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        escaped.wire,
+        Some(json!({"cache_control": [
+            {"at": "messages[0].content[0]", "cache_control": {"type": "ephemeral"}},
+        ]}))
+    );
 }
