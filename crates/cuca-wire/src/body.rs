@@ -5,6 +5,9 @@
 
 use std::collections::BTreeMap;
 
+mod split;
+pub(crate) use split::{top_level_split, List};
+
 use cuca_events::MessageContentBlock;
 use serde_json::value::RawValue;
 use serde_json::Value;

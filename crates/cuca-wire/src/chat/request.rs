@@ -29,7 +29,7 @@ pub fn parse_request_with(
     body: &[u8],
     reader: &dyn crate::MessageReader,
 ) -> Result<WireRequest, String> {
-    let object = crate::body::top_level(body)?;
+    let (object, messages) = crate::body::top_level_split(body, "messages")?;
     let value_of = |key: &str| -> Result<Option<Value>, String> {
         object
             .get(key)
@@ -37,12 +37,8 @@ pub fn parse_request_with(
             .transpose()
             .map_err(|e| format!("'{key}' cannot be read: {e}"))
     };
-    let messages = match object.get("messages") {
-        Some(raw) if raw.get().trim_start().starts_with('[') => {
-            serde_json::from_str::<Vec<&RawValue>>(raw.get())
-                .map_err(|e| format!("'messages' cannot be read: {e}"))?
-        }
-        _ => return Err("'messages' is required and must be an array".to_owned()),
+    let Some(crate::body::List::Elements(messages)) = messages else {
+        return Err("'messages' is required and must be an array".to_owned());
     };
     let mut unified = UnifiedRequest::default();
     unified.messages.reserve(messages.len());

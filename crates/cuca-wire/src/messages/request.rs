@@ -57,7 +57,7 @@ pub fn parse_request_with(
     body: &[u8],
     reader: &dyn crate::MessageReader,
 ) -> Result<WireRequest, String> {
-    let object = crate::body::top_level(body)?;
+    let (object, messages) = crate::body::top_level_split(body, "messages")?;
     let scalar = |key: &str| -> Option<Value> {
         object
             .get(key)
@@ -67,10 +67,9 @@ pub fn parse_request_with(
     if let Some(system) = object.get("system") {
         read_system(system, &mut unified.messages).map_err(|e| format!("system{e}"))?;
     }
-    let messages = object
-        .get("messages")
-        .and_then(|raw| serde_json::from_str::<Vec<&RawValue>>(raw.get()).ok())
-        .ok_or_else(|| "'messages' is required and must be an array".to_owned())?;
+    let Some(crate::body::List::Elements(messages)) = messages else {
+        return Err("'messages' is required and must be an array".to_owned());
+    };
     unified.messages.reserve(messages.len());
     for (index, message) in messages.iter().enumerate() {
         reader
