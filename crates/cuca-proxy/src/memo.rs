@@ -11,9 +11,9 @@
 //!
 //! **Exactness.** A format's reading, the proxy's redaction rules and its keys depend on the
 //! element's bytes alone, so what is kept is what reading them again would give. The
-//! fingerprint is two independently keyed SipHash values of the bytes (128 bits, the keys
-//! drawn at random when the proxy starts), as the replay index keys messages: no caller can
-//! aim at a collision, and an accidental one is far less likely than a disk error.
+//! fingerprint is a 128-bit SipHash-1-3 of the bytes, keyed at random when the proxy starts
+//! (as the replay index keys messages): no caller can aim at a collision, and an accidental
+//! one is far less likely than a disk error.
 //!
 //! **Memory.** What is kept is bounded by the bytes of the elements it came from: elements
 //! (each counted with a fixed overhead for its entry) are kept in a current generation of at
@@ -24,7 +24,7 @@
 //! [`MAX_ELEMENT_BYTES`] is read every time and not kept.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher, RandomState};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cuca_events::{Message, Role};
@@ -57,14 +57,40 @@ struct Kept {
     keys: Vec<Key>,
 }
 
+/// The kept elements' table hasher: a fingerprint is already a keyed SipHash of the
+/// element, so its low 64 bits are the bucket hash as they are (hashing it again cost a
+/// SipHash per element of every request).
+#[derive(Default)]
+struct AlreadyHashed(u64);
+
+impl Hasher for AlreadyHashed {
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u128` fingerprints are hashed here (`write_u128`); any other key's bytes
+        // are folded in, so the table still works, only not as fast.
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u128(&mut self, fingerprint: u128) {
+        self.0 = fingerprint as u64;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type Table = HashMap<u128, Kept, BuildHasherDefault<AlreadyHashed>>;
+
 /// The kept elements, by fingerprint. Held inline, not behind a pointer: an agent's request
 /// looks up every element of its conversation, and one memory access per element less is
 /// most of what a lookup costs.
 #[derive(Default)]
 struct Generations {
-    current: HashMap<u128, Kept>,
+    current: Table,
     current_bytes: usize,
-    previous: HashMap<u128, Kept>,
+    previous: Table,
 }
 
 impl Generations {
@@ -91,8 +117,8 @@ impl Generations {
 /// The proxy's kept elements, the rules they were redacted by and the keys they are keyed
 /// with.
 pub(crate) struct Memo {
-    a: RandomState,
-    b: RandomState,
+    /// The fingerprint's SipHash key.
+    key: (u64, u64),
     rules: Option<Arc<Rules>>,
     pub(crate) keys: Arc<Keys>,
     /// Whether elements are keyed: only a proxy that matches requests against a recording
@@ -112,8 +138,7 @@ impl Memo {
     /// `keyed`, keyed by `keys` (the replay indexes' own).
     pub(crate) fn new(rules: Option<Arc<Rules>>, keys: Arc<Keys>, keyed: bool) -> Memo {
         Memo {
-            a: RandomState::new(),
-            b: RandomState::new(),
+            key: (rand::random(), rand::random()),
             rules,
             keys,
             keyed,
@@ -131,11 +156,9 @@ impl Memo {
     }
 
     fn fingerprint(&self, bytes: &[u8]) -> u128 {
-        let mut a = self.a.build_hasher();
-        let mut b = self.b.build_hasher();
-        a.write(bytes);
-        b.write(bytes);
-        (u128::from(a.finish()) << 64) | u128::from(b.finish())
+        let mut hasher = siphasher::sip128::SipHasher13::new_with_keys(self.key.0, self.key.1);
+        hasher.write(bytes);
+        siphasher::sip128::Hasher128::finish128(&hasher).as_u128()
     }
 
     /// `raw` read by `read`, redacted and keyed.
