@@ -66,6 +66,35 @@ impl Aliases {
         Aliases { pairs }
     }
 
+    /// `text` with every alias applied; borrowed as it is when none occurs.
+    pub(crate) fn apply_str<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match self.apply(text.as_bytes()) {
+            Cow::Borrowed(_) => Cow::Borrowed(text),
+            // `apply` rewrites UTF-8 into UTF-8 (its pairs are strings).
+            Cow::Owned(bytes) => Cow::Owned(String::from_utf8(bytes).unwrap_or_default()),
+        }
+    }
+
+    /// Where `text` holds an aliased path, in order, with what each is read as: the longest
+    /// alias wins where two start at one place, and no two overlap.
+    pub(crate) fn find<'s>(&'s self, text: &str) -> Vec<(std::ops::Range<usize>, &'s str)> {
+        let mut found: Vec<(std::ops::Range<usize>, &str)> = Vec::new();
+        // Longest first, so a longer alias claims its bytes before a shorter one inside it.
+        for (from, to) in &self.pairs {
+            for (at, _) in text.match_indices(from.as_str()) {
+                let range = at..at + from.len();
+                if !found
+                    .iter()
+                    .any(|(r, _)| r.start < range.end && range.start < r.end)
+                {
+                    found.push((range, to.as_str()));
+                }
+            }
+        }
+        found.sort_by_key(|(range, _)| range.start);
+        found
+    }
+
     /// Whether there is nothing to rewrite.
     pub fn is_empty(&self) -> bool {
         self.pairs.is_empty()

@@ -229,6 +229,7 @@ pub(crate) async fn forward(
                     missing: Vec::new(),
                     session: session.clone(),
                     rules: shared.redaction.clone(),
+                    aliases: shared.aliases.get().cloned(),
                     held: crate::redaction::Held::default(),
                     redacted: cuca_redact::Counts::new(),
                     request_wire: crate::request_wire::request_wire(
@@ -356,6 +357,10 @@ struct Recorder {
     /// The redaction rules, when any are in force: the answer's streamed text is then held
     /// back a little and redacted as one text (`redaction::Held`).
     rules: Option<Arc<cuca_redact::Rules>>,
+    /// A restored copy's path read as the recorded workspace's, when the proxy reads requests
+    /// so (a replay or fork run in a copy): a live answer that names the copy is recorded
+    /// naming the workspace, as its request is.
+    aliases: Option<crate::aliases::Aliases>,
     held: crate::redaction::Held,
     /// What redacting the held text replaced, for the call-log row.
     pub(crate) redacted: cuca_redact::Counts,
@@ -365,16 +370,28 @@ struct Recorder {
 }
 
 impl Recorder {
+    /// What the answer's blocks are written through.
+    fn keep(&self) -> crate::redaction::Keep<'_> {
+        crate::redaction::Keep {
+            rules: self.rules.as_deref(),
+            aliases: self.aliases.as_ref(),
+        }
+    }
+
     async fn block(&mut self, block: &MessageContentBlock, index: u64) {
         if self.failure.is_some() {
             return;
         }
-        let Some(rules) = self.rules.clone() else {
+        if self.keep().is_nothing() {
             return self.write(block, index).await;
-        };
+        }
         let mut ready = Vec::new();
+        let keep = crate::redaction::Keep {
+            rules: self.rules.as_deref(),
+            aliases: self.aliases.as_ref(),
+        };
         self.held
-            .push(&rules, index, block.clone(), &mut ready, &mut self.redacted);
+            .push(&keep, index, block.clone(), &mut ready, &mut self.redacted);
         for (index, block) in ready {
             self.write(&block, index).await;
         }
@@ -382,11 +399,15 @@ impl Recorder {
 
     /// Writes what is still held of the answer's text, redacted.
     async fn release_held(&mut self) {
-        let Some(rules) = self.rules.clone() else {
+        if self.keep().is_nothing() {
             return;
-        };
+        }
         let mut ready = Vec::new();
-        self.held.finish(&rules, &mut ready, &mut self.redacted);
+        let keep = crate::redaction::Keep {
+            rules: self.rules.as_deref(),
+            aliases: self.aliases.as_ref(),
+        };
+        self.held.finish(&keep, &mut ready, &mut self.redacted);
         for (index, block) in ready {
             self.write(&block, index).await;
         }

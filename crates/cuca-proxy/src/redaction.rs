@@ -106,12 +106,58 @@ pub(crate) struct Held {
     bytes: usize,
 }
 
+/// What an answer's blocks are written through: the redaction rules, and the aliases that
+/// read a restored copy's path as the recorded workspace's (a fork run's live model names the
+/// copy it saw; the recording names the workspace, so that a replay in any other copy reads
+/// it as its own).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Keep<'a> {
+    pub(crate) rules: Option<&'a Rules>,
+    pub(crate) aliases: Option<&'a crate::aliases::Aliases>,
+}
+
+impl Keep<'_> {
+    /// Whether blocks are written as they came.
+    pub(crate) fn is_nothing(&self) -> bool {
+        self.rules.is_none() && self.aliases.is_none_or(|aliases| aliases.is_empty())
+    }
+
+    /// A block that is not streamed text, as it is written: a tool call's arguments with
+    /// the aliases applied (they name files by absolute path).
+    fn other_block(&self, block: MessageContentBlock) -> MessageContentBlock {
+        match (self.aliases, block) {
+            (
+                Some(aliases),
+                MessageContentBlock::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                },
+            ) => MessageContentBlock::ToolCall {
+                id,
+                name,
+                arguments: aliases.apply_str(&arguments).into_owned(),
+            },
+            (_, block) => block,
+        }
+    }
+}
+
+/// What a stretch of held text is written as.
+enum Put<'a> {
+    /// A rule's marker, counted.
+    Marker(String),
+    /// The recorded workspace's path, for an aliased copy's.
+    Alias(&'a str),
+}
+
 impl Held {
     /// Takes the answer's next decoded block; what can be written now is pushed onto `out`,
-    /// redacted, and what the rules replaced is added to `counts`.
+    /// redacted and with the aliases applied, and what the rules replaced is added to
+    /// `counts`.
     pub(crate) fn push(
         &mut self,
-        rules: &Rules,
+        keep: &Keep<'_>,
         index: u64,
         block: MessageContentBlock,
         out: &mut Vec<(u64, MessageContentBlock)>,
@@ -120,20 +166,20 @@ impl Held {
         match streamed_text(&block) {
             Some((thinking, text)) => {
                 if !self.blocks.is_empty() && self.thinking != thinking {
-                    self.release(rules, None, out, counts);
+                    self.release(keep, None, out, counts);
                 }
                 self.thinking = thinking;
                 self.bytes += text.len();
                 self.blocks.push_back((index, block));
                 if self.bytes > MAX_HELD_BYTES {
-                    self.release(rules, None, out, counts);
+                    self.release(keep, None, out, counts);
                 } else if self.bytes > HOLD_BYTES + RELEASE_STEP {
-                    self.release(rules, Some(self.bytes - HOLD_BYTES), out, counts);
+                    self.release(keep, Some(self.bytes - HOLD_BYTES), out, counts);
                 }
             }
             None => {
-                self.release(rules, None, out, counts);
-                out.push((index, block));
+                self.release(keep, None, out, counts);
+                out.push((index, keep.other_block(block)));
             }
         }
     }
@@ -141,18 +187,18 @@ impl Held {
     /// The answer ended: every held block, redacted.
     pub(crate) fn finish(
         &mut self,
-        rules: &Rules,
+        keep: &Keep<'_>,
         out: &mut Vec<(u64, MessageContentBlock)>,
         counts: &mut Counts,
     ) {
-        self.release(rules, None, out, counts);
+        self.release(keep, None, out, counts);
     }
 
     /// Writes out the held blocks that end at or before `upto` bytes of the held text (all
-    /// of them for `None`), never cutting through a stretch a rule matches.
+    /// of them for `None`), never cutting through a stretch a rule matches or an aliased path.
     fn release(
         &mut self,
-        rules: &Rules,
+        keep: &Keep<'_>,
         upto: Option<usize>,
         out: &mut Vec<(u64, MessageContentBlock)>,
         counts: &mut Counts,
@@ -168,11 +214,32 @@ impl Held {
             }
             ends.push(joined.len());
         }
-        let spans: Vec<(std::ops::Range<usize>, String)> = rules
-            .scan(&joined)
-            .into_iter()
-            .filter_map(|finding| finding.range.map(|range| (range, finding.rule)))
-            .collect();
+        let mut spans: Vec<(std::ops::Range<usize>, Put<'_>)> = keep
+            .rules
+            .map(|rules| {
+                rules
+                    .scan(&joined)
+                    .into_iter()
+                    .filter_map(|finding| {
+                        finding
+                            .range
+                            .map(|range| (range, Put::Marker(finding.rule)))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(aliases) = keep.aliases {
+            for (range, to) in aliases.find(&joined) {
+                // A secret is redacted whole; a path inside one is not there to alias.
+                if !spans
+                    .iter()
+                    .any(|(r, _)| r.start < range.end && range.start < r.end)
+                {
+                    spans.push((range, Put::Alias(to)));
+                }
+            }
+            spans.sort_by_key(|(range, _)| range.start);
+        }
         let inside_span = |at: usize| spans.iter().any(|(r, _)| r.start < at && at < r.end);
         let n_out = match upto {
             None => self.blocks.len(),
@@ -188,17 +255,24 @@ impl Held {
             };
             let mut text = String::with_capacity(end - start);
             let mut at = start;
-            for (range, rule) in spans.iter().filter(|(r, _)| r.start < end && r.end > start) {
+            for (range, put) in spans.iter().filter(|(r, _)| r.start < end && r.end > start) {
                 if range.start >= start {
                     text.push_str(&joined[at..range.start]);
-                    text.push_str(&cuca_redact::marker(rule));
-                    counts.add(rule, 1);
+                    match put {
+                        Put::Marker(rule) => {
+                            text.push_str(&cuca_redact::marker(rule));
+                            counts.add(rule, 1);
+                        }
+                        Put::Alias(to) => text.push_str(to),
+                    }
                 }
                 at = at.max(range.end.min(end));
             }
             text.push_str(&joined[at.min(end)..end]);
             // A rule that needs another pass (a user's rule around a marker) runs to its end.
-            counts.merge(&rules.redact_string(&mut text));
+            if let Some(rules) = keep.rules {
+                counts.merge(&rules.redact_string(&mut text));
+            }
             let block = match block {
                 MessageContentBlock::Thinking { .. } => {
                     MessageContentBlock::Thinking { thinking: text }
@@ -209,5 +283,74 @@ impl Held {
             self.bytes -= end - start;
             start = end;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aliases::Aliases;
+
+    fn text(text: &str) -> MessageContentBlock {
+        MessageContentBlock::Text { text: text.into() }
+    }
+
+    #[test]
+    fn an_aliased_path_split_across_streamed_blocks_is_written_as_the_workspace_s() {
+        let aliases = Aliases::workspace("/tmp/cuca-run-7", "/work/app");
+        let keep = Keep {
+            rules: None,
+            aliases: Some(&aliases),
+        };
+        let mut held = Held::default();
+        let (mut out, mut counts) = (Vec::new(), Counts::new());
+        for (index, piece) in ["I will edit /tmp/cu", "ca-run-", "7/src/main.rs now"]
+            .into_iter()
+            .enumerate()
+        {
+            held.push(&keep, index as u64, text(piece), &mut out, &mut counts);
+        }
+        held.push(
+            &keep,
+            3,
+            MessageContentBlock::ToolCall {
+                id: "t1".into(),
+                name: "Edit".into(),
+                arguments: r#"{"file_path":"/tmp/cuca-run-7/src/main.rs"}"#.into(),
+            },
+            &mut out,
+            &mut counts,
+        );
+        held.finish(&keep, &mut out, &mut counts);
+        // Every block is written, in order, with its own index; the path lands whole in the
+        // block it began in, and the tool call's arguments name the workspace.
+        assert_eq!(
+            out,
+            vec![
+                (0, text("I will edit /work/app")),
+                (1, text("")),
+                (2, text("/src/main.rs now")),
+                (
+                    3,
+                    MessageContentBlock::ToolCall {
+                        id: "t1".into(),
+                        name: "Edit".into(),
+                        arguments: r#"{"file_path":"/work/app/src/main.rs"}"#.into(),
+                    }
+                ),
+            ]
+        );
+        assert!(counts.is_empty());
+    }
+
+    #[test]
+    fn with_no_rules_and_no_aliases_nothing_is_held() {
+        assert!(Keep::default().is_nothing());
+        let none = Aliases::workspace("/work", "/work");
+        assert!(Keep {
+            rules: None,
+            aliases: Some(&none),
+        }
+        .is_nothing());
     }
 }
