@@ -96,13 +96,31 @@ fn assert_no_secret_in(dir: &std::path::Path) {
     }
 }
 
+/// A recording proxy over `dir` with [`rules`] in force.
+async fn recording_with_rules(upstream: &Upstream, dir: &std::path::Path) -> Running {
+    let mut config = ProxyConfig::new(Mode::Record, Some(upstream.url.clone())).unwrap();
+    config.redaction = rules();
+    start(config, dir).await
+}
+
+/// The call log's rows once `n` calls have their end row (or after 4 s).
+async fn rows_once_ended(proxy: &Running, n: usize) -> Vec<cuca_calllog::Record> {
+    let mut rows = proxy.rows();
+    for _ in 0..200 {
+        if rows.iter().filter(|row| !row.is_start()).count() >= n {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        rows = proxy.rows();
+    }
+    rows
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_key_reaches_the_store_or_the_call_log_and_the_redacted_recording_replays() {
     let upstream = upstream().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut config = ProxyConfig::new(Mode::Record, Some(upstream.url.clone())).unwrap();
-    config.redaction = rules();
-    let proxy = start(config, dir.path()).await;
+    let proxy = recording_with_rules(&upstream, dir.path()).await;
     let sent = request_with_keys();
     let response = client()
         .post(proxy.chat_url(Some("keys")))
@@ -117,14 +135,7 @@ async fn no_key_reaches_the_store_or_the_call_log_and_the_redacted_recording_rep
     let answer = joined(&blocks_of_sse(&answered), false);
     assert!(answer.contains(fakes::FAKES[0].text), "{answer}");
     // Let the call's last records and its end row land.
-    let mut rows = proxy.rows();
-    for _ in 0..200 {
-        if rows.iter().any(|row| !row.is_start()) {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        rows = proxy.rows();
-    }
+    let rows = rows_once_ended(&proxy, 1).await;
     drop(proxy);
 
     assert_no_secret_in(dir.path());
@@ -199,9 +210,7 @@ async fn a_default_rule_turned_off_records_its_kind_as_it_passed() {
 async fn messages_read_before_are_redacted_and_counted_as_the_first_time() {
     let upstream = upstream().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut config = ProxyConfig::new(Mode::Record, Some(upstream.url.clone())).unwrap();
-    config.redaction = rules();
-    let proxy = start(config, dir.path()).await;
+    let proxy = recording_with_rules(&upstream, dir.path()).await;
     let sent = request_with_keys();
     for session in ["first", "again"] {
         let response = client()
@@ -213,14 +222,7 @@ async fn messages_read_before_are_redacted_and_counted_as_the_first_time() {
         assert_eq!(response.status(), 200);
         response.bytes().await.unwrap();
     }
-    let mut rows = proxy.rows();
-    for _ in 0..200 {
-        if rows.iter().filter(|row| !row.is_start()).count() == 2 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        rows = proxy.rows();
-    }
+    let rows = rows_once_ended(&proxy, 2).await;
     drop(proxy);
     let ends: Vec<_> = rows.iter().filter(|row| !row.is_start()).collect();
     assert_eq!(ends.len(), 2);
