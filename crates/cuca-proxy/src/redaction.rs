@@ -4,6 +4,9 @@
 //!
 //! The caller's bytes still go to the upstream unchanged: redaction is about what is kept,
 //! never about what is forwarded.
+//!
+//! The same hold-back writes a restored copy's path as the recorded workspace's in a fork's
+//! live answers ([`Keep`]), so a path split across streamed events is found whole.
 
 use std::collections::VecDeque;
 
