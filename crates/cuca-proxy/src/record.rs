@@ -27,6 +27,7 @@ use crate::call::Call;
 use crate::flush::OneAtATime;
 use crate::headers::{caller_headers, upstream_headers, POINT_HEADER, SESSION_HEADER};
 use crate::placement::{record_request, Recording};
+use crate::redaction::Keep;
 use crate::refusal::{no_upstream, shutting_down, ApiError};
 use crate::rows::CallRows;
 use crate::session::Slot;
@@ -370,26 +371,15 @@ struct Recorder {
 }
 
 impl Recorder {
-    /// What the answer's blocks are written through.
-    fn keep(&self) -> crate::redaction::Keep<'_> {
-        crate::redaction::Keep {
-            rules: self.rules.as_deref(),
-            aliases: self.aliases.as_ref(),
-        }
-    }
-
     async fn block(&mut self, block: &MessageContentBlock, index: u64) {
         if self.failure.is_some() {
             return;
         }
-        if self.keep().is_nothing() {
+        let keep = Keep::of(&self.rules, &self.aliases);
+        if keep.is_nothing() {
             return self.write(block, index).await;
         }
         let mut ready = Vec::new();
-        let keep = crate::redaction::Keep {
-            rules: self.rules.as_deref(),
-            aliases: self.aliases.as_ref(),
-        };
         self.held
             .push(&keep, index, block.clone(), &mut ready, &mut self.redacted);
         for (index, block) in ready {
@@ -399,14 +389,11 @@ impl Recorder {
 
     /// Writes what is still held of the answer's text, redacted.
     async fn release_held(&mut self) {
-        if self.keep().is_nothing() {
+        let keep = Keep::of(&self.rules, &self.aliases);
+        if keep.is_nothing() {
             return;
         }
         let mut ready = Vec::new();
-        let keep = crate::redaction::Keep {
-            rules: self.rules.as_deref(),
-            aliases: self.aliases.as_ref(),
-        };
         self.held.finish(&keep, &mut ready, &mut self.redacted);
         for (index, block) in ready {
             self.write(&block, index).await;

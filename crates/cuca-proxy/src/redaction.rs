@@ -9,6 +9,7 @@
 //! live answers ([`Keep`]), so a path split across streamed events is found whole.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use cuca_events::{Message, MessageContentBlock, Role};
 use cuca_redact::{Counts, Rules};
@@ -119,7 +120,18 @@ pub(crate) struct Keep<'a> {
     pub(crate) aliases: Option<&'a crate::aliases::Aliases>,
 }
 
-impl Keep<'_> {
+impl<'a> Keep<'a> {
+    /// What a recorder holding these rules and aliases writes through.
+    pub(crate) fn of(
+        rules: &'a Option<Arc<Rules>>,
+        aliases: &'a Option<crate::aliases::Aliases>,
+    ) -> Keep<'a> {
+        Keep {
+            rules: rules.as_deref(),
+            aliases: aliases.as_ref(),
+        }
+    }
+
     /// Whether blocks are written as they came.
     pub(crate) fn is_nothing(&self) -> bool {
         self.rules.is_none() && self.aliases.is_none_or(|aliases| aliases.is_empty())

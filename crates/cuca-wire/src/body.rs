@@ -16,15 +16,19 @@ use serde_json::Value;
 /// borrowed from the body (an agent's `messages` is most of a large body: not copied).
 pub(crate) type TopLevel<'a> = BTreeMap<String, &'a RawValue>;
 
+/// Why a body that did not read as one JSON object is not one, in words: not JSON at all, or
+/// JSON of another shape.
+pub(crate) fn not_an_object(error: serde_json::Error) -> String {
+    if error.classify() == serde_json::error::Category::Data {
+        "the body is not a JSON object".to_owned()
+    } else {
+        format!("the body is not JSON: {error}")
+    }
+}
+
 /// Reads `body` as one JSON object; `Err` says, in words, why it is not one.
 pub(crate) fn top_level(body: &[u8]) -> Result<TopLevel<'_>, String> {
-    serde_json::from_slice(body).map_err(|e| {
-        if e.classify() == serde_json::error::Category::Data {
-            "the body is not a JSON object".to_owned()
-        } else {
-            format!("the body is not JSON: {e}")
-        }
-    })
+    serde_json::from_slice(body).map_err(not_an_object)
 }
 
 /// The top-level fields of a JSON object in the order the caller sent them, each as its own
@@ -56,13 +60,7 @@ impl<'de> serde::Deserialize<'de> for Ordered {
 
 /// `body` with its top-level `model` set to `model` (see `Format::with_model`).
 pub(crate) fn with_model(body: &[u8], model: &str) -> Result<Vec<u8>, String> {
-    let Ordered(fields) = serde_json::from_slice(body).map_err(|e| {
-        if e.classify() == serde_json::error::Category::Data {
-            "the body is not a JSON object".to_owned()
-        } else {
-            format!("the body is not JSON: {e}")
-        }
-    })?;
+    let Ordered(fields) = serde_json::from_slice(body).map_err(not_an_object)?;
     let named = Value::String(model.to_owned()).to_string();
     let mut out = Vec::with_capacity(body.len() + named.len());
     out.push(b'{');

@@ -25,13 +25,7 @@ pub(crate) fn top_level_split<'a>(
     let read = Fields { list }
         .deserialize(&mut deserializer)
         .and_then(|read| deserializer.end().map(|()| read));
-    read.map_err(|e| {
-        if e.classify() == serde_json::error::Category::Data {
-            "the body is not a JSON object".to_owned()
-        } else {
-            format!("the body is not JSON: {e}")
-        }
-    })
+    read.map_err(super::not_an_object)
 }
 
 /// The top level's fields.
