@@ -22,6 +22,14 @@
 //! previous generation is moved to the current. The elements of the conversations being
 //! replayed or recorded stay; a conversation no longer asked drops out. An element over
 //! [`MAX_ELEMENT_BYTES`] is read every time and not kept.
+//!
+//! **Lent, not copied, where the request is handed back.** A replaying proxy only compares
+//! a request and drops it. There, a kept element's messages are moved into the request
+//! (no allocation per text) and moved back by [`Memo::give_back`] once the call is answered;
+//! a request that asks for an element lent to another one meanwhile reads it anew, and an
+//! element never given back (its call failed) is read anew by the next request that holds
+//! it. Elsewhere (recording, where the request's messages go into the session log) a kept
+//! element's messages are copied.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -48,8 +56,11 @@ pub(crate) const MAX_ELEMENT_BYTES: usize = 1 << 20;
 /// One element of a message list as read and redacted, and keyed.
 #[derive(Debug)]
 struct Kept {
-    /// The messages the element stands for, redacted.
+    /// The messages the element stands for, redacted; empty while they are lent to a
+    /// request (see [`Memo::give_back`]).
     messages: Vec<Message>,
+    /// How many messages the element stands for, lent or not.
+    n_messages: usize,
     /// How many values redaction replaced in them.
     counts: Counts,
     /// Each message's key as the replay match compares it (a system message's as a system
@@ -96,15 +107,20 @@ struct Generations {
 impl Generations {
     /// The kept element `fingerprint` (of `bytes` bytes), moved to the current generation
     /// if it was in the previous one.
-    fn get(&mut self, fingerprint: u128, bytes: usize) -> Option<&Kept> {
+    fn get(&mut self, fingerprint: u128, bytes: usize) -> Option<&mut Kept> {
         if !self.current.contains_key(&fingerprint) {
             let kept = self.previous.remove(&fingerprint)?;
             self.put(fingerprint, bytes, kept);
         }
-        self.current.get(&fingerprint)
+        self.current.get_mut(&fingerprint)
     }
 
     fn put(&mut self, fingerprint: u128, bytes: usize, kept: Kept) {
+        if let Some(there) = self.current.get_mut(&fingerprint) {
+            // The same bytes, counted already.
+            *there = kept;
+            return;
+        }
         if self.current_bytes + bytes > GENERATION_BYTES {
             self.previous = std::mem::take(&mut self.current);
             self.current_bytes = 0;
@@ -124,6 +140,9 @@ pub(crate) struct Memo {
     /// Whether elements are keyed: only a proxy that matches requests against a recording
     /// (replay, auto, fork) needs keys, and keying a large new element costs a regex pass.
     keyed: bool,
+    /// Whether kept messages are lent to a request and given back ([`Memo::give_back`])
+    /// instead of copied into it.
+    lends: bool,
     kept: Mutex<Generations>,
 }
 
@@ -135,13 +154,21 @@ impl std::fmt::Debug for Memo {
 
 impl Memo {
     /// A memo whose elements are redacted by `rules` (none: kept as read) and, when
-    /// `keyed`, keyed by `keys` (the replay indexes' own).
-    pub(crate) fn new(rules: Option<Arc<Rules>>, keys: Arc<Keys>, keyed: bool) -> Memo {
+    /// `keyed`, keyed by `keys` (the replay indexes' own). When `lends`, kept messages are
+    /// moved into a request, for [`Memo::give_back`] to return (a caller that drops its
+    /// requests without giving them back only makes the memo read their elements again).
+    pub(crate) fn new(
+        rules: Option<Arc<Rules>>,
+        keys: Arc<Keys>,
+        keyed: bool,
+        lends: bool,
+    ) -> Memo {
         Memo {
             key: (rand::random(), rand::random()),
             rules,
             keys,
             keyed,
+            lends,
             kept: Mutex::default(),
         }
     }
@@ -152,6 +179,30 @@ impl Memo {
         RequestReader {
             memo: self,
             read: std::cell::RefCell::new(RequestRead::default()),
+            held: std::cell::RefCell::new(None),
+        }
+    }
+
+    /// Returns the messages a request was lent (`messages`, the request's whole list, as it
+    /// was read: nothing in the part `read` covers may have changed since) to the elements
+    /// they came from, and drops the rest. An element that was dropped from the memo or read
+    /// anew meanwhile keeps what it has.
+    pub(crate) fn give_back(&self, read: &RequestRead, messages: Vec<Message>) {
+        if read.lent.is_empty() || messages.len() < read.n_messages {
+            return;
+        }
+        let unread = messages.len() - read.n_messages;
+        let mut messages = messages.into_iter();
+        messages.by_ref().take(unread).for_each(drop);
+        let mut generations = self.lock();
+        for &(fingerprint, n) in &read.lent {
+            let lent = messages.by_ref().take(n);
+            match fingerprint.and_then(|f| generations.current.get_mut(&f)) {
+                Some(kept) if kept.messages.is_empty() && kept.n_messages == n => {
+                    kept.messages.extend(lent);
+                }
+                _ => lent.for_each(drop),
+            }
         }
     }
 
@@ -180,6 +231,7 @@ impl Memo {
             })
             .collect();
         Ok(Kept {
+            n_messages: messages.len(),
             messages,
             counts,
             keys,
@@ -198,6 +250,9 @@ impl Memo {
 #[derive(Debug, Default)]
 pub(crate) struct RequestRead {
     n_messages: usize,
+    /// Each element read through the memo, in order: how many messages it stands for, and
+    /// its fingerprint where they were lent to the request (for [`Memo::give_back`]).
+    lent: Vec<(Option<u128>, usize)>,
     /// The messages' keys; empty when the memo does not key.
     keys: Vec<Key>,
     counts: Counts,
@@ -233,21 +288,33 @@ impl RequestRead {
 pub(crate) struct RequestReader<'m> {
     memo: &'m Memo,
     read: std::cell::RefCell<RequestRead>,
+    /// The memo's lock, taken at the request's first element and held while its elements
+    /// are looked up (one lock a request, not one an element); let go while an element is
+    /// read anew, which may take long for a large one.
+    held: std::cell::RefCell<Option<std::sync::MutexGuard<'m, Generations>>>,
 }
 
 impl RequestReader<'_> {
     /// What was read, once the request is.
     pub(crate) fn finish(self) -> RequestRead {
+        drop(self.held.into_inner());
         self.read.into_inner()
     }
 
-    fn take(&self, kept: &Kept, out: &mut Vec<Message>) {
-        out.extend(kept.messages.iter().cloned());
+    /// Notes `kept` as read and hands its messages over: moved, when `lent` names the
+    /// element they are to be given back to, else copied.
+    fn take(&self, kept: &mut Kept, out: &mut Vec<Message>, lent: Option<u128>) {
         let mut noted = self.read.borrow_mut();
-        noted.n_messages += kept.messages.len();
+        noted.n_messages += kept.n_messages;
+        noted.lent.push((lent, kept.n_messages));
         noted.keys.extend_from_slice(&kept.keys);
         if !kept.counts.is_empty() {
             noted.counts.merge(&kept.counts);
+        }
+        if lent.is_some() {
+            out.append(&mut kept.messages);
+        } else {
+            out.extend(kept.messages.iter().cloned());
         }
     }
 }
@@ -261,23 +328,28 @@ impl MessageReader for RequestReader<'_> {
     ) -> Result<(), String> {
         let bytes = raw.get().as_bytes();
         if bytes.len() > MAX_ELEMENT_BYTES {
-            let kept = self.memo.read_anew(raw, read)?;
-            self.take(&kept, out);
+            let mut kept = self.memo.read_anew(raw, read)?;
+            self.take(&mut kept, out, None);
             return Ok(());
         }
         let fingerprint = self.memo.fingerprint(bytes);
-        {
-            let mut generations = self.memo.lock();
-            if let Some(kept) = generations.get(fingerprint, bytes.len() + ENTRY_BYTES) {
-                self.take(kept, out);
+        let size = bytes.len() + ENTRY_BYTES;
+        let mut held = self.held.borrow_mut();
+        let generations = held.get_or_insert_with(|| self.memo.lock());
+        let lend = self.memo.lends.then_some(fingerprint);
+        match generations.get(fingerprint, size) {
+            Some(kept) if kept.messages.len() == kept.n_messages => {
+                self.take(kept, out, lend);
                 return Ok(());
             }
+            // Not kept, or lent to another request meanwhile: read anew, and kept (in place
+            // of the lent one, whose return then finds this one and is dropped).
+            _ => {}
         }
-        let kept = self.memo.read_anew(raw, read)?;
-        self.take(&kept, out);
-        self.memo
-            .lock()
-            .put(fingerprint, bytes.len() + ENTRY_BYTES, kept);
+        *held = None;
+        let mut kept = self.memo.read_anew(raw, read)?;
+        self.take(&mut kept, out, lend);
+        self.memo.lock().put(fingerprint, size, kept);
         Ok(())
     }
 }

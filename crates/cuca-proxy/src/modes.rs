@@ -82,21 +82,22 @@ pub(crate) async fn answer(shared: Arc<Shared>, call: Call) -> Result<Response, 
 }
 
 /// Replay mode: the recorded answer, or the refusal; a recorded call that answers is marked
-/// consumed in the ledger.
+/// consumed in the ledger. The request's messages lent by the memo are given back once it
+/// is answered: replay only reads a request.
 async fn replay_mode(shared: &Arc<Shared>, call: Call) -> Result<Response, ApiError> {
     let request = call
         .request
         .map_err(|message| bad_request(&call.session, message))?;
-    match load_and_lookup(
+    let answered = match load_and_lookup(
         shared,
         &call.session,
         call.named.as_deref(),
         &request,
         &call.read,
     )
-    .await?
+    .await
     {
-        (Lookup::Found(turn, turn_idx), conversation) => {
+        Ok((Lookup::Found(turn, turn_idx), conversation)) => {
             shared
                 .ledger
                 .consumed(&call.session, &conversation, turn_idx);
@@ -109,6 +110,8 @@ async fn replay_mode(shared: &Arc<Shared>, call: Call) -> Result<Response, ApiEr
                 shared.answer_aliases.get(),
             ))
         }
-        (Lookup::Diverged(error) | Lookup::NotRecorded(error), _) => Err(error),
-    }
+        Ok((Lookup::Diverged(error) | Lookup::NotRecorded(error), _)) | Err(error) => Err(error),
+    };
+    shared.memo.give_back(&call.read, request.unified.messages);
+    answered
 }

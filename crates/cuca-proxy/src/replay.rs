@@ -308,12 +308,16 @@ pub(crate) async fn lookup_conversations(
     if conversations.is_empty() {
         return Ok((not_recorded_anywhere(), String::new()));
     }
-    let dialogue: Vec<Key> = asked
-        .messages
-        .iter()
-        .filter(|(_, role, _)| compared(*role, false))
-        .map(|(_, _, key)| *key)
-        .collect();
+    // Sized up front: an agent's request holds thousands of messages, and growing by
+    // doubling copied them a dozen times.
+    let mut dialogue: Vec<Key> = Vec::with_capacity(asked.messages.len());
+    dialogue.extend(
+        asked
+            .messages
+            .iter()
+            .filter(|(_, role, _)| compared(*role, false))
+            .map(|(_, _, key)| *key),
+    );
     let first_asked = asked.first_key();
     let mut best: Option<Refusal<'_>> = None;
     let mut first_found: Option<(Lookup, String)> = None;
@@ -435,20 +439,24 @@ async fn lookup_asked(
     // Tool results are compared where the recording holds them (a session log asked for
     // them); a recording made without them compares the rest.
     let knows_tools = index.knows_tools();
-    let conversation: Vec<&(usize, Role, Key)> = asked
-        .messages
-        .iter()
-        .filter(|(_, role, _)| compared(*role, knows_tools))
-        .collect();
+    let mut conversation: Vec<&(usize, Role, Key)> = Vec::with_capacity(asked.messages.len());
+    conversation.extend(
+        asked
+            .messages
+            .iter()
+            .filter(|(_, role, _)| compared(*role, knows_tools)),
+    );
     // Each compared recorded message with its place among all the recorded ones, to read
     // it back for a 409.
-    let recorded: Vec<(usize, Key)> = index
-        .messages()
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| compared(m.role, knows_tools))
-        .map(|(at, m)| (at, m.key))
-        .collect();
+    let mut recorded: Vec<(usize, Key)> = Vec::with_capacity(index.messages().len());
+    recorded.extend(
+        index
+            .messages()
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| compared(m.role, knows_tools))
+            .map(|(at, m)| (at, m.key)),
+    );
     let read = |message: String| read_failed(session, message);
     let describe_recorded = |at: usize| async move {
         index

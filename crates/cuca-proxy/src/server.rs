@@ -347,14 +347,7 @@ async fn take_in(
     let body = read_body(&shared, &headers, body)
         .await
         .map_err(|e| e.in_session(&session))?;
-    // Messages read before (an agent sends its whole conversation every call) are handed
-    // back as read, redacted and keyed then.
-    let reader = shared.memo.reader();
-    let mut request = match shared.aliases.get() {
-        Some(aliases) => format.parse_request_with(&aliases.apply(&body), &reader),
-        None => format.parse_request_with(&body, &reader),
-    };
-    let mut read = reader.finish();
+    let (mut request, mut read) = read_request(&shared, format, &body);
     // A Responses call that names the answer it continues is in that answer's conversation.
     let mut continued = None;
     if let Ok(parsed) = &mut request {
@@ -392,6 +385,25 @@ async fn take_in(
         named,
     };
     modes::answer(shared, call).await
+}
+
+/// Reads a call's body as a request of `format`. Messages read before (an agent sends its
+/// whole conversation every call) are handed back as read, redacted and keyed then. Not
+/// async: the memo's reader holds its lock while it reads.
+fn read_request(
+    shared: &Shared,
+    format: Format,
+    body: &Bytes,
+) -> (
+    Result<cuca_wire::WireRequest, String>,
+    crate::memo::RequestRead,
+) {
+    let reader = shared.memo.reader();
+    let request = match shared.aliases.get() {
+        Some(aliases) => format.parse_request_with(&aliases.apply(body), &reader),
+        None => format.parse_request_with(body, &reader),
+    };
+    (request, reader.finish())
 }
 
 /// `GET /v1/models`: the upstream's list, forwarded; in replay mode, one model named

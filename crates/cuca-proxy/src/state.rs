@@ -83,6 +83,8 @@ impl Shared {
                 redaction.clone(),
                 replay.shared_keys(),
                 config.mode != crate::config::Mode::Record,
+                // Only a replaying proxy hands every request back (`modes::replay_mode`).
+                config.mode == crate::config::Mode::Replay,
             ),
             replay,
             slots: Slots::new(Arc::clone(&backend), config.max_sessions, redaction.clone()),

@@ -13,7 +13,28 @@ fn memo(rules: Option<Arc<Rules>>) -> Memo {
         rules,
         Arc::new(Keys::new(Matching::new(&[], false).unwrap())),
         true,
+        false,
     )
+}
+
+/// A memo that lends its messages, as a replaying proxy's does.
+fn lending(rules: Option<Arc<Rules>>) -> Memo {
+    Memo::new(
+        rules,
+        Arc::new(Keys::new(Matching::new(&[], false).unwrap())),
+        true,
+        true,
+    )
+}
+
+/// How many kept elements hold their messages (not lent to a request).
+fn holding(memo: &Memo) -> usize {
+    let kept = memo.lock();
+    kept.current
+        .values()
+        .chain(kept.previous.values())
+        .filter(|kept| kept.messages.len() == kept.n_messages)
+        .count()
 }
 
 fn chat(messages: &[serde_json::Value]) -> Vec<u8> {
@@ -157,7 +178,7 @@ fn an_element_over_the_limit_is_read_every_time_and_never_kept() {
 #[test]
 fn a_memo_that_does_not_key_reads_alike_and_knows_no_key() {
     let keys = Arc::new(Keys::new(Matching::new(&[], false).unwrap()));
-    let memo = Memo::new(None, Arc::clone(&keys), false);
+    let memo = Memo::new(None, Arc::clone(&keys), false, false);
     let body = chat(&[serde_json::json!({"role": "user", "content": "hi"})]);
     for _ in 0..2 {
         let (request, read) = read(&memo, Format::Chat, &body);
@@ -183,5 +204,84 @@ fn many_tiny_elements_are_bounded_by_their_count_too() {
     assert!(
         n_kept <= 2 * GENERATION_BYTES / ENTRY_BYTES,
         "{n_kept} kept"
+    );
+}
+
+fn loop_body(turns: usize) -> Vec<u8> {
+    let mut messages = vec![serde_json::json!({"role": "system", "content": "Be terse."})];
+    for turn in 0..turns {
+        messages
+            .push(serde_json::json!({"role": "user", "content": format!("key sk-{turn:0>40}")}));
+        messages.push(serde_json::json!({"role": "assistant", "content": format!("noted {turn}")}));
+    }
+    chat(&messages)
+}
+
+#[test]
+fn lent_messages_come_back_and_are_lent_again_as_read() {
+    let rules = Some(Arc::new(
+        Rules::new(&cuca_redact::Config::default()).unwrap(),
+    ));
+    let memo = lending(rules.clone());
+    let plain = self::memo(rules);
+    for turns in [1, 2, 3, 3] {
+        let body = loop_body(turns);
+        let (request, read) = read(&memo, Format::Chat, &body);
+        let (expected, expected_read) = self::read(&plain, Format::Chat, &body);
+        assert_eq!(request.unified, expected.unified, "turn {turns}");
+        assert_eq!(read.counts(), expected_read.counts());
+        assert_eq!(read.n_messages(), request.unified.messages.len());
+        // While the request holds them, no kept element holds its messages.
+        assert_eq!(holding(&memo), 0, "turn {turns}");
+        memo.give_back(&read, request.unified.messages);
+        assert_eq!(holding(&memo), memo.lock().current.len(), "turn {turns}");
+    }
+}
+
+#[test]
+fn an_element_lent_to_another_request_is_read_anew_and_both_come_back_whole() {
+    let memo = lending(None);
+    let body = loop_body(2);
+    let anew = Format::Chat.parse_request(&body).unwrap();
+    let (first, first_read) = read(&memo, Format::Chat, &body);
+    // Asked again before the first was answered: read anew, each element kept again.
+    let (second, second_read) = read(&memo, Format::Chat, &body);
+    assert_eq!(second.unified, anew.unified);
+    memo.give_back(&first_read, first.unified.messages);
+    memo.give_back(&second_read, second.unified.messages);
+    // Whichever came back first is kept; the third reading is the reading anew.
+    let (third, _) = read(&memo, Format::Chat, &body);
+    assert_eq!(third.unified, anew.unified);
+}
+
+#[test]
+fn an_element_never_given_back_is_read_anew_and_kept_again() {
+    let memo = lending(None);
+    let body = loop_body(2);
+    let anew = Format::Chat.parse_request(&body).unwrap();
+    // A call that failed: its request dropped, never given back.
+    drop(read(&memo, Format::Chat, &body));
+    let (again, read_again) = read(&memo, Format::Chat, &body);
+    assert_eq!(again.unified, anew.unified);
+    memo.give_back(&read_again, again.unified.messages);
+    assert_eq!(holding(&memo), memo.lock().current.len());
+}
+
+#[test]
+fn only_what_was_read_through_the_memo_is_given_back() {
+    let memo = lending(None);
+    // The Messages format reads `system` itself: it comes first, is not the memo's, and is
+    // dropped, not given to an element.
+    let body = serde_json::json!({"model": "m", "max_tokens": 8, "system": "Be terse.",
+        "messages": [{"role": "user", "content": "hi"}]})
+    .to_string()
+    .into_bytes();
+    let (request, read) = read(&memo, Format::Messages, &body);
+    assert_eq!(request.unified.messages.len(), 2);
+    memo.give_back(&read, request.unified.messages);
+    let (again, _) = self::read(&memo, Format::Messages, &body);
+    assert_eq!(
+        again.unified,
+        Format::Messages.parse_request(&body).unwrap().unified
     );
 }
