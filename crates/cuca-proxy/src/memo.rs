@@ -39,6 +39,7 @@ use cuca_events::{Message, Role};
 use cuca_redact::{Counts, Rules};
 use cuca_wire::{MessageReader, ReadElement};
 use serde_json::value::RawValue;
+use smallvec::SmallVec;
 
 use crate::index::{Key, Keys};
 
@@ -57,15 +58,16 @@ pub(crate) const MAX_ELEMENT_BYTES: usize = 1 << 20;
 #[derive(Debug)]
 struct Kept {
     /// The messages the element stands for, redacted; empty while they are lent to a
-    /// request (see [`Memo::give_back`]).
-    messages: Vec<Message>,
+    /// request (see [`Memo::give_back`]). Held in the entry when there is one (nearly
+    /// always): a lookup then touches the table and nothing else.
+    messages: SmallVec<[Message; 1]>,
     /// How many messages the element stands for, lent or not.
     n_messages: usize,
     /// How many values redaction replaced in them.
     counts: Counts,
     /// Each message's key as the replay match compares it (a system message's as a system
     /// prompt's text); empty where the proxy never matches (record mode).
-    keys: Vec<Key>,
+    keys: SmallVec<[Key; 1]>,
 }
 
 /// The kept elements' table hasher: a fingerprint is already a keyed SipHash of the
@@ -232,7 +234,7 @@ impl Memo {
             .collect();
         Ok(Kept {
             n_messages: messages.len(),
-            messages,
+            messages: messages.into_iter().collect(),
             counts,
             keys,
         })
@@ -312,7 +314,7 @@ impl RequestReader<'_> {
             noted.counts.merge(&kept.counts);
         }
         if lent.is_some() {
-            out.append(&mut kept.messages);
+            out.extend(kept.messages.drain(..));
         } else {
             out.extend(kept.messages.iter().cloned());
         }

@@ -21,7 +21,19 @@ pub(crate) fn top_level_split<'a>(
     body: &'a [u8],
     list: &str,
 ) -> Result<(TopLevel<'a>, Option<List<'a>>), String> {
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    // Checked as UTF-8 once, at memory speed, and then read as text: read from bytes,
+    // serde_json checks each string and each element's raw text again. A body that is not
+    // UTF-8 is read from bytes, so that its error is serde_json's own, with its place.
+    match std::str::from_utf8(body) {
+        Ok(text) => split_from(serde_json::Deserializer::from_str(text), list),
+        Err(_) => split_from(serde_json::Deserializer::from_slice(body), list),
+    }
+}
+
+fn split_from<'a, R: serde_json::de::Read<'a>>(
+    mut deserializer: serde_json::Deserializer<R>,
+    list: &str,
+) -> Result<(TopLevel<'a>, Option<List<'a>>), String> {
     let read = Fields { list }
         .deserialize(&mut deserializer)
         .and_then(|read| deserializer.end().map(|()| read));
@@ -175,5 +187,19 @@ mod tests {
         assert!(split(r#"{"model":"m"} x"#)
             .unwrap_err()
             .starts_with("the body is not JSON"));
+    }
+
+    #[test]
+    fn a_body_that_is_not_utf8_is_refused_with_serde_json_s_words_and_place() {
+        let mut body = br#"{"model":"m","messages":[{"role":"user","content":"caf"#.to_vec();
+        body.extend_from_slice(b"\xff\"}]}");
+        let Err(error) = top_level_split(&body, "messages") else {
+            panic!("a body that is not UTF-8 was read");
+        };
+        let from_bytes = serde_json::from_slice::<serde_json::Value>(&body).unwrap_err();
+        assert!(error.contains(&from_bytes.to_string()), "{error}");
+        // UTF-8 text beyond ASCII reads as it is.
+        let (_, list) = split(r#"{"messages":[{"content":"café ✓"}]}"#).unwrap();
+        assert_eq!(list, Some(Some(vec![r#"{"content":"café ✓"}"#.to_owned()])));
     }
 }
