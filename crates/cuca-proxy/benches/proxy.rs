@@ -37,6 +37,11 @@
 //!   on the 10-turn session, and ≤ 2× the direct upstream call"). Before the replay index each
 //!   such call loaded and segmented its whole session.
 //!
+//! * `proxy_loop/{direct,recorded,replayed}`: a whole 1,000-turn agent loop in order, each
+//!   turn sending the conversation so far, to an upstream that answers as the loop was
+//!   recorded: directly, through a recording proxy (a new session each loop) and through a
+//!   replaying proxy over its recording (the targets: each ≤ 2× direct).
+//!
 //! Why time to first byte is not taken on the long stream: an upstream that has a thousand
 //! events ready at once (no model does; llama-server writes each as it is generated) keeps
 //! the bench's two cores busy forwarding and recording the burst, and the first byte then
@@ -906,7 +911,144 @@ fn bench_replay_conversations(c: &mut Criterion) {
     group.finish();
 }
 
+/// Turns of `proxy_loop`'s agent loop.
+const LOOP_TURNS: u64 = 1_000;
+/// Interleaved rounds of `proxy_loop`'s printed medians: a round is three whole loops.
+const LOOP_ROUNDS: usize = 3;
+
+/// An upstream that answers an agent loop as [`replay_turn`] recorded it: the request's
+/// `k + 1`th question is answered `noted k`, in a short stream. It counts the questions in
+/// the body's bytes, the same work whoever sends it.
+async fn loop_upstream() -> String {
+    let router = Router::new().route(
+        "/v1/chat/completions",
+        post(|request: Bytes| async move {
+            let questions = request
+                .windows(15)
+                .filter(|w| *w == br#""role":"user","#)
+                .count();
+            let k = questions.saturating_sub(1);
+            let events = vec![
+                Bytes::from(format!("data: {{\"choices\":[{{\"finish_reason\":null,\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":\"noted {k}\"}}}}],\"model\":\"cuca-tiny-random\",\"object\":\"chat.completion.chunk\"}}\n\n")),
+                Bytes::from_static(b"data: {\"choices\":[{\"finish_reason\":\"stop\",\"index\":0,\"delta\":{}}],\"model\":\"cuca-tiny-random\",\"object\":\"chat.completion.chunk\"}\n\n"),
+                Bytes::from_static(b"data: {\"choices\":[],\"model\":\"cuca-tiny-random\",\"usage\":{\"completion_tokens\":2,\"prompt_tokens\":31,\"total_tokens\":33}}\n\ndata: [DONE]\n\n"),
+            ];
+            let stream = futures::stream::iter(events.into_iter().map(Ok::<_, std::io::Error>));
+            Response::builder()
+                .header("Content-Type", "text/event-stream")
+                .body(Body::from_stream(stream))
+                .unwrap()
+        }),
+    );
+    serve(router).await
+}
+
+/// One whole agent loop of `requests`, in order, on `url`.
+async fn whole_loop(client: &reqwest::Client, url: &str, requests: &[String]) -> Duration {
+    let started = Instant::now();
+    for request in requests {
+        asked(client, url, request).await;
+    }
+    started.elapsed()
+}
+
+/// A whole 1,000-turn agent loop, each turn sending the conversation so far, as an agent
+/// does: sent to the upstream directly, recorded through the proxy (a new session each
+/// time), and replayed from a recording of it (the targets: each ≤ 2× direct).
+fn bench_loop(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (upstream, recorder, replayer) = runtime.block_on(async {
+        let upstream = loop_upstream().await;
+        let recorder = recording(upstream.clone(), &dir.path().join("loop-record")).await;
+        let replayer = replaying(&dir.path().join("loop-replay"), &[LOOP_TURNS]).await;
+        (upstream, recorder, replayer)
+    });
+    let client = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .build()
+        .unwrap();
+    let requests: Vec<String> = (0..LOOP_TURNS).map(loop_request).collect();
+    let direct = format!("{upstream}/v1/chat/completions");
+    let replayed = format!("{replayer}/s/turns_{LOOP_TURNS}/v1/chat/completions");
+    let mut loops = 0;
+    let mut recorded = || {
+        loops += 1;
+        format!("{recorder}/s/loop-{loops}/v1/chat/completions")
+    };
+    let mut times = [Vec::new(), Vec::new(), Vec::new()];
+    runtime.block_on(async {
+        for _ in 0..LOOP_ROUNDS {
+            times[0].push(whole_loop(&client, &direct, &requests).await);
+            times[1].push(whole_loop(&client, &recorded(), &requests).await);
+            times[2].push(whole_loop(&client, &replayed, &requests).await);
+        }
+    });
+    let medians: Vec<Duration> = times
+        .iter_mut()
+        .map(|t| {
+            t.sort();
+            percentile(t, 0.5)
+        })
+        .collect();
+    println!(
+        "proxy loop of {LOOP_TURNS} turns, whole, in order ({LOOP_ROUNDS} interleaved rounds), median: direct {:?}, recorded {:?}, replayed {:?}; recorded / direct {:.2}, replayed / direct {:.2}",
+        medians[0],
+        medians[1],
+        medians[2],
+        medians[1].as_secs_f64() / medians[0].as_secs_f64(),
+        medians[2].as_secs_f64() / medians[0].as_secs_f64(),
+    );
+    let mut group = c.benchmark_group("proxy_loop");
+    group.sample_size(10);
+    group.bench_function("direct", |b| {
+        b.iter_custom(|iters| {
+            runtime.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    total += whole_loop(&client, &direct, &requests).await;
+                }
+                total
+            })
+        })
+    });
+    group.bench_function("recorded", |b| {
+        b.iter_custom(|iters| {
+            runtime.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    total += whole_loop(&client, &recorded(), &requests).await;
+                }
+                total
+            })
+        })
+    });
+    group.bench_function("replayed", |b| {
+        b.iter_custom(|iters| {
+            runtime.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    total += whole_loop(&client, &replayed, &requests).await;
+                }
+                total
+            })
+        })
+    });
+    group.finish();
+}
+
 // The replay rows first: they write nothing, so the interleaved time-to-first-byte run that
 // opens `bench` still finds a quiet disk.
-criterion_group!(benches, bench_replay, bench_replay_conversations, bench);
+// The whole loops last: recording them writes a thousand turns each.
+criterion_group!(
+    benches,
+    bench_replay,
+    bench_replay_conversations,
+    bench,
+    bench_loop
+);
 criterion_main!(benches);
