@@ -24,11 +24,12 @@
 //! [`MAX_ELEMENT_BYTES`] is read every time and not kept.
 //!
 //! **Lent, not copied, where the request is handed back.** A replaying proxy only compares
-//! a request and drops it. There, a kept element's messages are moved into the request
+//! a request and drops it; a recording one records the messages its session does not hold
+//! yet and drops the rest. There, a kept element's messages are moved into the request
 //! (no allocation per text) and moved back by [`Memo::give_back`] once the call is answered;
 //! a request that asks for an element lent to another one meanwhile reads it anew, and an
 //! element never given back (its call failed) is read anew by the next request that holds
-//! it. Elsewhere (recording, where the request's messages go into the session log) a kept
+//! it. Elsewhere (auto and fork, whose requests go on to be replayed or recorded) a kept
 //! element's messages are copied.
 
 use std::collections::HashMap;

@@ -62,6 +62,7 @@ pub(crate) async fn forward(
         body,
         request,
         redacted,
+        read,
         ..
     } = call;
     // The call begins now, its writer held: its request records are stamped with this time
@@ -205,6 +206,11 @@ pub(crate) async fn forward(
             &mut rows,
         )
         .await;
+        // The request's messages are recorded (those the session did not hold) and placed:
+        // what the memo lent of them goes back to it.
+        shared
+            .memo
+            .give_back(&read, std::mem::take(&mut unified.messages));
         if let (Ok(_), Some(watch), Some(prelude)) =
             (&started, shared.workspace.get(), prelude.take())
         {

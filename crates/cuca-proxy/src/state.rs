@@ -83,8 +83,13 @@ impl Shared {
                 redaction.clone(),
                 replay.shared_keys(),
                 config.mode != crate::config::Mode::Record,
-                // Only a replaying proxy hands every request back (`modes::replay_mode`).
-                config.mode == crate::config::Mode::Replay,
+                // Replay hands every request back once it is answered (`modes::replay_mode`),
+                // and recording once its request is recorded (`record::forward`); auto and
+                // fork copy.
+                matches!(
+                    config.mode,
+                    crate::config::Mode::Replay | crate::config::Mode::Record
+                ),
             ),
             replay,
             slots: Slots::new(Arc::clone(&backend), config.max_sessions, redaction.clone()),
