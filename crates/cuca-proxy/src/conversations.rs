@@ -12,7 +12,7 @@
 //! once, and only calls on one conversation wait for each other.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, RandomState};
+use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
@@ -34,10 +34,16 @@ const MAX_BASES: usize = 4096;
 /// drawn at random when the process starts, so no caller can aim at a collision.
 type Fingerprint = u128;
 
+/// One 128-bit SipHash-1-3 pass over `value`, keyed at random once per process (placement
+/// compares fingerprints made in this process only): an agent's every call fingerprints its
+/// whole conversation, and two 64-bit passes cost twice as much.
 fn fingerprint<T: Hash + ?Sized>(value: &T) -> Fingerprint {
-    static STATES: OnceLock<(RandomState, RandomState)> = OnceLock::new();
-    let (a, b) = STATES.get_or_init(|| (RandomState::new(), RandomState::new()));
-    (u128::from(a.hash_one(value)) << 64) | u128::from(b.hash_one(value))
+    use siphasher::sip128::Hasher128;
+    static KEYS: OnceLock<(u64, u64)> = OnceLock::new();
+    let (k0, k1) = *KEYS.get_or_init(|| (rand::random(), rand::random()));
+    let mut hasher = siphasher::sip128::SipHasher13::new_with_keys(k0, k1);
+    value.hash(&mut hasher);
+    hasher.finish128().as_u128()
 }
 
 /// What the proxy knows of one conversation: what it was asked so far, as fingerprints.
