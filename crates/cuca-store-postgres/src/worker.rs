@@ -1,4 +1,5 @@
-//! The connection thread: owns the one `postgres::Client` and serves the backend's requests in order.
+//! The connection thread: owns the one `postgres::Client` and serves the backend's requests in
+//! order, except that what someone waits for goes ahead of other sessions' queued blocks.
 //!
 //! The `postgres` crate is synchronous on the outside but drives its connection with a private
 //! tokio runtime, so calling it on a thread that is already inside a tokio runtime panics
@@ -6,9 +7,9 @@
 //! own makes the backend callable from sync code, from `current_thread` runtimes and from
 //! `multi_thread` workers alike: the caller only sends a job and waits on a std channel.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -26,8 +27,11 @@ pub(crate) type Job = Box<dyn FnOnce(&mut Worker) + Send>;
 
 /// What the connection thread is sent, served in the order sent.
 pub(crate) enum Msg {
-    /// Any operation.
+    /// Any operation: served after every record sent before it is written.
     Job(Job),
+    /// A read of one session: served after every record of that session sent before it is
+    /// written, ahead of other sessions' blocks still held.
+    Read(String, Job),
     /// A record of a pipelined backend; appends queued together are written in one batch.
     Append(Pending),
 }
@@ -240,7 +244,7 @@ fn serve(
     config: PostgresConfig,
     shared: &Shared,
     ready: &mpsc::SyncSender<Result<(), PluginError>>,
-    jobs: &Receiver<Msg>,
+    jobs_rx: &Receiver<Msg>,
 ) {
     let mut worker = Worker {
         host: config.describe(),
@@ -256,44 +260,104 @@ fn serve(
     if ready.send(first).is_err() || !connected {
         return;
     }
+    // Records received and not written yet, in the order received.
+    let mut held: VecDeque<Pending> = VecDeque::new();
+    let mut open = true;
     // Ends when the backend drops its sender, after everything it sent: queued records are
     // written before a dropped backend's thread ends.
-    let mut next: Option<Msg> = None;
-    loop {
-        let msg = match next.take() {
-            Some(msg) => msg,
-            None => match jobs.recv() {
-                Ok(msg) => msg,
-                Err(_) => break,
-            },
-        };
-        match msg {
-            Msg::Job(job) => {
-                // A replay, fork or listing returns after everything queued before it is
-                // durable, as `Durability::Pipelined` promises.
-                worker.sync(shared);
+    while open || !held.is_empty() {
+        // Everything sent so far; waiting for something only when nothing is held.
+        let mut jobs: Vec<(Option<String>, Job)> = Vec::new();
+        let mut next = None;
+        if held.is_empty() {
+            match jobs_rx.recv() {
+                Ok(msg) => next = Some(msg),
+                Err(_) => open = false,
+            }
+        }
+        loop {
+            match next.take() {
+                Some(Msg::Append(pending)) => held.push_back(pending),
+                Some(Msg::Read(session, job)) => jobs.push((Some(session), job)),
+                Some(Msg::Job(job)) => jobs.push((None, job)),
+                None => {}
+            }
+            if !open {
+                break;
+            }
+            match jobs_rx.try_recv() {
+                Ok(msg) => next = Some(msg),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    open = false;
+                    break;
+                }
+            }
+        }
+        // A record someone waits for goes first, with the records of its session received
+        // before it: its answer does not wait for other sessions' blocks, which nobody waits
+        // for yet.
+        let mut waited = take_waited(&mut held);
+        let first = !waited.is_empty() || !jobs.is_empty();
+        while !waited.is_empty() {
+            let n = waited.len().min(MAX_BATCH);
+            worker.append_batch(waited.drain(..n).collect(), shared);
+        }
+        if !jobs.is_empty() {
+            // A replay sees every record of its session received before it; any other
+            // operation (a fork, a listing, an append of `Durability::Commit`) everything.
+            let sessions: HashSet<&str> = held.iter().map(|p| p.session_id.as_str()).collect();
+            let all = jobs.iter().any(|(session, _)| match session {
+                Some(session) => sessions.contains(session.as_str()),
+                None => true,
+            });
+            if all {
+                while !held.is_empty() {
+                    let n = held.len().min(MAX_BATCH);
+                    worker.append_batch(held.drain(..n).collect(), shared);
+                }
+            }
+            // What it reads is durable, as `Durability::Pipelined` promises.
+            worker.sync(shared);
+            for (_, job) in jobs {
                 job(&mut worker);
             }
-            Msg::Append(first) => {
-                // Group commit: every append queued behind the first goes in its batch, so
-                // the batches grow while the server is slow and the queue never runs away.
-                let mut batch = vec![first];
-                while batch.len() < MAX_BATCH {
-                    match jobs.try_recv() {
-                        Ok(Msg::Append(pending)) => batch.push(pending),
-                        Ok(other) => {
-                            next = Some(other);
-                            break;
-                        }
-                        Err(_) => break,
-                    }
-                }
-                worker.append_batch(batch, shared);
-            }
+        }
+        if !first && !held.is_empty() {
+            // Blocks alone: one batch; whatever arrived meanwhile is served before the next.
+            let n = held.len().min(MAX_BATCH);
+            worker.append_batch(held.drain(..n).collect(), shared);
         }
     }
     worker.sync(shared);
     worker.shutdown();
+}
+
+/// Takes from `held` every record someone waits for, with the records of its session
+/// received before it, in the order received; the rest stays, in order.
+fn take_waited(held: &mut VecDeque<Pending>) -> VecDeque<Pending> {
+    let mut last: HashMap<&str, usize> = HashMap::new();
+    for (index, pending) in held.iter().enumerate() {
+        if pending.reply.is_some() {
+            last.insert(&pending.session_id, index);
+        }
+    }
+    if last.is_empty() {
+        return VecDeque::new();
+    }
+    let last: HashMap<String, usize> = last
+        .into_iter()
+        .map(|(session, index)| (session.to_owned(), index))
+        .collect();
+    let (mut waited, mut rest) = (VecDeque::new(), VecDeque::with_capacity(held.len()));
+    for (index, pending) in std::mem::take(held).into_iter().enumerate() {
+        match last.get(&pending.session_id) {
+            Some(&until) if index <= until => waited.push_back(pending),
+            _ => rest.push_back(pending),
+        }
+    }
+    *held = rest;
+    waited
 }
 
 /// A batch the server did not take: each block is lost, and each waiting record gets the
