@@ -287,36 +287,13 @@ impl PostgresBackend {
         &self,
         op: impl FnOnce(&mut Worker) -> Result<T, PluginError> + Send + 'static,
     ) -> Result<T, PluginError> {
-        self.send(None, op)
-    }
-
-    /// Runs `op`, which reads `session` only, on the connection thread after every record of
-    /// that session sent before it (other sessions' blocks may still wait), and waits for
-    /// its answer.
-    fn read<T: Send + 'static>(
-        &self,
-        session: &str,
-        op: impl FnOnce(&mut Worker) -> Result<T, PluginError> + Send + 'static,
-    ) -> Result<T, PluginError> {
-        self.send(Some(session.to_owned()), op)
-    }
-
-    fn send<T: Send + 'static>(
-        &self,
-        session: Option<String>,
-        op: impl FnOnce(&mut Worker) -> Result<T, PluginError> + Send + 'static,
-    ) -> Result<T, PluginError> {
         let (reply_tx, reply_rx) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |worker| {
             // The caller may have stopped waiting only if its thread died; nothing to do then.
             let _ = reply_tx.send(op(worker));
         });
         let jobs = self.jobs.as_ref().ok_or_else(|| self.gone())?;
-        let msg = match session {
-            Some(session) => Msg::Read(session, job),
-            None => Msg::Job(job),
-        };
-        jobs.send(msg).map_err(|_| self.gone())?;
+        jobs.send(Msg::Job(job)).map_err(|_| self.gone())?;
         reply_rx.recv().map_err(|_| self.gone())?
     }
 }
@@ -364,8 +341,11 @@ impl SessionBackend for PostgresBackend {
     }
 
     fn replay(&self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {
-        let session = session_id.to_owned();
-        self.read(session_id, move |worker| worker.replay(&session))
+        let (reply_tx, reply_rx) = mpsc::sync_channel(1);
+        let jobs = self.jobs.as_ref().ok_or_else(|| self.gone())?;
+        jobs.send(Msg::Replay(session_id.to_owned(), reply_tx))
+            .map_err(|_| self.gone())?;
+        reply_rx.recv().map_err(|_| self.gone())?
     }
 
     fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {

@@ -29,12 +29,16 @@ pub(crate) type Job = Box<dyn FnOnce(&mut Worker) + Send>;
 pub(crate) enum Msg {
     /// Any operation: served after every record sent before it is written.
     Job(Job),
-    /// A read of one session: served after every record of that session sent before it is
-    /// written, ahead of other sessions' blocks still held.
-    Read(String, Job),
+    /// A replay of one session: served after every record of that session sent before it
+    /// is written, ahead of other sessions' blocks still held, and read in one statement
+    /// with every other replay waiting then.
+    Replay(String, Replied),
     /// A record of a pipelined backend; appends queued together are written in one batch.
     Append(Pending),
 }
+
+/// Where a replay's answer goes.
+pub(crate) type Replied = SyncSender<Result<Vec<SessionRecord>, PluginError>>;
 
 /// A record on its way to the server, encoded by the caller.
 pub(crate) struct Pending {
@@ -146,6 +150,11 @@ const INSERT: &str = "INSERT INTO cuca_session_records (session_id, sequence, ki
 /// highest sequence, which the refused one was not above.
 const APPEND: &str = "SELECT cuca_append($1, $2, $3, $4, $5)";
 
+/// The records of the sessions in `$1`, each session's in append order: one statement for
+/// every replay waiting, so replays of many sessions cost one round trip.
+const REPLAY: &str = "SELECT sequence, record, session_id FROM cuca_session_records \
+     WHERE session_id = ANY($1) ORDER BY position";
+
 /// Many appends in one statement (migration 3): per row NULL (stored), the session's highest
 /// (refused) or -1 (not tried, after a refused row of the same session).
 ///
@@ -183,6 +192,7 @@ struct Conn {
     insert: Statement,
     append: Statement,
     batch: Statement,
+    replay: Statement,
     /// Which connection of the worker this is (1 for the first).
     number: u64,
 }
@@ -267,7 +277,8 @@ fn serve(
     // written before a dropped backend's thread ends.
     while open || !held.is_empty() {
         // Everything sent so far; waiting for something only when nothing is held.
-        let mut jobs: Vec<(Option<String>, Job)> = Vec::new();
+        let mut jobs: Vec<Job> = Vec::new();
+        let mut replays: Vec<(String, Replied)> = Vec::new();
         let mut next = None;
         if held.is_empty() {
             match jobs_rx.recv() {
@@ -278,8 +289,8 @@ fn serve(
         loop {
             match next.take() {
                 Some(Msg::Append(pending)) => held.push_back(pending),
-                Some(Msg::Read(session, job)) => jobs.push((Some(session), job)),
-                Some(Msg::Job(job)) => jobs.push((None, job)),
+                Some(Msg::Replay(session, reply)) => replays.push((session, reply)),
+                Some(Msg::Job(job)) => jobs.push(job),
                 None => {}
             }
             if !open {
@@ -296,30 +307,46 @@ fn serve(
         }
         // A record someone waits for goes first, with the records of its session received
         // before it: its answer does not wait for other sessions' blocks, which nobody waits
-        // for yet.
-        let mut waited = take_waited(&mut held);
-        let first = !waited.is_empty() || !jobs.is_empty();
-        while !waited.is_empty() {
-            let n = waited.len().min(MAX_BATCH);
-            worker.append_batch(waited.drain(..n).collect(), shared);
+        // for yet. Those that bring few records along (a session's first message) go ahead
+        // of those that bring many (a streamed answer's closing record).
+        let (light, heavy) = take_waited(&mut held);
+        let first =
+            !light.is_empty() || !heavy.is_empty() || !jobs.is_empty() || !replays.is_empty();
+        worker.append_all(light, shared);
+        // Replays of sessions with nothing left to write go before the heavier batches.
+        if jobs.is_empty() && !replays.is_empty() {
+            let unwritten: HashSet<&str> = heavy
+                .iter()
+                .chain(&held)
+                .map(|p| p.session_id.as_str())
+                .collect();
+            if !replays
+                .iter()
+                .any(|(session, _)| unwritten.contains(session.as_str()))
+            {
+                worker.sync(shared);
+                worker.replay_each(std::mem::take(&mut replays));
+            }
         }
-        if !jobs.is_empty() {
+        worker.append_all(heavy, shared);
+        if !jobs.is_empty() || !replays.is_empty() {
             // A replay sees every record of its session received before it; any other
             // operation (a fork, a listing, an append of `Durability::Commit`) everything.
-            let sessions: HashSet<&str> = held.iter().map(|p| p.session_id.as_str()).collect();
-            let all = jobs.iter().any(|(session, _)| match session {
-                Some(session) => sessions.contains(session.as_str()),
-                None => true,
-            });
+            let all = !jobs.is_empty() || {
+                let sessions: HashSet<&str> = held.iter().map(|p| p.session_id.as_str()).collect();
+                replays
+                    .iter()
+                    .any(|(session, _)| sessions.contains(session.as_str()))
+            };
             if all {
-                while !held.is_empty() {
-                    let n = held.len().min(MAX_BATCH);
-                    worker.append_batch(held.drain(..n).collect(), shared);
-                }
+                worker.append_all(std::mem::take(&mut held), shared);
             }
-            // What it reads is durable, as `Durability::Pipelined` promises.
+            // What they read is durable, as `Durability::Pipelined` promises.
             worker.sync(shared);
-            for (_, job) in jobs {
+            if !replays.is_empty() {
+                worker.replay_each(replays);
+            }
+            for job in jobs {
                 job(&mut worker);
             }
         }
@@ -333,31 +360,44 @@ fn serve(
     worker.shutdown();
 }
 
+/// How many records a waiting record may bring along (its own session's, received before
+/// it) and still go in the first statement: a session's first message brings none, a
+/// streamed answer's closing record its blocks.
+const LIGHT: usize = 64;
+
 /// Takes from `held` every record someone waits for, with the records of its session
-/// received before it, in the order received; the rest stays, in order.
-fn take_waited(held: &mut VecDeque<Pending>) -> VecDeque<Pending> {
-    let mut last: HashMap<&str, usize> = HashMap::new();
+/// received before it, in the order received: those of sessions that bring at most
+/// [`LIGHT`] records, then the others. The rest stays, in order.
+fn take_waited(held: &mut VecDeque<Pending>) -> (VecDeque<Pending>, VecDeque<Pending>) {
+    // Per session with a waiting record: the index of its last one, and how many records
+    // of the session come up to it.
+    let mut taken: HashMap<String, (usize, usize)> = HashMap::new();
     for (index, pending) in held.iter().enumerate() {
         if pending.reply.is_some() {
-            last.insert(&pending.session_id, index);
+            taken.entry(pending.session_id.clone()).or_insert((0, 0)).0 = index;
         }
     }
-    if last.is_empty() {
-        return VecDeque::new();
+    if taken.is_empty() {
+        return (VecDeque::new(), VecDeque::new());
     }
-    let last: HashMap<String, usize> = last
-        .into_iter()
-        .map(|(session, index)| (session.to_owned(), index))
-        .collect();
-    let (mut waited, mut rest) = (VecDeque::new(), VecDeque::with_capacity(held.len()));
+    for (index, pending) in held.iter().enumerate() {
+        if let Some((until, n)) = taken.get_mut(&pending.session_id) {
+            if index <= *until {
+                *n += 1;
+            }
+        }
+    }
+    let (mut light, mut heavy) = (VecDeque::new(), VecDeque::new());
+    let mut rest = VecDeque::with_capacity(held.len());
     for (index, pending) in std::mem::take(held).into_iter().enumerate() {
-        match last.get(&pending.session_id) {
-            Some(&until) if index <= until => waited.push_back(pending),
+        match taken.get(&pending.session_id) {
+            Some(&(until, n)) if index <= until && n <= LIGHT => light.push_back(pending),
+            Some(&(until, _)) if index <= until => heavy.push_back(pending),
             _ => rest.push_back(pending),
         }
     }
     *held = rest;
-    waited
+    (light, heavy)
 }
 
 /// A batch the server did not take: each block is lost, and each waiting record gets the
@@ -497,11 +537,13 @@ impl Worker {
         let insert = client.prepare(INSERT).map_err(query)?;
         let append = client.prepare(APPEND).map_err(query)?;
         let batch = client.prepare(APPEND_BATCH).map_err(query)?;
+        let replay = client.prepare(REPLAY).map_err(query)?;
         Ok(Conn {
             client,
             insert,
             append,
             batch,
+            replay,
             number: 0,
         })
     }
@@ -598,6 +640,14 @@ impl Worker {
             }
             .into())
         })
+    }
+
+    /// Writes `records` in statements of at most [`MAX_BATCH`], in order.
+    fn append_all(&mut self, mut records: VecDeque<Pending>, shared: &Shared) {
+        while !records.is_empty() {
+            let n = records.len().min(MAX_BATCH);
+            self.append_batch(records.drain(..n).collect(), shared);
+        }
     }
 
     /// Writes `batch` in one statement and answers each record that waits; a block that is
@@ -759,18 +809,69 @@ impl Worker {
         self.unsynced = keep;
     }
 
-    pub(crate) fn replay(&mut self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {
+    /// Answers every replay of `replays` from one statement. A record that does not decode
+    /// fails its own session's replay only.
+    fn replay_each(&mut self, replays: Vec<(String, Replied)>) {
+        // Each session once in the statement; a second replay of one is read on its own.
+        let (mut once, mut alone) = (Vec::new(), Vec::new());
+        let mut seen = HashSet::new();
+        for (session, reply) in replays {
+            if seen.insert(session.clone()) {
+                once.push((session, reply));
+            } else {
+                alone.push((session, reply));
+            }
+        }
+        let sessions: Vec<&str> = once.iter().map(|(session, _)| session.as_str()).collect();
+        match self.read_sessions(&sessions) {
+            Ok(mut read) => {
+                for (session, reply) in once {
+                    let answer = read.remove(&session).unwrap_or_else(|| Ok(Vec::new()));
+                    // The caller may have stopped waiting only if its thread died.
+                    let _ = reply.send(answer);
+                }
+            }
+            // Read again one by one, so that each caller gets an error of its own.
+            Err(_) => alone.extend(once),
+        }
+        for (session, reply) in alone {
+            let answer = self
+                .read_sessions(&[session.as_str()])
+                .and_then(|mut read| read.remove(&session).unwrap_or_else(|| Ok(Vec::new())));
+            let _ = reply.send(answer);
+        }
+    }
+
+    /// The records of each of `sessions` that has any, in one statement.
+    fn read_sessions(
+        &mut self,
+        sessions: &[&str],
+    ) -> Result<HashMap<String, Result<Vec<SessionRecord>, PluginError>>, PluginError> {
         self.run("replay", |conn, host, _| {
             let rows = conn
                 .client
-                .query(
-                    "SELECT sequence, record FROM cuca_session_records WHERE session_id = $1 ORDER BY position",
-                    &[&session_id],
-                )
+                .query(&conn.replay, &[&sessions])
                 .map_err(retryable)?;
-            rows.iter()
-                .map(|row| decode(session_id, row, host))
-                .collect()
+            let mut read: HashMap<String, Result<Vec<SessionRecord>, PluginError>> = HashMap::new();
+            for row in &rows {
+                let session: &str = row.try_get(2).map_err(retryable)?;
+                let entry = read
+                    .entry(session.to_owned())
+                    .or_insert_with(|| Ok(Vec::new()));
+                if entry.is_err() {
+                    continue;
+                }
+                match decode(session, row, host) {
+                    Ok(record) => {
+                        if let Ok(records) = entry {
+                            records.push(record);
+                        }
+                    }
+                    Err(OpError::Done(error)) => *entry = Err(error),
+                    Err(error) => return Err(error),
+                }
+            }
+            Ok(read)
         })
     }
 
