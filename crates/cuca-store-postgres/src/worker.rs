@@ -324,7 +324,7 @@ fn serve(
                 .iter()
                 .any(|(session, _)| unwritten.contains(session.as_str()))
             {
-                worker.sync(shared);
+                worker.sync_for(&replays, shared);
                 worker.replay_each(std::mem::take(&mut replays));
             }
         }
@@ -342,7 +342,11 @@ fn serve(
                 worker.append_all(std::mem::take(&mut held), shared);
             }
             // What they read is durable, as `Durability::Pipelined` promises.
-            worker.sync(shared);
+            if jobs.is_empty() {
+                worker.sync_for(&replays, shared);
+            } else {
+                worker.sync(shared);
+            }
             if !replays.is_empty() {
                 worker.replay_each(replays);
             }
@@ -640,6 +644,23 @@ impl Worker {
             }
             .into())
         })
+    }
+
+    /// [`Worker::sync`] when a record of a session about to be replayed was committed without
+    /// waiting for the disk: a replay returns only what is durable, and a session with no
+    /// such record (one beginning now) costs no flush.
+    fn sync_for(&mut self, replays: &[(String, Replied)], shared: &Shared) {
+        let sessions: HashSet<&str> = replays
+            .iter()
+            .map(|(session, _)| session.as_str())
+            .collect();
+        if self
+            .unsynced
+            .iter()
+            .any(|p| sessions.contains(p.session_id.as_str()))
+        {
+            self.sync(shared);
+        }
     }
 
     /// Writes `records` in statements of at most [`MAX_BATCH`], in order.
