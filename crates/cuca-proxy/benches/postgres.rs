@@ -13,7 +13,12 @@
 //! the medians go to `target/cuca-bench/proxy-postgres.json` for `cargo xtask bench`.
 //!
 //! * `stream_1000/{file,postgres,postgres_commit}`: one 1,000-chunk call;
-//! * `parallel_50/{file,postgres}`: 50 such calls at once, each on a session of its own.
+//! * `parallel_50/{file,postgres}`: 50 such calls at once, each on a session of its own;
+//! * `first_byte_50/{file,postgres}`: 50 such calls at once, each beginning a new session
+//!   (fresh ids every round), timed from the request to the first byte of its answer: the
+//!   slowest of the 50. A new session's request records (its prompt and message, which wait
+//!   for their commit) are written before its answer is passed on, so this is what fifty
+//!   agents starting together wait before their first token.
 //!
 //! Without `CUCA_PG_URL` it prints why and measures nothing.
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -37,6 +42,7 @@ const N_CHUNKS: usize = 1_000;
 const PARALLEL: usize = 50;
 const ROUNDS: usize = 15;
 const PARALLEL_ROUNDS: usize = 5;
+const FIRST_BYTE_ROUNDS: usize = 9;
 /// A commit per record costs a disk flush each: two rounds show the scale.
 const COMMIT_ROUNDS: usize = 2;
 
@@ -103,9 +109,16 @@ async fn recording(
     format!("http://{addr}")
 }
 
-/// One streamed call on `session`, read to the end of its body.
+/// One streamed call on `session`, read to the end of its body: the time to its end.
 async fn call(client: &reqwest::Client, base: &str, session: &str) -> Duration {
+    call_timed(client, base, session).await.1
+}
+
+/// One streamed call on `session`, read to the end of its body: the time to the first byte
+/// of its body, and to its end.
+async fn call_timed(client: &reqwest::Client, base: &str, session: &str) -> (Duration, Duration) {
     let started = Instant::now();
+    let mut first = None;
     let response = client
         .post(format!("{base}/s/{session}/v1/chat/completions"))
         .header("content-type", "application/json")
@@ -117,10 +130,14 @@ async fn call(client: &reqwest::Client, base: &str, session: &str) -> Duration {
     let mut body = response.bytes_stream();
     let mut n = 0;
     while let Some(piece) = body.next().await {
-        n += piece.unwrap().len();
+        let piece = piece.unwrap();
+        if first.is_none() && !piece.is_empty() {
+            first = Some(started.elapsed());
+        }
+        n += piece.len();
     }
     assert!(n > N_CHUNKS * 40);
-    started.elapsed()
+    (first.unwrap(), started.elapsed())
 }
 
 async fn parallel(client: &reqwest::Client, base: &str, round: usize) -> Duration {
@@ -136,6 +153,23 @@ async fn parallel(client: &reqwest::Client, base: &str, round: usize) -> Duratio
         call.await.unwrap();
     }
     started.elapsed()
+}
+
+/// 50 calls at once, each beginning session `{prefix}{i}`: the slowest time to first byte.
+async fn first_bytes(client: &reqwest::Client, base: &str, prefix: &str) -> Duration {
+    let calls: Vec<_> = (0..PARALLEL)
+        .map(|i| {
+            let client = client.clone();
+            let base = base.to_owned();
+            let session = format!("{prefix}{i}");
+            tokio::spawn(async move { call_timed(&client, &base, &session).await.0 })
+        })
+        .collect();
+    let mut slowest = Duration::ZERO;
+    for call in calls {
+        slowest = slowest.max(call.await.unwrap());
+    }
+    slowest
 }
 
 fn median(mut times: Vec<Duration>) -> Duration {
@@ -180,6 +214,7 @@ fn main() {
         .unwrap();
     let (mut on_file, mut on_pg, mut on_commit) = (Vec::new(), Vec::new(), Vec::new());
     let (mut par_file, mut par_pg) = (Vec::new(), Vec::new());
+    let (mut first_file, mut first_pg) = (Vec::new(), Vec::new());
     runtime.block_on(async {
         // A first call each opens the sessions and warms the connections.
         call(&client, &file_proxy, "stream").await;
@@ -195,23 +230,38 @@ fn main() {
             par_file.push(parallel(&client, &file_proxy, round).await);
             par_pg.push(parallel(&client, &pg_proxy, round).await);
         }
+        // Every round's sessions are new in both stores; the order alternates so neither
+        // store always runs right after the other's fifty streams.
+        for round in 0..FIRST_BYTE_ROUNDS {
+            let prefix = format!("first{round}-");
+            if round % 2 == 0 {
+                first_file.push(first_bytes(&client, &file_proxy, &prefix).await);
+                first_pg.push(first_bytes(&client, &pg_proxy, &prefix).await);
+            } else {
+                first_pg.push(first_bytes(&client, &pg_proxy, &prefix).await);
+                first_file.push(first_bytes(&client, &file_proxy, &prefix).await);
+            }
+        }
     });
     let (file_ns, pg_ns, commit_ns) = (median(on_file), median(on_pg), median(on_commit));
     let (par_file_ns, par_pg_ns) = (median(par_file), median(par_pg));
+    let (first_file_ns, first_pg_ns) = (median(first_file), median(first_pg));
     let nanos = |d: Duration| d.as_nanos() as f64;
     cuca_bench::write_result(
         "proxy-postgres",
         &serde_json::json!({
             "stream_1000": {"file": nanos(file_ns), "postgres": nanos(pg_ns), "postgres_commit": nanos(commit_ns)},
             "parallel_50": {"file": nanos(par_file_ns), "postgres": nanos(par_pg_ns)},
+            "first_byte_50": {"file": nanos(first_file_ns), "postgres": nanos(first_pg_ns)},
         }),
     )
     .unwrap();
     println!(
-        "proxy-postgres: one {N_CHUNKS}-chunk call (median of {ROUNDS}): file {file_ns:?}, postgres pipelined {pg_ns:?} ({:.2}x), postgres commit per record {commit_ns:?} ({:.1}x); {PARALLEL} concurrent calls on {PARALLEL} sessions (median of {PARALLEL_ROUNDS}): file {par_file_ns:?}, postgres {par_pg_ns:?} ({:.2}x)",
+        "proxy-postgres: one {N_CHUNKS}-chunk call (median of {ROUNDS}): file {file_ns:?}, postgres pipelined {pg_ns:?} ({:.2}x), postgres commit per record {commit_ns:?} ({:.1}x); {PARALLEL} concurrent calls on {PARALLEL} sessions (median of {PARALLEL_ROUNDS}): file {par_file_ns:?}, postgres {par_pg_ns:?} ({:.2}x); the slowest first byte of {PARALLEL} calls beginning new sessions (median of {FIRST_BYTE_ROUNDS}): file {first_file_ns:?}, postgres {first_pg_ns:?} ({:.2}x)",
         nanos(pg_ns) / nanos(file_ns),
         nanos(commit_ns) / nanos(file_ns),
         nanos(par_pg_ns) / nanos(par_file_ns),
+        nanos(first_pg_ns) / nanos(first_file_ns),
     );
     drop((pipelined, committed));
 }

@@ -150,7 +150,11 @@ impl Conversations {
     ) -> Result<Placed, ApiError> {
         let cell = self.cell(base);
         let mut known = cell.lock().await;
-        if known.is_none() {
+        // Read just now, for this call: what was begun since is nothing a read this soon
+        // after would find, and another process beginning the same id first is caught by
+        // the conversation's strict first append anyway.
+        let loaded_now = known.is_none();
+        if loaded_now {
             *known = Some(self.load(base).await?);
         }
         let Some(known) = known.as_mut() else {
@@ -171,7 +175,7 @@ impl Conversations {
                 .map(|(index, _)| index)
         };
         let mut found = continued(known);
-        if found.is_none() {
+        if found.is_none() && !loaded_now {
             // Read again what was read half-written, then what was begun since.
             for entry in known.iter_mut().filter(|k| k.pending) {
                 if let Some(stored) = self.read_one(base, entry.id.clone()).await? {

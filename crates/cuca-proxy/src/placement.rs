@@ -5,7 +5,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use cuca_events::{PluginError, UnifiedRequest};
+use cuca_events::{PluginError, SessionEvent, UnifiedRequest};
+use cuca_session_log::SessionLogPlugin;
 use cuca_wire::WireRequest;
 use tokio::sync::OwnedMutexGuard;
 
@@ -194,6 +195,45 @@ async fn writer(shared: &Shared, session: &str, close_open: bool) -> Result<Reco
     })
 }
 
+/// Writes a request's records (`SessionLogPlugin::record_request_after`) on a blocking
+/// thread, and gives `unified` back. A store's append may wait for a round trip —
+/// PostgreSQL answers a session's first record and its messages after their commit — and
+/// on a runtime worker that wait would hold every other call the worker serves: calls that
+/// begin at once would reach the store as many at a time as the runtime has workers, one
+/// commit after another, their answers held meanwhile. From blocking threads they reach it
+/// together, and a store that groups commits (`Durability::Pipelined`) commits them
+/// together.
+async fn write_request(
+    plugin: Arc<SessionLogPlugin>,
+    before: &[SessionEvent],
+    unified: &mut UnifiedRequest,
+    parameters: &str,
+    fresh: bool,
+) -> Result<Option<u64>, PluginError> {
+    // Moved to the thread and back: a long conversation's request is not copied.
+    let request = std::mem::take(unified);
+    let (before, parameters) = (before.to_vec(), parameters.to_owned());
+    let session = plugin.session_id().to_owned();
+    let written = tokio::task::spawn_blocking(move || {
+        let written = plugin.record_request_after(&before, &request, &parameters, fresh);
+        (written, request)
+    })
+    .await;
+    match written {
+        Ok((written, request)) => {
+            *unified = request;
+            written
+        }
+        Err(join) => Err(PluginError::Backend {
+            backend: "proxy".into(),
+            message: format!(
+                "writing the request of a call in session {session:?} stopped: {join}"
+            ),
+            source: None,
+        }),
+    }
+}
+
 /// How many times a call that begins a conversation is placed again when another process
 /// began the id it was given first: each time the id is taken, the next is tried.
 const MAX_PLACINGS: usize = 8;
@@ -216,9 +256,9 @@ pub(crate) async fn record_request(
         let plugin = Arc::clone(&recording.slot.plugin);
         unified.metadata.node = Some(session.clone());
         let Some(base) = recording.begins.as_ref().map(|r| r.base.clone()) else {
-            return plugin.record_request_after(before, unified, parameters, false);
+            return write_request(plugin, before, unified, parameters, false).await;
         };
-        let taken = match plugin.record_request_after(before, unified, parameters, true) {
+        let taken = match write_request(plugin, before, unified, parameters, true).await {
             Ok(point) => {
                 if let Some(reservation) = recording.begins.take() {
                     reservation.keep(unified).await;

@@ -645,19 +645,28 @@ impl SessionLogPlugin {
         let at = request.metadata.started_ms;
         cursor.stamp_at = at;
         if fresh {
+            // Taken as empty without reading it: the request's first record goes at sequence
+            // 0 and is appended strictly, so a session that holds any record refuses it
+            // (`SequenceTaken`, naming its last) as a read before it would have, and nothing
+            // is written. One round trip fewer to the store for every conversation begun.
             *cursor = Cursor {
                 stamp_at: at,
                 redacted: std::mem::take(&mut cursor.redacted),
+                next_sequence: Some(0),
+                positions_loaded: true,
                 ..Cursor::default()
             };
-            let next = self.sync(cursor)?;
-            if next > 0 {
-                return Err(PluginError::SequenceTaken {
-                    session_id: self.session_id.clone(),
-                    sequence: 0,
-                    last: next - 1,
-                });
+            let written = self.write_request(cursor, request, sent, true, before);
+            if !matches!(written, Ok(Ok(_))) {
+                // What the session holds is not what the cursor says: read it before the
+                // next request.
+                *cursor = Cursor {
+                    stamp_at: at,
+                    redacted: std::mem::take(&mut cursor.redacted),
+                    ..Cursor::default()
+                };
             }
+            return written?;
         }
         // What the session holds is read before the messages are matched to it: a plugin
         // new to a session that has records must know which of them are recorded already.

@@ -37,10 +37,12 @@ pub enum Durability {
     /// thread, which writes everything queued in one statement and one commit. Every other
     /// record (`SystemPrompt`, `Message`, `ToolResult`: what a writer counts to know what is
     /// recorded; `TokenUsage`, the record that closes a turn; anything newer) returns only
-    /// after it **and every record queued before it** committed. So a queued record's `Ok`
+    /// after it **and every record of its session queued before it** committed. It goes
+    /// ahead of other sessions' queued records, which nobody waits for: a session's first
+    /// message does not wait for fifty other sessions' streams. So a queued record's `Ok`
     /// means "accepted, in order": it is stored when the next waiting append of its session
-    /// (or any replay, fork or listing through this backend) returns `Ok`, and a call whose
-    /// `TokenUsage` is acknowledged is stored whole. A record that is accepted but then not
+    /// (or a replay of its session, or any fork or listing through this backend) returns
+    /// `Ok`, and a call whose `TokenUsage` is acknowledged is stored whole. A record that is accepted but then not
     /// stored (the server went away, or another writer took its sequence) makes the session's
     /// next append fail with [`crate::Error::NotStored`] naming every record lost, and nothing
     /// is stored in the session after the hole until that error was returned. A sequence at
@@ -60,9 +62,10 @@ pub enum Durability {
     /// connection breaks in between (the server may have crashed and lost them), it sends
     /// them again first on the new connection, where a record whose exact bytes are stored
     /// counts as stored and a missing one is stored again, in a statement that waits for
-    /// its commit, before it answers anything else. So a waiting record's `Ok`, and every
-    /// replay, fork or listing through this backend, still comes after every record queued
-    /// before it is durable. At most 4,096 records (16 MiB) are kept; a batch that would
+    /// its commit, before it answers anything else. So a waiting record's `Ok` and a
+    /// replay still come after every record of their session queued before them is
+    /// durable, and a fork or listing through this backend after every record queued before
+    /// it. At most 4,096 records (16 MiB) are kept; a batch that would
     /// keep more waits for its commit.
     Pipelined,
 }

@@ -53,8 +53,10 @@
 //!   return once queued and the connection thread writes everything queued in one statement
 //!   and one commit (`cuca_append_batch`, migration 3), so a 1,000-block answer costs a few
 //!   commits, not a thousand, and fifty streams share them; every other record returns after
-//!   it and everything queued before it committed, so a call whose closing record is
-//!   acknowledged is stored whole. A batch of blocks alone commits without waiting for the
+//!   it and everything of its session queued before it committed, so a call whose closing
+//!   record is acknowledged is stored whole. Such a record, and a replay, go ahead of other
+//!   sessions' queued blocks, so a session beginning among fifty streams does not wait for
+//!   theirs. A batch of blocks alone commits without waiting for the
 //!   disk (nobody waits on it); the next batch that holds a waiting record waits for its
 //!   flush, which covers every commit before it, and the blocks committed without waiting are
 //!   kept until then and sent again on a new connection should the old one break. [`Durability`]
@@ -279,7 +281,8 @@ impl PostgresBackend {
         &self.schema
     }
 
-    /// Runs `op` on the connection thread and waits for its answer.
+    /// Runs `op` on the connection thread, after everything sent before it, and waits for
+    /// its answer.
     fn call<T: Send + 'static>(
         &self,
         op: impl FnOnce(&mut Worker) -> Result<T, PluginError> + Send + 'static,
@@ -338,8 +341,11 @@ impl SessionBackend for PostgresBackend {
     }
 
     fn replay(&self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {
-        let session_id = session_id.to_owned();
-        self.call(move |worker| worker.replay(&session_id))
+        let (reply_tx, reply_rx) = mpsc::sync_channel(1);
+        let jobs = self.jobs.as_ref().ok_or_else(|| self.gone())?;
+        jobs.send(Msg::Replay(session_id.to_owned(), reply_tx))
+            .map_err(|_| self.gone())?;
+        reply_rx.recv().map_err(|_| self.gone())?
     }
 
     fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {

@@ -1,4 +1,5 @@
-//! The connection thread: owns the one `postgres::Client` and serves the backend's requests in order.
+//! The connection thread: owns the one `postgres::Client` and serves the backend's requests in
+//! order, except that what someone waits for goes ahead of other sessions' queued blocks.
 //!
 //! The `postgres` crate is synchronous on the outside but drives its connection with a private
 //! tokio runtime, so calling it on a thread that is already inside a tokio runtime panics
@@ -6,9 +7,9 @@
 //! own makes the backend callable from sync code, from `current_thread` runtimes and from
 //! `multi_thread` workers alike: the caller only sends a job and waits on a std channel.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -26,11 +27,18 @@ pub(crate) type Job = Box<dyn FnOnce(&mut Worker) + Send>;
 
 /// What the connection thread is sent, served in the order sent.
 pub(crate) enum Msg {
-    /// Any operation.
+    /// Any operation: served after every record sent before it is written.
     Job(Job),
+    /// A replay of one session: served after every record of that session sent before it
+    /// is written, ahead of other sessions' blocks still held, and read in one statement
+    /// with every other replay waiting then.
+    Replay(String, Replied),
     /// A record of a pipelined backend; appends queued together are written in one batch.
     Append(Pending),
 }
+
+/// Where a replay's answer goes.
+pub(crate) type Replied = SyncSender<Result<Vec<SessionRecord>, PluginError>>;
 
 /// A record on its way to the server, encoded by the caller.
 pub(crate) struct Pending {
@@ -142,6 +150,11 @@ const INSERT: &str = "INSERT INTO cuca_session_records (session_id, sequence, ki
 /// highest sequence, which the refused one was not above.
 const APPEND: &str = "SELECT cuca_append($1, $2, $3, $4, $5)";
 
+/// The records of the sessions in `$1`, each session's in append order: one statement for
+/// every replay waiting, so replays of many sessions cost one round trip.
+const REPLAY: &str = "SELECT sequence, record, session_id FROM cuca_session_records \
+     WHERE session_id = ANY($1) ORDER BY position";
+
 /// Many appends in one statement (migration 3): per row NULL (stored), the session's highest
 /// (refused) or -1 (not tried, after a refused row of the same session).
 ///
@@ -179,6 +192,7 @@ struct Conn {
     insert: Statement,
     append: Statement,
     batch: Statement,
+    replay: Statement,
     /// Which connection of the worker this is (1 for the first).
     number: u64,
 }
@@ -240,7 +254,7 @@ fn serve(
     config: PostgresConfig,
     shared: &Shared,
     ready: &mpsc::SyncSender<Result<(), PluginError>>,
-    jobs: &Receiver<Msg>,
+    jobs_rx: &Receiver<Msg>,
 ) {
     let mut worker = Worker {
         host: config.describe(),
@@ -256,44 +270,138 @@ fn serve(
     if ready.send(first).is_err() || !connected {
         return;
     }
+    // Records received and not written yet, in the order received.
+    let mut held: VecDeque<Pending> = VecDeque::new();
+    let mut open = true;
     // Ends when the backend drops its sender, after everything it sent: queued records are
     // written before a dropped backend's thread ends.
-    let mut next: Option<Msg> = None;
-    loop {
-        let msg = match next.take() {
-            Some(msg) => msg,
-            None => match jobs.recv() {
-                Ok(msg) => msg,
-                Err(_) => break,
-            },
-        };
-        match msg {
-            Msg::Job(job) => {
-                // A replay, fork or listing returns after everything queued before it is
-                // durable, as `Durability::Pipelined` promises.
+    while open || !held.is_empty() {
+        // Everything sent so far; waiting for something only when nothing is held.
+        let mut jobs: Vec<Job> = Vec::new();
+        let mut replays: Vec<(String, Replied)> = Vec::new();
+        let mut next = None;
+        if held.is_empty() {
+            match jobs_rx.recv() {
+                Ok(msg) => next = Some(msg),
+                Err(_) => open = false,
+            }
+        }
+        loop {
+            match next.take() {
+                Some(Msg::Append(pending)) => held.push_back(pending),
+                Some(Msg::Replay(session, reply)) => replays.push((session, reply)),
+                Some(Msg::Job(job)) => jobs.push(job),
+                None => {}
+            }
+            if !open {
+                break;
+            }
+            match jobs_rx.try_recv() {
+                Ok(msg) => next = Some(msg),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    open = false;
+                    break;
+                }
+            }
+        }
+        // A record someone waits for goes first, with the records of its session received
+        // before it: its answer does not wait for other sessions' blocks, which nobody waits
+        // for yet. Those that bring few records along (a session's first message) go ahead
+        // of those that bring many (a streamed answer's closing record).
+        let (light, heavy) = take_waited(&mut held);
+        let first =
+            !light.is_empty() || !heavy.is_empty() || !jobs.is_empty() || !replays.is_empty();
+        worker.append_all(light, shared);
+        // Replays of sessions with nothing left to write go before the heavier batches.
+        if jobs.is_empty() && !replays.is_empty() {
+            let unwritten: HashSet<&str> = heavy
+                .iter()
+                .chain(&held)
+                .map(|p| p.session_id.as_str())
+                .collect();
+            if !replays
+                .iter()
+                .any(|(session, _)| unwritten.contains(session.as_str()))
+            {
+                worker.sync_for(&replays, shared);
+                worker.replay_each(std::mem::take(&mut replays));
+            }
+        }
+        worker.append_all(heavy, shared);
+        if !jobs.is_empty() || !replays.is_empty() {
+            // A replay sees every record of its session received before it; any other
+            // operation (a fork, a listing, an append of `Durability::Commit`) everything.
+            let all = !jobs.is_empty() || {
+                let sessions: HashSet<&str> = held.iter().map(|p| p.session_id.as_str()).collect();
+                replays
+                    .iter()
+                    .any(|(session, _)| sessions.contains(session.as_str()))
+            };
+            if all {
+                worker.append_all(std::mem::take(&mut held), shared);
+            }
+            // What they read is durable, as `Durability::Pipelined` promises.
+            if jobs.is_empty() {
+                worker.sync_for(&replays, shared);
+            } else {
                 worker.sync(shared);
+            }
+            if !replays.is_empty() {
+                worker.replay_each(replays);
+            }
+            for job in jobs {
                 job(&mut worker);
             }
-            Msg::Append(first) => {
-                // Group commit: every append queued behind the first goes in its batch, so
-                // the batches grow while the server is slow and the queue never runs away.
-                let mut batch = vec![first];
-                while batch.len() < MAX_BATCH {
-                    match jobs.try_recv() {
-                        Ok(Msg::Append(pending)) => batch.push(pending),
-                        Ok(other) => {
-                            next = Some(other);
-                            break;
-                        }
-                        Err(_) => break,
-                    }
-                }
-                worker.append_batch(batch, shared);
-            }
+        }
+        if !first && !held.is_empty() {
+            // Blocks alone: one batch; whatever arrived meanwhile is served before the next.
+            let n = held.len().min(MAX_BATCH);
+            worker.append_batch(held.drain(..n).collect(), shared);
         }
     }
     worker.sync(shared);
     worker.shutdown();
+}
+
+/// How many records a waiting record may bring along (its own session's, received before
+/// it) and still go in the first statement: a session's first message brings none, a
+/// streamed answer's closing record its blocks.
+const LIGHT: usize = 64;
+
+/// Takes from `held` every record someone waits for, with the records of its session
+/// received before it, in the order received: those of sessions that bring at most
+/// [`LIGHT`] records, then the others. The rest stays, in order.
+fn take_waited(held: &mut VecDeque<Pending>) -> (VecDeque<Pending>, VecDeque<Pending>) {
+    // Per session with a waiting record: the index of its last one, and how many records
+    // of the session come up to it.
+    let mut taken: HashMap<String, (usize, usize)> = HashMap::new();
+    for (index, pending) in held.iter().enumerate() {
+        if pending.reply.is_some() {
+            taken.entry(pending.session_id.clone()).or_insert((0, 0)).0 = index;
+        }
+    }
+    if taken.is_empty() {
+        return (VecDeque::new(), VecDeque::new());
+    }
+    for (index, pending) in held.iter().enumerate() {
+        if let Some((until, n)) = taken.get_mut(&pending.session_id) {
+            if index <= *until {
+                *n += 1;
+            }
+        }
+    }
+    let (mut light, mut heavy) = (VecDeque::new(), VecDeque::new());
+    let mut rest = VecDeque::with_capacity(held.len());
+    for (index, pending) in std::mem::take(held).into_iter().enumerate() {
+        match taken.get(&pending.session_id) {
+            Some(&(until, n)) if index <= until && n <= LIGHT => light.push_back(pending),
+            Some(&(until, _)) if index <= until => heavy.push_back(pending),
+            _ => rest.push_back(pending),
+        }
+    }
+    *held = rest;
+    (light, heavy)
 }
 
 /// A batch the server did not take: each block is lost, and each waiting record gets the
@@ -433,11 +541,13 @@ impl Worker {
         let insert = client.prepare(INSERT).map_err(query)?;
         let append = client.prepare(APPEND).map_err(query)?;
         let batch = client.prepare(APPEND_BATCH).map_err(query)?;
+        let replay = client.prepare(REPLAY).map_err(query)?;
         Ok(Conn {
             client,
             insert,
             append,
             batch,
+            replay,
             number: 0,
         })
     }
@@ -534,6 +644,31 @@ impl Worker {
             }
             .into())
         })
+    }
+
+    /// [`Worker::sync`] when a record of a session about to be replayed was committed without
+    /// waiting for the disk: a replay returns only what is durable, and a session with no
+    /// such record (one beginning now) costs no flush.
+    fn sync_for(&mut self, replays: &[(String, Replied)], shared: &Shared) {
+        let sessions: HashSet<&str> = replays
+            .iter()
+            .map(|(session, _)| session.as_str())
+            .collect();
+        if self
+            .unsynced
+            .iter()
+            .any(|p| sessions.contains(p.session_id.as_str()))
+        {
+            self.sync(shared);
+        }
+    }
+
+    /// Writes `records` in statements of at most [`MAX_BATCH`], in order.
+    fn append_all(&mut self, mut records: VecDeque<Pending>, shared: &Shared) {
+        while !records.is_empty() {
+            let n = records.len().min(MAX_BATCH);
+            self.append_batch(records.drain(..n).collect(), shared);
+        }
     }
 
     /// Writes `batch` in one statement and answers each record that waits; a block that is
@@ -695,18 +830,69 @@ impl Worker {
         self.unsynced = keep;
     }
 
-    pub(crate) fn replay(&mut self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {
+    /// Answers every replay of `replays` from one statement. A record that does not decode
+    /// fails its own session's replay only.
+    fn replay_each(&mut self, replays: Vec<(String, Replied)>) {
+        // Each session once in the statement; a second replay of one is read on its own.
+        let (mut once, mut alone) = (Vec::new(), Vec::new());
+        let mut seen = HashSet::new();
+        for (session, reply) in replays {
+            if seen.insert(session.clone()) {
+                once.push((session, reply));
+            } else {
+                alone.push((session, reply));
+            }
+        }
+        let sessions: Vec<&str> = once.iter().map(|(session, _)| session.as_str()).collect();
+        match self.read_sessions(&sessions) {
+            Ok(mut read) => {
+                for (session, reply) in once {
+                    let answer = read.remove(&session).unwrap_or_else(|| Ok(Vec::new()));
+                    // The caller may have stopped waiting only if its thread died.
+                    let _ = reply.send(answer);
+                }
+            }
+            // Read again one by one, so that each caller gets an error of its own.
+            Err(_) => alone.extend(once),
+        }
+        for (session, reply) in alone {
+            let answer = self
+                .read_sessions(&[session.as_str()])
+                .and_then(|mut read| read.remove(&session).unwrap_or_else(|| Ok(Vec::new())));
+            let _ = reply.send(answer);
+        }
+    }
+
+    /// The records of each of `sessions` that has any, in one statement.
+    fn read_sessions(
+        &mut self,
+        sessions: &[&str],
+    ) -> Result<HashMap<String, Result<Vec<SessionRecord>, PluginError>>, PluginError> {
         self.run("replay", |conn, host, _| {
             let rows = conn
                 .client
-                .query(
-                    "SELECT sequence, record FROM cuca_session_records WHERE session_id = $1 ORDER BY position",
-                    &[&session_id],
-                )
+                .query(&conn.replay, &[&sessions])
                 .map_err(retryable)?;
-            rows.iter()
-                .map(|row| decode(session_id, row, host))
-                .collect()
+            let mut read: HashMap<String, Result<Vec<SessionRecord>, PluginError>> = HashMap::new();
+            for row in &rows {
+                let session: &str = row.try_get(2).map_err(retryable)?;
+                let entry = read
+                    .entry(session.to_owned())
+                    .or_insert_with(|| Ok(Vec::new()));
+                if entry.is_err() {
+                    continue;
+                }
+                match decode(session, row, host) {
+                    Ok(record) => {
+                        if let Ok(records) = entry {
+                            records.push(record);
+                        }
+                    }
+                    Err(OpError::Done(error)) => *entry = Err(error),
+                    Err(error) => return Err(error),
+                }
+            }
+            Ok(read)
         })
     }
 
