@@ -975,17 +975,25 @@ fn bench_loop(c: &mut Criterion) {
     let requests: Vec<String> = (0..LOOP_TURNS).map(loop_request).collect();
     let direct = format!("{upstream}/v1/chat/completions");
     let replayed = format!("{replayer}/s/turns_{LOOP_TURNS}/v1/chat/completions");
-    let mut loops = 0;
-    let mut recorded = || {
-        loops += 1;
-        format!("{recorder}/s/loop-{loops}/v1/chat/completions")
+    // A recorded loop begins a session of its own each time.
+    let loops = std::cell::Cell::new(0);
+    let recorded = || {
+        loops.set(loops.get() + 1);
+        format!("{recorder}/s/loop-{}/v1/chat/completions", loops.get())
     };
+    let direct_url = || direct.clone();
+    let replayed_url = || replayed.clone();
+    let routes: [(&str, &dyn Fn() -> String); 3] = [
+        ("direct", &direct_url),
+        ("recorded", &recorded),
+        ("replayed", &replayed_url),
+    ];
     let mut times = [Vec::new(), Vec::new(), Vec::new()];
     runtime.block_on(async {
         for _ in 0..LOOP_ROUNDS {
-            times[0].push(whole_loop(&client, &direct, &requests).await);
-            times[1].push(whole_loop(&client, &recorded(), &requests).await);
-            times[2].push(whole_loop(&client, &replayed, &requests).await);
+            for (i, (_, url)) in routes.iter().enumerate() {
+                times[i].push(whole_loop(&client, &url(), &requests).await);
+            }
         }
     });
     let medians: Vec<Duration> = times
@@ -1005,39 +1013,19 @@ fn bench_loop(c: &mut Criterion) {
     );
     let mut group = c.benchmark_group("proxy_loop");
     group.sample_size(10);
-    group.bench_function("direct", |b| {
-        b.iter_custom(|iters| {
-            runtime.block_on(async {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    total += whole_loop(&client, &direct, &requests).await;
-                }
-                total
+    for (name, url) in routes {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                runtime.block_on(async {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        total += whole_loop(&client, &url(), &requests).await;
+                    }
+                    total
+                })
             })
-        })
-    });
-    group.bench_function("recorded", |b| {
-        b.iter_custom(|iters| {
-            runtime.block_on(async {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    total += whole_loop(&client, &recorded(), &requests).await;
-                }
-                total
-            })
-        })
-    });
-    group.bench_function("replayed", |b| {
-        b.iter_custom(|iters| {
-            runtime.block_on(async {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    total += whole_loop(&client, &replayed, &requests).await;
-                }
-                total
-            })
-        })
-    });
+        });
+    }
     group.finish();
 }
 
