@@ -18,7 +18,9 @@
 //! * first, an interleaved run of `TTFB_ROUNDS` transcript calls per route prints p50
 //!   and p99 time to first byte and what the recording proxy adds over each baseline at p99
 //!   (the issue's target: under 1 ms), and writes them, in nanoseconds, to
-//!   `target/cuca-bench/proxy-ttfb.json` for `cargo xtask bench`'s table.
+//!   `target/cuca-bench/proxy-ttfb.json` for `cargo xtask bench`'s table; then the same
+//!   for the Messages and Responses formats on their llama-server transcripts, direct and
+//!   recording (printed).
 //!
 //! * `proxy_stream_messages/{passthrough,recording}` and
 //!   `proxy_stream_responses/{…}`: the same per-chunk cost for an Anthropic Messages and an
@@ -330,6 +332,16 @@ fn responses_events() -> Vec<Bytes> {
     out
 }
 
+/// llama-server's streamed answers in the Messages and Responses formats, and their requests.
+const MESSAGES_STREAM: &[u8] =
+    include_bytes!("../../../fixtures/llama-server/messages-stream.body");
+const MESSAGES_STREAM_REQUEST: &str =
+    include_str!("../../../fixtures/llama-server/messages-stream.request.json");
+const RESPONSES_STREAM: &[u8] =
+    include_bytes!("../../../fixtures/llama-server/responses-stream.body");
+const RESPONSES_STREAM_REQUEST: &str =
+    include_str!("../../../fixtures/llama-server/responses-stream.request.json");
+
 const MESSAGES_REQUEST: &str = r#"{"model":"tiny","stream":true,"max_tokens":1000,"system":"You are terse.","messages":[{"role":"user","content":"The vault is in Lisbon. Reply with: noted"}]}"#;
 const RESPONSES_REQUEST: &str = r#"{"model":"tiny","stream":true,"max_output_tokens":1000,"instructions":"You are terse.","input":[{"role":"user","content":"The vault is in Lisbon. Reply with: noted"}]}"#;
 
@@ -410,6 +422,51 @@ fn bench(c: &mut Criterion) {
         p99[2].saturating_sub(p99[0]),
         p99[2].saturating_sub(p99[1]),
     );
+
+    // The other two formats on their real llama-server transcripts, direct and recorded,
+    // interleaved as above: what recording adds to each format's first byte.
+    for (format, path, body, request) in [
+        (
+            "messages",
+            "/v1/messages",
+            MESSAGES_STREAM,
+            MESSAGES_STREAM_REQUEST,
+        ),
+        (
+            "responses",
+            "/v1/responses",
+            RESPONSES_STREAM,
+            RESPONSES_STREAM_REQUEST,
+        ),
+    ] {
+        let bases = runtime.block_on(async {
+            let events = llama::events(body)
+                .into_iter()
+                .map(Bytes::copy_from_slice)
+                .collect();
+            let upstream = upstream_at(path, events).await;
+            let proxy = recording(upstream.clone(), &dir.path().join(format)).await;
+            [upstream, proxy]
+        });
+        let mut times: [Vec<Duration>; 2] = Default::default();
+        runtime.block_on(async {
+            for _ in 0..TTFB_ROUNDS {
+                for (i, base) in bases.iter().enumerate() {
+                    times[i].push(call_at(&client, base, path, request).await.0);
+                }
+            }
+        });
+        for t in &mut times {
+            t.sort();
+        }
+        let (direct, recorded) = (percentile(&times[0], 0.99), percentile(&times[1], 0.99));
+        println!(
+            "proxy ttfb, {format} ({TTFB_ROUNDS} interleaved calls each, llama-server transcript): p50 direct {:?}, recording {:?}; p99 direct {direct:?}, recording {recorded:?}; recording adds {:?} at p99",
+            percentile(&times[0], 0.5),
+            percentile(&times[1], 0.5),
+            recorded.saturating_sub(direct),
+        );
+    }
 
     let mut group = c.benchmark_group("proxy_ttfb");
     for (name, base) in &short {
