@@ -55,6 +55,16 @@ pub enum ReadAfter {
     Stale,
 }
 
+/// What a store knows a session's stored state by at one moment, cheaply
+/// ([`SessionBackend::stamp`]): two equal stamps of one session, taken at two moments, mean
+/// that nothing was appended to it, and it was not replaced or cut short, in between.
+///
+/// The value is the backend's own and is compared only with stamps the same backend handed
+/// out for the same session in the same process (a file store's is built from the file's
+/// identity, length and change times).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SessionStamp(pub u128);
+
 /// A store of sessions: append-only per session, replayable whole, forkable at any point.
 ///
 /// Backends store records as given: the session log plugin assigns every sequence number.
@@ -275,6 +285,31 @@ pub trait SessionBackend: Send + Sync + std::fmt::Debug {
         visit: &mut dyn FnMut(ReplayedRecord<'_>, &ReadMark) -> Result<(), PluginError>,
     ) -> Result<ReadAfter, PluginError> {
         replay_after_counting(self, session_id, after, 0, visit)
+    }
+
+    /// A stamp of the session's stored state as it is now, where the store can take one
+    /// cheaply; `None` where it cannot (the default). A reader that keeps something built
+    /// from a session (an index read on with [`SessionBackend::replay_after`]) takes a stamp
+    /// **before** each read, and skips its next read when the stamp then is still the same:
+    /// whatever was appended after the stamp, by this process or another, changes the next
+    /// one, so nothing is missed.
+    ///
+    /// The contract:
+    ///
+    /// * Two equal stamps of a session mean it was not appended to, replaced, cut short or
+    ///   repaired between them, as far as the store can tell (a store that cannot tell some
+    ///   change says which in its docs; a file store cannot tell a file rewritten in place
+    ///   to the same length within one tick of the file system's clock).
+    /// * A stamp that differs says only that the session may have changed.
+    /// * It must be cheap and must not wait: callers take it on an async runtime's thread,
+    ///   on every request. One `stat` of a local file is the most a store may do; a store
+    ///   that needs a round trip to a server returns `None`, and its readers read on from
+    ///   their marks as before.
+    /// * An unknown session has a stamp too, where the store can take one: a session created
+    ///   later changes it.
+    fn stamp(&self, session_id: &str) -> Option<SessionStamp> {
+        let _ = session_id;
+        None
     }
 
     /// Branches `session_id` at `point_id` (`"{session_id}:{sequence}"`).

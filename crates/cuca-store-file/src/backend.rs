@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use cuca_events::{
     fork_session_id, point_in_session, BackendGauge, PluginError, ReadAfter, ReadMark,
-    ReplayedRecord, SessionBackend, SessionEvent, SessionRecord,
+    ReplayedRecord, SessionBackend, SessionEvent, SessionRecord, SessionStamp,
 };
 
 use crate::codec::{check_frame_len, encode_frame_with, HEADER, HEADER_LEN, SEAL};
@@ -22,7 +22,7 @@ use crate::files::{
     MAX_READ_TRIES,
 };
 use crate::handles::{Handles, DEFAULT_MAX_OPEN_SESSIONS};
-use crate::mark::{compacted_check, FileCheck};
+use crate::mark::{self, compacted_check, FileCheck};
 use crate::naming::{compacted_name, is_overflow_stem, live_name, MAX_SESSION_ID_LEN};
 use crate::scan::{
     replay_file_after, replay_reader, scan_each, scan_reader_as, skim_each, ScanReport,
@@ -1014,6 +1014,34 @@ impl SessionBackend for FileBackend {
             None if *after == ReadMark::START => Ok(ReadAfter::Read(ReadMark::START)),
             None => Ok(ReadAfter::Stale),
         }
+    }
+
+    /// One `lstat` of the session's live file, or of its compacted file where it has none
+    /// (two, for a session with neither): the file's length, device, inode and modification
+    /// and status-change times, without opening it. An append, by this process or another,
+    /// grows the length; a file renamed over the session's (`cuca repair`, a compaction, an
+    /// expansion) has another inode; a file rewritten in place has later times — except
+    /// within one tick of the file system's clock, to the same length: that one is left to
+    /// [`SessionBackend::replay_after`]'s marks and to what a reader checks of what it reads.
+    /// A path that is not a regular file, a live file shorter than a header (an expansion's
+    /// placeholder) and a failed `lstat` have no stamp.
+    fn stamp(&self, session_id: &str) -> Option<SessionStamp> {
+        let live = self.session_path(session_id).ok()?;
+        let (metadata, compacted) = match std::fs::symlink_metadata(&live) {
+            Ok(metadata) => (metadata, false),
+            Err(error) if error.kind() == ErrorKind::NotFound => {
+                match std::fs::symlink_metadata(self.compacted_path(session_id).ok()?) {
+                    Ok(metadata) => (metadata, true),
+                    Err(error) if error.kind() == ErrorKind::NotFound => {
+                        return Some(mark::NO_FILE)
+                    }
+                    Err(_) => return None,
+                }
+            }
+            Err(_) => return None,
+        };
+        (metadata.is_file() && metadata.len() >= HEADER_LEN as u64)
+            .then(|| mark::stamp(&metadata, compacted))
     }
 
     fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {

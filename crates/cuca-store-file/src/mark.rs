@@ -8,8 +8,10 @@
 //! just before the mark (the CRC-32 of the record the mark stands after). Each is read again
 //! when the mark is used: a few KiB, whatever the session's length.
 
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::hash::{Hash, Hasher};
+
+use cuca_events::SessionStamp;
 
 use crate::codec::HEADER_LEN;
 
@@ -131,6 +133,37 @@ pub(crate) fn compacted_check(file: &File) -> std::io::Result<u64> {
     trailer[..n].hash(&mut hasher);
     Ok(live(hasher.finish()) | COMPACTED_CHECK)
 }
+
+/// The stamp of a session stored in the file `metadata` describes (one `lstat`, taken without
+/// opening it): its length in the high 64 bits, so an append always changes the stamp, and in
+/// the low 64 a hash of its device, inode, modification and status-change times, so a file
+/// renamed over the session's (another inode) or rewritten in place (later times) does too.
+/// What it cannot tell: a file rewritten in place to the same length within one tick of the
+/// file system's clock (a few milliseconds where timestamps are coarse).
+pub(crate) fn stamp(metadata: &Metadata, compacted: bool) -> SessionStamp {
+    let mut hasher = hasher();
+    compacted.hash(&mut hasher);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        metadata.dev().hash(&mut hasher);
+        metadata.ino().hash(&mut hasher);
+        (metadata.mtime(), metadata.mtime_nsec()).hash(&mut hasher);
+        (metadata.ctime(), metadata.ctime_nsec()).hash(&mut hasher);
+    }
+    #[cfg(not(unix))]
+    {
+        // Where the platform keeps no such time this is an error, and the length stands.
+        if let Ok(modified) = metadata.modified() {
+            modified.hash(&mut hasher);
+        }
+    }
+    SessionStamp((u128::from(metadata.len()) << 64) | u128::from(hasher.finish()))
+}
+
+/// The stamp of a session with no file: a live or compacted file's has a length of at least a
+/// header, so it never equals this.
+pub(crate) const NO_FILE: SessionStamp = SessionStamp(0);
 
 /// A hasher with fixed keys: a mark is compared only within the process that handed it out,
 /// so the value need not be stable across builds, only within one.

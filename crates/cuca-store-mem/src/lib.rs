@@ -35,7 +35,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use cuca_events::{
     fork_session_id, point_in_session, validate_session_id, BackendGauge, PluginError,
-    ReplayedRecord, SessionBackend, SessionEvent, SessionRecord,
+    ReplayedRecord, SessionBackend, SessionEvent, SessionRecord, SessionStamp,
 };
 
 #[cfg(test)]
@@ -214,6 +214,14 @@ impl SessionBackend for InMemoryBackend {
             })?;
         }
         Ok(())
+    }
+
+    /// How many records the session holds: a session here is only ever appended to (a fork
+    /// makes a new one and appends its audit record to the original), never replaced or
+    /// cut short, so its length alone tells whether it changed.
+    fn stamp(&self, session_id: &str) -> Option<SessionStamp> {
+        let n_records = self.lock().sessions.get(session_id).map_or(0, Vec::len);
+        Some(SessionStamp(n_records as u128))
     }
 
     fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {

@@ -251,6 +251,56 @@ pub fn replay_after_reads_what_was_appended_since_its_mark(backend: Arc<dyn Sess
     );
 }
 
+/// A backend that hands out stamps (`SessionBackend::stamp`) hands out a new one whenever
+/// the session changes — an append, by this instance or another, a fork's audit record, a
+/// session created where there was none — and the same one while it does not. A backend
+/// that hands out none (the trait's default) passes: its readers read on every time.
+pub fn a_stamp_changes_when_the_session_does(backend: Arc<dyn SessionBackend>) {
+    let name = backend.name().to_owned();
+    let Some(unknown) = backend.stamp("stamped") else {
+        assert_eq!(backend.stamp("stamped"), None, "{name}");
+        return;
+    };
+    assert_eq!(
+        backend.stamp("stamped"),
+        Some(unknown),
+        "{name}: an unknown session"
+    );
+    let turn = demo_turn("stamped", 0);
+    let mut stamps = vec![unknown];
+    for record in &turn {
+        append_all(backend.as_ref(), std::slice::from_ref(record));
+        let stamp = backend.stamp("stamped");
+        assert_eq!(
+            backend.stamp("stamped"),
+            stamp,
+            "{name}: nothing appended between"
+        );
+        let Some(stamp) = stamp else {
+            panic!("{name}: no stamp for a session it stamped while unknown");
+        };
+        assert!(
+            !stamps.contains(&stamp),
+            "{name}: the stamp after sequence {} was handed out before",
+            record.sequence
+        );
+        stamps.push(stamp);
+    }
+    // Another session's append leaves this one's stamp alone.
+    let before = backend.stamp("stamped");
+    append_all(backend.as_ref(), &demo_turn("elsewhere", 0));
+    assert_eq!(backend.stamp("stamped"), before, "{name}: another session");
+    // A fork appends its audit record to the original.
+    if let Err(error) = backend.fork("stamped", "stamped:3") {
+        panic!("{name} could not fork: {error}");
+    }
+    assert_ne!(
+        backend.stamp("stamped"),
+        before,
+        "{name}: a fork's audit record"
+    );
+}
+
 /// "A missing file replays as an empty session" — for every backend, an unknown id is empty.
 pub fn unknown_session_replays_empty(backend: Arc<dyn SessionBackend>) {
     assert_eq!(replay(backend.as_ref(), "never-written"), Vec::new());
@@ -626,6 +676,7 @@ macro_rules! conformance_tests {
             unknown_session_replays_empty,
             replay_each_visits_what_replay_returns,
             replay_after_reads_what_was_appended_since_its_mark,
+            a_stamp_changes_when_the_session_does,
             fork_holds_the_prefix_and_audits_the_original,
             fork_ids_follow_the_format,
             fork_never_writes_into_an_existing_session,

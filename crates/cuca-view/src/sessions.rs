@@ -499,6 +499,12 @@ impl SessionBackend for Located {
         self.0.replay_after(session_id, after, visit)
     }
 
+    // Forwarded, so a reader keeping an index of a directory's session skips its reads
+    // while the file is unchanged (the trait's default gives no stamp).
+    fn stamp(&self, session_id: &str) -> Option<cuca_events::SessionStamp> {
+        self.0.stamp(session_id)
+    }
+
     fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {
         self.0.fork(session_id, point_id)
     }
