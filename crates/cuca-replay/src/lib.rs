@@ -70,7 +70,7 @@
 
 use std::sync::Arc;
 
-use cuca_events::{parse_point_id, PluginError, SessionBackend};
+use cuca_events::{parse_point_id, PluginError, SessionBackend, SessionEvent};
 use trajectory::Segmenter;
 
 mod ambiguity;
@@ -199,14 +199,29 @@ impl SessionReplay {
         after: &cuca_events::ReadMark,
         through_sequence: u64,
     ) -> Result<Option<ReplayTrajectory>, PluginError> {
+        self.load_after_while(session_id, after, through_sequence, &mut |_, _| true)
+    }
+
+    /// [`SessionReplay::load_after`], with `more` asked before each record is taken (its
+    /// sequence and event): the read stops at the first record it refuses, which is not
+    /// taken, nor is anything after it. A turn the stop cuts short is handed back as far as
+    /// it was read. For a reader that reads on past the turn it needs while that is cheap
+    /// (the turns after it, up to a budget of bytes) and stops before it is not.
+    pub fn load_after_while(
+        &self,
+        session_id: &str,
+        after: &cuca_events::ReadMark,
+        through_sequence: u64,
+        more: &mut dyn FnMut(u64, &SessionEvent) -> bool,
+    ) -> Result<Option<ReplayTrajectory>, PluginError> {
         let mut segmenter = Segmenter::new(session_id.to_owned(), &self.config);
-        // The read stops past the last record wanted; this flag tells that stop from a
-        // failure.
+        // The read stops past the last record wanted, or where `more` says; this flag tells
+        // that stop from a failure.
         let mut done = false;
         let read = self
             .backend
             .replay_after(session_id, after, &mut |record, _| {
-                if record.sequence > through_sequence {
+                if record.sequence > through_sequence || !more(record.sequence, &record.event) {
                     done = true;
                     return Err(PluginError::validation("load_after", "read through"));
                 }
