@@ -19,9 +19,19 @@
 //! refused ("ask again"), never answered from a turn chosen by text the file no longer holds.
 //! A fork is a new session, indexed when first asked for; the original's audit record is an
 //! append like any other.
+//!
+//! **Unchanged sessions.** Before each read the store's stamp of the session is taken
+//! ([`cuca_events::SessionBackend::stamp`]: for a file, one `stat`, its length, inode and
+//! times); a lookup that finds the same stamp again reads nothing, and when every session it
+//! needs is unchanged it does not leave the runtime's thread for the blocking pool at all.
+//! Whatever another process appends after a stamp changes the next one. A turn read to answer
+//! from is read with the few complete turns after it, within a budget, and the complete ones
+//! are kept for the next lookups (an agent loop asks them next, in order): bounded across the
+//! proxy, and only while the session is unchanged — a refresh that reads anything starts a
+//! new reading of the session, which nothing kept from the old one answers.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::ops::{ControlFlow, RangeInclusive};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,6 +39,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use cuca_events::{
     Message, MessageContentBlock, PluginError, ReadAfter, ReadMark, Role, SessionEvent,
+    SessionStamp,
 };
 use cuca_replay::{ReplayTurn, SessionReplay, TurnPart, TurnSplitter};
 
@@ -43,6 +54,38 @@ mod tests;
 /// hold a turn to (`INDEX_BYTES_PER_TURN`), 4,096 sessions of 1,000 turns are under 1 GiB,
 /// and one of 1,000 turns under 250 KiB.
 pub(crate) const MAX_INDEXED_SESSIONS: usize = 4096;
+
+/// How many turns after the asked one a read of a turn reads too, at most: the next
+/// requests of an agent loop replayed in order, each then served without a read of its own.
+/// Eight turns make a hop to the blocking pool and an `open` of the file one in nine turns'
+/// cost, not one in one.
+const READ_AHEAD_TURNS: usize = 8;
+
+/// How many bytes of records a read takes past the asked turn, at most, as
+/// [`approx_bytes`] counts them: a few ordinary turns (an answer, a tool call and its
+/// result), so that reading ahead never costs a turn noticeably more than it did, whatever
+/// the next turns hold.
+const READ_AHEAD_BYTES: usize = 256 << 10;
+
+/// How many records (by sequence) the turns read ahead may span, at most, whatever their
+/// bytes: a turn streamed one token a record is read ahead only while it is short.
+const READ_AHEAD_RECORDS: u64 = 1024;
+
+/// A turn spanning more records than this is read alone: it is a long turn, and what is read
+/// with it must stay far below the record cap a load checks (`ReplayConfig::max_records`).
+const READ_AHEAD_AFTER_RECORDS: u64 = 4096;
+
+/// How many turns the proxy keeps read, across its sessions, at most.
+const KEPT_TURNS: usize = 64;
+
+/// How many bytes of turns the proxy keeps read, across its sessions, at most, as
+/// [`approx_bytes`] counts their records: what a few hundred short turns hold, small beside
+/// the indexes' own bound (`MAX_INDEXED_SESSIONS`).
+const KEPT_BYTES: usize = 4 << 20;
+
+/// The largest turn kept: a quarter of [`KEPT_BYTES`], so one long turn never pushes out
+/// every short one.
+const KEPT_TURN_BYTES: usize = KEPT_BYTES / 4;
 
 /// A message's or a turn's system prompts' key: two independently keyed SipHash values of
 /// what the match compares. The keys are drawn at random when the proxy starts, so no
@@ -231,6 +274,12 @@ pub(crate) struct TurnIndex {
     replay: SessionReplay,
     keys: Arc<Keys>,
     reads: Arc<Reads>,
+    /// The turns read from the store lately, kept for the next lookups (see [`Kept`]).
+    kept: Arc<Kept>,
+    /// Which reading of the session this index is: a new one each time the index is dropped
+    /// and read from the start, so a turn kept from an earlier reading is never served from
+    /// this one.
+    generation: u64,
     /// Set when a turn read to answer from did not hold what the index keyed for it: the
     /// file changed under the index in a way its marks did not show (see
     /// [`TurnIndex::read_turn`]). The next refresh reads the session from its start.
@@ -243,6 +292,7 @@ impl TurnIndex {
         replay: SessionReplay,
         keys: Arc<Keys>,
         reads: Arc<Reads>,
+        kept: Arc<Kept>,
     ) -> TurnIndex {
         TurnIndex {
             session_id: session_id.to_owned(),
@@ -252,6 +302,8 @@ impl TurnIndex {
             replay,
             keys,
             reads,
+            generation: kept.next_generation(),
+            kept,
             changed: Arc::default(),
         }
     }
@@ -297,8 +349,9 @@ impl TurnIndex {
             + self.messages.capacity() * std::mem::size_of::<IndexedMessage>()
     }
 
-    /// Turn `turn_idx`, read from where it lies in the store (on a blocking thread: a turn
-    /// may be long), or joined from the read of it already running.
+    /// Turn `turn_idx`: kept from an earlier read ([`Kept`]), else read from where it lies
+    /// in the store (on a blocking thread: a turn may be long), or joined from the read of it
+    /// already running.
     pub(crate) async fn read_turn(&self, turn_idx: usize) -> Result<ReplayTurn, String> {
         let Some(turn) = self.turns.get(turn_idx) else {
             return Err(format!(
@@ -306,6 +359,11 @@ impl TurnIndex {
                 self.session_id
             ));
         };
+        if turn.complete {
+            if let Some(kept) = self.kept.get(&self.session_id, self.generation, turn) {
+                return Ok(kept);
+            }
+        }
         let key = (
             self.session_id.clone(),
             turn.first_sequence,
@@ -327,12 +385,46 @@ impl TurnIndex {
         read
     }
 
+    /// Reads turn `turn_idx` on a blocking thread and, while that is cheap, the complete
+    /// turns after it too ([`TurnIndex::read_ahead`]): an agent loop replays its turns in
+    /// order, so the next request's turn is then kept, and costs no hop to the blocking pool
+    /// and no read of the file. Each complete turn read that holds what the index keyed for
+    /// it is kept.
     async fn read_turn_now(&self, turn_idx: usize, turn: IndexedTurn) -> TurnRead {
         let replay = self.replay.clone();
         let id = self.session_id.clone();
         let range = turn.sequence_range();
+        let ahead = self.read_ahead(turn_idx);
+        let through = ahead.last().map_or(turn.last_sequence, |t| t.last_sequence);
+        let start = turn.start;
+        // The last sequence of the asked turn and of each read ahead, in order.
+        let lasts: Vec<u64> = std::iter::once(&turn)
+            .chain(&ahead)
+            .map(|t| t.last_sequence)
+            .collect();
         let read = tokio::task::spawn_blocking(move || {
-            replay.load_after(&id, &turn.start, turn.last_sequence)
+            // The bytes of each turn's records, as `approx_bytes` counts them, and of those
+            // read past the asked turn.
+            let mut sizes = vec![0usize; lasts.len()];
+            let mut past = 0usize;
+            let mut at = 0;
+            let read = replay.load_after_while(&id, &start, through, &mut |sequence, event| {
+                let bytes = approx_bytes(event);
+                while lasts.get(at).is_some_and(|last| sequence > *last) {
+                    at += 1;
+                }
+                if at > 0 {
+                    past += bytes;
+                    if past > READ_AHEAD_BYTES {
+                        return false;
+                    }
+                }
+                if let Some(size) = sizes.get_mut(at) {
+                    *size += bytes;
+                }
+                true
+            });
+            read.map(|read| (read, sizes))
         })
         .await;
         let changed = || {
@@ -342,16 +434,39 @@ impl TurnIndex {
             )
         };
         match read {
-            Ok(Ok(Some(trajectory))) => match trajectory.turns() {
-                [one] if one.sequence_range() == range && self.holds(&turn, one) => Ok(one.clone()),
-                [one] if one.sequence_range() == range => {
-                    // The turn was chosen by keys of other text: never answered from.
-                    self.changed.store(true, Ordering::Release);
-                    Err(changed())
+            Ok(Ok((Some(trajectory), sizes))) => {
+                let mut read = trajectory.turns().iter();
+                let asked = match read.next() {
+                    Some(one) if one.sequence_range() == range && self.holds(&turn, one) => {
+                        one.clone()
+                    }
+                    Some(one) if one.sequence_range() == range => {
+                        // The turn was chosen by keys of other text: never answered from.
+                        self.changed.store(true, Ordering::Release);
+                        return Err(changed());
+                    }
+                    _ => return Err(changed()),
+                };
+                let mut sizes = sizes.into_iter();
+                if let (true, Some(bytes)) = (turn.complete, sizes.next()) {
+                    self.kept
+                        .keep(&self.session_id, self.generation, &turn, &asked, bytes);
                 }
-                _ => Err(changed()),
-            },
-            Ok(Ok(None)) => Err(changed()),
+                for ((indexed, one), bytes) in ahead.iter().zip(read).zip(sizes) {
+                    // A turn the budget cut short ends the turns read ahead.
+                    if one.sequence_range() != indexed.sequence_range() {
+                        break;
+                    }
+                    if !self.holds(indexed, one) {
+                        self.changed.store(true, Ordering::Release);
+                        break;
+                    }
+                    self.kept
+                        .keep(&self.session_id, self.generation, indexed, one, bytes);
+                }
+                Ok(asked)
+            }
+            Ok(Ok((None, _))) => Err(changed()),
             Ok(Err(error)) => Err(format!(
                 "cannot read turn {turn_idx} of session {:?}: {error}",
                 self.session_id
@@ -361,6 +476,32 @@ impl TurnIndex {
                 self.session_id
             )),
         }
+    }
+
+    /// The turns to read after turn `turn_idx` in the same read: the complete ones that
+    /// follow it and are not kept yet, while they span few records — and none after a turn
+    /// that spans many (a long turn is read alone, as before, and the caps a load checks
+    /// are never reached by what is read ahead).
+    fn read_ahead(&self, turn_idx: usize) -> Vec<IndexedTurn> {
+        let Some(turn) = self.turns.get(turn_idx) else {
+            return Vec::new();
+        };
+        if span(turn) > READ_AHEAD_AFTER_RECORDS {
+            return Vec::new();
+        }
+        let mut records = 0u64;
+        self.turns
+            .iter()
+            .skip(turn_idx + 1)
+            .take(READ_AHEAD_TURNS)
+            .take_while(|next| {
+                records += span(next);
+                next.complete
+                    && records <= READ_AHEAD_RECORDS
+                    && !self.kept.has(&self.session_id, self.generation, next)
+            })
+            .cloned()
+            .collect()
     }
 
     /// Whether `read` holds the messages and system prompts the index keyed for `turn`. A
@@ -401,6 +542,210 @@ impl TurnIndex {
     }
 }
 
+/// How many records a turn spans by sequence (its records, and any gaps between them).
+fn span(turn: &IndexedTurn) -> u64 {
+    turn.last_sequence.saturating_sub(turn.first_sequence) + 1
+}
+
+/// The bytes a record holds in memory once read, roughly: its text, and a fixed amount for
+/// the rest. What bounds the turns read ahead and kept, so it counts every field that can
+/// be long.
+fn approx_bytes(event: &SessionEvent) -> usize {
+    /// A record's fixed part and a string's or an element's own.
+    const FIXED: usize = 64;
+    let block = |block: &MessageContentBlock| {
+        FIXED
+            + match block {
+                MessageContentBlock::Text { text } => text.len(),
+                MessageContentBlock::Thinking { thinking } => thinking.len(),
+                MessageContentBlock::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                } => id.len() + name.len() + arguments.len(),
+                MessageContentBlock::ToolResult {
+                    tool_call_id,
+                    content,
+                    ..
+                } => tool_call_id.len() + content.len(),
+                MessageContentBlock::ImageBase64 { media_type, data } => {
+                    media_type.len() + data.len()
+                }
+            }
+    };
+    let text = |text: &Option<String>| text.as_ref().map_or(0, String::len);
+    FIXED
+        + match event {
+            SessionEvent::SystemPrompt { text }
+            | SessionEvent::Reasoning { text }
+            | SessionEvent::Output { text } => text.len(),
+            SessionEvent::Message(message) => message.content.iter().map(block).sum(),
+            SessionEvent::ToolCall {
+                id,
+                name,
+                arguments,
+            } => id.len() + name.len() + arguments.len(),
+            SessionEvent::ToolResult {
+                tool_call_id,
+                content,
+                stdout,
+                stderr,
+                ..
+            } => tool_call_id.len() + content.len() + text(stdout) + text(stderr),
+            SessionEvent::CallRequest {
+                model,
+                parameters,
+                tools,
+                ..
+            } => model.len() + parameters.len() + tools.len(),
+            SessionEvent::CallWire { format, wire } => format.len() + wire.len(),
+            SessionEvent::WorkspaceSnapshot {
+                snapshot,
+                changes,
+                skipped,
+            } => {
+                snapshot.len()
+                    + changes.len() * FIXED
+                    + skipped.iter().map(|s| FIXED + s.len()).sum::<usize>()
+            }
+            SessionEvent::ShellCommand {
+                command,
+                cwd,
+                stdout,
+                stderr,
+                ..
+            } => command.len() + cwd.len() + stdout.tail.len() + stderr.tail.len(),
+            // The rest hold a few short fields.
+            _ => FIXED,
+        }
+}
+
+/// Turns read from the store, kept for the lookups after: a turn once complete never changes,
+/// so the next request that is answered from it (an agent loop's next turn, read ahead with
+/// the one before; the same request asked again) is served without a read. Bounded across
+/// the proxy by [`KEPT_TURNS`] and [`KEPT_BYTES`], the oldest dropped first.
+///
+/// A turn is kept for one reading of its session (an index's `generation`) and only after it
+/// held what that reading keyed for it. A refresh that finds the session may have changed
+/// (its stamp is not the one taken before the last read) starts a new reading, so a session
+/// appended to, replaced, cut short or changed in place is never answered from what was kept
+/// of it before: only a session the store says is unchanged is.
+#[derive(Debug, Default)]
+struct Kept {
+    turns: Mutex<KeptTurns>,
+    /// The last generation handed out.
+    generations: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct KeptTurns {
+    /// Oldest first.
+    turns: VecDeque<KeptTurn>,
+    bytes: usize,
+}
+
+#[derive(Debug)]
+struct KeptTurn {
+    session_id: String,
+    generation: u64,
+    first_sequence: u64,
+    last_sequence: u64,
+    bytes: usize,
+    turn: ReplayTurn,
+}
+
+impl KeptTurn {
+    fn is(&self, session_id: &str, generation: u64, turn: &IndexedTurn) -> bool {
+        self.generation == generation
+            && self.first_sequence == turn.first_sequence
+            && self.last_sequence == turn.last_sequence
+            && self.session_id == session_id
+    }
+}
+
+impl Kept {
+    fn lock(&self) -> std::sync::MutexGuard<'_, KeptTurns> {
+        // A list of turns and their sum: a panic between the two leaves at worst a sum a
+        // little off, which only moves when the next turn is dropped.
+        self.turns.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn next_generation(&self) -> u64 {
+        self.generations.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Turn `turn` of the reading `generation` of `session_id`, if kept.
+    fn get(&self, session_id: &str, generation: u64, turn: &IndexedTurn) -> Option<ReplayTurn> {
+        let kept = self.lock();
+        kept.turns
+            .iter()
+            .rev()
+            .find(|kept| kept.is(session_id, generation, turn))
+            .map(|kept| kept.turn.clone())
+    }
+
+    fn has(&self, session_id: &str, generation: u64, turn: &IndexedTurn) -> bool {
+        self.lock()
+            .turns
+            .iter()
+            .any(|kept| kept.is(session_id, generation, turn))
+    }
+
+    /// Keeps `read`, turn `turn` of the reading `generation` of `session_id`, `bytes` long;
+    /// a turn over [`KEPT_TURN_BYTES`] is not kept.
+    fn keep(
+        &self,
+        session_id: &str,
+        generation: u64,
+        turn: &IndexedTurn,
+        read: &ReplayTurn,
+        bytes: usize,
+    ) {
+        if bytes > KEPT_TURN_BYTES {
+            return;
+        }
+        let mut kept = self.lock();
+        if kept
+            .turns
+            .iter()
+            .any(|kept| kept.is(session_id, generation, turn))
+        {
+            return;
+        }
+        while kept.turns.len() >= KEPT_TURNS || kept.bytes + bytes > KEPT_BYTES {
+            let Some(oldest) = kept.turns.pop_front() else {
+                break;
+            };
+            kept.bytes = kept.bytes.saturating_sub(oldest.bytes);
+        }
+        kept.bytes += bytes;
+        kept.turns.push_back(KeptTurn {
+            session_id: session_id.to_owned(),
+            generation,
+            first_sequence: turn.first_sequence,
+            last_sequence: turn.last_sequence,
+            bytes,
+            turn: read.clone(),
+        });
+    }
+
+    /// Drops every turn kept of `session_id`: its index is being read anew.
+    fn forget(&self, session_id: &str) {
+        let mut kept = self.lock();
+        let before = kept.turns.len();
+        kept.turns.retain(|kept| kept.session_id != session_id);
+        if kept.turns.len() != before {
+            kept.bytes = kept.turns.iter().map(|kept| kept.bytes).sum();
+        }
+    }
+
+    /// How many turns are kept.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().turns.len()
+    }
+}
+
 /// What a refresh keeps: the index up to its last complete turn and the mark after it.
 #[derive(Debug, Clone, Copy, Default)]
 struct Committed {
@@ -414,6 +759,11 @@ struct Committed {
 struct Entry {
     index: Arc<TurnIndex>,
     committed: Committed,
+    /// The store's stamp of the session taken before the read that brought the index up to
+    /// date ([`cuca_events::SessionBackend::stamp`]); `None` when the store gives none or
+    /// the last refresh failed. While the store still gives this stamp, the session has not
+    /// changed since, and a refresh reads nothing.
+    stamp: Option<SessionStamp>,
     last_used: u64,
 }
 
@@ -424,26 +774,31 @@ enum Refreshed {
 }
 
 impl Entry {
-    /// Reads what the session gained since the last refresh into the index.
+    /// Reads what the session gained since the last refresh into the index: nothing when
+    /// the store's stamp of the session is the one taken before the last read.
     fn refresh(&mut self) -> Result<(), PluginError> {
         // A turn read that did not hold what was keyed: the whole index is suspect.
         if self.index.changed.swap(false, Ordering::AcqRel) {
-            let index = Arc::make_mut(&mut self.index);
-            index.turns = Vec::new();
-            index.messages = Vec::new();
-            self.committed = Committed::default();
+            self.reset();
         }
+        // Taken before the read: whatever is appended from now on, by this process or
+        // another, changes the next stamp, so a refresh that skips on it misses nothing.
+        let stamp = self.index.replay.backend().stamp(&self.index.session_id);
+        if stamp.is_some() && stamp == self.stamp {
+            return Ok(());
+        }
+        // The session may have changed, in place too: the turns kept of it are read again,
+        // and checked again against what the index keyed, when they are next asked for.
+        self.renew();
         // A stale mark rebuilds from the start once; a second stale read in a row means the
         // file keeps changing under the read.
         for _ in 0..2 {
             match self.read_on()? {
-                Refreshed::Read => return Ok(()),
-                Refreshed::Stale => {
-                    let index = Arc::make_mut(&mut self.index);
-                    index.turns = Vec::new();
-                    index.messages = Vec::new();
-                    self.committed = Committed::default();
+                Refreshed::Read => {
+                    self.stamp = stamp;
+                    return Ok(());
                 }
+                Refreshed::Stale => self.reset(),
             }
         }
         Err(PluginError::Backend {
@@ -454,6 +809,25 @@ impl Entry {
             ),
             source: None,
         })
+    }
+
+    /// Drops the index, to read the session from its start.
+    fn reset(&mut self) {
+        let index = Arc::make_mut(&mut self.index);
+        index.turns = Vec::new();
+        index.messages = Vec::new();
+        self.committed = Committed::default();
+        self.renew();
+    }
+
+    /// Makes the index a new reading of the session, whose turns are kept apart from the
+    /// old one's: what was kept of it is dropped, and what a lookup still holding the old
+    /// index reads and keeps is never served to the new one.
+    fn renew(&mut self) {
+        let index = Arc::make_mut(&mut self.index);
+        index.kept.forget(&index.session_id);
+        index.generation = index.kept.next_generation();
+        self.stamp = None;
     }
 
     fn read_on(&mut self) -> Result<Refreshed, PluginError> {
@@ -600,6 +974,7 @@ struct Inner {
     replay: SessionReplay,
     keys: Arc<Keys>,
     reads: Arc<Reads>,
+    kept: Arc<Kept>,
     entries: Mutex<HashMap<String, Arc<Mutex<Entry>>>>,
     clock: AtomicU64,
     max_sessions: usize,
@@ -619,6 +994,7 @@ impl Indexes {
             replay,
             keys: Arc::new(Keys::new(matching)),
             reads: Arc::default(),
+            kept: Arc::default(),
             entries: Mutex::new(HashMap::new()),
             clock: AtomicU64::new(0),
             max_sessions: max_sessions.max(1),
@@ -668,35 +1044,30 @@ impl Indexes {
     }
 
     /// `base`'s index refreshed, then, with `conversations` set, its conversations' as
-    /// [`Indexes::conversations`] hands them back.
+    /// [`Indexes::conversations`] hands them back. When none of the sessions to refresh can
+    /// have changed since its index was read (the store's stamp of each is the one taken
+    /// before that read), the indexes are handed back at once, with no hop to the blocking
+    /// pool: what an agent loop replaying its recording meets on every turn.
     async fn refreshed(
         &self,
         base: &str,
         conversations: Option<Option<Key>>,
     ) -> Result<Vec<(String, Arc<TurnIndex>)>, String> {
+        if let Ok(Some(current)) = self
+            .0
+            .gather(base, conversations, |inner, id| Ok(inner.current(id)))
+        {
+            return Ok(current);
+        }
         let inner = Arc::clone(&self.0);
         let name = base.to_owned();
         let base = base.to_owned();
         let refreshed = tokio::task::spawn_blocking(move || {
-            let mut out = vec![(base.clone(), inner.refresh(&base)?)];
-            if let Some(first) = conversations {
-                for n in 1.. {
-                    let id = cuca_events::conversation_session_id(&base, n);
-                    let index = match (first, inner.indexed(&id)) {
-                        (Some(asked), Some(kept))
-                            if kept.first_key().is_some_and(|key| key != asked) =>
-                        {
-                            kept
-                        }
-                        _ => inner.refresh(&id)?,
-                    };
-                    if index.is_empty() {
-                        break;
-                    }
-                    out.push((id, index));
-                }
-            }
-            Ok(out)
+            inner
+                .gather(&base, conversations, |inner, id| {
+                    inner.refresh(id).map(Some)
+                })?
+                .ok_or_else(|| format!("session {base:?} has no index"))
         })
         .await;
         match refreshed {
@@ -748,8 +1119,10 @@ impl Inner {
                 self.replay.clone(),
                 Arc::clone(&self.keys),
                 Arc::clone(&self.reads),
+                Arc::clone(&self.kept),
             )),
             committed: Committed::default(),
+            stamp: None,
             last_used: 0,
         }));
         entries.insert(session.to_owned(), Arc::clone(&entry));
@@ -764,6 +1137,68 @@ impl Inner {
             Arc::clone(entries.get(session)?)
         };
         let mut entry = lock(&entry);
+        entry.last_used = self.clock.fetch_add(1, Ordering::Relaxed);
+        Some(Arc::clone(&entry.index))
+    }
+
+    /// `base`'s index from `get`, then, with `conversations` set, its conversations' as
+    /// [`Indexes::conversations`] hands them back: each that a request with that first
+    /// message can be answered from from `get`, the rest as last read. `None` when `get` has
+    /// none for one of them.
+    #[allow(clippy::type_complexity)]
+    fn gather(
+        &self,
+        base: &str,
+        conversations: Option<Option<Key>>,
+        get: impl Fn(&Inner, &str) -> Result<Option<Arc<TurnIndex>>, String>,
+    ) -> Result<Option<Vec<(String, Arc<TurnIndex>)>>, String> {
+        let Some(index) = get(self, base)? else {
+            return Ok(None);
+        };
+        let mut out = vec![(base.to_owned(), index)];
+        if let Some(first) = conversations {
+            for n in 1.. {
+                let id = cuca_events::conversation_session_id(base, n);
+                let index = match (first, self.indexed(&id)) {
+                    (Some(asked), Some(kept))
+                        if kept.first_key().is_some_and(|key| key != asked) =>
+                    {
+                        kept
+                    }
+                    _ => match get(self, &id)? {
+                        Some(index) => index,
+                        None => return Ok(None),
+                    },
+                };
+                if index.is_empty() {
+                    break;
+                }
+                out.push((id, index));
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// The session's index, when the store says the session has not changed since it was
+    /// read (its stamp is the one taken before that read); `None` when it may have, or when
+    /// a refresh of it is running. One `stat` of its file, on the caller's thread: no read,
+    /// no hop to the blocking pool.
+    fn current(&self, session: &str) -> Option<Arc<TurnIndex>> {
+        let entry = {
+            // The map holds no invariant a panic could break halfway.
+            let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(entries.get(session)?)
+        };
+        // A refresh running holds the entry: the caller takes the blocking path and waits
+        // for it there, not here.
+        let mut entry = entry.try_lock().ok()?;
+        if entry.stamp.is_none() || entry.index.changed.load(Ordering::Acquire) {
+            return None;
+        }
+        let stamp = self.replay.backend().stamp(session);
+        if stamp != entry.stamp {
+            return None;
+        }
         entry.last_used = self.clock.fetch_add(1, Ordering::Relaxed);
         Some(Arc::clone(&entry.index))
     }

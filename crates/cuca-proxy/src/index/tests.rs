@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use cuca_events::{
-    Message, MessageContentBlock, Role, SessionBackend, SessionEvent, SessionRecord,
+    Message, MessageContentBlock, PluginError, ReadAfter, ReadMark, Role, SessionBackend,
+    SessionEvent, SessionRecord, SessionStamp,
 };
 use cuca_replay::SessionReplay;
 use cuca_store_file::FileBackend;
@@ -399,4 +400,247 @@ async fn only_the_conversations_a_request_can_match_are_read_on() {
     );
     let found = indexes.conversations("harness", Some(third)).await.unwrap();
     assert_eq!(found.len(), 5);
+}
+
+/// A store that counts the reads made of it (`replay_after`, what a refresh and a turn read
+/// both go through) and hands on everything else, the stamp included.
+#[derive(Debug)]
+struct Counting {
+    inner: FileBackend,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl Counting {
+    fn reads(&self) -> usize {
+        self.reads.load(Ordering::SeqCst)
+    }
+}
+
+impl SessionBackend for Counting {
+    fn name(&self) -> &str {
+        "counting"
+    }
+    fn append(&self, record: SessionRecord) -> Result<(), PluginError> {
+        self.inner.append(record)
+    }
+    fn replay(&self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {
+        self.inner.replay(session_id)
+    }
+    fn replay_after(
+        &self,
+        session_id: &str,
+        after: &ReadMark,
+        visit: &mut dyn FnMut(
+            cuca_events::ReplayedRecord<'_>,
+            &ReadMark,
+        ) -> Result<(), PluginError>,
+    ) -> Result<ReadAfter, PluginError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.replay_after(session_id, after, visit)
+    }
+    fn stamp(&self, session_id: &str) -> Option<SessionStamp> {
+        self.inner.stamp(session_id)
+    }
+    fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {
+        self.inner.fork(session_id, point_id)
+    }
+    fn sessions(&self) -> Result<Vec<String>, PluginError> {
+        self.inner.sessions()
+    }
+    fn gauge(&self) -> cuca_events::BackendGauge {
+        self.inner.gauge()
+    }
+}
+
+fn counting(dir: &std::path::Path) -> (Arc<Counting>, Indexes) {
+    let backend = Arc::new(Counting {
+        inner: FileBackend::new(dir).unwrap(),
+        reads: Default::default(),
+    });
+    let shared: Arc<dyn SessionBackend> = backend.clone();
+    (
+        backend,
+        Indexes::new(SessionReplay::new(shared), defaults()),
+    )
+}
+
+/// A lookup of a session whose file has not changed since its index was read reads nothing
+/// (the store's stamp of it is the one taken before that read), and one that another writer
+/// appended to since — another process's handle on the same file — finds what it appended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_session_is_not_read_again_and_another_writers_turn_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = FileBackend::new(dir.path()).unwrap();
+    let mut sequence = 0;
+    for k in 0..3 {
+        append(&writer, turn("demo", k, &mut sequence, 10));
+    }
+    let (store, indexes) = counting(dir.path());
+    assert_eq!(indexes.index("demo").await.unwrap().len(), 3);
+    // The first lookup of its conversations reads the first (none yet) once.
+    let asked = indexes.keys().message(&Message::user("question 0"));
+    assert_eq!(
+        indexes
+            .conversations("demo", Some(asked))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let read = store.reads();
+    assert_eq!(read, 2);
+    for _ in 0..10 {
+        assert_eq!(indexes.index("demo").await.unwrap().len(), 3);
+        let asked = indexes.keys().message(&Message::user("question 0"));
+        let all = indexes.conversations("demo", Some(asked)).await.unwrap();
+        assert_eq!(all.len(), 1);
+    }
+    assert_eq!(store.reads(), read, "an unchanged session read again");
+
+    // Another writer appends a turn after the index was built: the next lookup finds it.
+    append(&writer, turn("demo", 3, &mut sequence, 10));
+    let index = indexes.index("demo").await.unwrap();
+    assert_eq!(index.len(), 4);
+    assert_eq!(
+        index.read_turn(3).await.unwrap().blocks(),
+        [MessageContentBlock::text(format!(
+            "noted 3 {}",
+            "x".repeat(10)
+        ))]
+    );
+    // Half a turn, then the other half: the open turn is read on each time the file grows.
+    let mut next = turn("demo", 4, &mut sequence, 10);
+    let rest = next.split_off(4);
+    append(&writer, next);
+    let index = indexes.index("demo").await.unwrap();
+    assert_eq!(index.len(), 5);
+    assert!(!index.turns()[4].complete);
+    append(&writer, rest);
+    let index = indexes.index("demo").await.unwrap();
+    assert!(index.turns()[4].complete);
+    // A conversation another writer begins is found too.
+    let second = cuca_events::conversation_session_id("demo", 1);
+    append(&writer, asking(&second, "question 0", 0));
+    let asked = indexes.keys().message(&Message::user("question 0"));
+    let all = indexes.conversations("demo", Some(asked)).await.unwrap();
+    assert_eq!(all.len(), 2);
+}
+
+/// An agent loop replays its turns in order: a turn is read with the few after it, and those
+/// are then served without a read of the store, each the turn a load of the session holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_replayed_in_order_are_read_a_few_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = FileBackend::new(dir.path()).unwrap();
+    let n_turns = 30;
+    let mut sequence = 0;
+    for k in 0..n_turns {
+        append(&writer, turn("loop", k, &mut sequence, 10));
+    }
+    let loaded = SessionReplay::new(Arc::new(FileBackend::new(dir.path()).unwrap()))
+        .load("loop")
+        .unwrap();
+    let (store, indexes) = counting(dir.path());
+    let before = store.reads();
+    for (t, expected) in loaded.turns().iter().enumerate() {
+        let index = indexes.index("loop").await.unwrap();
+        assert_eq!(&index.read_turn(t).await.unwrap(), expected, "turn {t}");
+    }
+    // The index's first read, then one read for each turn and the eight after it.
+    let reads = store.reads() - before;
+    let expected = 1 + (n_turns as usize).div_ceil(READ_AHEAD_TURNS + 1);
+    assert_eq!(reads, expected, "{reads} reads for {n_turns} turns");
+    // The same turn asked again is kept too.
+    let index = indexes.index("loop").await.unwrap();
+    let again = store.reads();
+    assert_eq!(
+        &index.read_turn(n_turns as usize - 1).await.unwrap(),
+        loaded.turns().last().unwrap()
+    );
+    assert_eq!(store.reads(), again);
+}
+
+/// What is read ahead and kept is bounded: turns read ahead stop at their budget of bytes,
+/// a long turn is never kept, and the proxy keeps at most its cap of turns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_read_ahead_and_kept_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = FileBackend::new(dir.path()).unwrap();
+    // Answers of 150 KiB: the turn after the asked one fits the read-ahead budget, the one
+    // after that does not.
+    let mut sequence = 0;
+    for k in 0..6 {
+        append(&writer, turn("wide", k, &mut sequence, 150 << 10));
+    }
+    // One answer longer than a kept turn may be.
+    let mut sequence = 0;
+    append(&writer, turn("long", 0, &mut sequence, KEPT_TURN_BYTES + 1));
+    // Many short sessions, each turn kept as it is read.
+    for s in 0..KEPT_TURNS + 10 {
+        let mut sequence = 0;
+        append(&writer, turn(&format!("short-{s}"), 0, &mut sequence, 10));
+    }
+    let (_, indexes) = counting(dir.path());
+    let kept = Arc::clone(&indexes.0.kept);
+
+    let index = indexes.index("wide").await.unwrap();
+    index.read_turn(0).await.unwrap();
+    assert_eq!(kept.len(), 2, "the asked turn and one read ahead");
+
+    let index = indexes.index("long").await.unwrap();
+    index.read_turn(0).await.unwrap();
+    assert_eq!(kept.len(), 2, "a long turn kept");
+
+    for s in 0..KEPT_TURNS + 10 {
+        let index = indexes.index(&format!("short-{s}")).await.unwrap();
+        index.read_turn(0).await.unwrap();
+    }
+    assert_eq!(kept.len(), KEPT_TURNS);
+    assert!(kept.lock().bytes <= KEPT_BYTES);
+}
+
+/// A file replaced since a turn was kept is read anew, and the turn served is the new
+/// file's, though the old one's had the same sequences.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_kept_from_a_replaced_file_is_never_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = FileBackend::new(dir.path()).unwrap();
+    let mut sequence = 0;
+    for k in 0..3 {
+        append(&writer, turn("demo", k, &mut sequence, 10));
+    }
+    let (_, indexes) = counting(dir.path());
+    let index = indexes.index("demo").await.unwrap();
+    let old = index.read_turn(1).await.unwrap();
+    assert_eq!(
+        old.blocks(),
+        [MessageContentBlock::text(format!(
+            "noted 1 {}",
+            "x".repeat(10)
+        ))]
+    );
+
+    writer.close("demo");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other = FileBackend::new(elsewhere.path()).unwrap();
+    let mut sequence = 0;
+    for k in 0..3 {
+        append(&other, turn("demo", k, &mut sequence, 99));
+    }
+    other.close("demo");
+    std::fs::rename(
+        elsewhere.path().join("demo.cslog"),
+        dir.path().join("demo.cslog"),
+    )
+    .unwrap();
+    let index = indexes.index("demo").await.unwrap();
+    let new = index.read_turn(1).await.unwrap();
+    assert_eq!(new.sequence_range(), old.sequence_range());
+    assert_eq!(
+        new.blocks(),
+        [MessageContentBlock::text(format!(
+            "noted 1 {}",
+            "x".repeat(99)
+        ))]
+    );
 }
