@@ -223,3 +223,73 @@ fn a_mark_after_a_record_the_copied_file_does_not_hold_is_stale() {
         assert_eq!(read(&backend, mark), (vec![], ReadAfter::Stale), "{mark:?}");
     }
 }
+
+/// A session's stamp is one `lstat`: it stays while the file does, and changes with an
+/// append by another writer, a file of the same length renamed over it, a compaction and a
+/// file copied over it in place (its times), but not with another session's append.
+#[test]
+fn a_stamp_changes_with_the_file_and_only_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let absent = backend.stamp("demo").unwrap();
+    append_all(&backend, &demo_turn("demo", 0));
+    let first = backend.stamp("demo").unwrap();
+    assert_ne!(first, absent);
+    assert_eq!(backend.stamp("demo"), Some(first));
+    append_all(&backend, &demo_turn("other", 0));
+    assert_eq!(
+        backend.stamp("demo"),
+        Some(first),
+        "another session's append"
+    );
+
+    // Another writer (another handle, as another process has) appends.
+    backend.close("demo");
+    let writer = FileBackend::new(dir.path()).unwrap();
+    append_all(&writer, &demo_turn("demo", 7));
+    writer.close("demo");
+    let grown = backend.stamp("demo").unwrap();
+    assert_ne!(grown, first);
+
+    // A file of the same length, renamed over the session's.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other = FileBackend::new(elsewhere.path()).unwrap();
+    append_all(&other, &demo_turn("demo", 0));
+    append_all(&other, &demo_turn("demo", 7));
+    other.close("demo");
+    let path = dir.path().join("demo.cslog");
+    let replacement = elsewhere.path().join("demo.cslog");
+    assert_eq!(
+        std::fs::metadata(&replacement).unwrap().len(),
+        std::fs::metadata(&path).unwrap().len()
+    );
+    std::fs::rename(&replacement, &path).unwrap();
+    let renamed = backend.stamp("demo").unwrap();
+    assert_ne!(renamed, grown, "a file renamed over the session's");
+
+    // Another recording of the same length copied over it in place: the same inode, and
+    // another modification time (set here, where a clock tick would pass between the two).
+    let copied = FileBackend::new(elsewhere.path()).unwrap();
+    append_all(&copied, &demo_turn("demo", 0));
+    append_all(&copied, &demo_turn("demo", 7));
+    copied.close("demo");
+    std::fs::copy(&replacement, &path).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400))
+        .unwrap();
+    assert_ne!(
+        backend.stamp("demo"),
+        Some(renamed),
+        "a file copied over in place"
+    );
+
+    // Compacted: the compacted file's stamp, kept while it stands.
+    let stamp = backend.stamp("demo");
+    backend.compact("demo").unwrap();
+    let compacted = backend.stamp("demo").unwrap();
+    assert_ne!(Some(compacted), stamp);
+    assert_eq!(backend.stamp("demo"), Some(compacted));
+}

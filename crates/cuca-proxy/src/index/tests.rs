@@ -550,6 +550,10 @@ async fn turns_replayed_in_order_are_read_a_few_at_a_time() {
     let reads = store.reads() - before;
     let expected = 1 + (n_turns as usize).div_ceil(READ_AHEAD_TURNS + 1);
     assert_eq!(reads, expected, "{reads} reads for {n_turns} turns");
+    assert!(
+        reads * 4 <= n_turns as usize,
+        "{reads} reads for {n_turns} turns"
+    );
     // The same turn asked again is kept too.
     let index = indexes.index("loop").await.unwrap();
     let again = store.reads();
