@@ -964,6 +964,9 @@ impl Builder<'_> {
     }
 }
 
+/// Sessions' indexes by id, in order: a session and its conversations.
+type Conversations = Vec<(String, Arc<TurnIndex>)>;
+
 /// The indexes of one proxy, by session id.
 #[derive(Debug)]
 pub(crate) struct Indexes(Arc<Inner>);
@@ -1145,13 +1148,12 @@ impl Inner {
     /// [`Indexes::conversations`] hands them back: each that a request with that first
     /// message can be answered from from `get`, the rest as last read. `None` when `get` has
     /// none for one of them.
-    #[allow(clippy::type_complexity)]
     fn gather(
         &self,
         base: &str,
         conversations: Option<Option<Key>>,
         get: impl Fn(&Inner, &str) -> Result<Option<Arc<TurnIndex>>, String>,
-    ) -> Result<Option<Vec<(String, Arc<TurnIndex>)>>, String> {
+    ) -> Result<Option<Conversations>, String> {
         let Some(index) = get(self, base)? else {
             return Ok(None);
         };
