@@ -280,6 +280,9 @@ pub(crate) struct TurnIndex {
     /// and read from the start, so a turn kept from an earlier reading is never served from
     /// this one.
     generation: u64,
+    /// Whether the store stamps the session ([`cuca_events::SessionBackend::stamp`]): only
+    /// then does a reading outlast one lookup, so only then are turns read ahead and kept.
+    stamped: bool,
     /// Set when a turn read to answer from did not hold what the index keyed for it: the
     /// file changed under the index in a way its marks did not show (see
     /// [`TurnIndex::read_turn`]). The next refresh reads the session from its start.
@@ -303,6 +306,7 @@ impl TurnIndex {
             keys,
             reads,
             generation: kept.next_generation(),
+            stamped: false,
             kept,
             changed: Arc::default(),
         }
@@ -389,12 +393,17 @@ impl TurnIndex {
     /// turns after it too ([`TurnIndex::read_ahead`]): an agent loop replays its turns in
     /// order, so the next request's turn is then kept, and costs no hop to the blocking pool
     /// and no read of the file. Each complete turn read that holds what the index keyed for
-    /// it is kept.
+    /// it is kept. A store that gives no stamp has every lookup read the session on, which
+    /// starts a new reading each time: there the turn is read alone and nothing is kept.
     async fn read_turn_now(&self, turn_idx: usize, turn: IndexedTurn) -> TurnRead {
         let replay = self.replay.clone();
         let id = self.session_id.clone();
         let range = turn.sequence_range();
-        let ahead = self.read_ahead(turn_idx);
+        let ahead = if self.stamped {
+            self.read_ahead(turn_idx)
+        } else {
+            Vec::new()
+        };
         let through = ahead.last().map_or(turn.last_sequence, |t| t.last_sequence);
         let start = turn.start;
         // The last sequence of the asked turn and of each read ahead, in order.
@@ -448,7 +457,7 @@ impl TurnIndex {
                     _ => return Err(changed()),
                 };
                 let mut sizes = sizes.into_iter();
-                if let (true, Some(bytes)) = (turn.complete, sizes.next()) {
+                if let (true, Some(bytes)) = (turn.complete && self.stamped, sizes.next()) {
                     self.kept
                         .keep(&self.session_id, self.generation, &turn, &asked, bytes);
                 }
@@ -796,6 +805,8 @@ impl Entry {
             match self.read_on()? {
                 Refreshed::Read => {
                     self.stamp = stamp;
+                    // The read made the index this entry's own: no copy is made here.
+                    Arc::make_mut(&mut self.index).stamped = stamp.is_some();
                     return Ok(());
                 }
                 Refreshed::Stale => self.reset(),

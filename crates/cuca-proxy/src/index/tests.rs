@@ -408,6 +408,8 @@ async fn only_the_conversations_a_request_can_match_are_read_on() {
 struct Counting {
     inner: FileBackend,
     reads: std::sync::atomic::AtomicUsize,
+    /// Whether it hands on the file store's stamps, or gives none (the trait's default).
+    stamps: bool,
 }
 
 impl Counting {
@@ -439,7 +441,7 @@ impl SessionBackend for Counting {
         self.inner.replay_after(session_id, after, visit)
     }
     fn stamp(&self, session_id: &str) -> Option<SessionStamp> {
-        self.inner.stamp(session_id)
+        self.inner.stamp(session_id).filter(|_| self.stamps)
     }
     fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {
         self.inner.fork(session_id, point_id)
@@ -453,9 +455,14 @@ impl SessionBackend for Counting {
 }
 
 fn counting(dir: &std::path::Path) -> (Arc<Counting>, Indexes) {
+    counting_with(dir, true)
+}
+
+fn counting_with(dir: &std::path::Path, stamps: bool) -> (Arc<Counting>, Indexes) {
     let backend = Arc::new(Counting {
         inner: FileBackend::new(dir).unwrap(),
         reads: Default::default(),
+        stamps,
     });
     let shared: Arc<dyn SessionBackend> = backend.clone();
     (
@@ -646,5 +653,38 @@ async fn a_turn_kept_from_a_replaced_file_is_never_served() {
             "noted 1 {}",
             "x".repeat(99)
         ))]
+    );
+}
+
+/// A store that gives no stamp is read on at every lookup, as before stamps, and each turn
+/// is read alone: nothing is read ahead or kept, since the next lookup's reading would drop
+/// it unused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_stamps_every_lookup_reads_on_and_each_turn_is_read_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = FileBackend::new(dir.path()).unwrap();
+    let n_turns = 10;
+    let mut sequence = 0;
+    for k in 0..n_turns {
+        append(&writer, turn("plain", k, &mut sequence, 10));
+    }
+    let (store, indexes) = counting_with(dir.path(), false);
+    let kept = Arc::clone(&indexes.0.kept);
+    for t in 0..n_turns as usize {
+        let index = indexes.index("plain").await.unwrap();
+        assert_eq!(index.len(), n_turns as usize);
+        index.read_turn(t).await.unwrap();
+    }
+    assert_eq!(
+        store.reads(),
+        2 * n_turns as usize,
+        "a refresh and a turn each"
+    );
+    assert_eq!(kept.len(), 0);
+    // Another writer's turn is found, as ever.
+    append(&writer, turn("plain", n_turns, &mut sequence, 10));
+    assert_eq!(
+        indexes.index("plain").await.unwrap().len(),
+        n_turns as usize + 1
     );
 }
