@@ -36,7 +36,9 @@ mod plugin;
 mod point;
 mod session_id;
 
-pub use backend::{replay_after_counting, BackendGauge, ReadAfter, ReadMark, SessionBackend};
+pub use backend::{
+    replay_after_counting, AppendRefused, BackendGauge, ReadAfter, ReadMark, SessionBackend,
+};
 pub use error::{BoxError, PluginError};
 pub use event::{
     CapturedStream, FileChange, FileChangeKind, ReplayedRecord, SessionEvent, SessionRecord,
