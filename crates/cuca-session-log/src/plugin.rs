@@ -76,6 +76,8 @@ struct Cursor {
     /// What redaction replaced in the records stored since [`SessionLogPlugin::take_redacted`]
     /// was last called.
     redacted: Counts,
+    /// Where the last request's digest left off, for the next request's.
+    digests: crate::call::DigestChain,
 }
 
 impl Cursor {
@@ -776,7 +778,8 @@ impl SessionLogPlugin {
         if self.call_metadata {
             let written = written!(|| Some(crate::call::request_event(request, sent)));
             first = first.or(written);
-            written!(|| Some(crate::call::digest_event(request)));
+            let digest = crate::call::digest_event(request, &mut cursor.digests);
+            written!(|| Some(digest.clone()));
         }
         Ok(Ok(first))
     }
