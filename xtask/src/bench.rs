@@ -293,7 +293,12 @@ use Source::{CalllogP99, CliScale, Criterion as C, Interleaved as I, JournalRss,
 
 /// The results files benches write beside `peers-sizes.json`, read whole into
 /// [`Results::json`] for [`Source::Json`] rows.
-const RESULT_FILES: &[&str] = &["clients-interleaved", "proxy-ttfb", "proxy-postgres"];
+const RESULT_FILES: &[&str] = &[
+    "clients-interleaved",
+    "proxy-ttfb",
+    "proxy-cpu",
+    "proxy-postgres",
+];
 
 /// A figure of the clients bench's interleaved comparison.
 const fn k(group: &'static str, contender: &'static str) -> Source {
@@ -379,6 +384,11 @@ const ROWS: &[Row] = &[
     row("recording proxy, time to first byte", C("proxy_ttfb/recording"), "direct to upstream", C("proxy_ttfb/direct"), Cost, Info),
     row("what the recording proxy adds to time to first byte, p99", Source::JsonDiff("proxy-ttfb", "p99", "recording", "direct"), "direct to upstream, p99", Source::Json("proxy-ttfb", "p99", "direct"), Cost, Below(1e6)),
     row("what the recording proxy adds to time to first byte, p99", Source::JsonDiff("proxy-ttfb", "p99", "recording", "passthrough"), "pass-through proxy, p99", Source::Json("proxy-ttfb", "p99", "passthrough"), Cost, Info),
+    // The proxy's own CPU per streamed chunk (its threads only, the kernel's count): what
+    // recording adds over passing the chunk through is at most 2 µs.
+    row("proxy CPU per streamed chunk, recording", Source::Json("proxy-cpu", "per_chunk", "recording"), "pass-through proxy's CPU per chunk", Source::Json("proxy-cpu", "per_chunk", "passthrough"), Cost, Info),
+    row("what recording adds to the proxy's CPU per streamed chunk", Source::JsonDiff("proxy-cpu", "per_chunk", "recording", "passthrough"), "pass-through proxy's CPU per chunk", Source::Json("proxy-cpu", "per_chunk", "passthrough"), Cost, Below(2000.0)),
+    row("what recording adds to the proxy's CPU per streamed chunk, redaction off", Source::JsonDiff("proxy-cpu", "per_chunk", "recording_unredacted", "passthrough"), "pass-through proxy's CPU per chunk", Source::Json("proxy-cpu", "per_chunk", "passthrough"), Cost, Info),
     // Recording into PostgreSQL (pipelined) costs a caller ≤ 2× recording into a file.
     row("proxy recording a 1,000-chunk stream into PostgreSQL", Source::Json("proxy-postgres", "stream_1000", "postgres"), "into a FileBackend", Source::Json("proxy-postgres", "stream_1000", "file"), Cost, AtMost(2.0)),
     row("proxy recording a 1,000-chunk stream, a commit per record", Source::Json("proxy-postgres", "stream_1000", "postgres_commit"), "into a FileBackend", Source::Json("proxy-postgres", "stream_1000", "file"), Cost, Info),

@@ -55,6 +55,18 @@ pub enum ReadAfter {
     Stale,
 }
 
+/// What [`SessionBackend::append_all`] returns when it could not store every record: how
+/// many were stored, from the first, and why the next one was not.
+#[derive(Debug, thiserror::Error)]
+#[error("{stored} of the records were stored; the next was refused: {error}")]
+pub struct AppendRefused {
+    /// The records stored before the refusal, from the first.
+    pub stored: usize,
+    /// Why the record after them was not stored, as [`SessionBackend::append`] says it.
+    #[source]
+    pub error: PluginError,
+}
+
 /// What a store knows a session's stored state by at one moment, cheaply
 /// ([`SessionBackend::stamp`]): two equal stamps of one session, taken at two moments, mean
 /// that nothing was appended to it, and it was not replaced or cut short, in between.
@@ -98,6 +110,41 @@ pub trait SessionBackend: Send + Sync + std::fmt::Debug {
     /// * **`record.session_id` must pass [`crate::validate_session_id`]**, or the append is
     ///   refused with [`PluginError::Validation`] (a store may refuse more ids, and says which).
     fn append(&self, record: SessionRecord) -> Result<(), PluginError>;
+
+    /// Appends `records`, in order, each under [`Self::append`]'s contract: records of one
+    /// session, each sequence above the one before it. A store may write them together (the
+    /// file store writes them in one `write`); the default appends them one by one.
+    ///
+    /// For a writer that has several records ready at once (an answer's streamed blocks held
+    /// back for redaction and released together), so that it pays one write for them, not
+    /// one each. It changes nothing a reader sees: an `Ok` means every record is stored, as
+    /// after as many `append`s.
+    ///
+    /// A refusal says how many of the records, from the first, were stored before it
+    /// ([`AppendRefused::stored`]); the rest were not. Its error is the one `append` would
+    /// have returned for the first record not stored.
+    ///
+    /// ```
+    /// use cuca_events::{SessionBackend, SessionEvent, SessionRecord};
+    /// # fn demo(backend: &dyn SessionBackend) -> Result<(), cuca_events::AppendRefused> {
+    /// let records = (0..3)
+    ///     .map(|sequence| SessionRecord {
+    ///         session_id: "demo".into(),
+    ///         sequence,
+    ///         timestamp_ms: 0,
+    ///         event: SessionEvent::Output { text: format!("block {sequence}") },
+    ///     })
+    ///     .collect();
+    /// backend.append_all(records)?;
+    /// # Ok(()) }
+    /// ```
+    fn append_all(&self, records: Vec<SessionRecord>) -> Result<(), AppendRefused> {
+        for (stored, record) in records.into_iter().enumerate() {
+            self.append(record)
+                .map_err(|error| AppendRefused { stored, error })?;
+        }
+        Ok(())
+    }
 
     /// Checks, before a caller does work it could not record, that `session_id` can be
     /// appended to now: the id is one this store takes, and no other writer holds the

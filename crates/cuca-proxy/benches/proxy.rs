@@ -44,6 +44,12 @@
 //!   recorded: directly, through a recording proxy (a new session each loop) and through a
 //!   replaying proxy over its recording (the targets: each ≤ 2× direct).
 //!
+//! * first of all, the proxy's own CPU per streamed chunk: the pass-through floor and the
+//!   recording proxy (default redaction, and none) on a runtime of their own, whose threads'
+//!   CPU the kernel counts (`/proc/self/task/*/schedstat`), `N_CHUNKS` calls interleaved;
+//!   printed and written to `target/cuca-bench/proxy-cpu.json` (the target: recording adds
+//!   at most 2 µs a chunk to what passing it through costs).
+//!
 //! Why time to first byte is not taken on the long stream: an upstream that has a thousand
 //! events ready at once (no model does; llama-server writes each as it is generated) keeps
 //! the bench's two cores busy forwarding and recording the burst, and the first byte then
@@ -1086,6 +1092,118 @@ fn bench_loop(c: &mut Criterion) {
     group.finish();
 }
 
+/// The name of the threads of [`bench_cpu`]'s proxy runtime, by which their CPU is counted.
+const PROXY_THREADS: &str = "proxy-measured";
+/// Interleaved rounds of [`bench_cpu`].
+const CPU_ROUNDS: usize = 31;
+
+/// CPU time, in nanoseconds, that the kernel counted for this process's threads named
+/// [`PROXY_THREADS`] (`/proc/self/task/*/schedstat`: time on a CPU, to the nanosecond).
+fn proxy_cpu() -> u64 {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let task = task.unwrap().path();
+        // A thread may end between the listing and the reads: it is then not counted.
+        let Ok(comm) = std::fs::read_to_string(task.join("comm")) else {
+            continue;
+        };
+        if comm.trim_end() != PROXY_THREADS {
+            continue;
+        }
+        if let Ok(stat) = std::fs::read_to_string(task.join("schedstat")) {
+            total += stat
+                .split_whitespace()
+                .next()
+                .and_then(|ns| ns.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// The proxy's own CPU per streamed chunk: the pass-through floor and the recording proxy
+/// (default redaction, and none) run on a runtime of their own, whose threads' CPU is read
+/// from the kernel before and after each `N_CHUNKS` call, the routes interleaved. The client
+/// and the upstream run on the bench's runtime and are not counted. Printed, and written to
+/// `target/cuca-bench/proxy-cpu.json` (nanoseconds per chunk, median of [`CPU_ROUNDS`]) for
+/// `cargo xtask bench`'s table.
+fn bench_cpu(_: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let proxies = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(PROXY_THREADS)
+        // Its blocking threads stay, so no counted thread ends (and takes its count with it)
+        // between two reads.
+        .thread_keep_alive(Duration::from_secs(3_600))
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = runtime.block_on(upstream(events()));
+    let routes = proxies.block_on(async {
+        [
+            ("passthrough", passthrough(upstream.clone()).await),
+            ("recording", recording(upstream.clone(), dir.path()).await),
+            (
+                "recording_unredacted",
+                recording_with(upstream.clone(), &dir.path().join("unredacted"), false).await,
+            ),
+        ]
+    });
+    let client = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .build()
+        .unwrap();
+    let mut per_chunk: [Vec<u64>; 3] = Default::default();
+    runtime.block_on(async {
+        for round in 0..=CPU_ROUNDS {
+            for (i, (_, base)) in routes.iter().enumerate() {
+                let before = proxy_cpu();
+                call(&client, base).await;
+                // What the proxy does after the caller's last byte (the call's closing
+                // records) belongs to the call.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let used = proxy_cpu() - before;
+                // Round 0 warms the connections and the session.
+                if round > 0 {
+                    per_chunk[i].push(used / N_CHUNKS);
+                }
+            }
+        }
+    });
+    let medians: Vec<u64> = per_chunk
+        .iter_mut()
+        .map(|v| {
+            v.sort_unstable();
+            v[v.len() / 2]
+        })
+        .collect();
+    cuca_bench::write_result(
+        "proxy-cpu",
+        &serde_json::json!({
+            "per_chunk": routes
+                .iter()
+                .zip(&medians)
+                .map(|((name, _), ns)| ((*name).to_owned(), serde_json::json!(*ns as f64)))
+                .collect::<serde_json::Map<_, _>>()
+        }),
+    )
+    .unwrap();
+    println!(
+        "proxy CPU per chunk ({CPU_ROUNDS} interleaved {N_CHUNKS}-chunk calls each, the proxy's threads only): pass-through {} ns, recording {} ns, recording with redaction off {} ns; recording adds {} ns over the pass-through",
+        medians[0],
+        medians[1],
+        medians[2],
+        medians[1].saturating_sub(medians[0]),
+    );
+    drop(routes);
+    proxies.shutdown_background();
+}
+
 // The replay rows first: they write nothing, so the interleaved time-to-first-byte run that
 // opens `bench` still finds a quiet disk.
 // The whole loops last: recording them writes a thousand turns each.
@@ -1093,6 +1211,7 @@ criterion_group!(
     benches,
     bench_replay,
     bench_replay_conversations,
+    bench_cpu,
     bench,
     bench_loop
 );

@@ -377,42 +377,49 @@ struct Recorder {
 }
 
 impl Recorder {
-    async fn block(&mut self, block: &MessageContentBlock, index: u64) {
-        if self.failure.is_some() {
+    /// Records blocks decoded together (from one read of the upstream's body), the first at
+    /// `first` in the answer: as they came, or through the held text when anything is
+    /// redacted or aliased. What is ready together is written together.
+    fn blocks(&mut self, blocks: Vec<MessageContentBlock>, first: u64) {
+        if self.failure.is_some() || blocks.is_empty() {
             return;
         }
         let keep = Keep::of(&self.rules, &self.aliases);
-        if keep.is_nothing() {
-            return self.write(block, index).await;
-        }
-        let mut ready = Vec::new();
-        self.held
-            .push(&keep, index, block.clone(), &mut ready, &mut self.redacted);
-        for (index, block) in ready {
-            self.write(&block, index).await;
-        }
+        let ready = if keep.is_nothing() {
+            (first..).zip(blocks).collect()
+        } else {
+            let mut ready = Vec::new();
+            for (index, block) in (first..).zip(blocks) {
+                self.held
+                    .push(&keep, index, block, &mut ready, &mut self.redacted);
+            }
+            ready
+        };
+        self.write(ready);
     }
 
     /// Writes what is still held of the answer's text, redacted.
-    async fn release_held(&mut self) {
+    fn release_held(&mut self) {
         let keep = Keep::of(&self.rules, &self.aliases);
         if keep.is_nothing() {
             return;
         }
         let mut ready = Vec::new();
         self.held.finish(&keep, &mut ready, &mut self.redacted);
-        for (index, block) in ready {
-            self.write(&block, index).await;
-        }
+        self.write(ready);
     }
 
-    async fn write(&mut self, block: &MessageContentBlock, index: u64) {
-        if self.failure.is_some() {
+    /// Writes `ready` (each block with its index in the answer) in one append.
+    fn write(&mut self, ready: Vec<(u64, MessageContentBlock)>) {
+        if self.failure.is_some() || ready.is_empty() {
             return;
         }
-        if let Err(error) = self.slot.plugin.on_stream_chunk(block).await {
+        let (indices, blocks): (Vec<u64>, Vec<MessageContentBlock>) = ready.into_iter().unzip();
+        if let Err(refused) = self.slot.plugin.record_blocks(&blocks) {
+            let index = indices.get(refused.stored).copied().unwrap_or_default();
             let message = format!(
-                "block {index} of the answer could not be recorded ({error}); it and the blocks after it are not in the session"
+                "block {index} of the answer could not be recorded ({}); it and the blocks after it are not in the session",
+                refused.error
             );
             tracing::error!(session = %self.session, "{message}");
             self.failure = Some(message);
@@ -430,7 +437,7 @@ impl Recorder {
         summary: Option<&StreamSummary>,
         duration: Duration,
     ) -> Option<String> {
-        self.release_held().await;
+        self.release_held();
         let mut missing = std::mem::take(&mut self.missing);
         missing.extend(self.failure.clone());
         let mut failure = self.failure.clone();
@@ -574,7 +581,7 @@ impl Pump {
                 Ok(Ok(())) => {}
             }
             self.rows.capture(&bytes);
-            self.tee(&bytes, &mut decoded).await;
+            self.tee(&bytes, &mut decoded);
         };
         let duration = self.started.elapsed();
         self.note_unread(duration).await;
@@ -671,7 +678,7 @@ impl Pump {
         }
     }
 
-    async fn tee(&mut self, bytes: &Bytes, decoded: &mut Vec<MessageContentBlock>) {
+    fn tee(&mut self, bytes: &Bytes, decoded: &mut Vec<MessageContentBlock>) {
         match &mut self.tee {
             Tee::Sse(decoder, error) => {
                 if error.is_some() {
@@ -687,23 +694,23 @@ impl Pump {
                 return;
             }
         }
-        self.record_decoded(decoded).await;
+        self.record_decoded(decoded);
     }
 
-    async fn record_decoded(&mut self, decoded: &mut Vec<MessageContentBlock>) {
+    fn record_decoded(&mut self, decoded: &mut Vec<MessageContentBlock>) {
         if !decoded.is_empty() && self.rows.ttft.is_none() {
             self.rows.ttft = Some(self.rows.sent_at.elapsed());
         }
-        for block in decoded.drain(..) {
-            self.answered |= match &block {
-                MessageContentBlock::Text { text } => !text.trim().is_empty(),
-                MessageContentBlock::ToolCall { .. } => true,
-                _ => false,
-            };
-            if let Some(recorder) = self.recorder.as_mut() {
-                recorder.block(&block, self.n_blocks).await;
-            }
-            self.n_blocks += 1;
+        self.answered |= decoded.iter().any(|block| match block {
+            MessageContentBlock::Text { text } => !text.trim().is_empty(),
+            MessageContentBlock::ToolCall { .. } => true,
+            _ => false,
+        });
+        let first = self.n_blocks;
+        self.n_blocks += decoded.len() as u64;
+        match self.recorder.as_mut() {
+            Some(recorder) => recorder.blocks(std::mem::take(decoded), first),
+            None => decoded.clear(),
         }
     }
 
@@ -723,7 +730,7 @@ impl Pump {
                 summary
             }),
         };
-        self.record_decoded(decoded).await;
+        self.record_decoded(decoded);
         match finished {
             Ok(summary) => {
                 let not_recorded = match self.recorder.take() {
@@ -784,7 +791,7 @@ impl Pump {
         if let Some(summary) = &summary {
             self.note_skipped(summary);
         }
-        self.record_decoded(decoded).await;
+        self.record_decoded(decoded);
         let events = summary.as_ref().map_or(0, |s| s.n_events);
         if let Some(recorder) = self.recorder.as_mut() {
             recorder.missing.insert(

@@ -6,8 +6,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use cuca_events::{
-    CucaPlugin, MessageContentBlock, PluginError, Role, SessionBackend, SessionEvent,
-    SessionRecord, UnifiedRequest, UnifiedResponse,
+    AppendRefused, CucaPlugin, MessageContentBlock, PluginError, Role, SessionBackend,
+    SessionEvent, SessionRecord, UnifiedRequest, UnifiedResponse,
 };
 use cuca_redact::{Counts, Rules};
 
@@ -76,6 +76,8 @@ struct Cursor {
     /// What redaction replaced in the records stored since [`SessionLogPlugin::take_redacted`]
     /// was last called.
     redacted: Counts,
+    /// Where the last request's digest left off, for the next request's.
+    digests: crate::call::DigestChain,
 }
 
 impl Cursor {
@@ -776,7 +778,8 @@ impl SessionLogPlugin {
         if self.call_metadata {
             let written = written!(|| Some(crate::call::request_event(request, sent)));
             first = first.or(written);
-            written!(|| Some(crate::call::digest_event(request)));
+            let digest = crate::call::digest_event(request, &mut cursor.digests);
+            written!(|| Some(digest.clone()));
         }
         Ok(Ok(first))
     }
@@ -838,6 +841,81 @@ impl SessionLogPlugin {
             })
         })?;
         Ok(true)
+    }
+
+    /// Records streamed blocks that are ready together (an answer's text held back for
+    /// redaction and released at once), each as [`CucaPlugin::on_stream_chunk`] records one,
+    /// in one [`SessionBackend::append_all`]: one write for all of them, not one each.
+    ///
+    /// A refused sequence (another writer appended since the cursor last read the session)
+    /// is retried once from the session's tail, as for one record. On a refusal,
+    /// [`AppendRefused::stored`] counts the blocks, from the first, that are recorded (a
+    /// block that is not recorded, an image, counts as done); the rest are not, and the
+    /// cursor is where the next record goes.
+    pub fn record_blocks(&self, blocks: &[MessageContentBlock]) -> Result<(), AppendRefused> {
+        let mut cursor = self.lock();
+        let mut from = 0;
+        let mut retried = false;
+        loop {
+            // Each record with the index of its block, and what redacting it replaced (merged
+            // into the session's counts only once it is stored).
+            let mut owners = Vec::with_capacity(blocks.len() - from);
+            let mut records = Vec::with_capacity(blocks.len() - from);
+            let mut counts = Vec::with_capacity(blocks.len() - from);
+            let mut unstamped = None;
+            for (i, block) in blocks.iter().enumerate().skip(from) {
+                let Some(event) = Self::block_event(block) else {
+                    continue;
+                };
+                match self.stamp(&mut cursor, event) {
+                    Ok(record) => {
+                        counts.push(std::mem::take(&mut cursor.pending));
+                        // `stamp` refused u64::MAX, so this cannot overflow.
+                        cursor.next_sequence = Some(record.sequence + 1);
+                        owners.push(i);
+                        records.push(record);
+                    }
+                    Err(error) => {
+                        unstamped = Some(AppendRefused { stored: i, error });
+                        break;
+                    }
+                }
+            }
+            let first = records.first().map(|record| record.sequence);
+            let result = self.backend.append_all(records);
+            let stored = result.as_ref().map_or_else(|r| r.stored, |()| owners.len());
+            for stored_counts in &counts[..stored] {
+                cursor.redacted.merge(stored_counts);
+            }
+            let refused = match result {
+                Ok(()) => return unstamped.map_or(Ok(()), Err),
+                Err(refused) => refused,
+            };
+            // The next record takes the first refused one's place, or follows another
+            // writer's records.
+            cursor.next_sequence = first.map(|first| first + refused.stored as u64);
+            let taken = match &refused.error {
+                PluginError::SequenceTaken { last, .. } => {
+                    cursor.next_sequence = Some(last.saturating_add(1));
+                    true
+                }
+                _ => false,
+            };
+            // A store that counts more than it was given is taken at its word: all stored.
+            from = owners.get(refused.stored).copied().unwrap_or(blocks.len());
+            if taken && !retried {
+                tracing::debug!(
+                    session = %self.session_id,
+                    "another writer appended to the session; continuing after its last record"
+                );
+                retried = true;
+                continue;
+            }
+            return Err(AppendRefused {
+                stored: from,
+                error: refused.error,
+            });
+        }
     }
 
     fn record_block(&self, block: &MessageContentBlock) -> Result<(), PluginError> {

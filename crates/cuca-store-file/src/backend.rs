@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use cuca_events::{
-    fork_session_id, point_in_session, BackendGauge, PluginError, ReadAfter, ReadMark,
-    ReplayedRecord, SessionBackend, SessionEvent, SessionRecord, SessionStamp,
+    fork_session_id, point_in_session, AppendRefused, BackendGauge, PluginError, ReadAfter,
+    ReadMark, ReplayedRecord, SessionBackend, SessionEvent, SessionRecord, SessionStamp,
 };
 
 use crate::codec::{check_frame_len, encode_frame_with, HEADER, HEADER_LEN, SEAL};
@@ -663,21 +663,33 @@ fn now_ms() -> u64 {
 /// Writes `bytes` with one `write` call. A short write is an error: the caller never writes
 /// the rest of a frame later, where it could no longer be told apart from a new frame.
 pub(crate) fn write_once(writer: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
+    write_counted(writer, bytes).map_err(|(_, error)| error)
+}
+
+/// [`write_once`], saying on failure how many bytes a short write did put down (0 when the
+/// write failed outright).
+pub(crate) fn write_counted(
+    writer: &mut impl Write,
+    bytes: &[u8],
+) -> Result<(), (usize, std::io::Error)> {
     loop {
         match writer.write(bytes) {
             Ok(n) if n == bytes.len() => return Ok(()),
             Ok(n) => {
-                return Err(std::io::Error::new(
-                    ErrorKind::WriteZero,
-                    format!(
-                        "short write: {n} of {} bytes (the disk is likely full, or a file size limit was reached)",
-                        bytes.len()
+                return Err((
+                    n,
+                    std::io::Error::new(
+                        ErrorKind::WriteZero,
+                        format!(
+                            "short write: {n} of {} bytes (the disk is likely full, or a file size limit was reached)",
+                            bytes.len()
+                        ),
                     ),
                 ))
             }
             // Nothing was written, so trying again cannot split a frame.
             Err(error) if error.kind() == ErrorKind::Interrupted => {}
-            Err(error) => return Err(error),
+            Err(error) => return Err((0, error)),
         }
     }
 }
@@ -701,6 +713,8 @@ pub(crate) struct Handle {
     scratch: Vec<u8>,
     /// The frame bytes of the last append, kept for their allocation.
     frame: Vec<u8>,
+    /// Where each frame of the last append ended in `frame`, kept for its allocation.
+    frame_ends: Vec<usize>,
     /// The process that took the lock, and its fork generation ([`crate::fork`]). After
     /// `fork(2)` a child shares the parent's open file and its lock, so the lock cannot keep
     /// the two apart: the handle refuses appends in any other generation (any other process).
@@ -719,6 +733,7 @@ impl Handle {
             last_sequence: None,
             scratch: Vec::new(),
             frame: Vec::new(),
+            frame_ends: Vec::new(),
             pid: std::process::id(),
             generation: crate::fork::generation(),
         }
@@ -813,6 +828,102 @@ impl Handle {
         record: &SessionRecord,
         durability: Durability,
     ) -> Result<(), PluginError> {
+        self.append_all(std::slice::from_ref(record), durability)
+            .map_err(|refused| refused.error)
+    }
+
+    /// Appends `records` as consecutive frames in one write (sealing a torn tail first, in
+    /// the same write). Each is checked as [`Self::append`] checks one; the frames before the
+    /// first refused record are still written, and the refusal counts them.
+    fn append_all(
+        &mut self,
+        records: &[SessionRecord],
+        durability: Durability,
+    ) -> Result<(), AppendRefused> {
+        let refused = |stored, error| AppendRefused { stored, error };
+        self.check_appendable().map_err(|error| refused(0, error))?;
+        if self.probe_tail {
+            let len = self
+                .file
+                .metadata()
+                .map_err(|error| refused(0, PluginError::io("stat", &self.path, error)))?
+                .len();
+            self.seal = tail_seal(&self.file, len)
+                .map_err(|error| refused(0, PluginError::io("read", &self.path, error)))?;
+            self.probe_tail = false;
+        }
+        self.frame.clear();
+        self.frame.extend_from_slice(self.seal);
+        // Where each encoded frame ends in `self.frame`, to count the whole frames of a
+        // short write (kept with the handle for its allocation).
+        let mut ends = std::mem::take(&mut self.frame_ends);
+        ends.clear();
+        let mut last = self.last_sequence;
+        let mut refusal = None;
+        for (i, record) in records.iter().enumerate() {
+            if let Err(error) = check_sequence(record, last) {
+                refusal = Some(refused(i, error));
+                break;
+            }
+            if let Err(error) = encode_frame_with(record, &mut self.scratch, &mut self.frame) {
+                let end = ends.last().copied().unwrap_or(self.seal.len());
+                self.frame.truncate(end);
+                refusal = Some(refused(
+                    i,
+                    PluginError::validation(
+                        "SessionRecord",
+                        format!("{} cannot be stored: {error}", record.point_id()),
+                    ),
+                ));
+                break;
+            }
+            ends.push(self.frame.len());
+            last = Some(record.sequence);
+        }
+        if !ends.is_empty() {
+            if let Err((written, error)) = write_counted(&mut self.file, &self.frame) {
+                // Some bytes may be on disk: the next append reads the tail and seals it.
+                // The frames written whole are records; the one cut short is sealed off.
+                self.probe_tail = true;
+                let stored = ends.iter().take_while(|end| **end <= written).count();
+                if stored > 0 {
+                    self.last_sequence = Some(records[stored - 1].sequence);
+                }
+                self.frame_ends = ends;
+                return Err(refused(
+                    stored,
+                    PluginError::io("append to", &self.path, error),
+                ));
+            }
+            self.seal = &[];
+            self.last_sequence = last;
+        }
+        // The buffers are kept for the next append's sake, but not past a bound: a handle
+        // stays open for a long time, and hundreds of handles each holding the allocation of
+        // the largest record they ever wrote would be hundreds of those records in memory.
+        for buffer in [&mut self.scratch, &mut self.frame] {
+            if buffer.capacity() > MAX_KEPT_BUFFER {
+                *buffer = Vec::new();
+            }
+        }
+        let wrote = !ends.is_empty();
+        self.frame_ends = ends;
+        if wrote && durability == Durability::Sync {
+            if let Err(error) = self.file.sync_data() {
+                self.failed = Some(error.to_string());
+                // Written but not known to be on disk: none of them counts as stored.
+                return Err(refused(0, PluginError::io("sync", &self.path, error)));
+            }
+        }
+        match refusal {
+            Some(refusal) => Err(refusal),
+            None => Ok(()),
+        }
+    }
+
+    /// Refuses an append from another process than the one that opened the handle, or after
+    /// a failed fsync.
+    fn check_appendable(&self) -> Result<(), PluginError> {
         if self.generation != crate::fork::generation() {
             return Err(PluginError::Locked {
                 path: self.path.clone(),
@@ -832,46 +943,6 @@ impl Handle {
                 ),
                 source: None,
             });
-        }
-        check_sequence(record, self.last_sequence)?;
-        if self.probe_tail {
-            let len = self
-                .file
-                .metadata()
-                .map_err(|error| PluginError::io("stat", &self.path, error))?
-                .len();
-            self.seal = tail_seal(&self.file, len)
-                .map_err(|error| PluginError::io("read", &self.path, error))?;
-            self.probe_tail = false;
-        }
-        self.frame.clear();
-        self.frame.extend_from_slice(self.seal);
-        encode_frame_with(record, &mut self.scratch, &mut self.frame).map_err(|error| {
-            PluginError::validation(
-                "SessionRecord",
-                format!("{} cannot be stored: {error}", record.point_id()),
-            )
-        })?;
-        if let Err(error) = write_once(&mut self.file, &self.frame) {
-            // Some bytes may be on disk: the next append reads the tail and seals it.
-            self.probe_tail = true;
-            return Err(PluginError::io("append to", &self.path, error));
-        }
-        self.seal = &[];
-        self.last_sequence = Some(record.sequence);
-        // The buffers are kept for the next append's sake, but not past a bound: a handle
-        // stays open for a long time, and hundreds of handles each holding the allocation of
-        // the largest record they ever wrote would be hundreds of those records in memory.
-        for buffer in [&mut self.scratch, &mut self.frame] {
-            if buffer.capacity() > MAX_KEPT_BUFFER {
-                *buffer = Vec::new();
-            }
-        }
-        if durability == Durability::Sync {
-            if let Err(error) = self.file.sync_data() {
-                self.failed = Some(error.to_string());
-                return Err(PluginError::io("sync", &self.path, error));
-            }
         }
         Ok(())
     }
@@ -947,6 +1018,39 @@ impl SessionBackend for FileBackend {
         };
         let mut handle = lock_handle(&handle);
         handle.append(&record, self.durability)
+    }
+
+    /// The records of one session in one `write` (the records of several sessions one by
+    /// one): what an append costs beyond its bytes is paid once for all of them.
+    fn append_all(&self, records: Vec<SessionRecord>) -> Result<(), AppendRefused> {
+        let Some(first) = records.first() else {
+            return Ok(());
+        };
+        if records.iter().any(|r| r.session_id != first.session_id) {
+            for (stored, record) in records.into_iter().enumerate() {
+                self.append(record)
+                    .map_err(|error| AppendRefused { stored, error })?;
+            }
+            return Ok(());
+        }
+        let open = self.lock_handles().get(&first.session_id);
+        let handle = match open {
+            Some(handle) => handle,
+            None => {
+                // As `append`: a first record too large to store leaves no empty session.
+                check_frame_len(first)
+                    .map_err(|error| {
+                        PluginError::validation(
+                            "SessionRecord",
+                            format!("{} cannot be stored: {error}", first.point_id()),
+                        )
+                    })
+                    .and_then(|()| self.handle(&first.session_id))
+                    .map_err(|error| AppendRefused { stored: 0, error })?
+            }
+        };
+        let mut handle = lock_handle(&handle);
+        handle.append_all(&records, self.durability)
     }
 
     fn replay(&self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {

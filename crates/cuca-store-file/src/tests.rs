@@ -233,3 +233,19 @@ fn the_format_page_example_frame_is_exact() {
         ]
     );
 }
+
+/// A short write says how many bytes it put down, so a run of frames written at once knows
+/// which of them are whole on disk.
+#[test]
+fn a_short_write_counts_the_bytes_it_wrote() {
+    let mut writer = stingy(7);
+    let (written, error) = crate::backend::write_counted(&mut writer, b"0123456789").unwrap_err();
+    assert_eq!(written, 7);
+    assert_eq!(error.kind(), ErrorKind::WriteZero);
+    let mut failing = Stingy {
+        fail: Some(ErrorKind::StorageFull),
+        ..stingy(100)
+    };
+    let (written, error) = crate::backend::write_counted(&mut failing, b"frame").unwrap_err();
+    assert_eq!((written, error.kind()), (0, ErrorKind::StorageFull));
+}

@@ -287,3 +287,51 @@ fn an_append_over_the_frame_limit_to_an_open_session_writes_nothing() {
         .collect();
     assert_eq!(texts, [0, 1]);
 }
+
+/// A run of records with one over the frame limit in the middle: the records before it are
+/// written (in the one write), it and those after it are not, the refusal counts the stored
+/// ones and names the record, and the session goes on from the last stored record. A run
+/// whose first record is over the limit on a new session leaves no file.
+#[test]
+fn a_run_with_a_record_over_the_frame_limit_stores_the_records_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FileBackend::new(dir.path()).unwrap();
+    let small = |text: &str| SessionEvent::Output { text: text.into() };
+    let huge = || SessionEvent::Output {
+        text: "x".repeat(cuca_store_file::MAX_FRAME_LEN),
+    };
+    let before = snapshot(dir.path());
+    let refused = backend
+        .append_all(vec![record("new", 0, huge()), record("new", 1, small("a"))])
+        .unwrap_err();
+    assert_eq!(refused.stored, 0);
+    assert_eq!(snapshot(dir.path()), before, "no empty session is left");
+
+    let run = vec![
+        record("big", 0, small("a")),
+        record("big", 1, small("b")),
+        record("big", 2, huge()),
+        record("big", 3, small("d")),
+    ];
+    let refused = backend.append_all(run).unwrap_err();
+    assert_eq!(refused.stored, 2);
+    match refused.error {
+        PluginError::Validation { schema, message } => {
+            assert_eq!(schema, "SessionRecord");
+            assert!(message.contains("big:2"), "{message}");
+            assert!(message.contains("longer than"), "{message}");
+        }
+        other => panic!("expected a validation error, got {other:?}"),
+    }
+    backend.append(record("big", 2, small("c"))).unwrap();
+    let texts: Vec<String> = backend
+        .replay("big")
+        .unwrap()
+        .into_iter()
+        .map(|r| match r.event {
+            SessionEvent::Output { text } => text,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(texts, ["a", "b", "c"]);
+}

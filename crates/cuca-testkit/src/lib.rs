@@ -522,6 +522,65 @@ pub fn append_refuses_a_sequence_at_or_below_the_last(backend: Arc<dyn SessionBa
     );
 }
 
+/// [`SessionBackend::append_all`] stores a run of records as that many appends would: in
+/// order, readable after; a record refused in the middle (a taken sequence) leaves the ones
+/// before it stored, counts them, and stores none after it; an empty run stores nothing.
+pub fn append_all_stores_in_order_and_counts_what_a_refusal_stored(
+    backend: Arc<dyn SessionBackend>,
+) {
+    let turn = demo_turn("demo", 0);
+    if let Err(refused) = backend.append_all(turn.clone()) {
+        panic!(
+            "{} refused a turn appended whole: {refused}",
+            backend.name()
+        );
+    }
+    assert_eq!(replay(backend.as_ref(), "demo"), turn);
+    if let Err(refused) = backend.append_all(Vec::new()) {
+        panic!("{} refused an empty run: {refused}", backend.name());
+    }
+    let last = turn.len() as u64 - 1;
+    let output = |sequence: u64| {
+        record(
+            "demo",
+            sequence,
+            SessionEvent::Output {
+                text: format!("block {sequence}"),
+            },
+        )
+    };
+    // Two that follow, one that steps back to a taken sequence, one that would follow.
+    let run = vec![
+        output(last + 1),
+        output(last + 2),
+        output(3),
+        output(last + 3),
+    ];
+    match backend.append_all(run.clone()) {
+        Ok(()) => panic!("{} stored a run holding a taken sequence", backend.name()),
+        Err(refused) => {
+            assert_eq!(refused.stored, 2, "{}: {refused}", backend.name());
+            assert_sequence_taken(backend.as_ref(), Err(refused.error), "demo", 3, last + 2);
+        }
+    }
+    let mut expected = turn;
+    expected.extend_from_slice(&run[..2]);
+    assert_eq!(
+        replay(backend.as_ref(), "demo"),
+        expected,
+        "{} stores the records before a refusal and none after it",
+        backend.name()
+    );
+    // The session goes on after the stored ones.
+    if let Err(refused) = backend.append_all(vec![output(last + 3)]) {
+        panic!(
+            "{} refused the record after the stored run: {refused}",
+            backend.name()
+        );
+    }
+    assert_eq!(replay(backend.as_ref(), "demo").len(), expected.len() + 1);
+}
+
 /// The Fork audit record keeps the rule: it is the original's last record, so a writer that
 /// did not see the fork (a second plugin, another handle) and reuses its sequence is refused
 /// with the audit record's sequence as `last`, instead of storing a duplicate.
@@ -683,6 +742,7 @@ macro_rules! conformance_tests {
             fork_of_a_missing_point_changes_nothing,
             a_branch_takes_appends,
             append_refuses_a_sequence_at_or_below_the_last,
+            append_all_stores_in_order_and_counts_what_a_refusal_stored,
             the_fork_audit_record_takes_its_sequence,
             session_ids_with_control_characters_are_refused,
             forks_nest_ten_deep_from_a_uuid_session

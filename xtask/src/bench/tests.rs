@@ -141,7 +141,7 @@ fn every_row_reads_a_bench_that_some_target_runs() {
                     // Each results file, and the bench that writes it.
                     let (package, bench) = match file {
                         "clients-interleaved" => ("cuca-bench", "clients"),
-                        "proxy-ttfb" => ("cuca-proxy", "proxy"),
+                        "proxy-ttfb" | "proxy-cpu" => ("cuca-proxy", "proxy"),
                         "proxy-postgres" => ("cuca-proxy", "postgres"),
                         other => panic!("no bench writes {other}.json"),
                     };

@@ -333,6 +333,103 @@ fn on_stream_chunk_appends_one_record_per_block_verbatim() {
     assert_eq!(sequences(&backend, "demo"), vec![0, 1, 2, 3, 4]);
 }
 
+/// Blocks recorded together are the records `on_stream_chunk` makes one by one: the same
+/// events at the same sequences, an image skipped.
+#[test]
+fn record_blocks_records_what_on_stream_chunk_records_block_by_block() {
+    let blocks = [
+        MessageContentBlock::thinking("  The user wants\n"),
+        MessageContentBlock::text(" noted"),
+        MessageContentBlock::ImageBase64 {
+            media_type: "image/png".into(),
+            data: "iVBORw0KGgo=".into(),
+        },
+        MessageContentBlock::ToolCall {
+            id: "call-1".into(),
+            name: "ls".into(),
+            arguments: "{}".into(),
+        },
+        MessageContentBlock::text(""),
+    ];
+    let (one_by_one, together) = (memory(), memory());
+    let first = plugin(&one_by_one);
+    let second = plugin(&together);
+    for log in [&first, &second] {
+        log.append_log(system("You are terse.")).unwrap();
+    }
+    for block in &blocks {
+        block_on(first.on_stream_chunk(block)).unwrap();
+    }
+    second.record_blocks(&blocks).unwrap();
+    second.record_blocks(&[]).unwrap();
+    assert_eq!(events(&together, "demo"), events(&one_by_one, "demo"));
+    assert_eq!(sequences(&together, "demo"), vec![0, 1, 2, 3, 4]);
+    // The cursor moved past them: the next record follows.
+    second
+        .append_log(SessionEvent::Latency { duration_ms: 1 })
+        .unwrap();
+    assert_eq!(sequences(&together, "demo"), vec![0, 1, 2, 3, 4, 5]);
+}
+
+/// Another writer appended since the cursor last read the session: the run is refused at its
+/// first record, and written once more after the other writer's last record.
+#[test]
+fn record_blocks_after_another_writer_continues_after_its_last_record() {
+    let backend = memory();
+    let ours = plugin(&backend);
+    let theirs = plugin(&backend);
+    ours.append_log(system("ours")).unwrap();
+    theirs.append_log(system("theirs")).unwrap();
+    ours.record_blocks(&[
+        MessageContentBlock::text("a"),
+        MessageContentBlock::text("b"),
+    ])
+    .unwrap();
+    assert_eq!(sequences(&backend, "demo"), vec![0, 1, 2, 3]);
+    assert_eq!(
+        events(&backend, "demo")[2..],
+        [
+            SessionEvent::Output { text: "a".into() },
+            SessionEvent::Output { text: "b".into() }
+        ]
+    );
+}
+
+/// A block the store refuses in the middle of a run (one over the file store's frame limit):
+/// the blocks before it are recorded and counted (an image among them counts as done), it and
+/// the blocks after it are not, and the next record takes the refused one's sequence.
+#[test]
+fn record_blocks_refused_midway_counts_the_blocks_recorded_and_the_next_record_follows_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend: Arc<dyn SessionBackend> =
+        Arc::new(cuca_store_file::FileBackend::new(dir.path()).unwrap());
+    let log = plugin(&backend);
+    let huge = "x".repeat(cuca_store_file::MAX_FRAME_LEN);
+    let refused = log
+        .record_blocks(&[
+            MessageContentBlock::text("a"),
+            MessageContentBlock::ImageBase64 {
+                media_type: "image/png".into(),
+                data: "iVBORw0KGgo=".into(),
+            },
+            MessageContentBlock::text("b"),
+            MessageContentBlock::text(huge),
+            MessageContentBlock::text("c"),
+        ])
+        .unwrap_err();
+    assert_eq!(refused.stored, 3);
+    assert!(
+        matches!(refused.error, PluginError::Validation { .. }),
+        "{refused}"
+    );
+    block_on(log.on_stream_chunk(&MessageContentBlock::text("d"))).unwrap();
+    assert_eq!(sequences(&backend, "demo"), vec![0, 1, 2]);
+    assert_eq!(
+        events(&backend, "demo"),
+        ["a", "b", "d"].map(|text| SessionEvent::Output { text: text.into() })
+    );
+}
+
 /// "on_response_complete appends Latency (duration_ms) and TokenUsage, in that order."
 #[test]
 fn on_response_complete_appends_latency_then_token_usage() {
