@@ -146,6 +146,16 @@ pub trait SessionBackend: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// Whether an append to a session already open for appending may wait on more than the
+    /// kernel taking the bytes: a network round trip, a commit, a disk flush. A caller on an
+    /// async runtime makes such appends from a blocking thread; appends to a store that says
+    /// `false` (a file written without `fsync`, memory) cost microseconds and may be made in
+    /// place. Opening a session, reading it and forking it are outside the promise. The
+    /// default says appends may wait.
+    fn appends_may_wait(&self) -> bool {
+        true
+    }
+
     /// Checks, before a caller does work it could not record, that `session_id` can be
     /// appended to now: the id is one this store takes, and no other writer holds the
     /// session. Nothing is written, and a session that does not exist yet is not created. A

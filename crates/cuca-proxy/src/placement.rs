@@ -202,7 +202,9 @@ async fn writer(shared: &Shared, session: &str, close_open: bool) -> Result<Reco
 /// begin at once would reach the store as many at a time as the runtime has workers, one
 /// commit after another, their answers held meanwhile. From blocking threads they reach it
 /// together, and a store that groups commits (`Durability::Pipelined`) commits them
-/// together.
+/// together. A store whose appends do not wait
+/// ([`cuca_events::SessionBackend::appends_may_wait`]) is written in place once the session
+/// has been read.
 async fn write_request(
     plugin: Arc<SessionLogPlugin>,
     before: &[SessionEvent],
@@ -210,6 +212,12 @@ async fn write_request(
     parameters: &str,
     fresh: bool,
 ) -> Result<Option<u64>, PluginError> {
+    // A store whose appends take microseconds, and a session already read: in place. The
+    // hop to a blocking thread and back would be most of the call's cost before its first
+    // byte.
+    if !plugin.backend().appends_may_wait() && plugin.has_read_session() {
+        return plugin.record_request_after(before, unified, parameters, fresh);
+    }
     // Moved to the thread and back: a long conversation's request is not copied.
     let request = std::mem::take(unified);
     let (before, parameters) = (before.to_vec(), parameters.to_owned());

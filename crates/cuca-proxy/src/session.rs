@@ -144,7 +144,7 @@ impl Slot {
     ) -> Result<Option<String>, ApiError> {
         let slot = Arc::clone(self);
         let id = session.to_owned();
-        let checked = tokio::task::spawn_blocking(move || -> Result<(), PluginError> {
+        let check = move || -> Result<(), PluginError> {
             slot.plugin.backend().check_writable(&id)?;
             if close_open && slot.may_be_open.swap(false, Ordering::AcqRel) {
                 if let Err(error) = slot.plugin.close_open_call(LEFT_OPEN) {
@@ -153,8 +153,17 @@ impl Slot {
                 }
             }
             Ok(())
-        })
-        .await;
+        };
+        // In place when nothing can wait: a store whose appends take microseconds, a session
+        // already read (so its file is open), and no call left open to close.
+        let quick = !self.plugin.backend().appends_may_wait()
+            && self.plugin.has_read_session()
+            && !(close_open && self.may_be_open.load(Ordering::Acquire));
+        let checked = if quick {
+            Ok(check())
+        } else {
+            tokio::task::spawn_blocking(check).await
+        };
         let error = match checked {
             Ok(Ok(())) => return Ok(None),
             Ok(Err(error)) => error,

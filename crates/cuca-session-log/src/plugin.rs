@@ -309,6 +309,14 @@ impl SessionLogPlugin {
         self.sync(&mut cursor)
     }
 
+    /// Whether the plugin has read its session's tail already, so that its next record needs
+    /// no read of the store first (only the append). Until then, the next record reads the
+    /// session from the store: on a store that is large or remote, a wait.
+    pub fn has_read_session(&self) -> bool {
+        let cursor = self.lock();
+        cursor.next_sequence.is_some() && cursor.positions_loaded
+    }
+
     /// The same plugin, writing to session `session_id`. The backend validates the id when
     /// the first record is appended (every store refuses an empty id and control characters;
     /// a `FileBackend` also `/` and `\`).

@@ -1295,6 +1295,12 @@ impl SessionBackend for FileBackend {
         Ok(ids)
     }
 
+    /// An append is one `write` to the page cache unless every append is flushed
+    /// ([`Durability::Sync`]).
+    fn appends_may_wait(&self) -> bool {
+        self.durability == Durability::Sync
+    }
+
     fn gauge(&self) -> BackendGauge {
         let bytes = self.sessions().ok().map(|ids| {
             ids.iter()

@@ -227,3 +227,16 @@ fn a_fork_holds_the_branch_open_for_append_until_close() {
     assert_eq!(records.len(), 3);
     assert_eq!(records.last(), Some(&next));
 }
+
+/// An append waits on nothing but the kernel's page cache unless every append is flushed:
+/// what a caller on an async runtime reads to decide whether to append in place.
+#[test]
+fn appends_may_wait_only_when_every_append_is_flushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let buffered = FileBackend::new(dir.path()).unwrap();
+    assert!(!buffered.appends_may_wait());
+    let synced = FileBackend::new(dir.path())
+        .unwrap()
+        .with_durability(Durability::Sync);
+    assert!(synced.appends_may_wait());
+}

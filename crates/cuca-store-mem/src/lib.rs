@@ -295,6 +295,11 @@ impl SessionBackend for InMemoryBackend {
         Ok(ids)
     }
 
+    /// An append is a push onto a vector under a lock.
+    fn appends_may_wait(&self) -> bool {
+        false
+    }
+
     fn gauge(&self) -> BackendGauge {
         BackendGauge {
             records: Some(self.n_records() as u64),
