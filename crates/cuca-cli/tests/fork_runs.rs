@@ -122,6 +122,12 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// What `cuca verify` said: each session's finding (stdout), then the sum (stderr), so a
+/// failed check names the session and the finding.
+fn findings(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), stderr(output))
+}
+
 /// `cuca run --store STORE --session s ARGS -- python3 three_calls.py` in `work`.
 fn run_agent(store: &Store, work: &Path, args: &[&str]) -> Output {
     run_variant(store, work, args, None)
@@ -314,7 +320,7 @@ fn a_fork_onto_another_model_replays_before_the_point_and_sends_the_rest_to_it()
     assert_eq!(b_tail["model_switched"], true);
 
     let verify = on(&store).arg("verify").arg(&store.word).output().unwrap();
-    assert!(verify.status.success(), "{}", stderr(&verify));
+    assert!(verify.status.success(), "{}", findings(&verify));
 }
 
 #[test]
@@ -544,7 +550,7 @@ fn compare_grades_each_model(store: &Store, dir: &Path) {
     }
     assert_eq!(upstream.calls(), Vec::<String>::new());
     let verify = on(store).arg("verify").arg(&store.word).output().unwrap();
-    assert!(verify.status.success(), "{}", stderr(&verify));
+    assert!(verify.status.success(), "{}", findings(&verify));
 }
 
 /// A changed run (the agent's second call differs) recorded by one `cuca run --mode fork`
@@ -638,7 +644,7 @@ fn many_variants_keep_ids_bounded(store: &Store, dir: &Path) {
         "the longest id has {longest} bytes: {ids:?}"
     );
     let verify = on(store).arg("verify").arg(&store.word).output().unwrap();
-    assert!(verify.status.success(), "{}", stderr(&verify));
+    assert!(verify.status.success(), "{}", findings(&verify));
 }
 
 #[test]
