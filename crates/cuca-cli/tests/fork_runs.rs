@@ -125,7 +125,11 @@ fn stderr(output: &Output) -> String {
 /// What `cuca verify` said: each session's finding (stdout), then the sum (stderr), so a
 /// failed check names the session and the finding.
 fn findings(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), stderr(output))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        stderr(output)
+    )
 }
 
 /// `cuca run --store STORE --session s ARGS -- python3 three_calls.py` in `work`.
