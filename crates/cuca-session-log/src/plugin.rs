@@ -856,14 +856,17 @@ impl SessionLogPlugin {
     /// in one [`SessionBackend::append_all`]: one write for all of them, not one each.
     ///
     /// A refused sequence (another writer appended since the cursor last read the session)
-    /// is retried once from the session's tail, as for one record. On a refusal,
+    /// is retried once from the session's tail, as for one record: each record of the run
+    /// gets its one retry. On a refusal,
     /// [`AppendRefused::stored`] counts the blocks, from the first, that are recorded (a
     /// block that is not recorded, an image, counts as done); the rest are not, and the
     /// cursor is where the next record goes.
     pub fn record_blocks(&self, blocks: &[MessageContentBlock]) -> Result<(), AppendRefused> {
         let mut cursor = self.lock();
         let mut from = 0;
-        let mut retried = false;
+        // The block whose record was last refused for a taken sequence: each record is tried
+        // again once, as `on_stream_chunk` tries one block again once.
+        let mut retried: Option<usize> = None;
         loop {
             // Each record with the index of its block, and what redacting it replaced (merged
             // into the session's counts only once it is stored).
@@ -911,12 +914,12 @@ impl SessionLogPlugin {
             };
             // A store that counts more than it was given is taken at its word: all stored.
             from = owners.get(refused.stored).copied().unwrap_or(blocks.len());
-            if taken && !retried {
+            if taken && retried != Some(from) {
                 tracing::debug!(
                     session = %self.session_id,
                     "another writer appended to the session; continuing after its last record"
                 );
-                retried = true;
+                retried = Some(from);
                 continue;
             }
             return Err(AppendRefused {

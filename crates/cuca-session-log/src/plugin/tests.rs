@@ -395,6 +395,73 @@ fn record_blocks_after_another_writer_continues_after_its_last_record() {
     );
 }
 
+/// A memory store where another writer appends a record just before the plugin's record at
+/// each of `cut_in_at`'s sequences, once each: the plugin's append there is refused as taken.
+#[derive(Debug)]
+struct CutIn {
+    inner: InMemoryBackend,
+    cut_in_at: std::sync::Mutex<Vec<u64>>,
+}
+
+impl SessionBackend for CutIn {
+    fn name(&self) -> &str {
+        "cut-in"
+    }
+
+    fn append(&self, record: SessionRecord) -> Result<(), PluginError> {
+        let cut_in = {
+            let mut at = self.cut_in_at.lock().unwrap();
+            let due = at.iter().position(|s| *s == record.sequence);
+            due.map(|i| at.remove(i))
+        };
+        if let Some(sequence) = cut_in {
+            self.inner.append(SessionRecord {
+                event: SessionEvent::Output {
+                    text: format!("theirs at {sequence}"),
+                },
+                ..record.clone()
+            })?;
+        }
+        self.inner.append(record)
+    }
+
+    fn replay(&self, session_id: &str) -> Result<Vec<SessionRecord>, PluginError> {
+        self.inner.replay(session_id)
+    }
+
+    fn fork(&self, session_id: &str, point_id: &str) -> Result<String, PluginError> {
+        self.inner.fork(session_id, point_id)
+    }
+
+    fn sessions(&self) -> Result<Vec<String>, PluginError> {
+        self.inner.sessions()
+    }
+
+    fn gauge(&self) -> BackendGauge {
+        self.inner.gauge()
+    }
+}
+
+/// Another writer cutting in twice within one run: each refused record is tried again after
+/// the other writer's record, as block-by-block recording tries each block again, and the
+/// whole run is recorded.
+#[test]
+fn record_blocks_tries_each_refused_record_again_once() {
+    let backend: Arc<dyn SessionBackend> = Arc::new(CutIn {
+        inner: InMemoryBackend::new(),
+        cut_in_at: std::sync::Mutex::new(vec![1, 3]),
+    });
+    let log = plugin(&backend);
+    log.record_blocks(&["a", "b", "c"].map(MessageContentBlock::text))
+        .unwrap();
+    assert_eq!(
+        events(&backend, "demo"),
+        ["a", "theirs at 1", "b", "theirs at 3", "c"]
+            .map(|text| SessionEvent::Output { text: text.into() })
+    );
+    assert_eq!(sequences(&backend, "demo"), vec![0, 1, 2, 3, 4]);
+}
+
 /// A block the store refuses in the middle of a run (one over the file store's frame limit):
 /// the blocks before it are recorded and counted (an image among them counts as done), it and
 /// the blocks after it are not, and the next record takes the refused one's sequence.
