@@ -156,8 +156,7 @@ impl Slot {
         };
         // In place when nothing can wait: a store whose appends take microseconds, a session
         // already read (so its file is open), and no call left open to close.
-        let quick = !self.plugin.backend().appends_may_wait()
-            && self.plugin.has_read_session()
+        let quick = self.plugin.writes_without_waiting()
             && !(close_open && self.may_be_open.load(Ordering::Acquire));
         let checked = if quick {
             Ok(check())

@@ -1027,11 +1027,7 @@ impl SessionBackend for FileBackend {
             return Ok(());
         };
         if records.iter().any(|r| r.session_id != first.session_id) {
-            for (stored, record) in records.into_iter().enumerate() {
-                self.append(record)
-                    .map_err(|error| AppendRefused { stored, error })?;
-            }
-            return Ok(());
+            return cuca_events::append_each(self, records);
         }
         let open = self.lock_handles().get(&first.session_id);
         let handle = match open {
