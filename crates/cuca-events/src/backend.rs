@@ -77,20 +77,6 @@ pub struct AppendRefused {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SessionStamp(pub u128);
 
-/// [`SessionBackend::append_all`] one record at a time, through `backend.append`: the
-/// default, and what a store that writes runs together does with a run it cannot.
-pub fn append_each<B: SessionBackend + ?Sized>(
-    backend: &B,
-    records: Vec<SessionRecord>,
-) -> Result<(), AppendRefused> {
-    for (stored, record) in records.into_iter().enumerate() {
-        backend
-            .append(record)
-            .map_err(|error| AppendRefused { stored, error })?;
-    }
-    Ok(())
-}
-
 /// A store of sessions: append-only per session, replayable whole, forkable at any point.
 ///
 /// Backends store records as given: the session log plugin assigns every sequence number.
@@ -153,7 +139,11 @@ pub trait SessionBackend: Send + Sync + std::fmt::Debug {
     /// # Ok(()) }
     /// ```
     fn append_all(&self, records: Vec<SessionRecord>) -> Result<(), AppendRefused> {
-        append_each(self, records)
+        for (stored, record) in records.into_iter().enumerate() {
+            self.append(record)
+                .map_err(|error| AppendRefused { stored, error })?;
+        }
+        Ok(())
     }
 
     /// Whether an append to a session already open for appending may wait on more than the

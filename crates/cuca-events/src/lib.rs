@@ -37,8 +37,8 @@ mod point;
 mod session_id;
 
 pub use backend::{
-    append_each, replay_after_counting, AppendRefused, BackendGauge, ReadAfter, ReadMark,
-    SessionBackend, SessionStamp,
+    replay_after_counting, AppendRefused, BackendGauge, ReadAfter, ReadMark, SessionBackend,
+    SessionStamp,
 };
 pub use error::{BoxError, PluginError};
 pub use event::{

@@ -215,7 +215,7 @@ async fn write_request(
     // A store whose appends take microseconds, and a session already read: in place. The
     // hop to a blocking thread and back would be most of the call's cost before its first
     // byte.
-    if plugin.writes_without_waiting() {
+    if !plugin.backend().appends_may_wait() && plugin.has_read_session() {
         return plugin.record_request_after(before, unified, parameters, fresh);
     }
     // Moved to the thread and back: a long conversation's request is not copied.

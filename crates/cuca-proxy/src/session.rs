@@ -156,7 +156,8 @@ impl Slot {
         };
         // In place when nothing can wait: a store whose appends take microseconds, a session
         // already read (so its file is open), and no call left open to close.
-        let quick = self.plugin.writes_without_waiting()
+        let quick = !self.plugin.backend().appends_may_wait()
+            && self.plugin.has_read_session()
             && !(close_open && self.may_be_open.load(Ordering::Acquire));
         let checked = if quick {
             Ok(check())

@@ -317,13 +317,6 @@ impl SessionLogPlugin {
         cursor.next_sequence.is_some() && cursor.positions_loaded
     }
 
-    /// Whether the plugin's next records cost microseconds: its store's appends do not wait
-    /// ([`SessionBackend::appends_may_wait`]) and it has read its session already. A caller
-    /// on an async runtime may then write them in place rather than from a blocking thread.
-    pub fn writes_without_waiting(&self) -> bool {
-        !self.backend.appends_may_wait() && self.has_read_session()
-    }
-
     /// The same plugin, writing to session `session_id`. The backend validates the id when
     /// the first record is appended (every store refuses an empty id and control characters;
     /// a `FileBackend` also `/` and `\`).

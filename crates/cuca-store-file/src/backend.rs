@@ -1027,7 +1027,11 @@ impl SessionBackend for FileBackend {
             return Ok(());
         };
         if records.iter().any(|r| r.session_id != first.session_id) {
-            return cuca_events::append_each(self, records);
+            for (stored, record) in records.into_iter().enumerate() {
+                self.append(record)
+                    .map_err(|error| AppendRefused { stored, error })?;
+            }
+            return Ok(());
         }
         let open = self.lock_handles().get(&first.session_id);
         let handle = match open {
